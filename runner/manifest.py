@@ -1,0 +1,415 @@
+"""The manifest as validated data: pydantic models only, no I/O.
+
+Every model forbids unknown keys and is frozen. Servers are a discriminated union on ``transport``
+(``type`` is accepted as an alias, as in Claude Code / VS Code ``mcpServers`` entries; without
+either, ``command`` means stdio and ``url`` means streamable HTTP). Fields a server leaves unset are
+inherited from ``defaults`` when the manifest is validated, so consumers always see concrete values.
+
+Cross-references (fallbacks, prompt bindings) are checked by :func:`reference_problems`, which
+returns every problem with its path; loading uses it to report them all at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    model_validator,
+)
+
+SERVER_KEY_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+SERVER_KEY_RULE = (
+    "server keys become tool name prefixes, so they must start with a lowercase letter and use only "
+    "lowercase letters, digits and '-' (at most 32 characters)"
+)
+IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """``500ms``, ``30s``, ``2m``, ``1h`` or a number of seconds -> seconds (must be positive)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 500ms, 30s, 2m or a number of seconds")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    else:
+        raise ValueError("expected a duration such as 500ms, 30s, 2m or a number of seconds")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    Field(json_schema_extra={"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                       {"type": "string", "pattern": _DURATION.pattern}]}),
+]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+ImportPath = Annotated[
+    str,
+    Field(pattern=IMPORT_PATH_PATTERN, description="Python import path 'package.module:function'"),
+]
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+
+
+def _unique(items: list[str]) -> list[str]:
+    duplicates = sorted({item for item in items if items.count(item) > 1})
+    if duplicates:
+        raise ValueError(f"listed more than once: {', '.join(duplicates)}")
+    return items
+
+
+UniqueNames = Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)]
+
+
+class Spec(BaseModel):
+    """Base of every manifest model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class HeartbeatSpec(Spec):
+    interval: Duration = Field(15.0, description="Seconds between liveness checks.")
+    stale_after: Duration = Field(
+        45.0, description="A server silent this long is considered stale and restarted."
+    )
+
+    @model_validator(mode="after")
+    def _stale_after_interval(self) -> HeartbeatSpec:
+        if self.stale_after < self.interval:
+            raise ValueError("stale_after must be at least interval")
+        return self
+
+
+class RestartSpec(Spec):
+    max_attempts: PositiveInt = Field(5, description="Restarts tried before the server is failed.")
+    backoff: Duration = Field(1.0, description="First delay between restarts; doubles each time.")
+    max_backoff: Duration = Field(30.0, description="Upper bound of the delay between restarts.")
+
+
+class NameFilterSpec(Spec):
+    """Which names a server contributes: exact names or shell-style globs."""
+
+    only: UniqueNames | None = Field(None, description="Keep only these names (exact or glob).")
+    except_: UniqueNames | None = Field(
+        None, alias="except", description="Drop these names (exact or glob)."
+    )
+
+    @model_validator(mode="after")
+    def _only_or_except(self) -> NameFilterSpec:
+        if self.only is not None and self.except_ is not None:
+            raise ValueError("'only' and 'except' cannot be used together; pick one")
+        return self
+
+
+class ToolFilterSpec(NameFilterSpec):
+    filter: ImportPath | None = Field(
+        None, description="Function called with each MCP tool definition; keeps it if truthy."
+    )
+    approve: UniqueNames = Field(
+        default_factory=list, description="Globs of tools that need approval before each call."
+    )
+    rename: dict[str, Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")]] = Field(
+        default_factory=dict, description="Original tool name -> name shown to the model."
+    )
+    timeouts: dict[str, Duration] = Field(
+        default_factory=dict, description="Per-tool request timeouts, by original tool name."
+    )
+
+
+class ServerSettings(Spec):
+    """Settings every server has; ``defaults`` gives them values, a server may override them."""
+
+    timeout: Duration | None = Field(None, description="Timeout of one request (default 30s).")
+    startup_timeout: Duration | None = Field(
+        None, description="Time allowed to start and finish the handshake (default 20s)."
+    )
+    heartbeat: HeartbeatSpec | None = Field(None, description="Liveness checks.")
+    restart: RestartSpec | None = Field(None, description="Restarts after a crash.")
+    required: bool | None = Field(
+        None, description="A required server that cannot start stops the run (default false)."
+    )
+    max_output_chars: PositiveInt | None = Field(
+        None, description="Tool text beyond this is cut to head and tail (default 100000)."
+    )
+
+
+class DefaultsSpec(ServerSettings):
+    timeout: Duration = 30.0
+    startup_timeout: Duration = 20.0
+    heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)
+    restart: RestartSpec = Field(default_factory=RestartSpec)
+    required: bool = False
+    max_output_chars: PositiveInt = 100_000
+
+
+class ServerBase(ServerSettings):
+    fallback: str | None = Field(
+        None, description="Key of a server that gets the same call when this one fails transiently."
+    )
+    on_fallback: ImportPath | None = Field(None, description="Hook called before each fallback.")
+    expose: bool = Field(True, description="False: the server only serves as a fallback.")
+    tools: ToolFilterSpec = Field(default_factory=ToolFilterSpec)
+    prompts: NameFilterSpec = Field(default_factory=NameFilterSpec)
+    resources: bool = Field(False, description="Offer tools to list and read the server's resources.")
+
+    def inherit(self, defaults: DefaultsSpec) -> ServerBase:
+        """A copy with every unset setting taken from ``defaults``."""
+        unset = {
+            name: getattr(defaults, name)
+            for name in ServerSettings.model_fields
+            if getattr(self, name) is None
+        }
+        return self.model_copy(update=unset)
+
+
+class StdioServerSpec(ServerBase):
+    transport: Literal["stdio"] = Field(
+        "stdio", validation_alias=AliasChoices("transport", "type"), description="stdio"
+    )
+    command: str = Field(min_length=1, description="Program to start (looked up on PATH).")
+    args: list[str] = Field(default_factory=list)
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="Variables set for the server (values are secret)."
+    )
+    env_passthrough: list[EnvName] = Field(
+        default_factory=list, description="Host variables passed through beyond the allow-list."
+    )
+    cwd: str | None = Field(None, description="Working directory, relative to the manifest.")
+
+
+class HttpServerSpec(ServerBase):
+    transport: Literal["http", "sse"] = Field(
+        "http",
+        validation_alias=AliasChoices("transport", "type"),
+        description="http (streamable HTTP) or sse (legacy); 'type' is accepted too",
+    )
+    url: str = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Request headers (values are secret)."
+    )
+
+
+_TRANSPORT_ALIASES = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamableHttp": "http",
+    "sse": "sse",
+}
+
+
+def _transport_tag(value: Any) -> str | None:
+    """Which server model a raw mapping is meant for."""
+    if isinstance(value, BaseModel):
+        return "stdio" if isinstance(value, StdioServerSpec) else "http"
+    if not isinstance(value, dict):
+        return None
+    declared = value.get("transport", value.get("type"))
+    if declared is None:
+        if "command" in value:
+            return "stdio"
+        return "http" if "url" in value else None
+    tag = _TRANSPORT_ALIASES.get(declared) if isinstance(declared, str) else None
+    return "stdio" if tag == "stdio" else ("http" if tag else None)
+
+
+def _normalise_transport(value: Any) -> Any:
+    if isinstance(value, dict):
+        declared = value.get("transport", value.get("type"))
+        if "transport" in value and "type" in value:
+            raise ValueError("give either 'transport' or 'type', not both")
+        if isinstance(declared, str) and declared in _TRANSPORT_ALIASES:
+            key = "transport" if "transport" in value else "type"
+            value = {**value, key: _TRANSPORT_ALIASES[declared]}
+    return value
+
+
+ServerSpec = Annotated[
+    Annotated[StdioServerSpec, Tag("stdio")] | Annotated[HttpServerSpec, Tag("http")],
+    Discriminator(
+        _transport_tag,
+        custom_error_type="server_kind",
+        custom_error_message=(
+            "a server needs 'command' (stdio) or 'url' (http); 'transport' is one of "
+            "stdio, http, sse"
+        ),
+    ),
+    BeforeValidator(_normalise_transport),
+]
+ServerKey = Annotated[str, Field(pattern=SERVER_KEY_PATTERN)]
+
+
+class ModelSpec(Spec):
+    id: str = Field(
+        min_length=1,
+        description="init_chat_model id (provider:model), or the built-in 'offline' / 'scripted'.",
+    )
+    fallbacks: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Model ids tried in order when the model call fails."
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Passed to the model.")
+    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
+    api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
+    script: str | None = Field(None, description="Turns file of the 'scripted' model.")
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> ModelSpec:
+        if self.id == "scripted" and not self.script:
+            raise ValueError("the 'scripted' model needs 'script: path/to/turns.yaml'")
+        if self.script and self.id != "scripted":
+            raise ValueError("'script' is only used by the 'scripted' model")
+        return self
+
+
+def _model_from_id(value: Any) -> Any:
+    return {"id": value} if isinstance(value, str) else value
+
+
+class McpPromptSpec(Spec):
+    server: str = Field(description="Server key offering the prompt.")
+    name: str = Field(min_length=1, description="The prompt's name on that server.")
+    as_: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")] | None = Field(
+        None, alias="as", description="Short alias, used as /alias in the chat."
+    )
+    arguments: dict[str, str] = Field(default_factory=dict, description="Fixed arguments.")
+
+
+class PromptsSpec(Spec):
+    system: str | None = Field(
+        None,
+        description=(
+            "System prompt: a template file relative to the manifest (one line ending in .j2, "
+            ".jinja, .jinja2, .md or .txt) or inline Jinja2 text."
+        ),
+    )
+    vars: dict[str, Any] = Field(default_factory=dict, description="Variables for the templates.")
+    mcp: list[McpPromptSpec] = Field(default_factory=list, description="Bound MCP prompts.")
+
+    @property
+    def system_is_file(self) -> bool:
+        text = self.system or ""
+        return "\n" not in text and text.strip().endswith(TEMPLATE_SUFFIXES)
+
+
+class AgentSpec(Spec):
+    max_steps: PositiveInt = Field(25, description="Model calls allowed in one turn.")
+    tool_separator: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,3}$")] = Field(
+        "__", description="Between the server key and the tool name in generated names."
+    )
+
+
+class WatchSpec(Spec):
+    debounce: Duration = Field(0.2, description="Quiet time after a change before reloading.")
+    paths: list[str] = Field(
+        default_factory=list, description="Extra files or folders, relative to the manifest."
+    )
+
+
+_CHECKPOINTER = re.compile(r"^(memory|sqlite:///.+|postgres(ql)?://.+)$")
+
+
+class Manifest(Spec):
+    version: Literal[1] = Field(description="Manifest format version; always 1.")
+    name: str = Field(min_length=1, max_length=128, description="Name of the agent.")
+    description: str | None = None
+    model: Annotated[ModelSpec, BeforeValidator(_model_from_id)] = Field(
+        default_factory=lambda: ModelSpec(id="offline"),
+        description="The chat model: an id string or a mapping.",
+    )
+    defaults: DefaultsSpec = Field(default_factory=DefaultsSpec)
+    servers: dict[ServerKey, ServerSpec] = Field(default_factory=dict)
+    prompts: PromptsSpec = Field(default_factory=PromptsSpec)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    local_tools: UniqueNames = Field(
+        default_factory=list, description="Python functions ('module:function') offered as tools."
+    )
+    checkpointer: Annotated[str, Field(pattern=_CHECKPOINTER.pattern)] | None = Field(
+        None, description="memory, sqlite:///path or postgres://...; default SQLite in .mcp-run/."
+    )
+    watch: WatchSpec = Field(default_factory=WatchSpec)
+
+    @model_validator(mode="after")
+    def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
+        resolved = {key: spec.inherit(self.defaults) for key, spec in self.servers.items()}
+        object.__setattr__(self, "servers", resolved)
+        if not (info.context or {}).get("defer_references"):
+            problems = reference_problems(self)
+            if problems:
+                path, message = problems[0]
+                raise ValueError(f"{'.'.join(map(str, path))}: {message}")
+        return self
+
+
+def _fallback_chain(manifest: Manifest, start: str) -> Iterator[str]:
+    seen = {start}
+    current = manifest.servers[start].fallback
+    while current is not None and current in manifest.servers:
+        yield current
+        if current in seen:
+            return
+        seen.add(current)
+        current = manifest.servers[current].fallback
+
+
+def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems that span several parts of the manifest, each with the path it belongs to."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    keys = sorted(manifest.servers)
+    for key in keys:
+        spec = manifest.servers[key]
+        if spec.fallback is None:
+            continue
+        path = ("servers", key, "fallback")
+        if spec.fallback not in manifest.servers:
+            problems.append((path, f"unknown server '{spec.fallback}'{did_you_mean(spec.fallback, keys)}"))
+        elif spec.fallback == key:
+            problems.append((path, "a server cannot be its own fallback"))
+        elif key in _fallback_chain(manifest, key):
+            chain = " -> ".join([key, *_fallback_chain(manifest, key)])
+            problems.append((path, f"fallbacks form a cycle: {chain}"))
+    for index, binding in enumerate(manifest.prompts.mcp):
+        if binding.server not in manifest.servers:
+            problems.append((
+                ("prompts", "mcp", index, "server"),
+                f"unknown server '{binding.server}'{did_you_mean(binding.server, keys)}",
+            ))
+    aliases = [b.as_ for b in manifest.prompts.mcp if b.as_]
+    for index, binding in enumerate(manifest.prompts.mcp):
+        if binding.as_ and aliases.count(binding.as_) > 1:
+            problems.append((("prompts", "mcp", index, "as"), f"alias '{binding.as_}' is used twice"))
+    separator = manifest.agent.tool_separator
+    for key in keys:
+        if separator in key:
+            problems.append((
+                ("agent", "tool_separator"),
+                f"separator '{separator}' occurs in server key '{key}'; names could not be split",
+            ))
+    return problems
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
