@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationInfo,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -50,17 +51,23 @@ def parse_duration(value: Any) -> float:
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     else:
+        if isinstance(value, str) and value.strip().startswith("-"):
+            raise ValueError("a duration must be positive")
         raise ValueError("expected a duration such as 500ms, 30s, 2m or a number of seconds")
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError("a duration must be positive")
+    if not 0 < seconds < float("inf"):  # also refuses NaN
+        raise ValueError("a duration must be positive and finite")
     return seconds
 
 
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
-    Field(json_schema_extra={"anyOf": [{"type": "number", "exclusiveMinimum": 0},
-                                       {"type": "string", "pattern": _DURATION.pattern}]}),
+    WithJsonSchema({
+        "anyOf": [
+            {"type": "number", "exclusiveMinimum": 0},
+            {"type": "string", "pattern": r"^\d+(\.\d+)?(ms|s|m|h)?$"},
+        ],
+    }),
 ]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 ImportPath = Annotated[
@@ -238,6 +245,8 @@ def _normalise_transport(value: Any) -> Any:
         declared = value.get("transport", value.get("type"))
         if "transport" in value and "type" in value:
             raise ValueError("give either 'transport' or 'type', not both")
+        if "command" in value and "url" in value:
+            raise ValueError("a server has either 'command' (stdio) or 'url' (http, sse), not both")
         if isinstance(declared, str) and declared in _TRANSPORT_ALIASES:
             key = "transport" if "transport" in value else "type"
             value = {**value, key: _TRANSPORT_ALIASES[declared]}
@@ -332,7 +341,9 @@ class Manifest(Spec):
     version: Literal[1] = Field(description="Manifest format version; always 1.")
     name: str = Field(min_length=1, max_length=128, description="Name of the agent.")
     description: str | None = None
-    model: Annotated[ModelSpec, BeforeValidator(_model_from_id)] = Field(
+    model: Annotated[
+        ModelSpec, BeforeValidator(_model_from_id, json_schema_input_type=str | ModelSpec)
+    ] = Field(
         default_factory=lambda: ModelSpec(id="offline"),
         description="The chat model: an id string or a mapping.",
     )
@@ -340,7 +351,7 @@ class Manifest(Spec):
     servers: dict[ServerKey, ServerSpec] = Field(default_factory=dict)
     prompts: PromptsSpec = Field(default_factory=PromptsSpec)
     agent: AgentSpec = Field(default_factory=AgentSpec)
-    local_tools: UniqueNames = Field(
+    local_tools: Annotated[list[ImportPath], AfterValidator(_unique)] = Field(
         default_factory=list, description="Python functions ('module:function') offered as tools."
     )
     checkpointer: Annotated[str, Field(pattern=_CHECKPOINTER.pattern)] | None = Field(
@@ -413,3 +424,25 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
 
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the manifest, for editors (yaml-language-server) and docs."""
+    schema = Manifest.model_json_schema(by_alias=True)
+    for name, tag in (("StdioServerSpec", "stdio"), ("HttpServerSpec", "http")):
+        properties = schema["$defs"][name]["properties"]
+        spellings = [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind == tag]
+        if tag == "http":
+            spellings.append("sse")
+        properties["transport"] = {
+            "enum": spellings, "description": properties["transport"].get("description", tag)
+        }
+        # 'type' is the Claude Code / VS Code spelling of 'transport'.
+        properties["type"] = properties["transport"]
+    # Top-level 'x-…' keys are free-form, for YAML anchors (as in compose files).
+    schema["patternProperties"] = {"^x-": {}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://mcp-run.dev/schemas/agent.schema.json",
+        **schema,
+    }

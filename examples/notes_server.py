@@ -1,0 +1,114 @@
+"""A small notes MCP server bundled with mcp-run, used by the bundled agent.yaml.
+
+Notes live in a JSON file (NOTES_FILE, default ./notes.json) so they survive restarts. It offers
+tools to add, list, search and delete notes, a calculator, and a prompt that summarises the notes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import os
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer(
+    "notes",
+    instructions="Keeps short notes for the user. Search before adding duplicates.",
+)
+NOTES_FILE = Path(os.environ.get("NOTES_FILE", "notes.json"))
+
+
+def _read() -> list[dict[str, str]]:
+    if not NOTES_FILE.exists():
+        return []
+    return json.loads(NOTES_FILE.read_text(encoding="utf-8"))
+
+
+def _write(notes: list[dict[str, str]]) -> None:
+    NOTES_FILE.parent.mkdir(parents=True, exist_ok=True)
+    temporary = NOTES_FILE.with_suffix(".tmp")
+    temporary.write_text(json.dumps(notes, indent=2), encoding="utf-8")
+    temporary.replace(NOTES_FILE)  # atomic: a crash never leaves half a file
+
+
+@server.tool()
+def add_note(
+    title: Annotated[str, Field(min_length=1, max_length=200, description="Short title")],
+    text: Annotated[str, Field(description="The note itself")] = "",
+) -> str:
+    """Add a note and return its title."""
+    notes = [note for note in _read() if note["title"] != title]
+    notes.append({"title": title, "text": text})
+    _write(notes)
+    return f"saved note '{title}' ({len(notes)} notes in all)"
+
+
+@server.tool()
+def list_notes() -> list[str]:
+    """List the titles of all notes."""
+    return [note["title"] for note in _read()]
+
+
+@server.tool()
+def search_notes(query: Annotated[str, Field(min_length=1)]) -> list[dict[str, str]]:
+    """Notes whose title or text contains the query (case-insensitive)."""
+    needle = query.lower()
+    return [n for n in _read() if needle in n["title"].lower() or needle in n["text"].lower()]
+
+
+@server.tool()
+def delete_note(title: str) -> str:
+    """Delete the note with this title."""
+    notes = _read()
+    kept = [note for note in notes if note["title"] != title]
+    if len(kept) == len(notes):
+        raise ValueError(f"no note titled '{title}'")
+    _write(kept)
+    return f"deleted note '{title}'"
+
+
+_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.FloorDiv: operator.floordiv,
+}
+
+
+def _evaluate(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        if isinstance(node.op, ast.Pow) and abs(_evaluate(node.right)) > 100:
+            raise ValueError("exponent too large")
+        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.operand))
+    raise ValueError("only numbers and + - * / // % ** are allowed")
+
+
+@server.tool()
+def calculate(expression: Annotated[str, Field(max_length=200, examples=["2 * (3 + 4)"])]) -> float:
+    """Evaluate an arithmetic expression."""
+    try:
+        return _evaluate(ast.parse(expression, mode="eval"))
+    except (SyntaxError, ZeroDivisionError) as exc:
+        raise ValueError(f"cannot evaluate {expression!r}: {exc}") from exc
+
+
+@server.prompt()
+def summarise(style: str = "bullet points") -> str:
+    """Ask the assistant to summarise every note."""
+    notes = "\n".join(f"- {n['title']}: {n['text']}" for n in _read()) or "(no notes yet)"
+    return f"Summarise these notes as {style}:\n{notes}"
+
+
+if __name__ == "__main__":
+    server.run()

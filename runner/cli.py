@@ -1,0 +1,109 @@
+"""The command line: the only module that prints for people and knows exit codes.
+
+    mcp-run FILE [-p TEXT]      run the agent (chat, or one turn with -p)
+    mcp-run validate FILE       check the manifest and its templates
+    mcp-run schema              print the manifest's JSON Schema
+
+Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invalid input
+(manifest, arguments), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from runner.errors import ManifestError, RunnerError
+from runner.loading import LoadedManifest, load_manifest
+from runner.manifest import manifest_json_schema
+
+EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+stdout = Console(highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_errors(command: F) -> F:
+    """Turn runner errors into located messages and exit codes; tracebacks only with --debug."""
+
+    @wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return command(*args, **kwargs)
+        except ManifestError as exc:
+            if debug:
+                raise
+            for problem in exc.problems:
+                stderr.print(str(problem), markup=False)
+            count = len(exc.problems)
+            stderr.print(f"{count} problem{'s' if count != 1 else ''} found", style="red")
+            sys.exit(EXIT_INVALID)
+        except RunnerError as exc:
+            if debug:
+                raise
+            stderr.print(f"error: {exc}", style="red", markup=False)
+            sys.exit(EXIT_FAILURE)
+        except KeyboardInterrupt:
+            stderr.print("interrupted", style="yellow")
+            sys.exit(EXIT_INTERRUPTED)
+
+    return run  # type: ignore[return-value]
+
+
+class _FileOrCommand(click.Group):
+    """``mcp-run FILE …`` runs the agent; ``mcp-run COMMAND …`` runs a sub-command."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and "run" in self.commands:
+            return "run", self.commands["run"], args
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_FileOrCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.version_option(package_name="mcp-run")
+def main(debug: bool) -> None:
+    """Run an agent declared in a YAML manifest, with tools from MCP servers."""
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _summary(loaded: LoadedManifest) -> str:
+    manifest = loaded.manifest
+    servers = manifest.servers
+    kinds = sorted({spec.transport for spec in servers.values()})
+    return (
+        f"{loaded.path.name}: '{manifest.name}' is valid — {len(servers)} server"
+        f"{'s' if len(servers) != 1 else ''}{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
+        f"model {manifest.model.id}"
+    )
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@reports_errors
+def validate(file: str) -> None:
+    """Check FILE and the templates it names; print every problem with its location."""
+    loaded = load_manifest(file)
+    stdout.print(_summary(loaded), markup=False)
+
+
+@main.command()
+def schema() -> None:
+    """Print the manifest's JSON Schema."""
+    click.echo(json.dumps(manifest_json_schema(), indent=2))

@@ -1,0 +1,182 @@
+"""The manifest corpus: every valid file loads; every invalid file reports exactly its expected
+problems, each at its line and column, with its path and a message fragment.
+
+Each invalid file starts with ``# expect: LINE:COL PATH FRAGMENT…`` lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ManifestError
+from runner.loading import load_manifest, parse_manifest
+from runner.manifest import HttpServerSpec, StdioServerSpec, manifest_json_schema
+
+CORPUS = Path(__file__).parent / "manifests"
+ROOT = Path(__file__).parent.parent
+VALID = sorted((CORPUS / "valid").glob("*.yaml"))
+INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
+EXPECT = re.compile(r"^# expect: (\d+):(\d+) (\S+) ?(.*)$")
+
+
+def expectations(path: Path) -> list[tuple[int, int, str, str]]:
+    found = []
+    for line in path.read_text().splitlines():
+        if match := EXPECT.match(line):
+            found.append((int(match[1]), int(match[2]), match[3], match[4]))
+    return found
+
+
+def test_the_corpus_has_at_least_thirty_invalid_cases() -> None:
+    assert len(INVALID) >= 30
+    assert all(expectations(path) for path in INVALID)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_manifests_load(path: Path) -> None:
+    loaded = load_manifest(path)
+    assert loaded.manifest.version == 1
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_manifests_report_each_problem_at_its_place(path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    expected = expectations(path)
+    problems = caught.value.problems
+    got = [(p.line, p.column, p.path or "-") for p in problems]
+    assert got == [(line, col, where) for line, col, where, _ in expected], problems
+    for problem, (_, _, _, fragment) in zip(problems, expected, strict=True):
+        assert problem.file == str(path)
+        assert fragment.lower() in problem.message.lower(), problem
+
+
+def test_the_bundled_agent_manifest_is_valid() -> None:
+    loaded = load_manifest(ROOT / "agent.yaml")
+    assert loaded.manifest.servers
+
+
+def test_the_bundled_manifest_points_editors_at_the_schema() -> None:
+    first_line = (ROOT / "agent.yaml").read_text().splitlines()[0]
+    assert first_line == "# yaml-language-server: $schema=schemas/agent.schema.json"
+
+
+def test_the_committed_schema_matches_the_model() -> None:
+    committed = json.loads((ROOT / "schemas" / "agent.schema.json").read_text())
+    assert committed == manifest_json_schema(), "run: mcp-run schema > schemas/agent.schema.json"
+
+
+def test_the_schema_accepts_the_valid_corpus_and_describes_fields() -> None:
+    import jsonschema
+    import yaml
+
+    schema = manifest_json_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in VALID:
+        validator.validate(yaml.safe_load(path.read_text()))
+    assert schema["$defs"]["StdioServerSpec"]["properties"]["command"]["description"]
+
+
+def test_servers_inherit_unset_settings_from_defaults() -> None:
+    loaded = parse_manifest(
+        "version: 1\nname: a\ndefaults: {timeout: 2m, required: true}\n"
+        "servers:\n  a: {command: x}\n  b: {command: y, timeout: 500ms}\n"
+    )
+    servers = loaded.manifest.servers
+    assert servers["a"].timeout == 120.0 and servers["a"].required is True
+    assert servers["b"].timeout == 0.5 and servers["b"].startup_timeout == 20.0
+
+
+def test_transport_is_inferred_and_claude_code_spellings_are_accepted() -> None:
+    servers = load_manifest(CORPUS / "valid" / "claude-style.yaml").manifest.servers
+    assert isinstance(servers["fs"], StdioServerSpec)
+    assert isinstance(servers["remote"], HttpServerSpec) and servers["remote"].transport == "http"
+    assert servers["legacy"].transport == "sse"
+    assert servers["streamy"].transport == "http"
+
+
+class TestEnvironmentExpansion:
+    def test_variables_expand_in_headers_args_urls_and_env(self) -> None:
+        text = (
+            "version: 1\nname: a\nservers:\n"
+            "  h: {url: 'http://${HOST}:${PORT:-8080}/mcp', headers: {Authorization: 'Bearer ${TOKEN}'}}\n"
+            "  s: {command: x, args: ['--root=${ROOT}'], env: {KEY: '${TOKEN}'}}\n"
+        )
+        environ = {"HOST": "127.0.0.1", "TOKEN": "s3cret", "ROOT": "/data"}
+        servers = parse_manifest(text, environ=environ).manifest.servers
+        assert servers["h"].url == "http://127.0.0.1:8080/mcp"
+        assert servers["h"].headers == {"Authorization": "Bearer s3cret"}
+        assert servers["s"].args == ["--root=/data"] and servers["s"].env == {"KEY": "s3cret"}
+
+    def test_a_doubled_dollar_escapes_a_reference(self) -> None:
+        text = "version: 1\nname: a\nservers:\n  s: {command: x, args: ['$${HOME}', '$$', '$x']}\n"
+        assert parse_manifest(text, environ={}).manifest.servers["s"].args == ["${HOME}", "$$", "$x"]
+
+    def test_an_empty_default_is_allowed(self) -> None:
+        text = "version: 1\nname: 'a${SUFFIX:-}'\n"
+        assert parse_manifest(text, environ={}).manifest.name == "a"
+
+    def test_an_unset_variable_is_located_and_named_without_leaking_other_values(self) -> None:
+        text = "version: 1\nname: a\nservers:\n  s: {command: x, env: {A: '${SET}-${UNSET}'}}\n"
+        with pytest.raises(ManifestError) as caught:
+            parse_manifest(text, environ={"SET": "canary-value-123"})
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.column, problem.path) == (4, 28, "servers.s.env.A")
+        assert "UNSET" in problem.message and "canary-value-123" not in str(caught.value)
+
+
+class TestDocumentLimits:
+    def test_binary_input_is_refused_cleanly(self) -> None:
+        with pytest.raises(ManifestError, match="not UTF-8"):
+            parse_manifest(b"\xff\xfe\x00\x01binary")
+
+    def test_nul_bytes_are_refused(self) -> None:
+        with pytest.raises(ManifestError, match="NUL"):
+            parse_manifest("version: 1\x00\n")
+
+    def test_a_huge_manifest_is_refused_before_parsing(self) -> None:
+        with pytest.raises(ManifestError, match="limit"):
+            parse_manifest("#" * (5 * 1024 * 1024))
+
+    def test_deep_nesting_is_refused(self) -> None:
+        with pytest.raises(ManifestError, match="deeply"):
+            parse_manifest("version: 1\nname: a\nprompts: {vars: " + "[" * 200 + "]" * 200 + "}\n")
+
+    def test_an_alias_bomb_is_refused(self) -> None:
+        lines = ["version: 1", "name: a", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        for i in range(1, 9):
+            lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+        with pytest.raises(ManifestError, match="more than"):
+            parse_manifest("\n".join(lines) + "\n")
+
+
+class TestCommandLine:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "runner", *args], capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+        )
+
+    def test_validate_prints_a_one_line_summary_and_exits_zero(self) -> None:
+        result = self.run("validate", "tests/manifests/valid/full.yaml")
+        assert result.returncode == 0, result.stderr
+        assert len(result.stdout.strip().splitlines()) == 1 and "valid" in result.stdout
+
+    def test_validate_prints_every_located_problem_and_exits_two(self) -> None:
+        path = CORPUS / "invalid" / "28-fallback-cycle.yaml"
+        result = self.run("validate", str(path))
+        assert result.returncode == 2
+        assert f"{path}:8:15: servers.a.fallback:" in result.stderr
+        assert f"{path}:11:15: servers.b.fallback:" in result.stderr
+        assert "Traceback" not in result.stderr
+
+    def test_schema_prints_the_committed_schema(self) -> None:
+        result = self.run("schema")
+        assert result.returncode == 0
+        assert json.loads(result.stdout) == manifest_json_schema()
