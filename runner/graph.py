@@ -1,0 +1,318 @@
+"""The LangGraph agent: a model node and a tool node around a live tool registry.
+
+A small hand-written ``StateGraph`` rather than ``create_agent``: the tools and the system prompt
+are read from providers at every model call and every tool execution, so a tool-list change is seen
+at the next step of a running turn, and a checkpointed thread survives recompiling the graph with
+another tool set. Tool calls of one model turn run concurrently. Calls that need approval interrupt
+the graph first, one at a time, before any call of that turn runs, so re-running the node on resume
+repeats no side effect.
+
+    START -> begin_turn -> model -> (tool calls?) -> tools -> model ... -> END
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, ToolException
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import interrupt
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from runner.errors import RunnerError, ToolError
+from runner.models import ModelChain, as_model_chain
+
+logger = logging.getLogger(__name__)
+
+ToolsProvider = Callable[[], Sequence[BaseTool]]
+SystemPromptProvider = Callable[[], str | Awaitable[str]]
+ApprovalPredicate = Callable[[str], bool]
+
+MAX_STEPS_REASON = "max_steps"
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    model_calls: NotRequired[int]  # model calls in the current turn; reset when a turn starts
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+class Approve(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["approve"]
+
+
+class Deny(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["deny"]
+    reason: str | None = None
+
+
+class Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["edit"]
+    args: dict[str, Any]
+
+
+Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
+_DECISION = TypeAdapter(Decision)
+
+
+def approval_request(call: dict[str, Any]) -> dict[str, Any]:
+    """The interrupt payload for one tool call waiting for approval."""
+    return {"type": "tool_approval", "tool": call["name"], "args": call["args"], "id": call["id"]}
+
+
+def _read_decision(value: Any) -> Approve | Deny | Edit:
+    try:
+        return _DECISION.validate_python(value)
+    except ValidationError as exc:
+        raise ToolError(
+            "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
+            f"or {{'action': 'edit', 'args': {{...}}}}; got {value!r}"
+        ) from exc
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+def build_graph(
+    model: ModelChain | BaseChatModel,
+    *,
+    tools_provider: ToolsProvider,
+    system_prompt_provider: SystemPromptProvider,
+    max_steps: int,
+    needs_approval: ApprovalPredicate = lambda name: False,
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> CompiledStateGraph:
+    """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
+    resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit)."""
+    chain = as_model_chain(model)
+
+    async def begin_turn(state: AgentState) -> dict[str, Any]:
+        return {"model_calls": 0}
+
+    async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        calls = state.get("model_calls", 0)
+        if calls >= max_steps:
+            return {"messages": [_max_steps_message(max_steps)]}
+        system_prompt = system_prompt_provider()
+        if inspect.isawaitable(system_prompt):
+            system_prompt = await system_prompt
+        prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
+        prompt += _close_dangling_tool_calls(state["messages"])
+        reply = await chain.ainvoke(prompt, tools=list(tools_provider()), config=config)
+        return {"messages": [reply], "model_calls": calls + 1}
+
+    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        request = state["messages"][-1]
+        assert isinstance(request, AIMessage)  # routed here only after tool calls
+        calls = [dict(call) for call in request.tool_calls]
+        available = {tool.name: tool for tool in tools_provider()}
+        outcomes: list[ToolMessage | None] = [None] * len(calls)
+        edited = False
+        # Every approval is settled before any call runs: resuming re-runs this node from the top.
+        for index, call in enumerate(calls):
+            if call["name"] not in available or not needs_approval(call["name"]):
+                continue
+            decision = _read_decision(interrupt(approval_request(call)))
+            if isinstance(decision, Deny):
+                outcomes[index] = _denied(call, decision.reason)
+            elif isinstance(decision, Edit):
+                call["args"] = decision.args
+                edited = True
+        pending = [
+            _execute(call, available, config) for call, done in zip(calls, outcomes) if done is None
+        ]
+        results = iter(await _run_concurrently(pending))
+        messages: list[BaseMessage] = []
+        if edited:  # the history shows the arguments that really ran
+            messages.append(request.model_copy(update={"tool_calls": calls}))
+        messages += [done if done is not None else next(results) for done in outcomes]
+        return {"messages": messages}
+
+    def route_after_model(state: AgentState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    graph = StateGraph(AgentState)
+    graph.add_node("begin_turn", begin_turn)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", run_tools)
+    graph.add_edge(START, "begin_turn")
+    graph.add_edge("begin_turn", "model")
+    graph.add_conditional_edges("model", route_after_model, ["tools", END])
+    graph.add_edge("tools", "model")
+    compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
+    # Each model step takes two supersteps (model, tools); max_steps is the limit that matters.
+    return compiled.with_config(recursion_limit=2 * max_steps + 5)
+
+
+def _max_steps_message(max_steps: int) -> AIMessage:
+    return AIMessage(
+        content=(
+            f"I stopped after {max_steps} model calls in this turn (agent.max_steps). "
+            "Say 'continue' to go on, or raise agent.max_steps in agent.yaml."
+        ),
+        response_metadata={"finish_reason": MAX_STEPS_REASON},
+    )
+
+
+def _close_dangling_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The history with an error result for every tool call that never got one.
+
+    A turn that ended early (an error, a new message instead of an approval) leaves tool calls
+    without results, which providers reject.
+    """
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    closed: list[BaseMessage] = []
+    for message in messages:
+        closed.append(message)
+        if isinstance(message, AIMessage):
+            closed += [
+                ToolMessage(
+                    content="This call did not run: the turn ended before it was executed.",
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                )
+                for call in message.tool_calls
+                if call["id"] not in answered
+            ]
+    return closed
+
+
+def _denied(call: dict[str, Any], reason: str | None) -> ToolMessage:
+    because = f": {reason}" if reason else "."
+    return _error_message(call, f"The user denied this call to {call['name']}{because}")
+
+
+def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
+
+
+async def _execute(
+    call: dict[str, Any], available: dict[str, BaseTool], config: RunnableConfig
+) -> ToolMessage:
+    """Run one tool call; failures the model should hear about become error results."""
+    tool = available.get(call["name"])
+    if tool is None:
+        names = ", ".join(sorted(available)) or "none"
+        return _error_message(
+            call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."
+        )
+    try:
+        result = await tool.ainvoke({**call, "type": "tool_call"}, config)
+    except GraphBubbleUp:
+        raise
+    except (RunnerError, ToolException) as exc:
+        return _error_message(call, f"Error: {exc}")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
+    if isinstance(result, ToolMessage):
+        return result
+    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
+
+
+async def _run_concurrently(
+    coroutines: Sequence[Coroutine[Any, Any, ToolMessage]],
+) -> list[ToolMessage]:
+    """Results in order. An unexpected failure (or an interrupt) cancels the rest and is re-raised
+    as itself, not as an exception group, so LangGraph still recognises its control-flow errors."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        raise
+
+
+# --------------------------------------------------------------------------- checkpointers
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    spec: str | None, *, state_dir: Path, base_dir: Path | None = None
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """The checkpointer named by the manifest's ``checkpointer`` value, open for the block.
+
+    ``memory``; ``sqlite:///relative/path`` (relative to ``base_dir``, default the working directory)
+    or ``sqlite:////absolute/path``; ``postgres://...``; None: SQLite at ``state_dir/state.sqlite``.
+    """
+    if spec == "memory":
+        yield InMemorySaver()
+        return
+    if spec is None or spec.startswith("sqlite:///"):
+        path = state_dir / "state.sqlite" if spec is None else Path(spec.removeprefix("sqlite:///"))
+        async with _sqlite_saver((base_dir or Path.cwd()) / path) as saver:
+            yield saver
+        return
+    if spec.startswith(("postgres://", "postgresql://")):
+        async with _postgres_saver(spec) as saver:
+            yield saver
+        return
+    raise RunnerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
+
+
+@asynccontextmanager
+async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncExitStack() as stack:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():  # checked here: aiosqlite leaks its worker thread on this failure
+                raise IsADirectoryError(f"{path} is a directory")
+            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+            await saver.setup()
+        except (OSError, sqlite3.Error) as exc:
+            raise RunnerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
+        yield saver
+
+
+@asynccontextmanager
+async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver]:
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:
+        raise RunnerError(
+            "the postgres checkpointer needs the langgraph-checkpoint-postgres package: "
+            "pip install langgraph-checkpoint-postgres"
+        ) from exc
+    async with AsyncExitStack() as stack:
+        try:
+            saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
+            await saver.setup()
+        except psycopg.Error as exc:  # its messages name host and user, never the password
+            raise RunnerError(f"cannot open the postgres checkpointer: {exc}") from exc
+        yield saver

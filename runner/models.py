@@ -1,0 +1,490 @@
+"""Chat models from the manifest, and the two built-in models.
+
+``build_chat_model`` turns a :class:`ModelSpec` id into a LangChain chat model: ``offline`` and
+``scripted`` are built in, anything else goes to ``init_chat_model``. ``build_model_chain`` adds the
+spec's fallbacks. Tools are bound per call (:meth:`ModelChain.bind_tools`) because the tool list can
+change between two model calls of one turn, and a ``RunnableWithFallbacks`` cannot bind tools: each
+model is bound first, then the bound models are chained.
+
+The offline model needs no network: it calls a tool when asked with ``/call NAME {json}`` and
+reports tool results. The scripted model replays a list of turns, for tests and demos.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
+
+from runner.errors import ManifestError, ModelError, Problem, RunnerError
+from runner.manifest import ModelSpec
+
+logger = logging.getLogger(__name__)
+
+OFFLINE_ID = "offline"
+SCRIPTED_ID = "scripted"
+_RESULT_PREVIEW_CHARS = 500
+
+
+# --------------------------------------------------------------------------- building models
+
+
+def build_chat_model(
+    spec: ModelSpec, *, base_dir: Path, model_id: str | None = None
+) -> BaseChatModel:
+    """The chat model named by ``model_id`` (default ``spec.id``), configured from ``spec``.
+
+    ``base_url``, ``api_key_env`` and ``params`` apply to ``spec.id`` only; a fallback id gets none
+    of them, since fallbacks are usually other providers.
+    """
+    model_id = model_id or spec.id
+    if model_id == OFFLINE_ID:
+        return OfflineChatModel()
+    if model_id == SCRIPTED_ID:
+        if not spec.script:
+            raise ModelError("the 'scripted' model needs 'script: path/to/turns.yaml'")
+        return ScriptedChatModel.from_file(base_dir / spec.script)
+    kwargs: dict[str, Any] = {}
+    if model_id == spec.id:
+        kwargs.update(spec.params)
+        if spec.base_url:
+            kwargs["base_url"] = spec.base_url
+        if spec.api_key_env:
+            key = os.environ.get(spec.api_key_env)
+            if not key:
+                raise ModelError(
+                    f"model '{model_id}' reads its API key from the environment variable "
+                    f"{spec.api_key_env} (model.api_key_env), which is not set: set it, e.g. "
+                    f"export {spec.api_key_env}=..."
+                )
+            kwargs["api_key"] = key
+    return _init_provider_model(model_id, kwargs)
+
+
+def _init_provider_model(model_id: str, kwargs: dict[str, Any]) -> BaseChatModel:
+    from langchain.chat_models import init_chat_model
+
+    try:
+        return init_chat_model(model_id, **kwargs)
+    except ImportError as exc:
+        package = re.search(r"pip install ([^\s`'\"]+)", str(exc))
+        if package is None:
+            raise ModelError(f"model '{model_id}' cannot be loaded: {exc}") from exc
+        raise ModelError(
+            f"model '{model_id}' needs the {package.group(1)} package: "
+            f"pip install {package.group(1)}"
+        ) from exc
+    except ValueError as exc:
+        raise ModelError(
+            f"model '{model_id}' is not a known chat model id: use provider:model, e.g. "
+            f"openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, google_genai:gemini-2.5-flash, "
+            f"ollama:llama3.1, or the built-in '{OFFLINE_ID}' / '{SCRIPTED_ID}' ({exc})"
+        ) from exc
+    except Exception as exc:  # provider clients fail in their own ways (missing key, bad params)
+        raise ModelError(f"model '{model_id}' cannot be created: {type(exc).__name__}: {exc}") from exc
+
+
+def build_model_chain(spec: ModelSpec, *, base_dir: Path) -> ModelChain:
+    """The primary model of ``spec`` followed by its fallbacks."""
+    primary = build_chat_model(spec, base_dir=base_dir)
+    fallbacks = [build_chat_model(spec, base_dir=base_dir, model_id=i) for i in spec.fallbacks]
+    return ModelChain(primary, fallbacks)
+
+
+class ModelChain:
+    """A primary chat model and the models tried in order when a call to it fails."""
+
+    def __init__(self, primary: BaseChatModel, fallbacks: Sequence[BaseChatModel] = ()) -> None:
+        self.primary = primary
+        self.fallbacks = list(fallbacks)
+
+    def __repr__(self) -> str:
+        names = [type(m).__name__ for m in (self.primary, *self.fallbacks)]
+        return f"ModelChain({' -> '.join(names)})"
+
+    def bind_tools(self, tools: Sequence[BaseTool]) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Every model bound to ``tools`` (none bound when empty), chained as fallbacks."""
+        bound = [m.bind_tools(list(tools)) if tools else m for m in (self.primary, *self.fallbacks)]
+        return bound[0].with_fallbacks(bound[1:]) if len(bound) > 1 else bound[0]
+
+    async def ainvoke(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tools: Sequence[BaseTool],
+        config: RunnableConfig | None = None,
+    ) -> AIMessage:
+        """One model call offering ``tools``; failures of the whole chain become ModelError."""
+        try:
+            reply = await self.bind_tools(tools).ainvoke(list(messages), config)
+        except RunnerError:
+            raise
+        except Exception as exc:  # the one boundary where provider errors are translated
+            raise ModelError(f"the model call failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(reply, AIMessage):
+            raise ModelError(f"the model answered with a {type(reply).__name__}, not an AIMessage")
+        return reply
+
+
+def as_model_chain(model: ModelChain | BaseChatModel) -> ModelChain:
+    return model if isinstance(model, ModelChain) else ModelChain(model)
+
+
+# --------------------------------------------------------------------------- shared by built-ins
+
+
+def _offered_tools(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The OpenAI-format tool definitions bound with ``bind_tools`` (``function`` parts)."""
+    return [tool["function"] for tool in kwargs.get("tools") or []]
+
+
+class _BuiltinChatModel(BaseChatModel):
+    """Binds tools the way provider models do: as OpenAI-format ``tools`` call kwargs."""
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self._reply(messages, _offered_tools(kwargs))
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from _as_chunks(self._reply(messages, _offered_tools(kwargs)))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        # BaseChatModel reports each chunk to the callbacks itself.
+        for chunk in _as_chunks(self._reply(messages, _offered_tools(kwargs))):
+            yield chunk
+
+
+def _as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
+    """Word-sized text chunks, then one chunk per tool call."""
+    words = re.findall(r"\S+\s*|\s+", message.content if isinstance(message.content, str) else "")
+    for word in words:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+    for index, call in enumerate(message.tool_calls):
+        part = tool_call_chunk(
+            name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
+        )
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[part]))
+    if not words and not message.tool_calls:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=""))
+
+
+# --------------------------------------------------------------------------- the offline model
+
+
+class OfflineChatModel(_BuiltinChatModel):
+    """A deterministic model without network: calls tools on request and reports results."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "mcp-run-offline"
+
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        if messages and isinstance(messages[-1], ToolMessage):
+            return AIMessage(content=_report_results(messages))
+        last = messages[-1] if messages else None
+        text = str(last.text).strip() if isinstance(last, HumanMessage) else ""
+        by_name = {tool["name"]: tool for tool in tools}
+        request = _parse_call_request(text, by_name)
+        if request is None:
+            return AIMessage(content=_offline_help(tools))
+        if isinstance(request, str):
+            return AIMessage(content=request)
+        name, args = request
+        call = {"name": name, "args": args, "id": f"offline_{len(messages)}", "type": "tool_call"}
+        return AIMessage(content="", tool_calls=[call])
+
+
+def _report_results(messages: list[BaseMessage]) -> str:
+    results: list[ToolMessage] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results.insert(0, message)
+    lines = []
+    for result in results:
+        text = str(result.text).strip()
+        if len(text) > _RESULT_PREVIEW_CHARS:
+            text = text[:_RESULT_PREVIEW_CHARS] + " …"
+        verb = "failed" if result.status == "error" else "returned"
+        lines.append(f"{result.name or 'the tool'} {verb}: {text}")
+    return "\n".join(lines)
+
+
+def _required_args(tool: dict[str, Any]) -> list[str]:
+    return list((tool.get("parameters") or {}).get("required") or [])
+
+
+def _parse_call_request(
+    text: str, tools: dict[str, dict[str, Any]]
+) -> tuple[str, dict[str, Any]] | str | None:
+    """(name, args) for a call request, a str explaining a bad request, or None for other text."""
+    explicit = text.startswith("/call")
+    if explicit:
+        text = text.removeprefix("/call").strip()
+    name, _, rest = text.partition(" ")
+    rest = rest.strip()
+    if not explicit and (name not in tools or (rest and not rest.startswith("{"))):
+        return None
+    if name not in tools:
+        available = ", ".join(sorted(tools)) or "none"
+        return f"There is no tool named '{name}'. Available tools: {available}."
+    if not rest:
+        missing = _required_args(tools[name])
+        if missing:
+            return f"{name} needs arguments: /call {name} {_args_example(missing)}"
+        return name, {}
+    try:
+        args = json.loads(rest)
+    except json.JSONDecodeError as exc:
+        return f"Could not read the arguments of {name} as JSON ({exc.msg}); write a JSON object."
+    if not isinstance(args, dict):
+        return f"The arguments of {name} must be a JSON object, e.g. {{\"key\": \"value\"}}."
+    return name, args
+
+
+def _args_example(names: list[str]) -> str:
+    return "{" + ", ".join(f'"{name}": ...' for name in names) + "}"
+
+
+def _offline_help(tools: list[dict[str, Any]]) -> str:
+    lines = ["This is the offline model: it runs no language model and only calls tools on request."]
+    if tools:
+        lines.append("Tools:")
+        for tool in sorted(tools, key=lambda t: t["name"]):
+            summary = (tool.get("description") or "").strip().splitlines()
+            suffix = f"  - {summary[0]}" if summary else ""
+            lines.append(f"  /call {tool['name']} {_args_example(_required_args(tool))}{suffix}")
+        lines.append(
+            "Call one with /call NAME {\"arg\": value}, or NAME {...}; "
+            "NAME alone works when it needs no arguments."
+        )
+    else:
+        lines.append("No tools are available.")
+    lines.append(
+        "To talk to a real model, set model.id in agent.yaml, e.g. `model: openai:gpt-4.1-mini`."
+    )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the scripted model
+
+
+class _ScriptSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptedToolCall(_ScriptSpec):
+    name: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class TextTurn(_ScriptSpec):
+    text: str
+
+
+class ToolCallsTurn(_ScriptSpec):
+    tool_calls: list[ScriptedToolCall] = Field(min_length=1)
+    text: str = ""
+
+
+def _turn_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "plain"
+    if isinstance(value, BaseModel):
+        return "tool_call_turn" if isinstance(value, ToolCallsTurn) else "text_turn"
+    if isinstance(value, dict):
+        return "tool_call_turn" if "tool_calls" in value else "text_turn"
+    return None
+
+
+Turn = Annotated[
+    Annotated[str, Tag("plain")]
+    | Annotated[TextTurn, Tag("text_turn")]
+    | Annotated[ToolCallsTurn, Tag("tool_call_turn")],
+    Discriminator(
+        _turn_kind,
+        custom_error_type="turn_kind",
+        custom_error_message="a turn is a string, {text: ...} or {tool_calls: [{name, args}]}",
+    ),
+]
+_SCRIPT = TypeAdapter(list[Turn])
+
+
+class ScriptedChatModel(_BuiltinChatModel):
+    """Replays turns: each call consumes the next one. Records what each call was offered.
+
+    ``calls[i]`` lists the tool names offered to call ``i``; ``received[i]`` its messages.
+    """
+
+    turns: list[TextTurn | ToolCallsTurn]
+    _next: int = PrivateAttr(0)
+    _calls: list[list[str]] = PrivateAttr(default_factory=list)
+    _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+
+    def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn]) -> None:
+        try:
+            parsed = _SCRIPT.validate_python(list(turns))
+        except ValidationError as exc:
+            raise ModelError(f"invalid scripted turns: {exc}") from exc
+        super().__init__(turns=[TextTurn(text=t) if isinstance(t, str) else t for t in parsed])
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedChatModel:
+        return cls(load_script(path))
+
+    @property
+    def _llm_type(self) -> str:
+        return "mcp-run-scripted"
+
+    @property
+    def calls(self) -> list[list[str]]:
+        return self._calls
+
+    @property
+    def received(self) -> list[list[BaseMessage]]:
+        return self._received
+
+    @property
+    def remaining(self) -> int:
+        return len(self.turns) - self._next
+
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        self._calls.append([tool["name"] for tool in tools])
+        self._received.append(list(messages))
+        if self._next >= len(self.turns):
+            raise ModelError(
+                f"the scripted model has no turn left: its {len(self.turns)} turns were used "
+                f"before call {len(self._calls)}"
+            )
+        index, turn = self._next, self.turns[self._next]
+        self._next += 1
+        if isinstance(turn, TextTurn):
+            return AIMessage(content=turn.text)
+        calls = [
+            {"name": c.name, "args": c.args, "id": c.id or f"call_{index}_{n}", "type": "tool_call"}
+            for n, c in enumerate(turn.tool_calls)
+        ]
+        return AIMessage(content=turn.text, tool_calls=calls)
+
+
+def load_script(path: Path) -> list[TextTurn | ToolCallsTurn]:
+    """Read and validate a script file; every problem is located in the file."""
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        problem = Problem(file, 1, 1, "", f"cannot read the script: {exc.strerror or exc}")
+        raise ManifestError([problem]) from exc
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = Problem(file, line, column, "", f"YAML syntax: {exc.problem or exc}")
+        raise ManifestError([problem]) from exc
+    try:
+        turns = _SCRIPT.validate_python(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            at_key = error["type"] == "extra_forbidden"  # point at the unknown key itself
+            node, path_parts = _node_at(root, error["loc"], at_key=at_key)
+            line, column = (node.start_mark.line + 1, node.start_mark.column + 1) if node else (1, 1)
+            problems.append(Problem(file, line, column, ".".join(path_parts), error["msg"]))
+        raise ManifestError(problems) from exc
+    return [TextTurn(text=t) if isinstance(t, str) else t for t in turns]
+
+
+def _node_at(
+    root: yaml.Node | None, loc: tuple[int | str, ...], *, at_key: bool = False
+) -> tuple[yaml.Node | None, list[str]]:
+    """The deepest YAML node along a pydantic error location (its last key with ``at_key``), and
+    the path walked to it.
+
+    Location parts that name no key (union tags, a missing field) are skipped for the node but a
+    missing field still ends the path, so the problem points at the mapping that lacks it.
+    """
+    node, path = root, []
+    for depth, part in enumerate(loc, start=1):
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            pair = next((kv for kv in node.value if getattr(kv[0], "value", None) == part), None)
+            child = pair and pair[0 if at_key and depth == len(loc) else 1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is not None:
+            node = child
+            path.append(str(part))
+        elif isinstance(part, str) and part not in ("plain", "text_turn", "tool_call_turn"):
+            path.append(part)
+    return node, path

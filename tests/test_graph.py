@@ -1,0 +1,332 @@
+"""The agent graph with the scripted and offline models and plain async LangChain tools."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from runner.errors import ModelError, RunnerError, ToolError
+from runner.graph import MAX_STEPS_REASON, build_graph, open_checkpointer
+from runner.models import OfflineChatModel, ScriptedChatModel
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # LangGraph runs on asyncio only
+
+
+def make_graph(model: Any, tools: list[BaseTool], **options: Any) -> Any:
+    options.setdefault("checkpointer", InMemorySaver())
+    return build_graph(
+        model,
+        tools_provider=lambda: list(tools),
+        system_prompt_provider=options.pop("system_prompt_provider", lambda: "Be brief."),
+        max_steps=options.pop("max_steps", 10),
+        needs_approval=options.pop("needs_approval", lambda name: False),
+        **options,
+    )
+
+
+def thread(name: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def tool_messages(state: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_two_tool_calls_of_one_turn_run_at_the_same_time() -> None:
+    started = {"left": asyncio.Event(), "right": asyncio.Event()}
+
+    async def meet(me: str, other: str) -> str:
+        started[me].set()
+        with anyio.fail_after(5):  # only passes if the other call is running concurrently
+            await started[other].wait()
+        return f"{me} met {other}"
+
+    @tool
+    async def left() -> str:
+        """Wait for right."""
+        return await meet("left", "right")
+
+    @tool
+    async def right() -> str:
+        """Wait for left."""
+        return await meet("right", "left")
+
+    model = ScriptedChatModel(
+        [{"tool_calls": [{"name": "left"}, {"name": "right"}]}, "both met"]
+    )
+    graph = make_graph(model, [left, right])
+    with anyio.fail_after(20):
+        state = await graph.ainvoke({"messages": [HumanMessage("go")]}, thread())
+    assert [m.content for m in tool_messages(state)] == ["left met right", "right met left"]
+    assert state["messages"][-1].content == "both met"
+
+
+async def test_the_model_hears_a_tool_error_and_recovers() -> None:
+    @tool
+    async def divide(a: float, b: float) -> float:
+        """Divide a by b."""
+        if b == 0:
+            raise ToolError("division by zero")
+        return a / b
+
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "divide", "args": {"a": 1, "b": 0}}]},
+        {"tool_calls": [{"name": "divide", "args": {"a": 1, "b": 4}}]},
+        "1/4 is 0.25",
+    ])
+    state = await make_graph(model, [divide]).ainvoke({"messages": [HumanMessage("1/0?")]}, thread())
+    failed, succeeded = tool_messages(state)
+    assert (failed.status, succeeded.status) == ("error", "success")
+    assert "division by zero" in failed.content
+    assert succeeded.content == "0.25"
+    assert failed in model.received[1]
+    assert state["messages"][-1].content == "1/4 is 0.25"
+
+
+async def test_bad_arguments_and_unknown_tools_become_error_results() -> None:
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "add", "args": {"a": "x"}}, {"name": "nope"}]},
+        "sorry",
+    ])
+    state = await make_graph(model, [add]).ainvoke({"messages": [HumanMessage("hi")]}, thread())
+    bad_args, unknown = tool_messages(state)
+    assert bad_args.status == unknown.status == "error"
+    assert "add" in unknown.content  # names the tools that do exist
+    assert state["messages"][-1].content == "sorry"
+
+
+async def test_reaching_max_steps_ends_the_turn_with_a_clear_message() -> None:
+    max_steps = 14  # more supersteps than LangGraph's default recursion limit of 25
+    model = ScriptedChatModel(
+        [{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}}]}] * max_steps + ["next turn"]
+    )
+    graph = make_graph(model, [add], max_steps=max_steps)
+    state = await graph.ainvoke({"messages": [HumanMessage("loop")]}, thread())
+    final = state["messages"][-1]
+    assert isinstance(final, AIMessage) and not final.tool_calls
+    assert final.response_metadata["finish_reason"] == MAX_STEPS_REASON
+    assert len(model.calls) == max_steps
+    # the count starts again with the next turn
+    state = await graph.ainvoke({"messages": [HumanMessage("again")]}, thread())
+    assert state["messages"][-1].content == "next turn"
+
+
+async def test_a_tool_added_mid_turn_is_offered_at_the_next_model_step() -> None:
+    registry: list[BaseTool] = []
+
+    @tool
+    async def late() -> str:
+        """Appears later."""
+        return "late result"
+
+    @tool
+    async def install() -> str:
+        """Adds the 'late' tool."""
+        registry.append(late)
+        return "installed"
+
+    registry.append(install)
+    prompts = iter(["first prompt", "second prompt", "third prompt"])
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "install"}]},
+        {"tool_calls": [{"name": "late"}]},
+        "done",
+    ])
+    graph = build_graph(
+        model,
+        tools_provider=lambda: list(registry),
+        system_prompt_provider=lambda: next(prompts),
+        max_steps=5,
+        checkpointer=InMemorySaver(),
+    )
+    state = await graph.ainvoke({"messages": [HumanMessage("go")]}, thread())
+    assert model.calls == [["install"], ["install", "late"], ["install", "late"]]
+    assert tool_messages(state)[-1].content == "late result"
+    system_prompts = [r[0].content for r in model.received if isinstance(r[0], SystemMessage)]
+    assert system_prompts == ["first prompt", "second prompt", "third prompt"]
+
+
+async def test_an_async_system_prompt_provider_is_awaited() -> None:
+    async def system_prompt() -> str:
+        return "async prompt"
+
+    model = ScriptedChatModel(["hi"])
+    graph = make_graph(model, [], system_prompt_provider=system_prompt)
+    await graph.ainvoke({"messages": [HumanMessage("hi")]}, thread())
+    assert model.received[0][0] == SystemMessage("async prompt")
+    assert model.calls == [[]]
+
+
+def approval_graph(model: ScriptedChatModel, ran: list[dict[str, Any]], **options: Any) -> Any:
+    @tool
+    async def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append({"path": path})
+        return f"deleted {path}"
+
+    return make_graph(
+        model, [delete_file, add], needs_approval=lambda name: name.startswith("delete_"), **options
+    )
+
+
+def approval_script() -> ScriptedChatModel:
+    return ScriptedChatModel([
+        {"tool_calls": [
+            {"name": "delete_file", "args": {"path": "a.txt"}, "id": "c1"},
+            {"name": "add", "args": {"a": 2, "b": 3}, "id": "c2"},
+        ]},
+        "finished",
+    ])
+
+
+async def test_a_call_needing_approval_interrupts_and_runs_once_approved() -> None:
+    ran: list[dict[str, Any]] = []
+    graph = approval_graph(approval_script(), ran)
+    state = await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
+    (pending,) = state["__interrupt__"]
+    assert pending.value == {
+        "type": "tool_approval", "tool": "delete_file", "args": {"path": "a.txt"}, "id": "c1"
+    }
+    assert ran == [] and tool_messages(state) == []  # nothing of that turn ran yet
+    state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    assert ran == [{"path": "a.txt"}]
+    assert [m.content for m in tool_messages(state)] == ["deleted a.txt", "5"]
+    assert state["messages"][-1].content == "finished"
+
+
+async def test_a_denied_call_reaches_the_model_as_a_tool_error() -> None:
+    ran: list[dict[str, Any]] = []
+    model = approval_script()
+    graph = approval_graph(model, ran)
+    await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
+    state = await graph.ainvoke(
+        Command(resume={"action": "deny", "reason": "keep it"}), thread()
+    )
+    denied, added = tool_messages(state)
+    assert ran == []
+    assert (denied.status, denied.tool_call_id, added.content) == ("error", "c1", "5")
+    assert "keep it" in denied.content
+    assert denied in model.received[1]
+
+
+async def test_an_edited_call_runs_with_the_new_arguments_and_history_shows_them() -> None:
+    ran: list[dict[str, Any]] = []
+    graph = approval_graph(approval_script(), ran)
+    await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
+    state = await graph.ainvoke(
+        Command(resume={"action": "edit", "args": {"path": "b.txt"}}), thread()
+    )
+    assert ran == [{"path": "b.txt"}]
+    request = next(m for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls)
+    assert request.tool_calls[0]["args"] == {"path": "b.txt"}
+    assert sum(isinstance(m, AIMessage) for m in state["messages"]) == 2  # replaced, not added
+
+
+async def test_a_malformed_approval_answer_is_a_typed_error() -> None:
+    graph = approval_graph(approval_script(), [])
+    await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
+    with pytest.raises(ToolError):
+        await graph.ainvoke(Command(resume={"action": "maybe"}), thread())
+
+
+async def test_a_thread_resumes_from_sqlite_with_a_new_graph_after_reopening(tmp_path: Path) -> None:
+    ran: list[dict[str, Any]] = []
+    model = approval_script()
+    spec = "sqlite:///state/agent.sqlite"
+    async with open_checkpointer(spec, state_dir=tmp_path, base_dir=tmp_path) as saver:
+        first = approval_graph(model, ran, checkpointer=saver)
+        state = await first.ainvoke({"messages": [HumanMessage("clean up")]}, thread("s"))
+        assert state["__interrupt__"]
+    assert (tmp_path / "state" / "agent.sqlite").is_file()
+    async with open_checkpointer(spec, state_dir=tmp_path, base_dir=tmp_path) as saver:
+        second = approval_graph(model, ran, checkpointer=saver)
+        state = await second.ainvoke(Command(resume={"action": "approve"}), thread("s"))
+    assert ran == [{"path": "a.txt"}]
+    assert state["messages"][0].content == "clean up"
+    assert state["messages"][-1].content == "finished"
+
+
+async def test_the_default_checkpointer_is_sqlite_in_the_state_dir(tmp_path: Path) -> None:
+    async with open_checkpointer(None, state_dir=tmp_path / ".mcp-run") as saver:
+        graph = make_graph(ScriptedChatModel(["hello"]), [], checkpointer=saver)
+        await graph.ainvoke({"messages": [HumanMessage("hi")]}, thread())
+    assert (tmp_path / ".mcp-run" / "state.sqlite").is_file()
+
+
+async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> None:
+    (tmp_path / "dir.sqlite").mkdir()
+    (tmp_path / "file").write_text("not a directory")
+    for spec in ("sqlite:///dir.sqlite", "sqlite:///file/state.sqlite"):
+        with pytest.raises(RunnerError):
+            async with open_checkpointer(spec, state_dir=tmp_path, base_dir=tmp_path):
+                pass
+    postgres_installed = True
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        postgres_installed = False
+    if not postgres_installed:
+        with pytest.raises(RunnerError, match="pip install langgraph-checkpoint-postgres"):
+            async with open_checkpointer("postgres://u@127.0.0.1/db", state_dir=tmp_path):
+                pass
+
+
+async def test_the_offline_model_makes_a_real_tool_call_and_reports_the_result() -> None:
+    graph = make_graph(OfflineChatModel(), [add])
+    state = await graph.ainvoke({"messages": [HumanMessage('/call add {"a": 2, "b": 40}')]}, thread())
+    assert tool_messages(state)[0].content == "42"
+    assert state["messages"][-1].content == "add returned: 42"
+    state = await graph.ainvoke({"messages": [HumanMessage("what can you do?")]}, thread())
+    assert "/call add" in state["messages"][-1].content
+
+
+async def test_the_offline_model_streams_through_the_graph() -> None:
+    graph = make_graph(OfflineChatModel(), [add])
+    chunks = []
+    async for chunk, _meta in graph.astream(
+        {"messages": [HumanMessage('add {"a": 1, "b": 2}')]}, thread(), stream_mode="messages"
+    ):
+        chunks.append(chunk)
+    text = "".join(c.content for c in chunks if not isinstance(c, ToolMessage))
+    assert text == "add returned: 3"
+    assert len(chunks) > 3  # tool call chunk, tool message, several text chunks
+
+
+async def test_a_model_that_runs_out_of_turns_raises_model_error() -> None:
+    graph = make_graph(ScriptedChatModel([]), [])
+    with pytest.raises(ModelError):
+        await graph.ainvoke({"messages": [HumanMessage("hi")]}, thread())
+
+
+async def test_tool_calls_left_without_results_are_closed_before_the_next_model_call() -> None:
+    ran: list[dict[str, Any]] = []
+    model = ScriptedChatModel([approval_script().turns[0], "fresh start"])
+    graph = approval_graph(model, ran)
+    await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
+    # a new message instead of an approval answer abandons the pending calls
+    state = await graph.ainvoke({"messages": [HumanMessage("never mind")]}, thread())
+    assert ran == []
+    sent = model.received[1]
+    closed = [m for m in sent if isinstance(m, ToolMessage)]
+    assert {m.tool_call_id for m in closed} == {"c1", "c2"}
+    assert all(m.status == "error" for m in closed)
+    assert state["messages"][-1].content == "fresh start"
