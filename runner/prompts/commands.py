@@ -182,7 +182,7 @@ def build_prompt_catalog(
 
     for index, binding in enumerate(manifest.prompts.mcp):
         if binding.server not in listings:
-            logger.info("prompt %s/%s is unavailable: its server is not running",
+            logger.debug("prompt %s/%s is unavailable: its server is not running",
                         binding.server, binding.name)
             continue
         origin = f"prompts.mcp[{index}] ({binding.server}/{binding.name})"
