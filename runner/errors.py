@@ -8,6 +8,7 @@
     │   ├── ServerTimeoutError     a request got no answer in time
     │   └── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
     ├── ToolError                  a tool call failed in a way the model should hear about
+    ├── PromptError                a prompt command cannot be run (bad line, unknown, arguments)
     ├── BuildError                 tools or prompts cannot be assembled (name collisions, ...)
     └── ModelError                 the chat model cannot be created or answered with an error
 
@@ -120,6 +121,10 @@ class ServerRequestError(ServerError):
 
 class ToolError(RunnerError):
     """A tool call failed; the text is meant for the model."""
+
+
+class PromptError(RunnerError):
+    """A prompt command cannot be run: malformed line, unknown command, wrong arguments."""
 
 
 class BuildError(RunnerError):

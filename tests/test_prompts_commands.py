@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp import types
 
-from runner.errors import BuildError, ToolError
+from runner.errors import BuildError, PromptError
 from runner.manifest import SERVER_KEY_PATTERN, Manifest
 from runner.prompts import (
     PromptRequest,
@@ -67,7 +67,7 @@ def test_a_command_line_gives_the_name_and_its_arguments() -> None:
     ],
 )
 def test_a_malformed_command_line_is_refused(line: str) -> None:
-    with pytest.raises(ToolError):
+    with pytest.raises(PromptError):
         parse_command_line(line)
 
 
@@ -167,15 +167,15 @@ def test_a_binding_without_alias_fixes_arguments_of_the_namespaced_command() -> 
 
 def test_resolving_checks_required_and_unknown_arguments() -> None:
     catalog = build_prompt_catalog(manifest({"github": {}}), {"github": GITHUB})
-    with pytest.raises(ToolError):
+    with pytest.raises(PromptError):
         catalog.resolve("github__code_review", {"topic": "naming"})
-    with pytest.raises(ToolError):
+    with pytest.raises(PromptError):
         catalog.resolve("github__code_review", {"language": "go", "mood": "calm"})
 
 
 def test_an_unknown_command_suggests_the_closest_one() -> None:
     catalog = build_prompt_catalog(manifest({"github": {}}), {"github": GITHUB})
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(PromptError) as caught:
         catalog.resolve("github__triag", {})
     assert "did you mean 'github__triage'" in str(caught.value)
 

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import AssistantMessage, Message, UserMessage
 from mcp.server.mcpserver.utilities.types import Audio, Image
 
-from runner.errors import ToolError
+from runner.errors import PromptError
 from runner.prompts import check_prompt_arguments, content_blocks, fetch_prompt_messages
 
 PNG = b"\x89PNG\r\n\x1a\n-image-bytes"
@@ -139,7 +139,7 @@ async def test_a_missing_required_argument_is_refused_before_any_request(
     connection: RecordingConnection,
 ) -> None:
     prompt = await definition(connection, "review")
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(PromptError) as caught:
         await fetch_prompt_messages(connection, "review", {"topic": "naming"}, prompt)
     assert connection.calls == []
     # The message is the product here: it names what is missing and what the prompt takes.
@@ -151,7 +151,7 @@ async def test_an_unknown_argument_is_refused_listing_the_declared_ones(
     connection: RecordingConnection,
 ) -> None:
     prompt = await definition(connection, "review")
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(PromptError) as caught:
         await fetch_prompt_messages(
             connection, "review", {"language": "go", "tone": "kind"}, prompt
         )
@@ -162,7 +162,7 @@ async def test_an_unknown_argument_is_refused_listing_the_declared_ones(
 
 def test_a_prompt_without_arguments_says_so_when_given_some() -> None:
     prompt = types.Prompt(name="hello")
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(PromptError) as caught:
         check_prompt_arguments(prompt, {"x": "1"})
     assert "it takes no arguments" in str(caught.value)
 

@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 from mcp import types
 
-from runner.errors import BuildError, ToolError
+from runner.errors import BuildError, PromptError
 from runner.manifest import Manifest, McpPromptSpec, NameFilterSpec, did_you_mean
 from runner.prompts.messages import check_prompt_arguments, describe_arguments
 
@@ -52,24 +52,24 @@ def parse_command_line(line: str) -> tuple[str, dict[str, str]]:
     """``/name key=value "key=two words"`` -> ``(name, {key: value})``; quoting as in a shell."""
     text = line.strip()
     if not text.startswith("/"):
-        raise ToolError("a command starts with '/', as in /review language=python")
+        raise PromptError("a command starts with '/', as in /review language=python")
     name, _, rest = re.sub(r"\s", " ", text[1:], count=1).partition(" ")
     if not COMMAND_NAME.match(name):
-        raise ToolError("a command needs a name right after '/', as in /review language=python")
+        raise PromptError("a command needs a name right after '/', as in /review language=python")
     try:
         words = shlex.split(rest)
     except ValueError as exc:  # an unclosed quote or a trailing backslash
-        raise ToolError(f"cannot read the command line: {exc}") from exc
+        raise PromptError(f"cannot read the command line: {exc}") from exc
     arguments: dict[str, str] = {}
     for word in words:
         key, equals, value = word.partition("=")
         if not equals or not key:
-            raise ToolError(
+            raise PromptError(
                 f"'{word}' is not an argument: write key=value, quoted when the value has "
                 'spaces ("topic=two words")'
             )
         if key in arguments:
-            raise ToolError(f"argument '{key}' is given twice")
+            raise PromptError(f"argument '{key}' is given twice")
         arguments[key] = value
     return name, arguments
 
@@ -147,7 +147,7 @@ class PromptCatalog:
         if command is None:
             known = ", ".join(f"/{known}" for known in sorted(self._commands)) or "none"
             hint = did_you_mean(name, list(self._commands))
-            raise ToolError(f"unknown command '/{name}'{hint}; commands: {known}")
+            raise PromptError(f"unknown command '/{name}'{hint}; commands: {known}")
         merged = {**command.fixed_arguments, **arguments}
         check_prompt_arguments(command.prompt, merged)
         return PromptRequest(command.server, command.prompt.name, merged, command.prompt)

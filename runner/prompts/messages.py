@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from mcp import types
 
-from runner.errors import ToolError
+from runner.errors import PromptError
 
 ContentBlock = dict[str, Any]
 
@@ -52,7 +52,7 @@ def check_prompt_arguments(prompt: types.Prompt, arguments: Mapping[str, str]) -
     if unknown:
         complaints.append(f"unknown argument(s): {', '.join(unknown)}")
     if complaints:
-        raise ToolError(
+        raise PromptError(
             f"prompt '{prompt.name}': {'; '.join(complaints)} ({describe_arguments(prompt)})"
         )
 
@@ -103,7 +103,7 @@ def content_blocks(content: types.ContentBlock) -> list[ContentBlock]:
             return [_text(f"{_resource_label(resource.uri, resource.mime_type)}:"), _blob(resource)]
         case types.ResourceLink():
             return [_text(_link_text(content))]
-    raise ToolError(f"unsupported prompt content of type '{getattr(content, 'type', '?')}'")
+    raise PromptError(f"unsupported prompt content of type '{getattr(content, 'type', '?')}'")
 
 
 def _text(text: str) -> ContentBlock:
