@@ -3,20 +3,20 @@
 A small hand-written ``StateGraph`` rather than ``create_agent``: the tools and the system prompt
 are read from providers at every model call and every tool execution, so a tool-list change is seen
 at the next step of a running turn, and a checkpointed thread survives recompiling the graph with
-another tool set. Tool calls of one model turn run concurrently. Calls that need approval interrupt
-the graph first, one at a time, before any call of that turn runs, so re-running the node on resume
-repeats no side effect.
+another tool set. Tool calls of one model turn run concurrently, one LangGraph task each. Calls that
+need approval interrupt the graph first, one at a time, before any call of that step runs, so
+re-running the approval node on resume repeats no side effect.
 
-    START -> begin_turn -> model -> (tool calls?) -> tools -> model ... -> END
+    START -> begin_turn -> model -> (tool calls?) -> approve -> tool (one task per call) -> model
+                                 -> (no tool calls, or max_steps reached) -> END
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
@@ -33,12 +33,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import interrupt
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from langgraph.types import Send, interrupt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
@@ -50,6 +50,10 @@ SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
 
 MAX_STEPS_REASON = "max_steps"
+
+
+class ToolTask(TypedDict):
+    call: dict[str, Any]  # one tool call, sent to the tool node as its own task
 
 
 class AgentState(TypedDict):
@@ -78,7 +82,6 @@ class Edit(BaseModel):
 
 
 Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
-_DECISION = TypeAdapter(Decision)
 
 
 def approval_request(call: dict[str, Any]) -> dict[str, Any]:
@@ -86,13 +89,15 @@ def approval_request(call: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_approval", "tool": call["name"], "args": call["args"], "id": call["id"]}
 
 
-def _read_decision(value: Any) -> Approve | Deny | Edit:
+def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
+    """Interrupt for one call; the resume value is validated by LangGraph, and an invalid one is
+    not saved, so the same question can be answered again."""
     try:
-        return _DECISION.validate_python(value)
+        return interrupt(approval_request(call), response_schema=Decision)
     except ValidationError as exc:
         raise ToolError(
             "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
-            f"or {{'action': 'edit', 'args': {{...}}}}; got {value!r}"
+            f"or {{'action': 'edit', 'args': {{...}}}}: {exc.errors()[0]['msg']}"
         ) from exc
 
 
@@ -127,48 +132,62 @@ def build_graph(
         reply = await chain.ainvoke(prompt, tools=list(tools_provider()), config=config)
         return {"messages": [reply], "model_calls": calls + 1}
 
-    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        request = state["messages"][-1]
-        assert isinstance(request, AIMessage)  # routed here only after tool calls
+    async def approve_calls(state: AgentState) -> dict[str, Any]:
+        # Approvals are asked one at a time and settled before any call of the step runs;
+        # resuming re-runs this node from the top, which has no side effects.
+        request = _last_request(state["messages"])
         calls = [dict(call) for call in request.tool_calls]
-        available = {tool.name: tool for tool in tools_provider()}
-        outcomes: list[ToolMessage | None] = [None] * len(calls)
+        available = {tool.name for tool in tools_provider()}
+        messages: list[BaseMessage] = []
         edited = False
-        # Every approval is settled before any call runs: resuming re-runs this node from the top.
-        for index, call in enumerate(calls):
+        for call in calls:
             if call["name"] not in available or not needs_approval(call["name"]):
                 continue
-            decision = _read_decision(interrupt(approval_request(call)))
+            decision = _ask_approval(call)
             if isinstance(decision, Deny):
-                outcomes[index] = _denied(call, decision.reason)
+                messages.append(_denied(call, decision.reason))
             elif isinstance(decision, Edit):
                 call["args"] = decision.args
                 edited = True
-        pending = [
-            _execute(call, available, config) for call, done in zip(calls, outcomes) if done is None
-        ]
-        results = iter(await _run_concurrently(pending))
-        messages: list[BaseMessage] = []
-        if edited:  # the history shows the arguments that really ran
-            messages.append(request.model_copy(update={"tool_calls": calls}))
-        messages += [done if done is not None else next(results) for done in outcomes]
+        if edited:  # replaces the request (same id): the history shows the arguments that ran
+            messages.insert(0, request.model_copy(update={"tool_calls": calls}))
         return {"messages": messages}
+
+    def dispatch_calls(state: AgentState) -> list[Send] | str:
+        # One task per call: they run concurrently, and an interrupt inside one tool re-runs
+        # only that call on resume, not its siblings.
+        messages = state["messages"]
+        request = _last_request(messages)
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        pending = [call for call in request.tool_calls if call["id"] not in answered]
+        return [Send("tool", ToolTask(call=dict(call))) for call in pending] or "model"
+
+    async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        available = {tool.name: tool for tool in tools_provider()}
+        return {"messages": [await _execute(task["call"], available, config)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+        return "approve" if isinstance(last, AIMessage) and last.tool_calls else END
 
     graph = StateGraph(AgentState)
     graph.add_node("begin_turn", begin_turn)
     graph.add_node("model", call_model)
-    graph.add_node("tools", run_tools)
+    graph.add_node("approve", approve_calls)
+    graph.add_node("tool", run_tool)
     graph.add_edge(START, "begin_turn")
     graph.add_edge("begin_turn", "model")
-    graph.add_conditional_edges("model", route_after_model, ["tools", END])
-    graph.add_edge("tools", "model")
+    graph.add_conditional_edges("model", route_after_model, ["approve", END])
+    graph.add_conditional_edges("approve", dispatch_calls, ["tool", "model"])
+    graph.add_edge("tool", "model")
     compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
-    # Each model step takes two supersteps (model, tools); max_steps is the limit that matters.
-    return compiled.with_config(recursion_limit=2 * max_steps + 5)
+    # A model step takes three supersteps (model, approve, tool); max_steps is the limit that counts.
+    return compiled.with_config(recursion_limit=3 * max_steps + 5)
+
+
+def _last_request(messages: Sequence[BaseMessage]) -> AIMessage:
+    """The model message whose tool calls are being handled (routed here only after one)."""
+    return next(m for m in reversed(messages) if isinstance(m, AIMessage))
 
 
 def _max_steps_message(max_steps: int) -> AIMessage:
@@ -231,6 +250,8 @@ async def _execute(
     except (RunnerError, ToolException) as exc:
         return _error_message(call, f"Error: {exc}")
     except ValidationError as exc:
+        if is_invalid_resume(exc):  # a bad answer to the tool's own interrupt: ask again
+            raise
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
         )
@@ -238,22 +259,6 @@ async def _execute(
     if isinstance(result, ToolMessage):
         return result
     return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
-
-
-async def _run_concurrently(
-    coroutines: Sequence[Coroutine[Any, Any, ToolMessage]],
-) -> list[ToolMessage]:
-    """Results in order. An unexpected failure (or an interrupt) cancels the rest and is re-raised
-    as itself, not as an exception group, so LangGraph still recognises its control-flow errors."""
-    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        raise
 
 
 # --------------------------------------------------------------------------- checkpointers

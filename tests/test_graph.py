@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from runner.errors import ModelError, RunnerError, ToolError
 from runner.graph import MAX_STEPS_REASON, build_graph, open_checkpointer
@@ -241,11 +241,14 @@ async def test_an_edited_call_runs_with_the_new_arguments_and_history_shows_them
     assert sum(isinstance(m, AIMessage) for m in state["messages"]) == 2  # replaced, not added
 
 
-async def test_a_malformed_approval_answer_is_a_typed_error() -> None:
+async def test_a_malformed_approval_answer_is_a_typed_error_and_can_be_answered_again() -> None:
     graph = approval_graph(approval_script(), [])
     await graph.ainvoke({"messages": [HumanMessage("clean up")]}, thread())
     with pytest.raises(ToolError):
         await graph.ainvoke(Command(resume={"action": "maybe"}), thread())
+    # the question is still open and a proper answer settles it
+    state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    assert state["messages"][-1].content == "finished"
 
 
 async def test_a_thread_resumes_from_sqlite_with_a_new_graph_after_reopening(tmp_path: Path) -> None:
@@ -330,3 +333,88 @@ async def test_tool_calls_left_without_results_are_closed_before_the_next_model_
     assert {m.tool_call_id for m in closed} == {"c1", "c2"}
     assert all(m.status == "error" for m in closed)
     assert state["messages"][-1].content == "fresh start"
+
+
+async def test_a_tool_that_interrupts_resumes_without_running_its_sibling_calls_again() -> None:
+    ran: list[str] = []
+
+    @tool
+    async def ask_user(question: str) -> str:
+        """Ask the user."""
+        return f"user said {interrupt({'question': question})}"
+
+    @tool
+    async def note() -> str:
+        """Has a side effect."""
+        ran.append("note")
+        return "noted"
+
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "ask_user", "args": {"question": "ok?"}}, {"name": "note"}]},
+        "thanks",
+    ])
+    graph = make_graph(model, [ask_user, note])
+    state = await graph.ainvoke({"messages": [HumanMessage("ask")]}, thread())
+    assert [i.value for i in state["__interrupt__"]] == [{"question": "ok?"}]
+    state = await graph.ainvoke(Command(resume="yes"), thread())
+    assert sorted(m.content for m in tool_messages(state)) == ["noted", "user said yes"]
+    assert ran == ["note"]
+    assert state["messages"][-1].content == "thanks"
+
+
+async def test_an_unexpected_tool_failure_cancels_the_other_calls_and_surfaces_as_itself() -> None:
+    cancelled = asyncio.Event()
+    waiting = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Waits until cancelled."""
+        try:
+            waiting.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "unreachable"
+
+    @tool
+    async def broken() -> str:
+        """Fails with a bug, once slow is running."""
+        await waiting.wait()
+        raise KeyError("bug")
+
+    model = ScriptedChatModel([{"tool_calls": [{"name": "slow"}, {"name": "broken"}]}])
+    graph = make_graph(model, [slow, broken])
+    with anyio.fail_after(10), pytest.raises(KeyError):
+        await graph.ainvoke({"messages": [HumanMessage("go")]}, thread())
+    assert cancelled.is_set()
+
+
+async def test_cancelling_a_turn_cancels_its_running_tool_calls() -> None:
+    started = [asyncio.Event(), asyncio.Event()]
+    cancelled = [asyncio.Event(), asyncio.Event()]
+
+    def waiter(index: int) -> BaseTool:
+        async def wait_forever() -> str:
+            started[index].set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled[index].set()
+                raise
+            return "unreachable"
+
+        return StructuredTool.from_function(
+            coroutine=wait_forever, name=f"wait_{index}", description="Waits."
+        )
+
+    model = ScriptedChatModel([{"tool_calls": [{"name": "wait_0"}, {"name": "wait_1"}]}])
+    graph = make_graph(model, [waiter(0), waiter(1)])
+    turn = asyncio.ensure_future(graph.ainvoke({"messages": [HumanMessage("go")]}, thread()))
+    with anyio.fail_after(10):
+        for event in started:
+            await event.wait()
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+    assert all(event.is_set() for event in cancelled)
