@@ -123,6 +123,7 @@ def build_graph(
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         calls = state.get("model_calls", 0)
         if calls >= max_steps:
+            logger.info("turn stopped after %d model calls (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
         system_prompt = system_prompt_provider()
         if inspect.isawaitable(system_prompt):
@@ -239,6 +240,7 @@ async def _execute(
     """Run one tool call; failures the model should hear about become error results."""
     tool = available.get(call["name"])
     if tool is None:
+        logger.info("the model called %r, which is not (or no longer) available", call["name"])
         names = ", ".join(sorted(available)) or "none"
         return _error_message(
             call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."

@@ -121,6 +121,7 @@ def build_model_chain(spec: ModelSpec, *, base_dir: Path) -> ModelChain:
     """The primary model of ``spec`` followed by its fallbacks."""
     primary = build_chat_model(spec, base_dir=base_dir)
     fallbacks = [build_chat_model(spec, base_dir=base_dir, model_id=i) for i in spec.fallbacks]
+    logger.debug("model %s with fallbacks %s", spec.id, spec.fallbacks)
     return ModelChain(primary, fallbacks)
 
 
@@ -200,15 +201,6 @@ class _BuiltinChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         return self._generate(messages, stop, **kwargs)
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from _as_chunks(self._reply(messages, _offered_tools(kwargs)))
 
     async def _astream(
         self,
@@ -412,10 +404,6 @@ class ScriptedChatModel(_BuiltinChatModel):
     @property
     def received(self) -> list[list[BaseMessage]]:
         return self._received
-
-    @property
-    def remaining(self) -> int:
-        return len(self.turns) - self._next
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         self._calls.append([tool["name"] for tool in tools])
