@@ -10,7 +10,8 @@
     ├── ToolError                  a tool call failed in a way the model should hear about
     ├── PromptError                a prompt command cannot be run (bad line, unknown, arguments)
     ├── BuildError                 tools or prompts cannot be assembled (name collisions, ...)
-    └── ModelError                 the chat model cannot be created or answered with an error
+    ├── ModelError                 the chat model cannot be created or answered with an error
+    └── CheckpointerError          the conversation store cannot be opened
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``. Nothing here imports from the rest of runner.
@@ -133,3 +134,7 @@ class BuildError(RunnerError):
 
 class ModelError(RunnerError):
     """The chat model cannot be created, or failed in a way no fallback could absorb."""
+
+
+class CheckpointerError(RunnerError):
+    """The checkpointer (conversation store) cannot be opened or is misconfigured."""

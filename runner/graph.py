@@ -40,7 +40,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.errors import RunnerError, ToolError
+from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 
 logger = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ async def open_checkpointer(
         async with _postgres_saver(spec) as saver:
             yield saver
         return
-    raise RunnerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
+    raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
 
 
 @asynccontextmanager
@@ -302,7 +302,7 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
             await saver.setup()
         except (OSError, sqlite3.Error) as exc:
-            raise RunnerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
+            raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
         yield saver
 
 
@@ -312,7 +312,7 @@ async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver]:
         import psycopg
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     except ImportError as exc:
-        raise RunnerError(
+        raise CheckpointerError(
             "the postgres checkpointer needs the langgraph-checkpoint-postgres package: "
             "pip install langgraph-checkpoint-postgres"
         ) from exc
@@ -321,5 +321,5 @@ async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver]:
             saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
             await saver.setup()
         except psycopg.Error as exc:  # its messages name host and user, never the password
-            raise RunnerError(f"cannot open the postgres checkpointer: {exc}") from exc
+            raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
         yield saver

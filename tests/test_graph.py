@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from runner.errors import ModelError, RunnerError, ToolError
+from runner.errors import CheckpointerError, ModelError, RunnerError, ToolError
 from runner.graph import MAX_STEPS_REASON, build_graph, open_checkpointer
 from runner.models import OfflineChatModel, ScriptedChatModel
 
@@ -279,7 +279,7 @@ async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> Non
     (tmp_path / "dir.sqlite").mkdir()
     (tmp_path / "file").write_text("not a directory")
     for spec in ("sqlite:///dir.sqlite", "sqlite:///file/state.sqlite"):
-        with pytest.raises(RunnerError):
+        with pytest.raises(CheckpointerError):
             async with open_checkpointer(spec, state_dir=tmp_path, base_dir=tmp_path):
                 pass
     postgres_installed = True
@@ -288,7 +288,7 @@ async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> Non
     except ImportError:
         postgres_installed = False
     if not postgres_installed:
-        with pytest.raises(RunnerError, match="pip install langgraph-checkpoint-postgres"):
+        with pytest.raises(CheckpointerError, match="pip install langgraph-checkpoint-postgres"):
             async with open_checkpointer("postgres://u@127.0.0.1/db", state_dir=tmp_path):
                 pass
 
