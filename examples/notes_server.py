@@ -13,9 +13,8 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
-
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 server = MCPServer(
     "notes",
