@@ -1,0 +1,167 @@
+"""Arguments from the model, checked against the tool's ORIGINAL input schema before the call.
+
+``langchain_core`` does not validate raw-dict ``args_schema`` arguments (DESIGN.md §4), so this is
+the only check before the server sees them. Every problem is reported, each as ``path: message``,
+so the model can fix them all in one retry. The draft comes from ``$schema`` (2020-12 when absent).
+A schema that is itself invalid is not used: validation then reports nothing and leaves the
+checking to the server, with one warning per schema.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import jsonschema
+import referencing.exceptions
+from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+logger = logging.getLogger(__name__)
+
+ROOT = "(arguments)"
+MAX_MESSAGE_CHARS = 300
+
+
+def format_path(path: Iterable[str | int]) -> str:
+    """``["items", 0, "name"]`` -> ``items[0].name``; the root is ``(arguments)``."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or ROOT
+
+
+def _problem(error: ValidationError) -> str:
+    message = error.message
+    if error.context:
+        message += f" (closest match: {best_match(error.context).message})"
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 1] + "…"
+    return f"{format_path(error.absolute_path)}: {message}"
+
+
+class ArgumentValidator:
+    """Validates arguments against input schemas, compiling each distinct schema once."""
+
+    def __init__(self, *, cache_size: int = 512) -> None:
+        self._cache_size = cache_size
+        self._compiled: OrderedDict[str, Validator | str] = OrderedDict()
+
+    @staticmethod
+    def _key(schema: dict[str, Any]) -> str:
+        return json.dumps(schema, sort_keys=True, default=str)
+
+    def _compile(self, schema: dict[str, Any]) -> Validator | str:
+        """The validator for ``schema``, or the reason it cannot be used."""
+        key = self._key(schema)
+        if key in self._compiled:
+            self._compiled.move_to_end(key)
+            return self._compiled[key]
+        with warnings.catch_warnings():  # an unknown $schema falls back to 2020-12 quietly
+            warnings.simplefilter("ignore", DeprecationWarning)
+            dialect = schema.get("$schema")
+            validator_class = (
+                validator_for({"$schema": dialect}, default=jsonschema.Draft202012Validator)
+                if isinstance(dialect, str)
+                else jsonschema.Draft202012Validator
+            )
+        try:
+            validator_class.check_schema(schema)
+            compiled: Validator | str = validator_class(schema)
+        except jsonschema.SchemaError as exc:
+            compiled = f"{format_path(exc.absolute_path)}: {exc.message}"
+            logger.warning("input schema is invalid, arguments go unchecked: %s", compiled)
+        self._compiled[key] = compiled
+        if len(self._compiled) > self._cache_size:
+            self._compiled.popitem(last=False)
+        return compiled
+
+    def schema_problem(self, schema: Any) -> str | None:
+        """Why ``schema`` cannot be used for validation, or None when it can."""
+        compiled = self._compile(schema) if isinstance(schema, dict) else "the schema is not an object"
+        return compiled if isinstance(compiled, str) else None
+
+    def problems(self, schema: Any, arguments: Any) -> list[str]:
+        """Every way ``arguments`` break ``schema``, as ``path: message``, sorted by path."""
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return [f"{ROOT}: must be an object, not {type(arguments).__name__}"]
+        if schema is None or schema is True or not isinstance(schema, dict):
+            return []
+        compiled = self._compile(schema)
+        if isinstance(compiled, str):
+            return []
+        try:
+            errors = list(compiled.iter_errors(arguments))
+        except (referencing.exceptions.Unresolvable, re.error) as exc:
+            logger.warning("input schema cannot be applied, arguments go unchecked: %s", exc)
+            self._compiled[self._key(schema)] = str(exc)  # do not try (and warn) again
+            return []
+        errors.sort(key=lambda error: [str(part) for part in error.absolute_path])
+        return list(dict.fromkeys(_problem(error) for error in errors))
+
+
+_default_validator = ArgumentValidator()
+
+
+def validate_arguments(schema: Any, arguments: Any) -> list[str]:
+    """:meth:`ArgumentValidator.problems` with a shared, process-wide cache."""
+    return _default_validator.problems(schema, arguments)
+
+
+def format_problems(problems: list[str]) -> str:
+    """One text listing every problem, for a ``ToolMessage(status="error")``."""
+    lines = "\n".join(f"- {problem}" for problem in problems)
+    return (
+        f"The arguments do not match the tool's input schema:\n{lines}\n"
+        "Fix all of them and call the tool again."
+    )
+
+
+def _allows_null(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return schema is True
+    declared = schema.get("type")
+    if declared is None and not any(key in schema for key in ("enum", "const", "anyOf", "oneOf")):
+        return True
+    if declared == "null" or (isinstance(declared, list) and "null" in declared):
+        return True
+    if None in (schema.get("enum") or []) or ("const" in schema and schema["const"] is None):
+        return True
+    return any(_allows_null(branch) for key in ("anyOf", "oneOf") for branch in schema.get(key, []))
+
+
+def drop_strict_nulls(arguments: Any, schema: dict[str, Any]) -> Any:
+    """Arguments with the nulls removed that OpenAI strict mode sends for optional properties.
+
+    ``schema`` is the generic form (:func:`runner.tools.schemas.normalise_schema`) the strict
+    schema was made from: a null is dropped where that property was optional and does not
+    accept null itself, at every depth.
+    """
+    if isinstance(arguments, list) and isinstance(schema.get("items"), dict):
+        return [drop_strict_nulls(item, schema["items"]) for item in arguments]
+    properties = schema.get("properties")
+    if not isinstance(arguments, dict) or not isinstance(properties, dict):
+        return arguments
+    required = set(schema.get("required", []))
+    cleaned = {}
+    for name, value in arguments.items():
+        property_schema = properties.get(name)
+        if (
+            value is None
+            and name not in required
+            and name in properties
+            and not _allows_null(property_schema)
+        ):
+            continue
+        cleaned[name] = (
+            drop_strict_nulls(value, property_schema) if isinstance(property_schema, dict) else value
+        )
+    return cleaned

@@ -1,0 +1,172 @@
+"""Arguments from the model, validated against the original input schema before the call."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from runner.tools import (
+    ArgumentValidator,
+    drop_strict_nulls,
+    format_path,
+    format_problems,
+    normalise_schema,
+    schema_for_provider,
+    validate_arguments,
+)
+
+ORDER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "customer": {"type": "string", "minLength": 1},
+        "items": {
+            "type": "array",
+            "items": {"$ref": "#/$defs/Item"},
+        },
+        "note": {"type": "string"},
+    },
+    "required": ["customer", "items"],
+    "additionalProperties": False,
+    "$defs": {
+        "Item": {
+            "type": "object",
+            "properties": {"sku": {"type": "string"}, "quantity": {"type": "integer", "minimum": 1}},
+            "required": ["sku"],
+        }
+    },
+}
+
+
+def test_valid_arguments_have_no_problems() -> None:
+    assert (
+        validate_arguments(ORDER_SCHEMA, {"customer": "ada", "items": [{"sku": "A1", "quantity": 2}]})
+        == []
+    )
+
+
+def test_every_problem_is_listed_with_its_path() -> None:
+    problems = validate_arguments(
+        ORDER_SCHEMA,
+        {"customer": "", "items": [{"quantity": 0}, {"sku": 5}], "colour": "red"},
+    )
+    assert problems == [
+        "(arguments): Additional properties are not allowed ('colour' was unexpected)",
+        "customer: '' should be non-empty",
+        "items[0]: 'sku' is a required property",
+        "items[0].quantity: 0 is less than the minimum of 1",
+        "items[1].sku: 5 is not of type 'string'",
+    ]
+
+
+def test_missing_required_arguments_are_each_a_problem() -> None:
+    assert validate_arguments(ORDER_SCHEMA, {}) == [
+        "(arguments): 'customer' is a required property",
+        "(arguments): 'items' is a required property",
+    ]
+
+
+def test_arguments_that_are_not_an_object_are_one_problem() -> None:
+    assert validate_arguments(ORDER_SCHEMA, ["ada"]) == ["(arguments): must be an object, not list"]
+
+
+def test_no_arguments_count_as_an_empty_object() -> None:
+    assert validate_arguments({"type": "object", "properties": {}}, None) == []
+
+
+def test_the_draft_follows_the_schema_dialect() -> None:
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {"n": {"type": "number", "minimum": 5, "exclusiveMinimum": True}},
+    }
+    assert validate_arguments(draft4, {"n": 5}) == ["n: 5 is less than or equal to the minimum of 5"]
+    draft2020 = {"type": "object", "properties": {"n": {"type": "number", "exclusiveMinimum": 5}}}
+    assert validate_arguments(draft2020, {"n": 5}) == ["n: 5 is less than or equal to the minimum of 5"]
+    assert validate_arguments(draft2020, {"n": 6}) == []
+
+
+def test_a_failed_alternative_names_the_closest_match() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    }
+    [problem] = validate_arguments(schema, {"id": 1.5})
+    assert problem.startswith("id: 1.5 is not valid under any of the given schemas (closest match:")
+
+
+def test_long_values_are_shortened_in_messages() -> None:
+    [problem] = validate_arguments(
+        {"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": "x" * 5_000}
+    )
+    assert len(problem) < 320 and problem.endswith("…")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": 5},
+        {"type": "object", "properties": {"p": {"pattern": "("}}},
+        {"$schema": 7, "type": "object"},
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}},
+    ],
+)
+def test_an_invalid_schema_does_not_crash_validation(schema: dict[str, Any], caplog) -> None:
+    validator = ArgumentValidator()
+    with caplog.at_level(logging.WARNING, logger="runner.tools.arguments"):
+        assert validator.problems(schema, {"a": 1, "p": "x"}) == []
+        assert validator.problems(schema, {"a": 1, "p": "x"}) == []
+    assert len(caplog.records) == 1  # warned once, not on every call
+
+
+def test_an_invalid_schema_can_be_asked_about() -> None:
+    validator = ArgumentValidator()
+    assert validator.schema_problem({"type": 5}) is not None
+    assert validator.schema_problem(ORDER_SCHEMA) is None
+
+
+def test_compiled_validators_are_cached_and_bounded() -> None:
+    validator = ArgumentValidator(cache_size=2)
+    first = validator._compile(ORDER_SCHEMA)
+    assert validator._compile(dict(ORDER_SCHEMA)) is first
+    for n in range(3):
+        validator.problems({"type": "object", "properties": {"n": {"maximum": n}}}, {})
+    assert len(validator._compiled) == 2
+    assert validator._compile(ORDER_SCHEMA) is not first
+
+
+def test_paths_are_written_like_code() -> None:
+    assert format_path([]) == "(arguments)"
+    assert format_path(["items", 0, "sku"]) == "items[0].sku"
+
+
+def test_problems_become_one_text_for_the_model() -> None:
+    text = format_problems(["a: wrong", "b: missing"])
+    assert "- a: wrong\n- b: missing" in text
+
+
+async def test_what_openai_strict_sends_validates_once_its_nulls_are_dropped() -> None:
+    server = MCPServer("shop")
+
+    @server.tool()
+    def search(query: str, limit: int = 10, tags: list[str] | None = None, exact: bool = False) -> str:
+        """Search."""
+        return query
+
+    [tool] = await server.list_tools()
+    original = tool.input_schema
+    strict = schema_for_provider(original, "openai", strict=True)
+    assert strict["required"] == ["query", "limit", "tags", "exact"]
+    from_model = {"query": "lamp", "limit": None, "tags": None, "exact": True}
+    assert validate_arguments(original, from_model) != []  # null is not an int
+    cleaned = drop_strict_nulls(from_model, normalise_schema(original))
+    assert cleaned == {"query": "lamp", "tags": None, "exact": True}  # tags accepts null itself
+    assert validate_arguments(original, cleaned) == []
+
+
+def test_strict_nulls_are_dropped_at_every_depth_but_required_ones_stay() -> None:
+    generic = normalise_schema(ORDER_SCHEMA)
+    arguments = {"customer": None, "items": [{"sku": "A", "quantity": None}], "note": None}
+    assert drop_strict_nulls(arguments, generic) == {"customer": None, "items": [{"sku": "A"}]}
