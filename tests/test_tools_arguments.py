@@ -42,8 +42,7 @@ ORDER_SCHEMA: dict[str, Any] = {
 
 def test_valid_arguments_have_no_problems() -> None:
     assert (
-        validate_arguments(ORDER_SCHEMA, {"customer": "ada", "items": [{"sku": "A1", "quantity": 2}]})
-        == []
+        validate_arguments(ORDER_SCHEMA, {"customer": "ada", "items": [{"sku": "A1", "quantity": 2}]}) == []
     )
 
 

@@ -62,9 +62,7 @@ def media_server() -> MCPServer:
 
 
 def result(*content: Any, structured: Any = None, is_error: bool = False) -> mcp_types.CallToolResult:
-    return mcp_types.CallToolResult(
-        content=list(content), structured_content=structured, is_error=is_error
-    )
+    return mcp_types.CallToolResult(content=list(content), structured_content=structured, is_error=is_error)
 
 
 def text(value: str, **extra: Any) -> mcp_types.TextContent:
@@ -102,9 +100,7 @@ async def test_audio_from_a_real_server_becomes_a_standard_audio_block(media_ser
 
 
 async def test_structured_content_is_the_artifact(media_server) -> None:
-    output = convert_result(
-        await media_server.call_tool("weather", {"city": "Oslo"}), max_output_chars=BIG
-    )
+    output = convert_result(await media_server.call_tool("weather", {"city": "Oslo"}), max_output_chars=BIG)
     assert output.artifact == {"city": "Oslo", "celsius": 21.5}
     assert json.loads(output.content) == {"city": "Oslo", "celsius": 21.5}
 
@@ -147,9 +143,7 @@ def test_an_embedded_pdf_becomes_a_file_block_with_a_file_name_where_accepted() 
 
 
 def test_an_embedded_image_blob_becomes_an_image_block() -> None:
-    output = convert_result(
-        result(embedded(blob("file:///a.png", PNG, "image/png"))), max_output_chars=BIG
-    )
+    output = convert_result(result(embedded(blob("file:///a.png", PNG, "image/png"))), max_output_chars=BIG)
     assert output.content[0]["type"] == "image" and output.content[0]["mime_type"] == "image/png"
 
 
@@ -165,8 +159,7 @@ def test_a_resource_link_is_described_as_text() -> None:
     )
     output = convert_result(result(link), max_output_chars=BIG)
     assert (
-        output.content
-        == "Resource link file:///data/big.csv 'big.csv' (Sales, text/csv, 2.0 KB): All sales."
+        output.content == "Resource link file:///data/big.csv 'big.csv' (Sales, text/csv, 2.0 KB): All sales."
     )
 
 
@@ -175,9 +168,7 @@ def test_media_a_provider_cannot_take_is_described_instead(provider: str) -> Non
     image = mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png")
     audio = mcp_types.AudioContent(type="audio", data=WAV, mime_type="audio/wav")
     pdf = embedded(blob("file:///docs/report.pdf", PDF, "application/pdf"))
-    output = convert_result(
-        result(text("here"), image, audio, pdf), max_output_chars=BIG, provider=provider
-    )
+    output = convert_result(result(text("here"), image, audio, pdf), max_output_chars=BIG, provider=provider)
     assert isinstance(output.content, str)
     lines = output.content.splitlines()
     assert lines[0] == "here"
@@ -233,9 +224,7 @@ def test_the_blocks_reach_the_openai_responses_and_anthropic_payloads() -> None:
     assert [part["type"] for part in output] == ["input_text", "input_image", "input_file"]
     assert output[2]["filename"] == "report.pdf"
 
-    anthropic = convert_result(
-        result(text("see"), image, pdf), max_output_chars=BIG, provider="anthropic"
-    )
+    anthropic = convert_result(result(text("see"), image, pdf), max_output_chars=BIG, provider="anthropic")
     payload = ChatAnthropic(api_key="x", model="claude-sonnet-4-5")._get_request_payload(
         message_history(anthropic.content)
     )

@@ -182,9 +182,7 @@ def test_any_local_tool_name_gives_a_valid_name(tool: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     origins=st.lists(
-        st.tuples(
-            st.sampled_from(["a", "b-c", "srv"]), st.text(alphabet="ab._: é", min_size=1, max_size=80)
-        ),
+        st.tuples(st.sampled_from(["a", "b-c", "srv"]), st.text(alphabet="ab._: é", min_size=1, max_size=80)),
         max_size=12,
     )
 )

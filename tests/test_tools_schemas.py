@@ -169,9 +169,7 @@ def test_exponentially_growing_references_are_an_unusable_schema() -> None:
     }
     defs["L30"] = {"type": "string"}
     with pytest.raises(UnusableSchemaError):
-        normalise_schema(
-            {"type": "object", "properties": {"root": {"$ref": "#/$defs/L0"}}, "$defs": defs}
-        )
+        normalise_schema({"type": "object", "properties": {"root": {"$ref": "#/$defs/L0"}}, "$defs": defs})
 
 
 def test_keywords_beside_a_reference_win_and_constraints_combine() -> None:
@@ -253,9 +251,7 @@ def test_a_missing_or_empty_root_becomes_an_object_schema(root: Any) -> None:
     assert normalise_schema(root) == {"type": "object", "properties": {}}
 
 
-@pytest.mark.parametrize(
-    "root", [False, [], "object", {"type": "string"}, {"type": "array", "items": {}}]
-)
+@pytest.mark.parametrize("root", [False, [], "object", {"type": "string"}, {"type": "array", "items": {}}])
 def test_a_root_that_cannot_hold_arguments_is_an_unusable_schema(root: Any) -> None:
     with pytest.raises(UnusableSchemaError):
         normalise_schema(root)
@@ -406,12 +402,8 @@ def test_what_strict_mode_cannot_express_is_a_strict_schema_error(
     property_schema: dict[str, Any],
 ) -> None:
     with pytest.raises(StrictSchemaError):
-        schema_for_provider(
-            {"type": "object", "properties": {"p": property_schema}}, "openai", strict=True
-        )
-    schema_for_provider(
-        {"type": "object", "properties": {"p": property_schema}}, "openai"
-    )  # fine without
+        schema_for_provider({"type": "object", "properties": {"p": property_schema}}, "openai", strict=True)
+    schema_for_provider({"type": "object", "properties": {"p": property_schema}}, "openai")  # fine without
 
 
 async def test_a_cut_recursive_schema_is_not_strict_but_works_without_strict(server_schemas) -> None:

@@ -85,9 +85,7 @@ def _text(text: str) -> ContentBlock:
     return {"type": "text", "text": text}
 
 
-def _convert_item(
-    item: mcp_types.ContentBlock, accepted: dict[str, frozenset[str] | None]
-) -> ContentBlock:
+def _convert_item(item: mcp_types.ContentBlock, accepted: dict[str, frozenset[str] | None]) -> ContentBlock:
     if isinstance(item, mcp_types.TextContent):
         return _text(item.text)
     if isinstance(item, mcp_types.ImageContent):
@@ -114,9 +112,7 @@ def _convert_resource(
     mime = mime or "application/octet-stream"
     kind = mime.split("/", 1)[0] if mime.startswith(("image/", "audio/")) else "file"
     filename = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or "resource"
-    return _media(
-        kind, resource.blob, mime, accepted, label=f"resource {resource.uri}", filename=filename
-    )
+    return _media(kind, resource.blob, mime, accepted, label=f"resource {resource.uri}", filename=filename)
 
 
 def _media(

@@ -66,9 +66,7 @@ def needs_approval(name: str, spec: ToolFilterSpec) -> bool:
     return matches_any(name, spec.approve)
 
 
-def _unmatched(
-    entries: Sequence[str], names: Sequence[str], field: str, kind: str
-) -> list[FilterProblem]:
+def _unmatched(entries: Sequence[str], names: Sequence[str], field: str, kind: str) -> list[FilterProblem]:
     problems: list[FilterProblem] = []
     for index, entry in enumerate(entries):
         if not any(entry_matches(entry, name) for name in names):
@@ -76,9 +74,7 @@ def _unmatched(
     return problems
 
 
-def filter_problems(
-    spec: NameFilterSpec, names: Sequence[str], *, kind: str = "tool"
-) -> list[FilterProblem]:
+def filter_problems(spec: NameFilterSpec, names: Sequence[str], *, kind: str = "tool") -> list[FilterProblem]:
     """Entries of ``spec`` that match none of ``names`` (all the server offers), with a
     "did you mean" where a name is close. Paths are relative to the filter mapping
     (``("only", 0)``, ``("rename", "get_tme")``); the caller prefixes ``servers.<key>.tools``.
@@ -93,9 +89,7 @@ def filter_problems(
         for field, keys in (("rename", spec.rename), ("timeouts", spec.timeouts)):
             for key in keys:
                 if key not in names:
-                    problems.append(
-                        ((field, key), f"no {kind} is called '{key}'{did_you_mean(key, names)}")
-                    )
+                    problems.append(((field, key), f"no {kind} is called '{key}'{did_you_mean(key, names)}"))
     return problems
 
 

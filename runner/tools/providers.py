@@ -152,9 +152,7 @@ def _nullable(node: Schema) -> Schema:
 def _strict_node(node: Schema, where: str) -> Schema:
     node = merge_all_of(node)
     if "allOf" in node:
-        raise StrictSchemaError(
-            f"{where} combines schemas with allOf in a way strict mode cannot express"
-        )
+        raise StrictSchemaError(f"{where} combines schemas with allOf in a way strict mode cannot express")
     if "oneOf" in node:
         node = {**{k: v for k, v in node.items() if k != "oneOf"}, "anyOf": node["oneOf"]}
     node = describe_default(_split_type_list(node))
@@ -197,9 +195,7 @@ def _strict_tree(node: Any, where: str, depth: int, *, root: bool = False) -> Sc
     if "array" in types:
         items = node.get("items")
         if not isinstance(items, dict) or not items:
-            raise StrictSchemaError(
-                f"{where} is an array of untyped items, which strict mode cannot express"
-            )
+            raise StrictSchemaError(f"{where} is an array of untyped items, which strict mode cannot express")
         node = {**node, "items": _strict_tree(items, f"{where}[]", depth + 1)}
     if "anyOf" in node:
         node = {**node, "anyOf": [_strict_tree(branch, where, depth + 1) for branch in node["anyOf"]]}
@@ -254,9 +250,7 @@ def _gemini_null_alternatives(node: Schema) -> Schema:
             node["anyOf"] = [{"type": kind} for kind in concrete]
     branches = node.get("anyOf")
     if isinstance(branches, list):
-        concrete_branches = [
-            b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")
-        ]
+        concrete_branches = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
         if len(concrete_branches) < len(branches):
             node = {**node, "nullable": True, "anyOf": concrete_branches}
         if len(concrete_branches) == 1 and isinstance(concrete_branches[0], dict):
@@ -281,9 +275,7 @@ def _gemini_node(node: Any) -> Schema:
         node = {**{k: v for k, v in node.items() if k != "oneOf"}, "anyOf": node["oneOf"]}
     node = describe_default(_gemini_null_alternatives(_gemini_enum(node)))
     fmt = node.get("format")
-    if fmt is not None and not (
-        node.get("type") in ("number", "integer") and fmt in _GEMINI_NUMBER_FORMATS
-    ):
+    if fmt is not None and not (node.get("type") in ("number", "integer") and fmt in _GEMINI_NUMBER_FORMATS):
         node.pop("format")
     if node.get("type") == "array" and "items" not in node:
         node["items"] = {}

@@ -320,9 +320,7 @@ def describe_default(node: Schema) -> Schema:
 def _object_root(schema: Schema) -> Schema:
     # Validation-only keywords at the root are dropped: providers reject some of them there, and
     # the arguments are validated against the original schema anyway.
-    root = merge_all_of(
-        {key: value for key, value in schema.items() if key not in _ROOT_ONLY_VALIDATION}
-    )
+    root = merge_all_of({key: value for key, value in schema.items() if key not in _ROOT_ONLY_VALIDATION})
     for keyword in ("anyOf", "oneOf"):
         root = merge_alternatives(root, keyword)
     declared = root.get("type")
