@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from runner.errors import CheckpointerError, ModelError, RunnerError, ToolError
+from runner.errors import CheckpointerError, ModelError, ToolError
 from runner.graph import MAX_STEPS_REASON, build_graph, open_checkpointer
 from runner.models import OfflineChatModel, ScriptedChatModel
 
