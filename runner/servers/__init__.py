@@ -1,0 +1,33 @@
+"""The server fleet: persistent, supervised MCP connections over stdio, streamable HTTP and SSE.
+
+    async with open_fleet(manifest.servers, base_dir=manifest_dir, state_dir=state_dir) as fleet:
+        demo = fleet.connections["demo"]
+        result = await demo.call_tool("echo", {"text": "hi"})
+        async with fleet.subscribe() as changes:
+            async for change in changes:  # CatalogueChange(server, kind, added, removed, changed)
+                ...
+
+Modules: ``environment`` (what a stdio server inherits), ``stdio`` (the subprocess transport),
+``transports`` (per-attempt transport and liveness facts), ``catalogue`` (listing, diffing,
+debouncing), ``connection`` (state and requests), ``supervision`` (the lifetime task), ``fleet``.
+"""
+
+from runner.servers.catalogue import Catalogue, CatalogueChange, CatalogueKind
+from runner.servers.connection import ServerConnection, ServerSpecType, Status
+from runner.servers.environment import HOST_ENV_ALLOWLIST, server_environment
+from runner.servers.fleet import ServerFleet, SignalStop, open_fleet, stop_on_signals
+
+__all__ = [
+    "HOST_ENV_ALLOWLIST",
+    "Catalogue",
+    "CatalogueChange",
+    "CatalogueKind",
+    "ServerConnection",
+    "ServerFleet",
+    "ServerSpecType",
+    "SignalStop",
+    "Status",
+    "open_fleet",
+    "server_environment",
+    "stop_on_signals",
+]

@@ -1,0 +1,201 @@
+"""What a server offers (tools, prompts, resources), listed page by page, cached and compared.
+
+A :class:`Catalogue` holds the last complete listing of one server. Replacing a kind's items yields
+a :class:`CatalogueChange` naming what was added, removed and changed (by tool/prompt name, by
+resource URI and template URI). :class:`ChangeSignal` collects list_changed notifications and
+hands them out debounced and coalesced: servers send bursts, one re-list per burst is enough.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+logger = logging.getLogger(__name__)
+
+CatalogueKind = Literal["tools", "prompts", "resources"]
+KINDS: tuple[CatalogueKind, ...] = ("tools", "prompts", "resources")
+MAX_PAGES = 1000  # a paginator that never ends must not hang start-up
+DEBOUNCE_QUIET = 0.1  # a burst is over after this much silence ...
+DEBOUNCE_MAX_DELAY = 1.0  # ... or this long after its first notification, whichever comes first
+
+_Item = TypeVar("_Item", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class CatalogueChange:
+    """One server's tools, prompts or resources changed; names are sorted."""
+
+    server: str
+    kind: CatalogueKind
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+
+
+@dataclass
+class Catalogue:
+    """The cached listing of one server."""
+
+    tools: list[types.Tool] = field(default_factory=list)
+    prompts: list[types.Prompt] = field(default_factory=list)
+    resources: list[types.Resource] = field(default_factory=list)
+    resource_templates: list[types.ResourceTemplate] = field(default_factory=list)
+
+    def keyed(self, kind: CatalogueKind) -> dict[str, BaseModel]:
+        """The items of ``kind`` by name (templates by their URI template)."""
+        if kind == "tools":
+            return {tool.name: tool for tool in self.tools}
+        if kind == "prompts":
+            return {prompt.name: prompt for prompt in self.prompts}
+        keyed: dict[str, BaseModel] = {str(resource.uri): resource for resource in self.resources}
+        keyed.update({template.uri_template: template for template in self.resource_templates})
+        return keyed
+
+    def update(
+        self, server: str, listing: Catalogue, kinds: Iterable[CatalogueKind]
+    ) -> list[CatalogueChange]:
+        """Take ``kinds`` from ``listing``; the changes, for kinds that differ."""
+        changes = []
+        for kind in kinds:
+            change = compare(server, kind, self.keyed(kind), listing.keyed(kind))
+            if kind == "resources":
+                self.resources, self.resource_templates = listing.resources, listing.resource_templates
+            else:
+                setattr(self, kind, getattr(listing, kind))
+            if change is not None:
+                changes.append(change)
+        return changes
+
+
+def compare(
+    server: str, kind: CatalogueKind, before: dict[str, BaseModel], after: dict[str, BaseModel]
+) -> CatalogueChange | None:
+    """What changed between two keyed listings, or None when they are the same."""
+    added = tuple(sorted(after.keys() - before.keys()))
+    removed = tuple(sorted(before.keys() - after.keys()))
+    changed = tuple(
+        sorted(name for name in before.keys() & after.keys() if _dump(before[name]) != _dump(after[name]))
+    )
+    if not (added or removed or changed):
+        return None
+    return CatalogueChange(server, kind, added, removed, changed)
+
+
+def _dump(item: BaseModel) -> dict[str, Any]:
+    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _all_pages(
+    server: str,
+    fetch: Callable[[str | None], Awaitable[Any]],
+    items: Callable[[Any], list[_Item]],
+) -> list[_Item]:
+    collected: list[_Item] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor)
+        collected.extend(items(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            return collected
+        if cursor in seen:
+            logger.warning("server %s repeated pagination cursor %r; listing cut short", server, cursor)
+            return collected
+        seen.add(cursor)
+    logger.warning("server %s listed more than %d pages; listing cut short", server, MAX_PAGES)
+    return collected
+
+
+async def _tolerant(server: str, what: str, listing: Awaitable[list[_Item]]) -> list[_Item]:
+    """A listing the server may not support: 'method not found' (or another error answer) is empty."""
+    try:
+        return await listing
+    except MCPError as exc:
+        if exc.code != types.METHOD_NOT_FOUND:
+            logger.warning(
+                "server %s answered %s with error %d: %s", server, what, exc.code, exc.error.message
+            )
+        return []
+
+
+async def fetch_catalogue(server: str, client: Client, kinds: Iterable[CatalogueKind] = KINDS) -> Catalogue:
+    """List ``kinds`` completely (all pages, concurrently); the other kinds stay empty.
+
+    Connection failures and timeouts propagate; a server answering a list with an error
+    (typically 'method not found') contributes nothing of that kind.
+    """
+    listing = Catalogue()
+    kinds = set(kinds)
+
+    async def tools() -> None:
+        listing.tools = await _tolerant(server, "tools/list", _all_pages(
+            server, lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools))
+
+    async def prompts() -> None:
+        listing.prompts = await _tolerant(server, "prompts/list", _all_pages(
+            server, lambda cursor: client.list_prompts(cursor=cursor), lambda page: page.prompts))
+
+    async def resources() -> None:
+        listing.resources = await _tolerant(server, "resources/list", _all_pages(
+            server, lambda cursor: client.list_resources(cursor=cursor), lambda page: page.resources))
+
+    async def templates() -> None:
+        listing.resource_templates = await _tolerant(server, "resources/templates/list", _all_pages(
+            server,
+            lambda cursor: client.list_resource_templates(cursor=cursor),
+            lambda page: page.resource_templates,
+        ))
+
+    async with anyio.create_task_group() as tg:
+        if "tools" in kinds:
+            tg.start_soon(tools)
+        if "prompts" in kinds:
+            tg.start_soon(prompts)
+        if "resources" in kinds:
+            tg.start_soon(resources)
+            tg.start_soon(templates)
+    return listing
+
+
+class ChangeSignal:
+    """list_changed notifications in, debounced batches of kinds out.
+
+    ``mark`` never blocks (it is called from notification callbacks); ``next_batch`` returns once
+    a burst has been quiet for ``quiet`` seconds, or ``max_delay`` after its first mark.
+    """
+
+    def __init__(self, quiet: float = DEBOUNCE_QUIET, max_delay: float = DEBOUNCE_MAX_DELAY) -> None:
+        self.quiet = quiet
+        self.max_delay = max_delay
+        self._pending: set[CatalogueKind] = set()
+        self._marked = anyio.Event()
+
+    def mark(self, *kinds: CatalogueKind) -> None:
+        self._pending.update(kinds)
+        self._marked.set()
+
+    async def next_batch(self) -> set[CatalogueKind]:
+        await self._marked.wait()
+        give_up_at = anyio.current_time() + self.max_delay
+        while True:
+            self._marked = anyio.Event()
+            wait = min(self.quiet, give_up_at - anyio.current_time())
+            if wait <= 0:
+                break
+            with anyio.move_on_after(wait):
+                await self._marked.wait()
+            if not self._marked.is_set():
+                break
+        batch, self._pending = self._pending, set()
+        self._marked = anyio.Event()
+        return batch

@@ -1,0 +1,302 @@
+"""``ServerConnection``: one server's state, catalogue and requests.
+
+The connection's session belongs to its lifetime task (``supervision.supervise``); this module is
+what everyone else touches: status, era, the cached catalogue, and the requests. A request waits
+(within its timeout) while the server starts or restarts, and every failure leaves here as one of
+the errors in ``runner.errors``: ``ServerTimeoutError`` (the SDK cancels the request on the
+server), ``ServerClosedError`` (the connection is gone, or the server failed for good),
+``ServerRequestError`` (a JSON-RPC error answer, with its code). A tool's ``isError`` result is a
+result, not an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from runner.errors import (
+    ServerClosedError,
+    ServerError,
+    ServerRequestError,
+    ServerTimeoutError,
+)
+from runner.manifest import HttpServerSpec, StdioServerSpec
+from runner.servers.catalogue import (
+    KINDS,
+    Catalogue,
+    CatalogueChange,
+    CatalogueKind,
+    ChangeSignal,
+    fetch_catalogue,
+)
+from runner.servers.stdio import StderrLog
+from runner.servers.transports import Link
+
+logger = logging.getLogger(__name__)
+
+Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
+ServerSpecType = StdioServerSpec | HttpServerSpec
+Publish = Callable[[CatalogueChange], None]
+Kinds = set[CatalogueKind] | tuple[CatalogueKind, ...]
+BACKSTOP_GRACE = 1.0  # the SDK times requests out itself; this only catches a wedged transport write
+
+_Result = TypeVar("_Result")
+
+
+class ServerConnection:
+    """One server of the fleet. Created by the fleet; its lifetime task owns the session."""
+
+    def __init__(
+        self, key: str, spec: ServerSpecType, *, base_dir: Path, state_dir: Path, publish: Publish
+    ) -> None:
+        self.key = key
+        self.spec = spec
+        self.base_dir = base_dir
+        self.status: Status = "starting"
+        self.era: str | None = None
+        self.instructions: str | None = None
+        self.pid: int | None = None
+        self.error: ServerError | None = None  # why the server is failed (or its last start failed)
+        self.last_incident: ServerError | None = None  # why the previous session ended
+        self.sessions = 0  # sessions that finished their handshake
+        self.restarts = 0  # restart attempts made
+        self.catalogue = Catalogue()
+        self.stderr_log = (
+            StderrLog(key, state_dir / "logs" / f"{key}.log") if isinstance(spec, StdioServerSpec) else None
+        )
+        self.changes = ChangeSignal()
+        self._publish = publish
+        self._client: Client | None = None
+        self._link: Link | None = None
+        self._ever_ready = False
+        self._status_changed = anyio.Event()
+        self.settled = anyio.Event()  # the first start is over: ready or failed
+        self.finished = anyio.Event()  # the lifetime task has ended
+        self.stop_requested = anyio.Event()
+        self._listing_lock = anyio.Lock()
+
+    def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
+        return f"<ServerConnection {self.key} {self.spec.transport} {self.status}>"
+
+    # -- catalogue ---------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        return self.catalogue.tools
+
+    @property
+    def prompts(self) -> list[types.Prompt]:
+        return self.catalogue.prompts
+
+    @property
+    def resources(self) -> list[types.Resource]:
+        return self.catalogue.resources
+
+    @property
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return self.catalogue.resource_templates
+
+    @property
+    def log_path(self) -> Path | None:
+        """The file holding the server's stderr (stdio servers only)."""
+        return self.stderr_log.path if self.stderr_log is not None else None
+
+    def tool_timeout(self, name: str) -> float:
+        """The request timeout of tool ``name``: its ``tools.timeouts`` entry, else the server's."""
+        assert self.spec.timeout is not None, "specs are resolved against defaults"
+        return self.spec.tools.timeouts.get(name, self.spec.timeout)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict,
+        *,
+        timeout: float | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call tool ``name``; ``progress(progress, total, message)`` receives its progress notifications."""
+        limit = self.tool_timeout(name) if timeout is None else timeout
+        return await self._request(
+            f"tools/call {name!r}",
+            limit,
+            lambda client, remaining: client.call_tool(
+                name, arguments, read_timeout_seconds=remaining, progress_callback=progress
+            ),
+        )
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> types.GetPromptResult:
+        return await self._request(
+            f"prompts/get {name!r}",
+            self._default_timeout(),
+            lambda client, _: client.get_prompt(name, arguments),
+        )
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        return await self._request(
+            f"resources/read {uri!r}", self._default_timeout(), lambda client, _: client.read_resource(uri)
+        )
+
+    async def refresh(self) -> list[CatalogueChange]:
+        """List everything again now; subscribers get the changes too."""
+        return await self._request(
+            "refresh", self._default_timeout(), lambda client, _: self.relist(client, KINDS)
+        )
+
+    async def relist(self, client: Client, kinds: Kinds) -> list[CatalogueChange]:
+        """List ``kinds`` on ``client``, update the cache, publish and return the changes."""
+        async with self._listing_lock:
+            listing = await fetch_catalogue(self.key, client, kinds)
+            if client is not self._client:
+                return []  # the session ended meanwhile; its successor lists for itself
+            return self._apply(listing, kinds)
+
+    def _default_timeout(self) -> float:
+        assert self.spec.timeout is not None, "specs are resolved against defaults"
+        return self.spec.timeout
+
+    async def _request(
+        self,
+        what: str,
+        timeout: float,
+        send: Callable[[Client, float], Awaitable[_Result]],
+    ) -> _Result:
+        deadline = anyio.current_time() + timeout
+        client = await self._ready_client(what, timeout, deadline)
+        remaining = max(deadline - anyio.current_time(), 0.001)
+        try:
+            with anyio.fail_after(remaining + BACKSTOP_GRACE):
+                return await send(client, remaining)
+        except MCPError as exc:
+            raise self._answer_error(what, timeout, exc) from exc
+        except TimeoutError as exc:
+            raise ServerTimeoutError(
+                self.key, f"{what} got no answer within {timeout:g}s", timeout=timeout
+            ) from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise ServerClosedError(self.key, f"{what} failed: the connection closed") from exc
+        except ValidationError as exc:
+            raise ServerRequestError(
+                self.key, f"{what}: the answer is not valid MCP", code=types.INTERNAL_ERROR
+            ) from exc
+        except RuntimeError as exc:  # the SDK's "not connected" and result-validation failures
+            if client is not self._client:
+                raise ServerClosedError(self.key, f"{what} failed: the connection closed") from exc
+            raise ServerRequestError(self.key, f"{what}: {exc}", code=types.INTERNAL_ERROR) from exc
+
+    def _answer_error(self, what: str, timeout: float, exc: MCPError) -> ServerError:
+        if exc.code == types.REQUEST_TIMEOUT:
+            return ServerTimeoutError(self.key, f"{what} got no answer within {timeout:g}s", timeout=timeout)
+        if exc.code == types.CONNECTION_CLOSED:
+            return ServerClosedError(self.key, f"{what} failed: the connection closed")
+        return ServerRequestError(self.key, f"{what}: {exc.error.message}", code=exc.code)
+
+    async def _ready_client(self, what: str, timeout: float, deadline: float) -> Client:
+        """The live client; waits (until ``deadline``) while the server starts or restarts."""
+        while True:
+            if self.status in ("failed", "stopped"):
+                reason = f": {self.error}" if self.error is not None else ""
+                raise ServerClosedError(self.key, f"{what}: the server is {self.status}{reason}")
+            if self.status == "ready" and self._client is not None:
+                return self._client
+            changed = self._status_changed
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                await changed.wait()
+            if not changed.is_set():
+                raise ServerTimeoutError(
+                    self.key, f"{what}: the server was not ready within {timeout:g}s", timeout=timeout
+                )
+
+    async def wait_for_status(self, *statuses: Status) -> Status:
+        """Wait until the status is one of ``statuses`` (bound it with ``anyio.fail_after``)."""
+        await self.wait_until(lambda connection: connection.status in statuses)
+        return self.status
+
+    async def wait_until(self, condition: Callable[[ServerConnection], bool]) -> None:
+        """Wait until ``condition(self)`` holds; it is checked at every status change."""
+        while not condition(self):
+            await self._status_changed.wait()
+
+    # -- state changes (called by the lifetime task) -----------------------------------------
+
+    def set_status(self, status: Status) -> None:
+        self.status = status
+        self._status_changed.set()
+        self._status_changed = anyio.Event()
+
+    def attach(self, client: Client, link: Link, listing: Catalogue) -> None:
+        """A session finished its handshake and first listing: publish it."""
+        self.era = client.protocol_version
+        self.instructions = client.instructions
+        self.pid = link.pid
+        changes = self.catalogue.update(self.key, listing, KINDS)
+        if self._ever_ready:  # after a restart, subscribers hear what differs
+            for change in changes:
+                self._publish(change)
+        self._client, self._link = client, link
+        self._ever_ready = True
+        self.sessions += 1
+        self.error = None
+        self.set_status("ready")
+        self.settled.set()
+
+    def detach(self) -> None:
+        self._client, self._link = None, None
+        self.pid = None
+        if self.status == "ready":
+            self.set_status("restarting")
+
+    def fail(self, error: ServerError) -> None:
+        """The server is given up on; whatever it offered is gone."""
+        self.error = error
+        self.pid = None
+        self._apply(Catalogue(), KINDS)
+        self.set_status("failed")
+        self.settled.set()
+
+    def _apply(self, listing: Catalogue, kinds: Kinds) -> list[CatalogueChange]:
+        changes = self.catalogue.update(self.key, listing, kinds)
+        for change in changes:
+            self._publish(change)
+        return changes
+
+    # -- notifications from the session -----------------------------------------------------
+
+    async def on_message(self, message: object) -> None:
+        """Legacy-era list_changed notifications (2026 ones arrive through the listen stream)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changes.mark("tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self.changes.mark("prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self.changes.mark("resources")
+        elif isinstance(message, Exception):
+            logger.debug("server %s transport reported %r", self.key, message)
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """Server log notifications go to the ``runner.servers.log.<key>`` logger."""
+        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        source = f" [{params.logger}]" if params.logger else ""
+        logging.getLogger(f"runner.servers.log.{self.key}").log(level, "%s%s", params.data, source)
+
+
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}

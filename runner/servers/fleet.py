@@ -1,0 +1,210 @@
+"""``ServerFleet``: every server of a manifest, started together, stopped together, never orphaned.
+
+``open_fleet`` starts all servers concurrently, each in its own lifetime task inside the fleet's
+task group. A *required* server that cannot start stops start-up: everything is stopped and its
+``ServerStartError`` raised. An *optional* one is logged and kept with status ``failed``.
+Leaving the block - normally, by an error, by cancellation (Ctrl-C) - stops every server, each
+shutdown bounded and shielded. ``stop_on_signals`` turns SIGTERM/SIGHUP into that same exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from runner.errors import ServerStartError
+from runner.servers.catalogue import CatalogueChange
+from runner.servers.connection import ServerConnection, ServerSpecType
+from runner.servers.supervision import supervise
+
+logger = logging.getLogger(__name__)
+
+STOP_TIMEOUT = 15.0  # above the worst stdio escalation (stdin, SIGTERM, SIGKILL, reap)
+
+
+class ServerFleet:
+    """The running servers, by manifest key. Made by :func:`open_fleet`."""
+
+    def __init__(self, task_group: anyio.abc.TaskGroup, *, base_dir: Path, state_dir: Path) -> None:
+        self.connections: dict[str, ServerConnection] = {}
+        self.base_dir = base_dir
+        self.state_dir = state_dir
+        self._task_group = task_group
+        self._subscribers: list[MemoryObjectSendStream[CatalogueChange]] = []
+
+    def subscribe(self) -> MemoryObjectReceiveStream[CatalogueChange]:
+        """A stream of every catalogue change from now on (``async with`` it; ``async for`` over it).
+
+        Each subscriber gets every event; the stream ends when the fleet closes.
+        """
+        send, receive = anyio.create_memory_object_stream[CatalogueChange](math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    async def add(self, key: str, spec: ServerSpecType) -> ServerConnection:
+        """Start one more server and wait for its first start to finish.
+
+        Raises ServerStartError (after stopping it) when a required server cannot start; an
+        optional one that cannot start is returned with status ``failed``.
+        """
+        connection = self._launch(key, spec)
+        await connection.settled.wait()
+        failure = _start_failure(connection)
+        if failure is not None and spec.required:
+            await self.remove(key)
+            raise failure
+        if failure is not None:
+            logger.warning("optional server %s is skipped: %s", key, failure)
+        return connection
+
+    async def remove(self, key: str) -> None:
+        """Stop server ``key`` (bounded) and forget it."""
+        connection = self.connections.pop(key)
+        await _stop(connection)
+
+    async def replace(self, key: str, spec: ServerSpecType) -> ServerConnection:
+        """Restart server ``key`` with a new spec."""
+        await self.remove(key)
+        return await self.add(key, spec)
+
+    async def aclose(self) -> None:
+        """Stop every server concurrently (bounded); end the subscriber streams."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for connection in self.connections.values():
+                    tg.start_soon(_stop, connection)
+        for subscriber in self._subscribers:
+            subscriber.close()
+        self._subscribers.clear()
+
+    def _launch(self, key: str, spec: ServerSpecType) -> ServerConnection:
+        if key in self.connections:
+            raise ValueError(f"server {key!r} is already running")
+        connection = ServerConnection(
+            key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish
+        )
+        self.connections[key] = connection
+        self._task_group.start_soon(supervise, connection, name=f"mcp server {key}")
+        return connection
+
+    async def _start_all(self, specs: Mapping[str, ServerSpecType]) -> None:
+        """Launch every server at once; raise the first required failure as soon as it happens."""
+        launched = [self._launch(key, spec) for key, spec in specs.items()]
+        failed_required: list[ServerStartError] = []
+        async with anyio.create_task_group() as waiters:
+
+            async def wait_for(connection: ServerConnection) -> None:
+                await connection.settled.wait()
+                failure = _start_failure(connection)
+                if failure is not None and connection.spec.required:
+                    failed_required.append(failure)
+                    waiters.cancel_scope.cancel()
+
+            for connection in launched:
+                waiters.start_soon(wait_for, connection)
+        if failed_required:
+            raise failed_required[0]
+        for connection in launched:
+            if (failure := _start_failure(connection)) is not None:
+                logger.warning("optional server %s is skipped: %s", connection.key, failure)
+
+    def _publish(self, change: CatalogueChange) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber.send_nowait(change)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.remove(subscriber)  # that subscriber closed its stream
+
+
+def _start_failure(connection: ServerConnection) -> ServerStartError | None:
+    if connection.status != "failed":
+        return None
+    error = connection.error
+    if isinstance(error, ServerStartError):
+        return error
+    return ServerStartError(connection.key, str(error) if error else "failed")
+
+
+async def _stop(connection: ServerConnection) -> None:
+    connection.stop_requested.set()
+    with anyio.move_on_after(STOP_TIMEOUT, shield=True) as scope:
+        await connection.finished.wait()
+    if scope.cancelled_caught:
+        logger.error("server %s did not stop within %gs", connection.key, STOP_TIMEOUT)
+
+
+@asynccontextmanager
+async def open_fleet(
+    specs: Mapping[str, ServerSpecType], *, base_dir: Path, state_dir: Path
+) -> AsyncIterator[ServerFleet]:
+    """Start every server of ``specs`` concurrently; stop them all when the block ends.
+
+    ``base_dir`` resolves relative ``cwd`` values; server stderr goes to
+    ``state_dir/logs/<key>.log``. Raises ServerStartError naming the first required server that
+    could not start, after stopping the others.
+    """
+    # Errors are re-raised outside the task group, so callers see them unwrapped.
+    error: BaseException | None = None
+    async with anyio.create_task_group() as task_group:
+        fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir)
+        try:
+            await fleet._start_all(specs)
+            yield fleet
+        except anyio.get_cancelled_exc_class():
+            raise  # a task group passes cancellation through unwrapped
+        except BaseException as exc:  # re-raised below, after every server has stopped
+            error = exc
+        finally:
+            await fleet.aclose()
+    if error is not None:
+        raise error
+
+
+@dataclass
+class SignalStop:
+    """Set by :func:`stop_on_signals`: which signal ended the block, if any."""
+
+    received: signal.Signals | None = None
+
+
+@asynccontextmanager
+async def stop_on_signals(
+    *signals: signal.Signals,
+) -> AsyncIterator[SignalStop]:
+    """End the block (by cancelling it) when one of ``signals`` arrives (default SIGTERM, SIGHUP).
+
+    With ``open_fleet`` inside the block, SIGTERM then stops every server as a normal exit does.
+    Works in the main thread only (a limit of signal handling in Python).
+    """
+    wanted = signals or (signal.SIGTERM, signal.SIGHUP)
+    outcome = SignalStop()
+    error: BaseException | None = None
+    async with anyio.create_task_group() as task_group:
+        with anyio.CancelScope() as body:
+
+            async def watch() -> None:
+                with anyio.open_signal_receiver(*wanted) as received:
+                    async for number in received:
+                        outcome.received = signal.Signals(number)
+                        body.cancel()
+                        return
+
+            task_group.start_soon(watch)
+            try:
+                yield outcome
+            except anyio.get_cancelled_exc_class():
+                raise  # ours ends at `body`; anyone else's passes through unwrapped
+            except BaseException as exc:  # re-raised below, outside the task group (unwrapped)
+                error = exc
+        task_group.cancel_scope.cancel()
+    if error is not None:
+        raise error

@@ -1,0 +1,298 @@
+"""The lifetime task of one server: start, watch, restart, give up, stop.
+
+``supervise`` owns every session of its connection: it enters the transport and the SDK client,
+publishes the session once the handshake and the first listing succeed, and then watches it:
+
+- the connection closing (a stdio process exiting is seen at once, not at the next call);
+- a heartbeat: after ``heartbeat.interval`` without inbound traffic it probes the server (``ping``
+  on 2025-11-25 connections, ``server/discover`` on 2026-07-28 ones, where ping does not exist);
+  no answer by ``stale_after`` seconds after the last traffic means the server is stale and is
+  killed and restarted;
+- list_changed: notifications (2025) or a ``subscriptions/listen`` stream (2026), debounced, then
+  re-listed; subscribers hear what changed.
+
+A session that ends is restarted with exponential backoff, at most ``restart.max_attempts`` times
+in a row; a session that stayed up ``STABLE_AFTER`` seconds resets the count. A failed first start,
+or a permanent failure (command not found, HTTP 401), is never retried. Stopping cancels the task;
+every shutdown step below it is shielded and bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Literal
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from runner.errors import ServerClosedError, ServerError, ServerStartError, ServerTimeoutError
+from runner.servers.catalogue import KINDS, fetch_catalogue
+from runner.servers.connection import ServerConnection
+from runner.servers.transports import Link, public_url
+
+logger = logging.getLogger(__name__)
+
+CLIENT_INFO = types.Implementation(name="mcp-run", version="0.1.0")
+STABLE_AFTER = 60.0  # a session up this long resets the restart count
+RELISTEN_DELAY = 1.0  # before re-opening a listen stream the server closed
+SERVER_LOG_LEVEL: types.LoggingLevel = "info"  # 2026 servers send log messages only when asked
+
+Ending = Literal["lost", "stale"]
+
+
+async def supervise(connection: ServerConnection) -> None:
+    """Run ``connection`` until ``stop_requested`` is set or it fails for good."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_stop, connection, tg.cancel_scope)
+            await _lifetime(connection)
+            tg.cancel_scope.cancel()
+    finally:
+        if connection.status != "failed":
+            connection.set_status("stopped")
+        connection.settled.set()
+        connection.finished.set()
+
+
+async def _cancel_on_stop(connection: ServerConnection, scope: anyio.CancelScope) -> None:
+    await connection.stop_requested.wait()
+    scope.cancel()
+
+
+async def _lifetime(connection: ServerConnection) -> None:
+    restart = connection.spec.restart
+    assert restart is not None, "specs are resolved against defaults"
+    attempts = 0
+    while True:
+        if attempts:
+            delay = min(restart.backoff * 2 ** (attempts - 1), restart.max_backoff)
+            logger.warning(
+                "server %s: restarting in %.2gs (attempt %d of %d)",
+                connection.key, delay, attempts, restart.max_attempts,
+            )
+            await anyio.sleep(delay)
+            connection.restarts += 1
+        started_at = anyio.current_time()
+        try:
+            error = await _run_session(connection)
+        except ServerStartError as exc:
+            connection.error = exc
+            first_start = not connection.settled.is_set()
+            if first_start or exc.permanent or attempts >= restart.max_attempts:
+                logger.error("server %s failed: %s", connection.key, exc)
+                connection.fail(exc)
+                return
+            logger.warning("server %s did not start: %s", connection.key, exc)
+        else:
+            logger.warning("server %s: %s", connection.key, error)
+            connection.last_incident = error
+            if anyio.current_time() - started_at >= STABLE_AFTER:
+                attempts = 0
+            if attempts >= restart.max_attempts:
+                connection.fail(error)
+                return
+        attempts += 1
+
+
+async def _run_session(connection: ServerConnection) -> ServerError:
+    """One session from spawn to end; the error describing why it ended (or ServerStartError)."""
+    spec = connection.spec
+    assert spec.startup_timeout is not None and spec.timeout is not None
+    link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
+    if connection.stderr_log is not None:
+        connection.stderr_log.open()
+    client = Client(
+        link.transport(),
+        mode="auto",
+        cache=None,  # the catalogue is the cache; lists must reach the server
+        read_timeout_seconds=spec.timeout,
+        logging_callback=connection.on_log,
+        log_level=SERVER_LOG_LEVEL,
+        message_handler=connection.on_message,
+        client_info=CLIENT_INFO,
+    )
+    attached = False
+    ending: Ending | None = None
+    startup = anyio.CancelScope(deadline=anyio.current_time() + spec.startup_timeout)
+    try:
+        with startup:
+            async with client:
+                listing = await fetch_catalogue(connection.key, client)
+                startup.deadline = math.inf  # started: the scope stays, the deadline goes
+                if link.process is not None:
+                    link.process.handshake_done = True
+                connection.attach(client, link, listing)
+                attached = True
+                try:
+                    ending = await _watch(connection, client, link)
+                finally:
+                    connection.detach()
+                    if ending == "stale" and link.process is not None:
+                        link.process.kill_on_close = True
+    except Exception as exc:  # foreign errors of a session, translated here and only here
+        if not attached:
+            raise _start_error(connection, link, exc) from exc
+        return ServerClosedError(connection.key, f"the connection failed: {_describe(_root_cause(exc))}")
+    finally:
+        if connection.stderr_log is not None:
+            connection.stderr_log.close()
+    if not attached:
+        assert startup.cancelled_caught
+        detail = _stderr_tail(link)
+        raise ServerStartError(
+            connection.key, f"did not finish starting within {spec.startup_timeout:g}s{detail}"
+        )
+    if ending == "stale":
+        assert spec.heartbeat is not None
+        return ServerTimeoutError(
+            connection.key,
+            f"no answer for {spec.heartbeat.stale_after:g}s: stale, killed",
+            timeout=spec.heartbeat.stale_after,
+        )
+    if link.process is not None:
+        return ServerClosedError(connection.key, f"the server {link.process.describe_exit()}")
+    return ServerClosedError(connection.key, "the connection closed")
+
+
+async def _watch(connection: ServerConnection, client: Client, link: Link) -> Ending:
+    """Wait until the session is lost or stale; meanwhile keep the catalogue current."""
+    ending: Ending = "lost"
+    async with anyio.create_task_group() as tg:
+
+        async def until_closed() -> None:
+            await link.closed.wait()
+            tg.cancel_scope.cancel()
+
+        async def heartbeat() -> None:
+            nonlocal ending
+            ending = await _heartbeat(connection, client, link)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(until_closed)
+        tg.start_soon(heartbeat)
+        tg.start_soon(_relist_on_change, connection, client)
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            tg.start_soon(_listen, connection, client)
+    return ending
+
+
+async def _heartbeat(connection: ServerConnection, client: Client, link: Link) -> Ending:
+    settings = connection.spec.heartbeat
+    assert settings is not None
+    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+    while True:
+        await anyio.sleep(settings.interval)
+        if link.idle_for() < settings.interval:
+            continue  # traffic proves liveness
+        answer_by = max(link.last_inbound + settings.stale_after, anyio.current_time() + settings.interval)
+        with anyio.move_on_after(answer_by - anyio.current_time()) as probe:
+            try:
+                if modern:
+                    await client.session.send_discover(client.protocol_version)
+                else:
+                    await client.session.send_ping()
+            except MCPError as exc:
+                if exc.code == types.CONNECTION_CLOSED:
+                    return "lost"
+                if exc.code == types.REQUEST_TIMEOUT:
+                    return "stale"
+                # any other error is still an answer: the server is alive
+        if probe.cancelled_caught:
+            return "stale"
+
+
+async def _relist_on_change(connection: ServerConnection, client: Client) -> None:
+    while True:
+        kinds = await connection.changes.next_batch()
+        try:
+            await connection.relist(client, kinds)
+        except (MCPError, TimeoutError) as exc:
+            logger.warning("server %s: re-listing %s failed: %s", connection.key, sorted(kinds), exc)
+
+
+async def _listen(connection: ServerConnection, client: Client) -> None:
+    """2026-07-28: list_changed events arrive on a subscriptions/listen stream."""
+    while True:
+        try:
+            async with client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        connection.changes.mark("tools")
+                    elif isinstance(event, PromptsListChanged):
+                        connection.changes.mark("prompts")
+                    elif isinstance(event, ResourcesListChanged):
+                        connection.changes.mark("resources")
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                return  # the session is ending; the supervisor sees it
+            logger.info("server %s does not serve subscriptions/listen (%s)", connection.key, exc)
+            return
+        except (SubscriptionLost, TimeoutError) as exc:
+            logger.debug("server %s: listen stream lost (%s)", connection.key, exc)
+        # No replay after a stream ends: re-listen, and re-list what may have changed meanwhile.
+        await anyio.sleep(RELISTEN_DELAY)
+        connection.changes.mark(*KINDS)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The most telling exception inside an exception group from the SDK's task groups."""
+    leaves = _leaves(exc)
+    for kind in (ServerStartError, httpx2.HTTPError, MCPError, OSError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (code {exc.code})"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> ServerStartError:
+    cause = _root_cause(exc)
+    if isinstance(cause, ServerStartError):
+        return cause
+    if link.http_failure is not None:
+        url = public_url(link.spec.url)  # type: ignore[union-attr]
+        return ServerStartError(
+            connection.key, f"{url} answered {link.http_failure}", permanent=link.http_failure.permanent
+        )
+    if link.process is not None and link.process.returncode is not None:
+        return ServerStartError(
+            connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}"
+        )
+    if isinstance(cause, httpx2.TransportError):
+        url = public_url(link.spec.url)  # type: ignore[union-attr]
+        return ServerStartError(connection.key, f"cannot reach {url}: {_describe(cause)}")
+    return ServerStartError(connection.key, f"the handshake failed: {_describe(cause)}")
+
+
+def _stderr_tail(link: Link) -> str:
+    if link.process is None:
+        return ""
+    tail = link.process.log.last_lines()
+    return f"; last stderr lines:\n{tail}" if tail else ""

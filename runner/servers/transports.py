@@ -1,0 +1,179 @@
+"""One connection attempt's transport (stdio, streamable HTTP or SSE), and what the supervisor watches.
+
+A :class:`Link` wraps the SDK transport so that every inbound message stamps ``last_inbound``
+(the heartbeat's notion of traffic) and the end of the read stream fires ``closed`` (the connection
+is gone: process exit, dropped stream). HTTP responses with an error status are remembered so a
+failed start can say "HTTP 401" instead of the SDK's generic JSON-RPC stand-in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import httpx2
+from mcp.client import Transport
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from runner.manifest import HttpServerSpec, StdioServerSpec
+from runner.servers.stdio import StderrLog, StdioProcess
+
+HTTP_CONNECT_TIMEOUT = 30.0
+# Liveness is the heartbeat's job; a long read timeout only bounds a silently dead stream.
+HTTP_READ_TIMEOUT = 24 * 3600.0
+PERMANENT_HTTP_STATUSES = frozenset({401, 403, 404, 405, 410})
+
+
+@dataclass(frozen=True)
+class HttpFailure:
+    status: int
+    reason: str
+
+    @property
+    def permanent(self) -> bool:
+        return self.status in PERMANENT_HTTP_STATUSES
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status} {self.reason}".rstrip()
+
+
+class _ActivityReadStream:
+    """A read stream that stamps the link on every item and fires ``closed`` at its end."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], link: Link) -> None:
+        self._inner = inner
+        self._link = link
+
+    @property
+    def last_context(self) -> Any:
+        # The dispatcher reads the sender's contextvars from context-aware streams (HTTP).
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._link.closed.set()
+            raise
+        self._link.last_inbound = anyio.current_time()
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class Link:
+    """The transport of one connection attempt to server ``key``."""
+
+    def __init__(
+        self,
+        key: str,
+        spec: StdioServerSpec | HttpServerSpec,
+        *,
+        base_dir: Path,
+        stderr_log: StderrLog | None,
+    ) -> None:
+        self.key = key
+        self.spec = spec
+        self.process: StdioProcess | None = None
+        if isinstance(spec, StdioServerSpec):
+            assert stderr_log is not None, "stdio servers log their stderr"
+            self.process = StdioProcess(key, spec, base_dir=base_dir, log=stderr_log)
+        self.last_inbound = anyio.current_time()
+        self.closed = anyio.Event()
+        self.http_failure: HttpFailure | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def transport(self) -> Transport:
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[TransportStreams]:
+        async with self._inner_transport() as (read_stream, write_stream):
+            yield _ActivityReadStream(read_stream, self), write_stream
+        self.closed.set()
+
+    def _inner_transport(self) -> Transport:
+        if self.process is not None:
+            return self.process.transport()
+        assert isinstance(self.spec, HttpServerSpec)
+        if self.spec.transport == "sse":
+            return sse_client(
+                self.spec.url,
+                headers=dict(self.spec.headers),
+                timeout=HTTP_CONNECT_TIMEOUT,
+                sse_read_timeout=HTTP_READ_TIMEOUT,
+                httpx_client_factory=self._http_client,
+            )
+        return self._streamable_http()
+
+    @asynccontextmanager
+    async def _streamable_http(self) -> AsyncIterator[TransportStreams]:
+        assert isinstance(self.spec, HttpServerSpec)
+        async with self._http_client(headers=dict(self.spec.headers)) as client:
+            async with streamable_http_client(self.spec.url, http_client=client) as streams:
+                yield streams
+
+    def _http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        async def remember_failure(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                self.http_failure = HttpFailure(response.status_code, response.reason_phrase)
+
+        return httpx2.AsyncClient(
+            headers=headers,
+            auth=auth,
+            timeout=timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT),
+            event_hooks={"response": [remember_failure]},
+            trust_env=True,
+        )
+
+    def idle_for(self) -> float:
+        return anyio.current_time() - self.last_inbound if not self.closed.is_set() else math.inf
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials or query (both may hold secrets), for messages and logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

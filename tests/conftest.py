@@ -1,0 +1,128 @@
+"""Shared fixtures: loopback HTTP servers, state folders, and the no-orphan-process guard.
+
+The guard (autouse) fails any test that leaves a child process of the test process running. The
+test process is made a child subreaper (Linux), so a grandchild whose parent died is re-parented
+here and still counts as ours.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import psutil
+import pytest
+from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # `servers` (tests/servers) is importable from every test
+    sys.path.insert(0, str(TESTS_DIR))
+
+from servers._serve import http_app  # noqa: E402
+from servers.loopback import serve_app  # noqa: E402
+
+ORPHAN_GRACE = 3.0  # a child that is exiting right now gets this long
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+_become_subreaper()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class ChildProcessGuard:
+    """Remembers the child processes present at a point; reports (and kills) any newer survivor."""
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._before = {child.pid for child in self._me.children(recursive=True)}
+
+    def leftovers(self, grace: float = ORPHAN_GRACE) -> list[str]:
+        """Descriptions of new children still running after ``grace`` seconds; they are killed."""
+        new = [
+            child for child in self._me.children(recursive=True)
+            if child.pid not in self._before and _running(child)
+        ]
+        if not new:
+            return []
+        _, alive = psutil.wait_procs(new, timeout=grace)
+        survivors = [child for child in alive if _running(child)]
+        descriptions = []
+        for child in survivors:
+            try:
+                descriptions.append(f"pid {child.pid}: {' '.join(child.cmdline())[:200]}")
+                child.kill()
+            except psutil.NoSuchProcess:
+                continue
+        psutil.wait_procs(survivors, timeout=grace)
+        return descriptions
+
+
+@pytest.fixture(autouse=True)
+def no_orphan_processes() -> Iterator[None]:
+    guard = ChildProcessGuard()
+    yield
+    leftovers = guard.leftovers()
+    if leftovers:
+        pytest.fail("the test left child processes running:\n" + "\n".join(leftovers))
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """Where a fleet keeps per-server logs (``state_dir/logs/<key>.log``)."""
+    return tmp_path / "state"
+
+
+@pytest.fixture(scope="session")
+def demo_urls() -> Iterator[dict[str, str]]:
+    """One shared demo server over HTTP per era: ``{"2026-07-28": url, "2025-11-25": url}``.
+
+    Shared by many tests, so tests must not depend on its state (counters only grow).
+    """
+    from servers import demo
+
+    with serve_app(http_app(demo.build(), transport="http")) as modern:
+        with serve_app(http_app(demo.build(), transport="http", legacy=True)) as legacy:
+            yield {"2026-07-28": modern.url(), "2025-11-25": legacy.url()}
+
+
+@pytest.fixture
+def serve_http() -> Iterator[Callable[..., str]]:
+    """``serve_http(server, transport="http"|"sse", legacy=False, wrap=None) -> url``.
+
+    Runs ``server`` as a real HTTP server on 127.0.0.1 until the test ends; ``wrap`` may wrap the
+    ASGI app (to fail requests, for instance).
+    """
+    with ExitStack() as stack:
+
+        def start(
+            server: MCPServer,
+            *,
+            transport: str = "http",
+            legacy: bool = False,
+            wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+        ) -> str:
+            app = http_app(server, transport=transport, legacy=legacy)
+            if wrap is not None:
+                app = wrap(app)
+            running = stack.enter_context(serve_app(app))
+            return running.url("/sse" if transport == "sse" else "/mcp")
+
+        yield start
