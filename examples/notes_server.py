@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 server = MCPServer(
@@ -67,7 +68,7 @@ def delete_note(title: str) -> str:
     notes = _read()
     kept = [note for note in notes if note["title"] != title]
     if len(kept) == len(notes):
-        raise ValueError(f"no note titled '{title}'")
+        raise ToolError(f"no note titled '{title}'")
     _write(kept)
     return f"deleted note '{title}'"
 
@@ -98,8 +99,8 @@ def calculate(expression: Annotated[str, Field(max_length=200, examples=["2 * (3
     """Evaluate an arithmetic expression."""
     try:
         return _evaluate(ast.parse(expression, mode="eval"))
-    except (SyntaxError, ZeroDivisionError) as exc:
-        raise ValueError(f"cannot evaluate {expression!r}: {exc}") from exc
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise ToolError(f"cannot evaluate {expression!r}: {exc}") from exc
 
 
 @server.prompt()

@@ -1,8 +1,12 @@
-"""The command line: the only module that prints for people and knows exit codes.
+"""The command line: the only package that prints for people and knows exit codes.
 
-    mcp-run FILE [-p TEXT]      run the agent (chat, or one turn with -p)
-    mcp-run validate FILE       check the manifest and its templates
-    mcp-run schema              print the manifest's JSON Schema
+    mcp-run FILE [-p TEXT] [--json] [--thread ID] [--yes] [--watch]   chat, or one turn with -p
+    mcp-run validate FILE           check the manifest, its templates and import paths
+    mcp-run schema                  print the manifest's JSON Schema
+    mcp-run tools FILE [--json]     the tools the model sees
+    mcp-run call FILE NAME JSON     call one tool the way the agent does
+    mcp-run prompts FILE            the prompt commands
+    mcp-run prompt FILE NAME k=v…   render a prompt's messages
 
 Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invalid input
 (manifest, arguments), 130 interrupted.
@@ -20,9 +24,10 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from runner.errors import ManifestError, RunnerError
-from runner.loading import LoadedManifest, load_manifest
+from runner.errors import ManifestError, PromptError, RunnerError, ToolError
+from runner.loading import LoadedManifest
 from runner.manifest import manifest_json_schema
+from runner.runtime import check_agent
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -48,6 +53,11 @@ def reports_errors(command: F) -> F:
             count = len(exc.problems)
             stderr.print(f"{count} problem{'s' if count != 1 else ''} found", style="red")
             sys.exit(EXIT_INVALID)
+        except (ToolError, PromptError) as exc:
+            if debug:
+                raise
+            stderr.print(f"error: {exc}", style="red", markup=False)
+            sys.exit(EXIT_FAILURE)
         except RunnerError as exc:
             if debug:
                 raise
@@ -66,7 +76,7 @@ class _FileOrCommand(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.commands and "run" in self.commands:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
             return "run", self.commands["run"], args
         return super().resolve_command(ctx, args)
 
@@ -75,7 +85,10 @@ class _FileOrCommand(click.Group):
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(package_name="mcp-run")
 def main(debug: bool) -> None:
-    """Run an agent declared in a YAML manifest, with tools from MCP servers."""
+    """Run an agent declared in a YAML manifest, with tools from MCP servers.
+
+    mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn.
+    """
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -83,7 +96,7 @@ def main(debug: bool) -> None:
     )
 
 
-def _summary(loaded: LoadedManifest) -> str:
+def summary(loaded: LoadedManifest) -> str:
     manifest = loaded.manifest
     servers = manifest.servers
     kinds = sorted({spec.transport for spec in servers.values()})
@@ -98,12 +111,14 @@ def _summary(loaded: LoadedManifest) -> str:
 @click.argument("file", type=click.Path(dir_okay=False))
 @reports_errors
 def validate(file: str) -> None:
-    """Check FILE and the templates it names; print every problem with its location."""
-    loaded = load_manifest(file)
-    stdout.print(_summary(loaded), markup=False)
+    """Check FILE, its templates and import paths; print every problem with its location."""
+    stdout.print(summary(check_agent(file)), markup=False)
 
 
 @main.command()
 def schema() -> None:
     """Print the manifest's JSON Schema."""
     click.echo(json.dumps(manifest_json_schema(), indent=2))
+
+
+from runner.cli import chat, inspect  # noqa: E402,F401  (registers their commands on main)

@@ -1,0 +1,382 @@
+"""The tools the model sees: MCP tools of every exposed server, resource tools and local tools.
+
+A :class:`ToolCatalog` is rebuilt whenever the manifest or a server's tool list changes; each build
+filters, names and converts the tools, and checks the names for collisions across all sources. A
+call goes through exactly one path (:meth:`ToolCatalog.call`): argument validation against the
+tool's original schema, the server call with its timeout, fallbacks on transient failures, and
+conversion of the result. Failures meant for the model are raised as :class:`ToolError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from langchain_core.tools import BaseTool, StructuredTool
+from mcp import types
+from pydantic import ConfigDict
+
+from runner.errors import BuildError, ErrorKind, ServerError, ToolError
+from runner.manifest import Manifest, ServerBase
+from runner.tools.arguments import format_problems, validate_arguments
+from runner.tools.content import ToolOutput, convert_result
+from runner.tools.filters import (
+    apply_filter_function,
+    filter_problems,
+    load_import_path,
+    needs_approval,
+    select_names,
+)
+from runner.tools.naming import NameTable, Origin, generate_name
+from runner.tools.providers import provider_for_model, schema_for_provider
+from runner.tools.schemas import UnusableSchemaError, normalise_schema
+
+logger = logging.getLogger(__name__)
+
+READ_RESOURCE, LIST_RESOURCES = "read_resource", "list_resources"
+_RESOURCE_TOOLS = (READ_RESOURCE, LIST_RESOURCES)
+
+
+class Connection(Protocol):
+    """What the catalog needs of a server connection (runner.servers.ServerConnection)."""
+
+    key: str
+    status: str
+
+    @property
+    def tools(self) -> list[types.Tool]: ...
+    @property
+    def resources(self) -> list[types.Resource]: ...
+    @property
+    def resource_templates(self) -> list[types.ResourceTemplate]: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult: ...
+    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
+
+
+@dataclass(frozen=True)
+class FallbackEvent:
+    """Passed to a server's ``on_fallback`` hook before the call is retried elsewhere."""
+
+    server: str
+    fallback: str
+    tool: str
+    arguments: dict[str, Any]
+    error: ServerError
+
+
+@dataclass
+class CatalogEntry:
+    """One tool of the catalog: its generated name, where it comes from and the LangChain tool."""
+
+    name: str
+    origin: Origin
+    description: str
+    tool: BaseTool
+    definition: types.Tool | None = None  # the MCP definition (None for local and resource tools)
+
+
+@dataclass
+class ToolCatalog:
+    """Builds and calls the tools of one manifest over a set of server connections."""
+
+    manifest: Manifest
+    connections: Mapping[str, Connection]
+    base_dir: Path
+    provider: str = field(init=False)
+    entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
+    warnings: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.provider = provider_for_model(self.manifest.model.id)
+        self._in_flight: Counter[str] = Counter()
+        self._calls_ended = anyio.Event()
+        self._local = [self._local_tool(path) for path in self.manifest.local_tools]
+        self._filters = {
+            key: load_import_path(spec.tools.filter, base_dir=self.base_dir)
+            for key, spec in self.manifest.servers.items()
+            if spec.tools.filter
+        }
+        self._hooks = {
+            key: load_import_path(spec.on_fallback, base_dir=self.base_dir)
+            for key, spec in self.manifest.servers.items()
+            if spec.on_fallback
+        }
+        self.rebuild()
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        return [entry.tool for entry in self.entries.values()]
+
+    def needs_approval(self, name: str) -> bool:
+        entry = self.entries.get(name)
+        if entry is None or entry.origin.server is None:
+            return False
+        return needs_approval(entry.origin.name, self.manifest.servers[entry.origin.server].tools)
+
+    def rebuild(self) -> list[str]:
+        """Rebuild every entry from the connections as they are now; returns new warnings."""
+        warnings: list[str] = []
+        offered: dict[str, list[types.Tool]] = {}
+        for key, spec in self.manifest.servers.items():
+            connection = self.connections.get(key)
+            if not spec.expose or connection is None or connection.status == "failed":
+                continue
+            offered[key] = self._selected(key, spec, connection.tools, warnings)
+        origins: list[tuple[str | None, str]] = [
+            (key, tool.name) for key, tools in offered.items() for tool in tools
+        ]
+        origins += [
+            (key, name) for key, spec in self.manifest.servers.items()
+            if spec.resources and spec.expose and key in offered for name in _RESOURCE_TOOLS
+        ]
+        origins += [(None, tool.name) for tool in self._local]
+        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
+        table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
+        entries: dict[str, CatalogEntry] = {}
+        for key, tools in offered.items():
+            for definition in tools:
+                name = table.name_for(key, definition.name)
+                entry = self._mcp_entry(name, key, definition, warnings)
+                if entry is not None:
+                    entries[name] = entry
+            if self.manifest.servers[key].resources:
+                for resource_tool in _RESOURCE_TOOLS:
+                    name = table.name_for(key, resource_tool)
+                    entries[name] = self._resource_entry(name, key, resource_tool)
+        for local in self._local:
+            name = table.name_for(None, local.name)
+            entries[name] = CatalogEntry(name, Origin(None, local.name), local.description,
+                                         local.model_copy(update={"name": name}))
+        warnings += self._fallback_warnings(offered)
+        for origin in table.unused_renames():
+            warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
+        self.entries = entries
+        for warning in warnings:
+            if warning not in self.warnings:
+                logger.warning("%s", warning)
+        self.warnings = warnings
+        return warnings
+
+    def _selected(
+        self, key: str, spec: ServerBase, tools: list[types.Tool], warnings: list[str]
+    ) -> list[types.Tool]:
+        names = [tool.name for tool in tools]
+        for path, message in filter_problems(spec.tools, names):
+            where = ".".join(str(part) for part in ("servers", key, "tools", *path))
+            warnings.append(f"{where}: {message}")
+        keep = set(select_names(names, spec.tools))
+        selected = [tool for tool in tools if tool.name in keep]
+        if key in self._filters:
+            assert spec.tools.filter is not None
+            selected = apply_filter_function(selected, self._filters[key], import_path=spec.tools.filter)
+        return selected
+
+    def _mcp_entry(
+        self, name: str, server: str, definition: types.Tool, warnings: list[str]
+    ) -> CatalogEntry | None:
+        try:
+            schema = schema_for_provider(normalise_schema(definition.input_schema), self.provider)
+        except UnusableSchemaError as exc:
+            warnings.append(f"{server}: tool '{definition.name}' skipped: unusable input schema ({exc})")
+            return None
+        description = definition.description or definition.title or f"{definition.name} from {server}"
+
+        async def run(**arguments: Any) -> tuple[Any, Any]:
+            return _content_and_artifact(await self.call(name, arguments))
+
+        tool = _tool(name, description, schema, run)
+        return CatalogEntry(name, Origin(server, definition.name), description, tool, definition)
+
+    def _resource_entry(self, name: str, server: str, which: str) -> CatalogEntry:
+        if which == READ_RESOURCE:
+            description = f"Read a resource of the '{server}' server by its URI."
+            schema = {"type": "object", "properties": {"uri": {"type": "string",
+                      "description": "The resource URI, as listed."}}, "required": ["uri"]}
+        else:
+            description = f"List the resources (and URI templates) the '{server}' server offers."
+            schema = {"type": "object", "properties": {}}
+
+        async def run(**arguments: Any) -> tuple[Any, Any]:
+            return _content_and_artifact(await self.call(name, arguments))
+
+        return CatalogEntry(name, Origin(server, which), description, _tool(name, description, schema, run))
+
+    def _local_tool(self, import_path: str) -> BaseTool:
+        function = load_import_path(import_path, base_dir=self.base_dir)
+        if isinstance(function, BaseTool):
+            return function
+        name = generate_name(None, getattr(function, "__name__", "tool"))
+        description = inspect.getdoc(function) or f"{name} (local tool {import_path})"
+        if inspect.iscoroutinefunction(function):
+            return StructuredTool.from_function(coroutine=_as_tool_error(function), name=name,
+                                                description=description, args_schema=None,
+                                                infer_schema=True)
+        return StructuredTool.from_function(func=_as_tool_error(function), name=name,
+                                            description=description, infer_schema=True)
+
+    def _fallback_warnings(self, offered: Mapping[str, list[types.Tool]]) -> list[str]:
+        warnings = []
+        for key, tools in offered.items():
+            fallback = self.manifest.servers[key].fallback
+            connection = self.connections.get(fallback) if fallback else None
+            if fallback is None or connection is None or connection.status == "failed":
+                continue
+            theirs = {tool.name: tool for tool in connection.tools}
+            for tool in tools:
+                other = theirs.get(tool.name)
+                if other is None:
+                    warnings.append(f"{key}: fallback '{fallback}' has no tool '{tool.name}'")
+                elif not _compatible(tool.input_schema, other.input_schema):
+                    warnings.append(
+                        f"{key}: fallback '{fallback}' has tool '{tool.name}' with an incompatible schema"
+                    )
+        return warnings
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
+        entry = self.entries.get(name)
+        if entry is None:
+            raise ToolError(f"unknown tool '{name}'; available: {', '.join(sorted(self.entries))}")
+        server, original = entry.origin
+        if server is None:
+            content = await entry.tool.ainvoke(arguments)
+            return ToolOutput(content if isinstance(content, str | list) else str(content), None, False)
+        if original in _RESOURCE_TOOLS and entry.definition is None:
+            return await self._resource_call(server, original, arguments)
+        assert entry.definition is not None
+        problems = validate_arguments(entry.definition.input_schema, arguments)
+        if problems:
+            raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
+        result = await self._call_with_fallbacks(server, original, arguments)
+        spec = self.manifest.servers[server]
+        assert spec.max_output_chars is not None
+        output = convert_result(result, max_output_chars=spec.max_output_chars, provider=self.provider)
+        if output.is_error:
+            raise ToolError(output.content if isinstance(output.content, str) else str(output.content))
+        return output
+
+    async def _call_with_fallbacks(
+        self, server: str, tool: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        current, first_error = server, None
+        seen = {server}
+        while True:
+            connection = self.connections.get(current)
+            try:
+                if connection is None:
+                    raise ToolError(f"server '{current}' is not running")
+                self._in_flight[current] += 1
+                try:
+                    return await connection.call_tool(tool, arguments)
+                finally:
+                    self._in_flight[current] -= 1
+                    self._calls_ended.set()
+            except ServerError as exc:
+                first_error = first_error or exc
+                fallback = self.manifest.servers[current].fallback
+                if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
+                    raise ToolError(f"{tool} failed: {exc}") from exc
+                logger.warning("%s: %s failed (%s); falling back to %s", current, tool, exc, fallback)
+                await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
+                seen.add(fallback)
+                current = fallback
+
+    async def drained(self, servers: set[str]) -> None:
+        """Wait until no call made through this catalog is in flight on ``servers``."""
+        while any(self._in_flight[server] for server in servers):
+            self._calls_ended = anyio.Event()
+            await self._calls_ended.wait()
+
+    async def _before_fallback(self, event: FallbackEvent) -> None:
+        hook = self._hooks.get(event.server)
+        if hook is None:
+            return
+        outcome = hook(event)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if outcome is False:
+            raise ToolError(f"{event.tool} failed: {event.error} (fallback to {event.fallback} declined)")
+
+    async def _resource_call(self, server: str, which: str, arguments: dict[str, Any]) -> ToolOutput:
+        connection = self.connections[server]
+        spec = self.manifest.servers[server]
+        assert spec.max_output_chars is not None
+        if which == LIST_RESOURCES:
+            lines = [f"{r.uri} — {r.name}" + (f": {r.description}" if r.description else "")
+                     for r in connection.resources]
+            lines += [f"{t.uri_template} (template) — {t.name}" for t in connection.resource_templates]
+            text = "\n".join(lines) or f"the '{server}' server offers no resources"
+            return ToolOutput(text, None, False)
+        uri = arguments.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise ToolError("read_resource needs a 'uri' string")
+        try:
+            result = await connection.read_resource(uri)
+        except ServerError as exc:
+            raise ToolError(f"cannot read {uri}: {exc}") from exc
+        blocks: list[types.ContentBlock] = [
+            types.EmbeddedResource(type="resource", resource=contents) for contents in result.contents
+        ]
+        wrapped = types.CallToolResult(content=blocks)
+        return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=self.provider)
+
+
+def _tool(name: str, description: str, schema: dict[str, Any], run: Callable[..., Any]) -> BaseTool:
+    return _McpTool(
+        name=name, description=description, args_schema=schema, coroutine=run,
+        response_format="content_and_artifact",
+    )
+
+
+class _McpTool(StructuredTool):
+    """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+
+def _content_and_artifact(output: ToolOutput) -> tuple[Any, Any]:
+    return output.content, output.artifact
+
+
+def _as_tool_error(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Exceptions from a user's local tool are reported to the model, not raised at the user."""
+    import functools
+
+    if inspect.iscoroutinefunction(function):
+        @functools.wraps(function)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await function(*args, **kwargs)
+            except (ToolError, BuildError):
+                raise
+            except Exception as exc:  # user code: its failure is the tool's answer
+                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        return run_async
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except (ToolError, BuildError):
+            raise
+        except Exception as exc:  # user code: its failure is the tool's answer
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+    return run
+
+
+def _compatible(primary: dict[str, Any], fallback: dict[str, Any]) -> bool:
+    """The fallback accepts what the primary accepts: it knows every property the primary has
+    and requires nothing more."""
+    ours = set((primary.get("properties") or {}).keys())
+    theirs = set((fallback.get("properties") or {}).keys())
+    required = set(fallback.get("required") or [])
+    return ours <= theirs and required <= set(primary.get("required") or [])

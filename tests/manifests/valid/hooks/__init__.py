@@ -1,0 +1,1 @@
+"""Modules the valid corpus names by import path."""

@@ -1,0 +1,125 @@
+"""The agent as a person runs it: one-shot turns, JSON events, approvals, resumed threads and the
+interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offline model)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pexpect
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    for name in ("agent.yaml", "examples", "prompts", "schemas"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name)
+        else:
+            shutil.copy(source, tmp_path / name)
+    return tmp_path
+
+
+def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def test_a_one_shot_turn_calls_a_tool_and_prints_only_the_answer_on_stdout(agent_dir: Path) -> None:
+    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "6*7"}', cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "notes__calculate returned: 42"
+    assert "→ notes__calculate" in result.stderr and "thread" in result.stderr
+
+
+def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
+    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "1+1"}', "--json",
+                     cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "tool_call" and "tool_result" in kinds and kinds[-1] == "final"
+    assert events[kinds.index("tool_result")]["status"] == "success"
+
+
+def test_a_tool_needing_approval_is_denied_in_one_shot_mode_unless_yes(agent_dir: Path) -> None:
+    add = mcp_run("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', cwd=agent_dir)
+    assert add.returncode == 0, add.stderr
+    delete = 'notes__delete_note {"title": "milk"}'
+    denied = mcp_run("agent.yaml", "-p", delete, cwd=agent_dir)
+    assert "denied notes__delete_note" in denied.stderr
+    assert "failed" in denied.stdout
+    allowed = mcp_run("agent.yaml", "-p", delete, "--yes", cwd=agent_dir)
+    assert allowed.returncode == 0 and "deleted note 'milk'" in allowed.stdout
+
+
+def test_a_thread_resumes_from_sqlite_in_a_new_process(agent_dir: Path) -> None:
+    first = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "2*3"}', "--thread", "t1",
+                    cwd=agent_dir)
+    second = mcp_run("agent.yaml", "-p", "hello again", "--thread", "t1", "--json", cwd=agent_dir)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    script = (
+        "import anyio, sys\n"
+        "from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver\n"
+        "async def main():\n"
+        "    async with AsyncSqliteSaver.from_conn_string('.mcp-run/state.sqlite') as saver:\n"
+        "        state = await saver.aget({'configurable': {'thread_id': 't1'}})\n"
+        "        print(sum(1 for m in state['channel_values']['messages'] if m.type == 'human'))\n"
+        "anyio.run(main)\n"
+    )
+    count = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           cwd=agent_dir, timeout=60)
+    assert count.stdout.strip() == "2", count.stderr
+
+
+def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "mcp-run agent.yaml" in line and "pip" in line)
+    run_part = command.split("&&")[-1].strip().replace(".venv/bin/mcp-run", "")
+    args = __import__("shlex").split(run_part)
+    result = mcp_run(*args, cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+
+
+@contextmanager
+def chat_in_a_terminal(agent_dir: Path) -> Iterator[pexpect.spawn]:
+    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(agent_dir),
+                         encoding="utf-8", timeout=60, dimensions=(40, 200))
+    try:
+        chat.expect("> ")
+        yield chat
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+
+
+def test_the_chat_runs_a_tool_call_and_exits_in_a_terminal(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as chat:
+        chat.sendline('notes__calculate {"expression": "3*4"}')
+        chat.expect("returned: 12")
+        chat.expect("> ")
+        chat.sendline("/tools")
+        chat.expect("notes__delete_note")
+        chat.expect("> ")
+    assert chat.exitstatus == 0
+
+
+def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as chat:
+        chat.sendline('notes__delete_note {"title": "ghost"}')
+        chat.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        chat.sendline("e")
+        chat.expect("arguments as JSON: ")
+        chat.sendline('{"title": "still a ghost"}')
+        chat.expect("no note titled 'still a ghost'")
+        chat.expect("> ")

@@ -1,0 +1,187 @@
+"""Watch mode: reloads keep unchanged servers (same PIDs), restart only what changed, reject
+invalid edits while the old agent keeps answering, and never lose the conversation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from runner.reload import reload_runtime, watch_and_reload
+from runner.runtime import Runtime, load_agent
+
+pytestmark = pytest.mark.anyio
+TESTS = Path(__file__).resolve().parent
+FAST = {"timeout": "10s", "startup_timeout": "30s",
+        "restart": {"max_attempts": 2, "backoff": "50ms", "max_backoff": "100ms"}}
+
+
+def demo(*args: str, **settings: Any) -> dict[str, Any]:
+    return {"command": "python", "args": [str(TESTS / "servers" / "demo.py"), *args], **settings}
+
+
+def write_manifest(folder: Path, servers: dict[str, Any], **top: Any) -> Path:
+    document = {"version": 1, "name": "reloading", "defaults": FAST, "servers": servers,
+                "model": {"id": "scripted", "script": "script.yaml"},
+                "prompts": {"system": "system.md.j2"}, "checkpointer": "memory", **top}
+    path = folder / "agent.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def write_script(folder: Path, turns: int = 20) -> None:
+    (folder / "script.yaml").write_text(yaml.safe_dump([f"answer {n}" for n in range(turns)]))
+
+
+def pids(runtime: Runtime) -> dict[str, int | None]:
+    return {key: connection.pid for key, connection in runtime.fleet.connections.items()}
+
+
+async def ask(runtime: Runtime, text: str) -> dict[str, Any]:
+    with anyio.fail_after(30):
+        return await runtime.graph.ainvoke({"messages": [("user", text)]}, runtime.config())
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    write_script(tmp_path)
+    (tmp_path / "system.md.j2").write_text("You are version one.")
+    return tmp_path
+
+
+async def test_a_prompt_only_edit_restarts_nothing_and_the_next_turn_uses_it(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo(), "b": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        await ask(runtime, "first")
+        (folder / "system.md.j2").write_text("You are version two.")
+        report = await reload_runtime(runtime, changed_files={folder / "system.md.j2"})
+        assert report.restarted == [] and report.started == [] and report.stopped == []
+        assert "prompts" in report.rebuilt
+        result = await ask(runtime, "second")
+        assert pids(runtime) == before
+        received = runtime.model.primary.received[-1]
+        assert received[0].content == "You are version two."
+        assert [m.content for m in result["messages"] if m.type == "human"] == ["first", "second"]
+
+
+async def test_editing_one_servers_args_restarts_only_that_server(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo(), "b": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        write_manifest(folder, {"a": demo(), "b": demo("--legacy")})
+        report = await reload_runtime(runtime)
+        after = pids(runtime)
+        assert report.restarted == ["b"]
+        assert after["a"] == before["a"] and after["b"] != before["b"]
+        assert "b__echo" in runtime.catalog.entries
+
+
+async def test_servers_are_added_and_removed_and_filters_change_without_restarts(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo(), "b": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        write_manifest(folder, {"a": demo(tools={"only": ["echo"]}), "c": demo()})
+        report = await reload_runtime(runtime)
+        assert (report.started, report.stopped, report.restarted) == (["c"], ["b"], [])
+        assert "tools" in report.rebuilt
+        assert pids(runtime)["a"] == before["a"] and "b" not in runtime.fleet.connections
+        names = set(runtime.catalog.entries)
+        assert "a__echo" in names and "a__add" not in names and "c__add" in names
+        assert not any(name.startswith("b__") for name in names)
+
+
+async def test_a_changed_model_is_rebuilt_and_the_conversation_continues(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        await ask(runtime, "before")
+        (folder / "script2.yaml").write_text(yaml.safe_dump(["from the new model"]))
+        write_manifest(folder, {"a": demo()}, model={"id": "scripted", "script": "script2.yaml"})
+        report = await reload_runtime(runtime)
+        assert report.rebuilt == ["model"]
+        result = await ask(runtime, "after")
+        assert result["messages"][-1].content == "from the new model"
+        assert [m.content for m in result["messages"] if m.type == "human"] == ["before", "after"]
+
+
+async def test_a_changed_timeout_applies_to_the_live_server_without_a_restart(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        write_manifest(folder, {"a": demo(timeout="150ms")})
+        report = await reload_runtime(runtime)
+        assert report.restarted == [] and pids(runtime) == before
+        with pytest.raises(Exception) as caught:
+            await runtime.fleet.connections["a"].call_tool("sleep", {"seconds": 2})
+        assert type(caught.value).__name__ == "ServerTimeoutError"
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.arrived = anyio.Event()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.items.append(event)
+        self.arrived.set()
+
+    async def next(self) -> dict[str, Any]:
+        with anyio.fail_after(30):
+            while not self.items:
+                self.arrived = anyio.Event()
+                await self.arrived.wait()
+        return self.items.pop(0)
+
+
+@asynccontextmanager
+async def watching(path: Path) -> AsyncIterator[tuple[Runtime, Events]]:
+    """The agent of ``path`` with watch mode running; yields once the watcher is watching."""
+    async with load_agent(path) as runtime, anyio.create_task_group() as group:
+        events, stop, ready = Events(), anyio.Event(), anyio.Event()
+        group.start_soon(lambda: watch_and_reload(runtime, events, stop=stop, ready=ready))
+        with anyio.fail_after(10):
+            await ready.wait()
+        yield runtime, events
+        stop.set()
+
+
+async def test_an_invalid_edit_is_reported_and_the_old_agent_keeps_answering(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with watching(path) as (runtime, events):
+        good = path.read_text()
+        for broken in ("version: 1\nname: [unclosed\n", good.replace("servers:", "servres:"),
+                       good.replace("name: reloading", "name: ${MCP_RUN_TEST_NEVER_SET}")):
+            path.write_text(broken)
+            event = await events.next()
+            assert event["type"] == "reload_error" and event["problems"]
+            assert ":" in event["problems"][0]
+            output = await runtime.catalog.call("a__echo", {"text": "still here"})
+            assert "still here" in str(output.content)
+        path.write_text(good.replace("name: reloading", "name: recovered"))
+        event = await events.next()
+        assert event["type"] == "reload"
+        assert runtime.manifest.name == "recovered"
+
+
+async def test_rapid_saves_settle_on_the_final_file(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with watching(path) as (runtime, events):
+        for n in range(50):
+            if n % 3 == 2:
+                path.write_text("version: 1\nservers: {a: {command: 3}}\n")  # invalid
+            else:
+                write_manifest(folder, {"a": demo(), "b": demo()} if n % 2 else {"a": demo()},
+                               description=f"save {n}")
+        final = 50
+        write_manifest(folder, {"a": demo(), "b": demo()}, description=f"save {final}")
+        with anyio.fail_after(60):
+            while runtime.manifest.description != f"save {final}":
+                await events.next()
+        assert sorted(runtime.fleet.connections) == ["a", "b"]
+        assert all(c.status == "ready" for c in runtime.fleet.connections.values())
+        assert {"a__echo", "b__echo"} <= set(runtime.catalog.entries)

@@ -1,0 +1,205 @@
+"""The tool catalog end to end: real stdio servers through the fleet, filters, names, argument
+validation, content, output guard, fallbacks, local and resource tools, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from fixtures import hooks
+
+from runner.errors import BuildError, ToolError
+from runner.loading import parse_manifest
+from runner.runtime import launch_spec
+from runner.servers import open_fleet
+from runner.tools.catalog import ToolCatalog
+from runner.tools.naming import NAME_PATTERN
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+FAST = {"timeout": "10s", "startup_timeout": "30s",
+        "restart": {"max_attempts": 3, "backoff": "50ms", "max_backoff": "200ms"}}
+
+
+def demo(**settings: Any) -> dict[str, Any]:
+    return {"command": "python", "args": [str(TESTS / "servers" / "demo.py")], **settings}
+
+
+def manifest_text(servers: dict[str, Any], **top: Any) -> str:
+    return yaml.safe_dump({"version": 1, "name": "t", "defaults": FAST, "servers": servers, **top})
+
+
+@asynccontextmanager
+async def catalog_for(tmp_path: Path, servers: dict[str, Any], **top: Any) -> AsyncIterator[ToolCatalog]:
+    path = tmp_path / "agent.yaml"
+    path.write_text(manifest_text(servers, **top))
+    loaded = parse_manifest(path.read_text(), file=str(path), path=path)
+    specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
+    with anyio.fail_after(60):
+        async with open_fleet(specs, base_dir=TESTS, state_dir=tmp_path / "state") as fleet:
+            yield ToolCatalog(loaded.manifest, fleet.connections, TESTS)
+
+
+async def test_tools_are_namespaced_filtered_renamed_and_valid_for_every_provider(tmp_path: Path) -> None:
+    tools = {"only": ["echo", "add", "sle*"], "rename": {"add": "plus"}, "approve": ["sleep"]}
+    async with catalog_for(tmp_path, {"demo": demo(tools=tools)}) as catalog:
+        assert sorted(catalog.entries) == ["demo__echo", "demo__plus", "demo__sleep"]
+        assert all(__import__("re").match(NAME_PATTERN, name) for name in catalog.entries)
+        assert catalog.entries["demo__plus"].origin == ("demo", "add")
+        assert catalog.needs_approval("demo__sleep") and not catalog.needs_approval("demo__echo")
+
+
+async def test_two_servers_offering_the_same_tool_get_distinct_names(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"one": demo(tools={"only": ["echo"]}),
+                                      "two": demo(tools={"only": ["echo"]})}) as catalog:
+        assert sorted(catalog.entries) == ["one__echo", "two__echo"]
+        output = await catalog.call("two__echo", {"text": "hi"})
+        assert "hi" in str(output.content)
+
+
+async def test_a_rename_that_collides_is_a_build_error_naming_both_sources(tmp_path: Path) -> None:
+    with pytest.raises(BuildError) as caught:
+        async with catalog_for(tmp_path, {"demo": demo(tools={"rename": {"add": "echo"}})}):
+            pass
+    assert "add" in str(caught.value) and "echo" in str(caught.value)
+
+
+async def test_a_filter_function_and_a_filter_entry_matching_nothing(tmp_path: Path) -> None:
+    servers = {"a": demo(tools={"filter": "fixtures.hooks:only_arithmetic"}),
+               "b": demo(tools={"only": ["echo", "ecko"]})}
+    async with catalog_for(tmp_path, servers) as catalog:
+        assert sorted(catalog.entries) == ["a__add", "a__echo", "b__echo"]
+        assert any("ecko" in warning and "echo" in warning for warning in catalog.warnings)
+
+
+async def test_invalid_arguments_are_listed_for_the_model_without_calling_the_server(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"demo": demo()}) as catalog:
+        with pytest.raises(ToolError) as caught:
+            await catalog.call("demo__add", {"a": "one", "c": 3})
+        text = str(caught.value)
+        assert "a:" in text and "'b' is a required property" in text
+
+
+async def test_a_domain_error_reaches_the_model_and_never_falls_back(tmp_path: Path) -> None:
+    hooks.FALLBACKS.clear()
+    servers = {"primary": demo(fallback="backup", on_fallback="fixtures.hooks:record_fallback"),
+               "backup": demo(expose=False)}
+    async with catalog_for(tmp_path, servers) as catalog:
+        with pytest.raises(ToolError, match="broken on purpose"):
+            await catalog.call("primary__fail", {"message": "broken on purpose"})
+    assert hooks.FALLBACKS == []
+
+
+async def test_a_hanging_primary_falls_back_and_the_hook_sees_the_timeout(tmp_path: Path) -> None:
+    hooks.FALLBACKS.clear()
+    servers = {
+        "primary": demo(fallback="backup", on_fallback="fixtures.hooks:record_fallback",
+                        tools={"timeouts": {"sleep": "200ms"}}),
+        "backup": demo(expose=False),
+    }
+    async with catalog_for(tmp_path, servers) as catalog:
+        assert "backup__sleep" not in catalog.entries
+        output = await catalog.call("primary__sleep", {"seconds": 0.4})
+    assert "0.4" in str(output.content)
+    (event,) = hooks.FALLBACKS
+    assert (event.server, event.fallback, event.tool) == ("primary", "backup", "sleep")
+    assert type(event.error).__name__ == "ServerTimeoutError"
+
+
+async def test_a_killed_primary_is_answered_by_its_fallback(tmp_path: Path) -> None:
+    servers = {
+        "primary": demo(fallback="backup", timeout="500ms",
+                        restart={"max_attempts": 2, "backoff": "30s", "max_backoff": "30s"}),
+        "backup": demo(expose=False),
+    }
+    async with catalog_for(tmp_path, servers) as catalog:
+        primary = catalog.connections["primary"]
+        backup_pid = catalog.connections["backup"].pid
+        os.kill(primary.pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await primary.wait_for_status("restarting", "failed")
+        output = await catalog.call("primary__pid", {})
+    assert str(backup_pid) in str(output.content)
+
+
+async def test_a_fallback_chain_is_followed_in_order(tmp_path: Path) -> None:
+    quick = {"timeouts": {"sleep": "150ms"}}
+    servers = {"a": demo(fallback="b", tools=quick), "b": demo(fallback="c", tools=quick, expose=False),
+               "c": demo(expose=False)}
+    async with catalog_for(tmp_path, servers) as catalog:
+        output = await catalog.call("a__sleep", {"seconds": 0.3})
+    assert "0.3" in str(output.content)
+
+
+async def test_a_hook_can_decline_a_fallback(tmp_path: Path) -> None:
+    hooks.FALLBACKS.clear()
+    servers = {"a": demo(fallback="b", on_fallback="fixtures.hooks:refuse_fallback",
+                         tools={"timeouts": {"sleep": "150ms"}}), "b": demo(expose=False)}
+    async with catalog_for(tmp_path, servers) as catalog:
+        with pytest.raises(ToolError, match="declined"):
+            await catalog.call("a__sleep", {"seconds": 0.3})
+    assert len(hooks.FALLBACKS) == 1
+
+
+async def test_images_become_image_blocks_and_big_text_is_guarded(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"demo": demo(max_output_chars=1000)}) as catalog:
+        image = await catalog.call("demo__image", {})
+        big = await catalog.call("demo__big_output", {"chars": 50_000})
+    assert any(block.get("type") == "image" and block.get("base64") for block in image.content)
+    assert isinstance(big.content, str) and len(big.content) < 1300
+    assert "removed" in big.content
+
+
+async def test_local_tools_sit_beside_mcp_tools_and_report_their_errors(tmp_path: Path) -> None:
+    local = ["fixtures.hooks:multiply", "fixtures.hooks:shout", "fixtures.hooks:explode"]
+    async with catalog_for(tmp_path, {"demo": demo(tools={"only": ["echo"]})},
+                           local_tools=local) as catalog:
+        assert sorted(catalog.entries) == ["demo__echo", "explode", "multiply", "shout"]
+        assert (await catalog.call("multiply", {"a": 6, "b": 7})).content == "42"
+        assert (await catalog.call("shout", {"text": "hi"})).content == "HI"
+        with pytest.raises(ToolError, match="RuntimeError: nope"):
+            await catalog.call("explode", {"reason": "nope"})
+
+
+async def test_resource_tools_list_and_read_a_servers_resources(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"demo": demo(resources=True, tools={"only": ["echo"]})}) as catalog:
+        assert {"demo__list_resources", "demo__read_resource"} <= set(catalog.entries)
+        listing = await catalog.call("demo__list_resources", {})
+        uri = str(listing.content).split()[0]
+        read = await catalog.call("demo__read_resource", {"uri": uri})
+    assert uri in str(read.content)
+
+
+def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text(manifest_text({"demo": demo(tools={"only": ["echo", "add"]})}))
+    result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["name"], r["server"], r["original"]) for r in rows] == [
+        ("demo__echo", "demo", "echo"), ("demo__add", "demo", "add")]
+
+
+def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text(manifest_text({"demo": demo()}))
+    ok = mcp_run("call", "agent.yaml", "demo__add", '{"a": 2, "b": 40}', cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
+    bad = mcp_run("call", "agent.yaml", "demo__add", '{"a": "x"}', cwd=tmp_path)
+    assert bad.returncode == 1 and "required property" in bad.stderr
+    domain = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "nope"}', cwd=tmp_path)
+    assert domain.returncode == 1 and "nope" in domain.stderr and "Traceback" not in domain.stderr
