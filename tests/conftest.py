@@ -23,10 +23,12 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # `servers` (tests/servers) is importable from every test
     sys.path.insert(0, str(TESTS_DIR))
 
+pytest_plugins = ["pytester"]
+
 from servers._serve import http_app  # noqa: E402
 from servers.loopback import serve_app  # noqa: E402
 
-ORPHAN_GRACE = 3.0  # a child that is exiting right now gets this long
+ORPHAN_GRACE = 1.0  # a child that is exiting right now gets this long
 PR_SET_CHILD_SUBREAPER = 36
 
 

@@ -94,6 +94,18 @@ async def test_a_burst_of_announcements_is_relisted_once(serve_http, tmp_path: P
     assert 1 <= after - before <= 3  # 21 announcements; the marker's re-list may stand alone
 
 
+async def test_announcements_right_after_the_handshake_change_nothing(serve_http, tmp_path: Path) -> None:
+    url = serve_http(dynamic.build(burst_after_handshake=10), legacy=True)
+    async with open_fleet({"dyn": specs.http(url)}, base_dir=tmp_path, state_dir=tmp_path / "state") as fleet:
+        dyn = fleet.connections["dyn"]
+        async with fleet.subscribe() as changes:
+            await dyn.call_tool("add_tool", {"name": "marker"})
+            first = await next_change(changes)
+        listed = (await dyn.call_tool("tools_listed", {})).structured_content["result"]
+    assert first == CatalogueChange("dyn", "tools", added=("marker",), removed=(), changed=())
+    assert listed <= 4  # the first listing, one for the burst, one for the marker (maybe merged)
+
+
 @ERAS
 async def test_prompt_and_resource_changes_are_reported(serve_http, tmp_path: Path, legacy: bool) -> None:
     async with dynamic_fleet(serve_http, tmp_path, legacy=legacy) as (fleet, dyn):

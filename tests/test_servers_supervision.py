@@ -126,6 +126,22 @@ async def test_a_stale_server_is_killed_and_restarted(tmp_path: Path, state_dir:
         assert (await connection.call_tool("add", {"a": 1, "b": 1})).structured_content == {"result": 2}
 
 
+@pytest.mark.parametrize(
+    ("era", "probe"), [("2026-07-28", "server/discover"), ("2025-11-25", "ping")]
+)
+async def test_an_idle_healthy_server_answers_the_heartbeat_and_keeps_its_session(
+    demo_urls: dict[str, str], tmp_path: Path, state_dir: Path, era: str, probe: str
+) -> None:
+    spec = specs.http(demo_urls[era], heartbeat={"interval": 0.1, "stale_after": 2})
+    async with open_fleet({"demo": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        connection = fleet.connections["demo"]
+        before = (await connection.call_tool("requests_seen", {"method": probe})).structured_content["result"]
+        # While this call waits on the server, the connection is idle: the heartbeat must probe it.
+        seen = await connection.call_tool("requests_seen", {"method": probe, "at_least": before + 3})
+        assert seen.structured_content["result"] >= before + 3
+        assert (connection.status, connection.sessions, connection.restarts) == ("ready", 1, 0)
+
+
 async def test_junk_on_stdout_is_skipped(tmp_path: Path, state_dir: Path) -> None:
     async with open_fleet({"junk": specs.stdio("junk")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
         junk = fleet.connections["junk"]

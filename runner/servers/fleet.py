@@ -63,7 +63,7 @@ class ServerFleet:
             await self.remove(key)
             raise failure
         if failure is not None:
-            logger.warning("optional server %s is skipped: %s", key, failure)
+            logger.warning("optional server skipped: %s", failure)
         return connection
 
     async def remove(self, key: str) -> None:
@@ -115,7 +115,7 @@ class ServerFleet:
             raise failed_required[0]
         for connection in launched:
             if (failure := _start_failure(connection)) is not None:
-                logger.warning("optional server %s is skipped: %s", connection.key, failure)
+                logger.warning("optional server skipped: %s", failure)
 
     def _publish(self, change: CatalogueChange) -> None:
         for subscriber in list(self._subscribers):

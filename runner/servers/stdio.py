@@ -21,6 +21,7 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -45,6 +46,7 @@ KILL_REAP_TIMEOUT = 2.0  # time for the event loop to observe a SIGKILLed proces
 EOF_AFTER_EXIT_GRACE = 0.25  # lets the last lines a dying server wrote reach the session
 EXIT_POLL_INTERVAL = 0.05  # only where pidfd is unavailable
 STDERR_TAIL_LINES = 20
+MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 when the server next starts
 JUNK_PREVIEW_CHARS = 200
 MAX_RESYNC_ATTEMPTS = 8
 
@@ -59,12 +61,14 @@ class StderrLog:
         self.key = key
         self.path = path
         self.tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self._logger = logging.getLogger(f"{__name__}.stderr.{key}")
+        self._logger = logging.getLogger(f"runner.servers.stderr.{key}")
         self._file: TextIO | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tail.clear()  # error messages quote this spawn only
+        if self.path.exists() and self.path.stat().st_size > MAX_LOG_BYTES:
+            self.path.replace(self.path.with_name(self.path.name + ".1"))  # keep one old file
         # Line-buffered appends: small, local, and readable while the run goes on.
         self._file = self.path.open("a", encoding="utf-8", buffering=1)
 
@@ -77,7 +81,8 @@ class StderrLog:
     def note(self, text: str) -> None:
         """A line from the runner itself (start, exit), marked so it is not mistaken for the server's."""
         if self._file is not None:
-            self._file.write(f"--- mcp-run: {text}\n")
+            stamp = datetime.now().isoformat(timespec="seconds")
+            self._file.write(f"--- mcp-run {stamp}: {text}\n")
 
     def close(self) -> None:
         if self._file is not None:

@@ -90,12 +90,12 @@ async def _lifetime(connection: ServerConnection) -> None:
             connection.error = exc
             first_start = not connection.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
-                logger.error("server %s failed: %s", connection.key, exc)
+                logger.error("server failed for good: %s", exc)
                 connection.fail(exc)
                 return
-            logger.warning("server %s did not start: %s", connection.key, exc)
+            logger.warning("restart failed: %s", exc)
         else:
-            logger.warning("server %s: %s", connection.key, error)
+            logger.warning("session ended: %s", error)
             connection.last_incident = error
             if anyio.current_time() - started_at >= STABLE_AFTER:
                 attempts = 0

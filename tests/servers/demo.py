@@ -1,8 +1,8 @@
 """The general-purpose demo server: tools, prompts and resources covering what the runner handles.
 
-Tools: echo, add, sleep, hang (never returns; counts cancellations), cancellations (waits until the
-server has seen N cancelled calls), fail (an isError result), big_output, image, progress, log,
-pid, env, cwd, stderr.
+Tools: echo, add, sleep, hang (never returns; counts cancellations), cancellations_seen and
+requests_seen (wait until the server has seen N cancelled calls / requests of a method), fail (an
+isError result), big_output, image, progress, log, pid, env, cwd, stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the `servers` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,27 +29,33 @@ PIXEL_PNG = base64.b64decode(
 )
 
 
-class _Cancellations:
-    """Counts tool calls cancelled by the client, and wakes whoever waits for a count."""
+class Counters:
+    """Named counters (cancelled calls, requests by method); waiters wake when a count moves."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.changed = anyio.Event()
+        self.counts: dict[str, int] = {}
+        self._changed = anyio.Event()
 
-    def record(self) -> None:
-        self.count += 1
-        self.changed.set()
-        self.changed = anyio.Event()
+    def record(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+        self._changed.set()
+        self._changed = anyio.Event()
 
-    async def wait_for(self, count: int) -> int:
-        while self.count < count:
-            await self.changed.wait()
-        return self.count
+    async def wait_for(self, name: str, count: int) -> int:
+        while self.counts.get(name, 0) < count:
+            await self._changed.wait()
+        return self.counts.get(name, 0)
 
 
 def build(name: str = "demo") -> MCPServer:
     server = MCPServer(name, instructions=INSTRUCTIONS, version="1.0.0", log_level="WARNING")
-    cancellations = _Cancellations()
+    counters = Counters()
+
+    async def count_requests(ctx: Any, call_next: Any) -> Any:
+        counters.record(ctx.method)
+        return await call_next(ctx)
+
+    server.middleware.append(count_requests)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -73,14 +80,19 @@ def build(name: str = "demo") -> MCPServer:
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
-            cancellations.record()
+            counters.record("cancelled")
             raise
         return "unreachable"
 
     @server.tool()
     async def cancellations_seen(at_least: int = 0) -> int:
         """How many calls were cancelled; waits until there are at least ``at_least``."""
-        return await cancellations.wait_for(at_least)
+        return await counters.wait_for("cancelled", at_least)
+
+    @server.tool()
+    async def requests_seen(method: str, at_least: int = 0) -> int:
+        """How many ``method`` requests arrived; waits until there are at least ``at_least``."""
+        return await counters.wait_for(method, at_least)
 
     @server.tool()
     def fail(message: str = "it failed") -> str:

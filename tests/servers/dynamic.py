@@ -18,6 +18,7 @@ from typing import Any, Literal
 if __package__ in (None, ""):  # run as a script: make the `servers` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.mcpserver.resources import TextResource
@@ -56,7 +57,8 @@ def _make_tool(name: str):
     return added_tool
 
 
-def build(name: str = "dynamic") -> MCPServer:
+def build(name: str = "dynamic", *, burst_after_handshake: int = 0) -> MCPServer:
+    """``burst_after_handshake``: tools/list_changed notifications sent right after a 2025 handshake."""
     server = MCPServer(name, instructions="Tools appear and disappear at runtime.", log_level="WARNING")
 
     @server.tool()
@@ -114,6 +116,12 @@ def build(name: str = "dynamic") -> MCPServer:
 
     listed = 0
     lowlevel = server._lowlevel_server
+
+    async def burst(ctx: Any, params: Any) -> None:
+        for _ in range(burst_after_handshake):
+            await ctx.session.send_tool_list_changed()
+
+    lowlevel.add_notification_handler("notifications/initialized", types.NotificationParams, burst)
     list_tools = lowlevel.get_request_handler("tools/list")
     assert list_tools is not None
 
