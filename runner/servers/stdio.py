@@ -46,6 +46,7 @@ KILL_REAP_TIMEOUT = 2.0  # time for the event loop to observe a SIGKILLed proces
 EOF_AFTER_EXIT_GRACE = 0.25  # lets the last lines a dying server wrote reach the session
 EXIT_POLL_INTERVAL = 0.05  # only where pidfd is unavailable
 STDERR_TAIL_LINES = 20
+MAX_STDERR_LINE = 65_536
 MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 when the server next starts
 JUNK_PREVIEW_CHARS = 200
 MAX_RESYNC_ATTEMPTS = 8
@@ -115,17 +116,18 @@ class StdioProcess:
     def transport(self) -> Transport:
         return self._open()
 
-    def describe_exit(self, before: str | None = None) -> str:
-        """``exited with code 3`` / ``was killed by SIGKILL``, plus the last stderr lines."""
+    def exit_status(self) -> str:
+        """``exited with code 3`` / ``was killed by SIGKILL``."""
         code = self.returncode
         if code is None:
-            what = "closed its stdout"
-        elif code < 0:
-            what = f"was killed by {_signal_name(-code)}"
-        else:
-            what = f"exited with code {code}"
-        if before:
-            what = f"{what} before {before}"
+            return "closed its stdout"
+        if code < 0:
+            return f"was killed by {_signal_name(-code)}"
+        return f"exited with code {code}"
+
+    def describe_exit(self, before: str | None = None) -> str:
+        """The exit status (``before`` what, if given), plus the last stderr lines."""
+        what = f"{self.exit_status()} before {before}" if before else self.exit_status()
         tail = self.log.last_lines()
         return f"{what}; last stderr lines:\n{tail}" if tail else f"{what} (no stderr output)"
 
@@ -245,6 +247,9 @@ class StdioProcess:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async for chunk in process.stderr:
                 *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > MAX_STDERR_LINE:  # output without newlines: log it in pieces
+                    lines.append(pending)
+                    pending = b""
                 for line in lines:
                     self.log.write(line.decode("utf-8", errors="replace").rstrip("\r"))
         if pending:
@@ -275,7 +280,7 @@ class StdioProcess:
         stdout_closed: anyio.Event,
     ) -> None:
         self.returncode = await _wait_for_exit(process)
-        self.log.note(f"pid {process.pid} {self.describe_exit().splitlines()[0]}")
+        self.log.note(f"pid {process.pid} {self.exit_status()}")
         # A child of the server may hold stdout open; the exit itself ends the session.
         with anyio.move_on_after(EOF_AFTER_EXIT_GRACE):
             await stdout_closed.wait()

@@ -35,6 +35,7 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from runner.errors import ServerClosedError, ServerError, ServerStartError, ServerTimeoutError
 from runner.servers.catalogue import KINDS, fetch_catalogue
@@ -142,7 +143,8 @@ async def _run_session(connection: ServerConnection) -> ServerError:
                         link.process.kill_on_close = True
     except Exception as exc:  # foreign errors of a session, translated here and only here
         if not attached:
-            raise _start_error(connection, link, exc) from exc
+            error = _start_error(connection, link, exc)
+            raise error from (error.__cause__ if error in _leaves(exc) else exc)
         return ServerClosedError(connection.key, f"the connection failed: {_describe(_root_cause(exc))}")
     finally:
         if connection.stderr_log is not None:
@@ -217,7 +219,7 @@ async def _relist_on_change(connection: ServerConnection, client: Client) -> Non
         kinds = await connection.changes.next_batch()
         try:
             await connection.relist(client, kinds)
-        except (MCPError, TimeoutError) as exc:
+        except (MCPError, TimeoutError, ValidationError) as exc:  # the next change or refresh retries
             logger.warning("server %s: re-listing %s failed: %s", connection.key, sorted(kinds), exc)
 
 
