@@ -123,3 +123,50 @@ def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> Non
         chat.sendline('{"title": "still a ghost"}')
         chat.expect("no note titled 'still a ghost'")
         chat.expect("> ")
+
+
+def sleepy_agent(folder: Path) -> None:
+    demo = Path(__file__).resolve().parent / "servers" / "demo.py"
+    (folder / "agent.yaml").write_text(
+        "version: 1\nname: sleepy\nmodel: offline\ncheckpointer: memory\n"
+        f"servers:\n  demo: {{command: python, args: ['{demo}']}}\n"
+    )
+
+
+def child_pids(pid: int) -> list[int]:
+    import psutil
+
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def test_sigterm_during_a_tool_call_stops_the_run_and_every_server(tmp_path: Path) -> None:
+    import psutil
+
+    sleepy_agent(tmp_path)
+    run = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", "-p", 'demo__sleep {"seconds": 60}'],
+                        cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    try:
+        run.expect("→ demo__sleep")
+        servers = child_pids(run.pid)
+        assert servers
+        run.kill(__import__("signal").SIGTERM)
+        run.expect(pexpect.EOF, timeout=20)
+    finally:
+        run.close(force=True)
+    assert run.exitstatus == 128 + 15 or run.signalstatus == 15
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_interrupts_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    sleepy_agent(tmp_path)
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.sendline('demo__sleep {"seconds": 60}')
+        chat.expect("→ demo__sleep")
+        chat.sendcontrol("c")
+        chat.expect("turn interrupted")
+        chat.expect("> ")
+        chat.sendline('demo__echo {"text": "after"}')
+        chat.expect("returned: after")
+        chat.expect("> ")
+    assert chat.exitstatus == 0

@@ -23,6 +23,7 @@ from runner.errors import ManifestError, PromptError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import Runtime, load_agent, stream_turn
+from runner.servers import stop_on_signals
 
 PREVIEW_CHARS = 160
 
@@ -43,10 +44,21 @@ def _preview(text: str) -> str:
 def run(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool, watch: bool) -> None:
     """Chat with the agent of FILE, or run one turn with -p."""
     if text is None:
-        code = anyio.run(_chat, file, thread_id, watch)
+        code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch))
     else:
-        code = anyio.run(_one_shot, file, text, thread_id, as_json, yes)
+        code = anyio.run(_until_signalled, partial(_one_shot, file, text, thread_id, as_json, yes))
     sys.exit(code)
+
+
+async def _until_signalled(body: Any) -> int:
+    """Run ``body``; SIGTERM or SIGHUP end it like a normal exit (servers stopped, no orphans)."""
+    code = EXIT_INTERRUPTED
+    async with stop_on_signals() as stopped:
+        code = await body()
+    if stopped.received is not None:
+        stderr.print(f"stopped by {stopped.received.name}", style="yellow")
+        return 128 + int(stopped.received)
+    return code
 
 
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
