@@ -10,6 +10,8 @@ import anyio
 import mcp_types as types
 import pytest
 from servers import dynamic, paginated, specs
+from servers._serve import http_app
+from servers.loopback import serve_app
 
 from runner.servers import CatalogueChange, ServerConnection, ServerFleet, open_fleet
 from runner.servers.catalogue import compare
@@ -120,6 +122,34 @@ async def test_prompt_and_resource_changes_are_reported(serve_http, tmp_path: Pa
         )
         assert [prompt.name for prompt in dyn.prompts] == ["brief"]
         assert (await dyn.read_resource("dynamic://notes")).contents[0].text == "resource notes"
+
+
+@ERAS
+async def test_a_server_that_comes_back_different_is_relisted_and_the_difference_published(
+    tmp_path: Path, legacy: bool
+) -> None:
+    spec = specs.http("http://unused.invalid/mcp", heartbeat={"interval": 0.1, "stale_after": 2})
+    first = serve_app(http_app(dynamic.build(), transport="http", legacy=legacy))
+    server = first.__enter__()
+    spec = spec.model_copy(update={"url": server.url()})
+    try:
+        async with open_fleet({"dyn": spec}, base_dir=tmp_path, state_dir=tmp_path / "state") as fleet:
+            dyn = fleet.connections["dyn"]
+            async with fleet.subscribe() as changes:
+                await dyn.call_tool("add_tool", {"name": "extra"})
+                assert (await next_change(changes)).added == ("extra",)
+                await anyio.to_thread.run_sync(first.__exit__, None, None, None)
+                first = None
+                # The server restarts on the same address, without the tool added at runtime.
+                with serve_app(http_app(dynamic.build(), transport="http", legacy=legacy), port=server.port):
+                    change = await next_change(changes)
+                    assert change == CatalogueChange("dyn", "tools", added=(), removed=("extra",), changed=())
+                    assert (await dyn.call_tool("static", {})).content[0].text == "static"
+            if legacy:  # a 2025 session dies with its server: a new one was opened
+                assert dyn.sessions == 2
+    finally:
+        if first is not None:
+            first.__exit__(None, None, None)
 
 
 async def test_every_subscriber_gets_every_change(serve_http, tmp_path: Path) -> None:

@@ -173,11 +173,14 @@ class ServerConnection:
     ) -> _Result:
         deadline = anyio.current_time() + timeout
         client = await self._ready_client(what, timeout, deadline)
+        link = self._link
         remaining = max(deadline - anyio.current_time(), 0.001)
         try:
             with anyio.fail_after(remaining + BACKSTOP_GRACE):
                 return await send(client, remaining)
         except MCPError as exc:
+            if link is not None and link.session_expired:  # answered by the transport, not the server
+                raise ServerClosedError(self.key, f"{what} failed: the server ended the session") from exc
             raise self._answer_error(what, timeout, exc) from exc
         except TimeoutError as exc:
             raise ServerTimeoutError(

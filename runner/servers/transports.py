@@ -2,8 +2,9 @@
 
 A :class:`Link` wraps the SDK transport so that every inbound message stamps ``last_inbound``
 (the heartbeat's notion of traffic) and the end of the read stream fires ``closed`` (the connection
-is gone: process exit, dropped stream). HTTP responses with an error status are remembered so a
-failed start can say "HTTP 401" instead of the SDK's generic JSON-RPC stand-in.
+is gone: process exit, dropped stream, or a 2025 HTTP session the server no longer knows). HTTP
+responses with an error status are remembered so a failed start can say "HTTP 401" instead of the
+SDK's generic JSON-RPC stand-in.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ HTTP_CONNECT_TIMEOUT = 30.0
 # Liveness is the heartbeat's job; a long read timeout only bounds a silently dead stream.
 HTTP_READ_TIMEOUT = 24 * 3600.0
 PERMANENT_HTTP_STATUSES = frozenset({401, 403, 404, 405, 410})
+SESSION_HEADER = "mcp-session-id"
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Link:
         self.last_inbound = anyio.current_time()
         self.closed = anyio.Event()
         self.http_failure: HttpFailure | None = None
+        self.session_expired = False
 
     @property
     def pid(self) -> int | None:
@@ -155,8 +158,13 @@ class Link:
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
         async def remember_failure(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                self.http_failure = HttpFailure(response.status_code, response.reason_phrase)
+            if response.status_code < 400:
+                return
+            self.http_failure = HttpFailure(response.status_code, response.reason_phrase)
+            if response.status_code == 404 and SESSION_HEADER in response.request.headers:
+                # The server forgot our 2025 session (it restarted): this connection is over.
+                self.session_expired = True
+                self.closed.set()
 
         return httpx2.AsyncClient(
             headers=headers,

@@ -31,14 +31,17 @@ class LoopbackServer:
 
 
 @contextmanager
-def serve_app(app: ASGIApp) -> Iterator[LoopbackServer]:
-    """Run ``app`` until the block ends; the server thread is joined (bounded) on exit."""
+def serve_app(app: ASGIApp, port: int = 0) -> Iterator[LoopbackServer]:
+    """Run ``app`` until the block ends; the server thread is joined (bounded) on exit.
+
+    ``port`` 0 picks a free port; a given port lets a test put a new server where an old one was.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"loopback-{port}", daemon=True
