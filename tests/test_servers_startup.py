@@ -104,6 +104,29 @@ def _reject_with(status: int):
     return wrap
 
 
+def _require_header(name: bytes, value: bytes):
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and dict(scope["headers"]).get(name) != value:
+                await _reject_with(401)(app)(scope, receive, send)
+                return
+            await app(scope, receive, send)
+
+        return guarded
+
+    return wrap
+
+
+async def test_configured_headers_are_sent_with_every_request(
+    serve_http, tmp_path: Path, state_dir: Path
+) -> None:
+    url = serve_http(demo_server.build(), wrap=_require_header(b"authorization", b"Bearer letmein"))
+    spec = specs.http(url, required=True, headers={"Authorization": "Bearer letmein"})
+    async with open_fleet({"private": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        result = await fleet.connections["private"].call_tool("echo", {"text": "in"})
+    assert result.content[0].text == "in"
+
+
 async def test_a_required_server_that_is_not_installed_stops_startup(
     serve_http, tmp_path: Path, state_dir: Path
 ) -> None:
