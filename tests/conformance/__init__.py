@@ -1,0 +1,1 @@
+"""The official MCP conformance suite, client mode: entry point, runner, baseline."""

@@ -1,0 +1,102 @@
+"""The client under test of the official MCP conformance suite: the runner's server layer.
+
+    conformance client --command "python tests/conformance/client.py" --scenario tools_call
+
+The suite starts a test server for a scenario, then runs this program with the server's URL as the
+last argument and the scenario name in ``MCP_CONFORMANCE_SCENARIO``. The program does what the
+runner does with a manifest that names that URL: ``runner.loading.parse_manifest`` of a one-server
+manifest, ``runner.servers.open_fleet`` (transport, handshake, era negotiation, listing), then it
+calls every tool the server lists, through ``ServerConnection.call_tool``. The suite judges what it
+saw on the wire; the exit status (0 ok, 1 the start or a call failed) is also logged as the last
+line of stderr (``EXIT_MARKER``), because the suite records a client's stderr but, when it runs a
+whole suite, not its exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script by the suite, from any working directory
+    sys.path.insert(0, str(ROOT))
+
+from runner.errors import RunnerError  # noqa: E402
+from runner.loading import parse_manifest  # noqa: E402
+from runner.servers import ServerConnection, open_fleet  # noqa: E402
+
+logger = logging.getLogger("conformance.client")
+
+SERVER_KEY = "conformance"
+EXIT_MARKER = "conformance client exit status:"
+RUN_LIMIT = 25.0  # below the suite's own per-scenario client timeout (30 s by default)
+
+# Arguments for the tools the scenarios' servers offer; a tool not named here is called with {}.
+TOOL_ARGUMENTS: dict[str, dict[str, object]] = {
+    "add_numbers": {"a": 5, "b": 3},  # scenario tools_call
+}
+
+
+def manifest_text(url: str) -> str:
+    """A manifest with one required streamable-HTTP server at ``url`` (JSON is YAML)."""
+    return json.dumps(
+        {
+            "version": 1,
+            "name": "conformance",
+            "servers": {
+                SERVER_KEY: {"url": url, "required": True, "timeout": "10s", "startup_timeout": "15s"},
+            },
+        }
+    )
+
+
+async def exercise(connection: ServerConnection) -> bool:
+    """Call every listed tool once; True when every call returned a non-error result."""
+    logger.info("connected (era %s); tools: %s", connection.era, [tool.name for tool in connection.tools])
+    all_ok = True
+    for tool in connection.tools:
+        result = await connection.call_tool(tool.name, TOOL_ARGUMENTS.get(tool.name, {}))
+        texts = [block.text for block in result.content if hasattr(block, "text")]
+        logger.info("tool %s -> is_error=%s %s", tool.name, result.is_error, texts)
+        all_ok = all_ok and not result.is_error
+    return all_ok
+
+
+async def run(url: str, scenario: str) -> int:
+    logger.info("scenario %s against %s", scenario, url)
+    loaded = parse_manifest(manifest_text(url), file="conformance.yaml")
+    with tempfile.TemporaryDirectory(prefix="mcp-run-conformance-") as state:
+        try:
+            with anyio.fail_after(RUN_LIMIT):
+                async with open_fleet(
+                    loaded.manifest.servers, base_dir=Path(state), state_dir=Path(state)
+                ) as fleet:
+                    ok = await exercise(fleet.connections[SERVER_KEY])
+        except RunnerError as exc:
+            logger.error("%s: %s", type(exc).__name__, exc)
+            return 1
+        except TimeoutError:
+            logger.error("the scenario did not finish within %gs", RUN_LIMIT)
+            return 1
+    return 0 if ok else 1
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    if len(argv) < 2:
+        logger.error("usage: client.py [args...] SERVER_URL")
+        return 2
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    status = anyio.run(run, argv[-1], scenario)
+    logger.info("%s %d", EXIT_MARKER, status)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
