@@ -12,9 +12,9 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
 # Third-party MCP servers used by the interop tests, pinned, in project-controlled folders.
-if [ -f tests/thirdparty/install.sh ]; then
-    bash tests/thirdparty/install.sh
-fi
+bash tests/thirdparty/install.sh
+# The official MCP conformance suite (and the Node.js it needs), for the client conformance test.
+bash tests/conformance/install.sh
 
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
