@@ -203,3 +203,11 @@ def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path
     assert bad.returncode == 1 and "required property" in bad.stderr
     domain = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "nope"}', cwd=tmp_path)
     assert domain.returncode == 1 and "nope" in domain.stderr and "Traceback" not in domain.stderr
+
+
+async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) -> None:
+    paginated = {"command": "python", "args": [str(TESTS / "servers" / "paginated.py")], "expose": False}
+    servers = {"primary": demo(fallback="other", tools={"only": ["echo"]}), "other": paginated}
+    async with catalog_for(tmp_path, servers) as catalog:
+        assert "primary__echo" in catalog.entries
+    assert any("other" in w and "'echo'" in w for w in catalog.warnings), catalog.warnings
