@@ -1,0 +1,160 @@
+"""Helpers for the interop tests: the pinned third-party servers as manifest entries, manifests
+written to a folder, and server-everything serving streamable HTTP from a subprocess.
+
+The servers are installed by ``tests/thirdparty/install.sh`` (``scripts/test.sh`` runs it):
+npm packages in ``node_modules``, PyPI packages in their own ``.venv``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import queue
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+THIRDPARTY = Path(__file__).resolve().parent
+NODE_BIN = THIRDPARTY / "node_modules" / ".bin"
+PYPI_BIN = THIRDPARTY / ".venv" / "bin"
+
+LEGACY_ERA = "2025-11-25"  # the npm servers (TypeScript SDK 1.x)
+MODERN_ERA = "2026-07-28"  # the PyPI servers (built on mcp 2.3)
+
+# Generous request and start-up bounds: the PyPI servers take seconds to import on a busy machine.
+DEFAULTS = {
+    "timeout": "30s",
+    "startup_timeout": "60s",
+    "heartbeat": {"interval": "60s", "stale_after": "120s"},
+    "restart": {"max_attempts": 1, "backoff": "50ms", "max_backoff": "100ms"},
+}
+HTTP_READY_TIMEOUT = 30.0
+HTTP_STOP_TIMEOUT = 10.0
+PIXEL_PNG = base64.b64decode(  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+_LISTENING = re.compile(r"listening on port (\d+)")
+
+
+def program(name: str) -> str:
+    """The installed executable of server ``name``; fails the test when it is not installed."""
+    for folder in (NODE_BIN, PYPI_BIN):
+        path = folder / name
+        if path.exists():
+            return str(path)
+    pytest.fail(f"{name} is not installed: run tests/thirdparty/install.sh")
+
+
+def everything(**settings: Any) -> dict[str, Any]:
+    return {"command": program("mcp-server-everything"), "args": ["stdio"], **settings}
+
+
+def filesystem(root: Path, **settings: Any) -> dict[str, Any]:
+    return {"command": program("mcp-server-filesystem"), "args": [str(root)], **settings}
+
+
+def memory(memory_file: Path, **settings: Any) -> dict[str, Any]:
+    return {"command": program("mcp-server-memory"), "env": {"MEMORY_FILE_PATH": str(memory_file)},
+            **settings}
+
+
+def time_server(**settings: Any) -> dict[str, Any]:
+    return {"command": program("mcp-server-time"), "args": ["--local-timezone", "UTC"], **settings}
+
+
+def git(repository: Path, **settings: Any) -> dict[str, Any]:
+    return {"command": program("mcp-server-git"), "args": ["--repository", str(repository)], **settings}
+
+
+def write_manifest(folder: Path, servers: dict[str, Any], *, model: str = "offline", **top: Any) -> Path:
+    """A real ``agent.yaml`` in ``folder`` declaring ``servers``; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {"version": 1, "name": "interop", "model": {"id": model}, "defaults": DEFAULTS,
+                "servers": servers, **top}
+    path = folder / "agent.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def make_repository(path: Path) -> Path:
+    """A git repository with one commit of ``README.md``, committing as a fixed test identity."""
+    path.mkdir(parents=True)
+    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(path), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def run(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=path, env=environment, check=True, capture_output=True,
+                       timeout=30)
+
+    run("init", "--quiet", "--initial-branch=main")
+    run("config", "user.name", "Interop Test")
+    run("config", "user.email", "interop@example.invalid")
+    (path / "README.md").write_text("first line\n")
+    run("add", "README.md")
+    run("commit", "--quiet", "-m", "initial commit")
+    return path
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def everything_over_http() -> Iterator[str]:
+    """server-everything's streamable HTTP transport on a free loopback port; yields the URL.
+
+    Ready when the server says it listens (read from its stderr, bounded); stopped and reaped
+    (bounded, killed if it lingers) when the block ends.
+    """
+    port = _free_loopback_port()
+    environment = {"PATH": os.environ.get("PATH", ""), "PORT": str(port)}
+    process = subprocess.Popen(
+        [program("mcp-server-everything"), "streamableHttp"], env=environment,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:  # keeps reading, so the server never blocks on a full pipe
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=drain, name="everything-http-stderr", daemon=True)
+    reader.start()
+    try:
+        _wait_until_listening(lines, port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(HTTP_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(HTTP_STOP_TIMEOUT)
+        reader.join(HTTP_STOP_TIMEOUT)
+
+
+def _wait_until_listening(lines: queue.Queue[str | None], port: int) -> None:
+    seen: list[str] = []
+    deadline = time.monotonic() + HTTP_READY_TIMEOUT
+    while True:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+        except queue.Empty:
+            pytest.fail(f"server-everything did not listen within {HTTP_READY_TIMEOUT:g}s: {seen}")
+        if line is None:
+            pytest.fail(f"server-everything exited before listening: {''.join(seen)}")
+        seen.append(line)
+        if (match := _LISTENING.search(line)) and int(match.group(1)) == port:
+            return
