@@ -108,9 +108,6 @@ async def test_filesystem_tools_work_inside_a_temporary_folder_and_refuse_outsid
         assert not (root / "x.txt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="runner/tools/content.py convert_result appends structuredContent "
-                   "as JSON text when no other block is text, so an image result also reaches the model "
-                   "as its own base64 text")
 async def test_an_image_read_by_the_filesystem_server_reaches_the_model_once(tmp_path: Path) -> None:
     root = tmp_path / "files"
     root.mkdir()

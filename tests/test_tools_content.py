@@ -105,11 +105,17 @@ async def test_structured_content_is_the_artifact(media_server) -> None:
     assert json.loads(output.content) == {"city": "Oslo", "celsius": 21.5}
 
 
-def test_structured_content_without_text_becomes_compact_json_text() -> None:
-    image = mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png")
-    output = convert_result(result(image, structured={"ok": True, "n": 1}), max_output_chars=BIG)
+def test_structured_content_without_other_content_becomes_compact_json_text() -> None:
+    output = convert_result(result(structured={"ok": True, "n": 1}), max_output_chars=BIG)
     assert output.artifact == {"ok": True, "n": 1}
-    assert output.content[-1] == {"type": "text", "text": '{"ok":true,"n":1}'}
+    assert output.content == '{"ok":true,"n":1}'
+
+
+def test_structured_content_beside_media_is_not_repeated_as_text() -> None:
+    image = mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png")
+    output = convert_result(result(image, structured={"image": PNG}), max_output_chars=BIG)
+    assert output.artifact == {"image": PNG}
+    assert [block["type"] for block in output.content] == ["image"]
 
 
 def test_an_embedded_text_resource_is_inlined_with_its_uri() -> None:

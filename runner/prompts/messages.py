@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from mcp import types
 
 from runner.errors import PromptError
+from runner.tools.content import decode_text, is_textual
 
 ContentBlock = dict[str, Any]
 
@@ -100,7 +101,10 @@ def content_blocks(content: types.ContentBlock) -> list[ContentBlock]:
         case types.EmbeddedResource(resource=types.TextResourceContents() as resource):
             return [_text(f"{_resource_label(resource.uri, resource.mime_type)}:\n{resource.text}")]
         case types.EmbeddedResource(resource=types.BlobResourceContents() as resource):
-            return [_text(f"{_resource_label(resource.uri, resource.mime_type)}:"), _blob(resource)]
+            label = _resource_label(resource.uri, resource.mime_type)
+            if is_textual(resource.mime_type or "") and (text := decode_text(resource.blob)) is not None:
+                return [_text(f"{label}:\n{text}")]
+            return [_text(f"{label}:"), _blob(resource)]
         case types.ResourceLink():
             return [_text(_link_text(content))]
     raise PromptError(f"unsupported prompt content of type '{getattr(content, 'type', '?')}'")

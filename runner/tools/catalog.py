@@ -172,7 +172,15 @@ class ToolCatalog:
             where = ".".join(str(part) for part in ("servers", key, "tools", *path))
             warnings.append(f"{where}: {message}")
         keep = set(select_names(names, spec.tools))
-        selected = [tool for tool in tools if tool.name in keep]
+        selected = []
+        for tool in tools:
+            if tool.name not in keep:
+                continue
+            if tool.execution is not None and tool.execution.task_support == "required":
+                # Such a tool only runs as a long-lived task, which the runner does not drive.
+                warnings.append(f"{key}: tool '{tool.name}' skipped: it can only run as a task")
+                continue
+            selected.append(tool)
         if key in self._filters:
             assert spec.tools.filter is not None
             selected = apply_filter_function(selected, self._filters[key], import_path=spec.tools.filter)

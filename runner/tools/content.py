@@ -65,7 +65,9 @@ def convert_result(
     for item in result.content:
         if _for_assistant(item):
             blocks.append(_convert_item(item, accepted))
-    if artifact is not None and not any(block["type"] == "text" for block in blocks):
+    # Structured content stands in for text only when nothing else carries the answer: beside
+    # media it usually repeats the media itself (base64 and all).
+    if artifact is not None and not blocks:
         blocks.append(_text(compact_json(artifact)))
     if not blocks:
         blocks.append(_text("(the tool returned no content)"))
@@ -107,7 +109,7 @@ def _convert_resource(
     heading = f"Resource {resource.uri}" + (f" ({mime})" if mime else "")
     if isinstance(resource, mcp_types.TextResourceContents):
         return _text(f"{heading}:\n{resource.text}")
-    if mime and _is_textual(mime) and (decoded := _decode_text(resource.blob)) is not None:
+    if mime and is_textual(mime) and (decoded := decode_text(resource.blob)) is not None:
         return _text(f"{heading}:\n{decoded}")
     mime = mime or "application/octet-stream"
     kind = mime.split("/", 1)[0] if mime.startswith(("image/", "audio/")) else "file"
@@ -147,11 +149,11 @@ def _describe_link(link: mcp_types.ResourceLink) -> str:
     return f"{text}: {link.description}" if link.description else text
 
 
-def _is_textual(mime: str) -> bool:
+def is_textual(mime: str) -> bool:
     return mime.startswith("text/") or mime.split(";")[0].endswith(_TEXT_MIME_SUFFIXES)
 
 
-def _decode_text(data: str) -> str | None:
+def decode_text(data: str) -> str | None:
     """The UTF-8 text in base64 ``data``; None when it is not text after all (it is then shown
     as binary)."""
     try:
