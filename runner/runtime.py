@@ -47,6 +47,7 @@ from runner.tools.filters import ImportPathError, load_import_path
 logger = logging.getLogger(__name__)
 
 PYTHON_COMMANDS = ("python", "python3")
+SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
@@ -141,6 +142,7 @@ class Runtime:
     generation: Generation = field(init=False)
     listeners: list[ChangeListener] = field(default_factory=list)
     template_paths: set[Path] = field(default_factory=set)  # files watch mode follows
+    _changes: Any = None  # the fleet's change stream, shared with the follower task
 
     @property
     def loaded(self) -> LoadedManifest:
@@ -176,7 +178,7 @@ class Runtime:
         generation.graph = build_graph(
             prepared.model,
             tools_provider=lambda: self.catalog.tools,
-            system_prompt_provider=self.system_prompt,
+            system_prompt_provider=self.settled_system_prompt,
             max_steps=manifest.agent.max_steps,
             needs_approval=lambda name: self.catalog.needs_approval(name),
             checkpointer=self.checkpointer,
@@ -186,6 +188,30 @@ class Runtime:
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}
+
+    async def settle(self, limit: float = SETTLE_LIMIT) -> None:
+        """Apply every tool-list change the servers have announced so far.
+
+        Called before each model call, so a tool a server adds during a turn (say, as the effect
+        of a tool call) is offered at the very next step. Bounded: a server slow to answer its
+        re-list is not waited for beyond ``limit``.
+        """
+        with anyio.move_on_after(limit):
+            for connection in list(self.fleet.connections.values()):
+                if connection.status == "ready":
+                    await connection.changes.settled()
+        if self._changes is None:
+            return
+        while True:
+            try:
+                change = self._changes.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            self.apply_change(change)
+
+    async def settled_system_prompt(self) -> str:
+        await self.settle()
+        return self.system_prompt()
 
     def system_prompt(self) -> str:
         """The system prompt as of now: templates see the servers and tools currently live."""
@@ -250,7 +276,7 @@ async def load_agent(
         )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12])
         runtime.install(prepared)
-        changes = fleet.subscribe()
+        changes = runtime._changes = fleet.subscribe()
         stack.push_async_callback(changes.aclose)
 
         async def follow_changes() -> None:

@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -116,15 +116,25 @@ async def _all_pages(
     return collected
 
 
-async def _tolerant(server: str, what: str, listing: Awaitable[list[_Item]]) -> list[_Item]:
-    """A listing the server may not support: 'method not found' (or another error answer) is empty."""
+async def _tolerant(
+    server: str, what: str, listing: Awaitable[list[_Item]], *, essential: bool = False
+) -> list[_Item]:
+    """A listing the server may not support: 'method not found' and invalid answers (servers that
+    answer unknown methods with an empty result) are empty. Other error answers are empty too,
+    except for an ``essential`` listing (tools), where an error such as an authorization failure
+    must not pass for a server without tools."""
     try:
         return await listing
     except MCPError as exc:
-        if exc.code != types.METHOD_NOT_FOUND:
-            logger.warning(
-                "server %s answered %s with error %d: %s", server, what, exc.code, exc.error.message
-            )
+        if exc.code == types.METHOD_NOT_FOUND:
+            return []
+        if essential:
+            raise
+        logger.warning("server %s answered %s with error %d: %s", server, what, exc.code, exc.error.message)
+        return []
+    except ValidationError as exc:
+        logger.warning("server %s answered %s with something that is not a listing (%d problems)",
+                       server, what, exc.error_count())
         return []
 
 
@@ -139,7 +149,8 @@ async def fetch_catalogue(server: str, client: Client, kinds: Iterable[Catalogue
 
     async def tools() -> None:
         listing.tools = await _tolerant(server, "tools/list", _all_pages(
-            server, lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools))
+            server, lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools),
+            essential=True)
 
     async def prompts() -> None:
         listing.prompts = await _tolerant(server, "prompts/list", _all_pages(
@@ -179,10 +190,23 @@ class ChangeSignal:
         self.max_delay = max_delay
         self._pending: set[CatalogueKind] = set()
         self._marked = anyio.Event()
+        self._idle = anyio.Event()  # set while no change waits to be re-listed
+        self._idle.set()
 
     def mark(self, *kinds: CatalogueKind) -> None:
         self._pending.update(kinds)
         self._marked.set()
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+    def done(self) -> None:
+        """The batch from ``next_batch`` is re-listed (or given up): idle unless more arrived."""
+        if not self._pending:
+            self._idle.set()
+
+    async def settled(self) -> None:
+        """Wait until every announced change has been re-listed (bound it with a timeout)."""
+        await self._idle.wait()
 
     async def next_batch(self) -> set[CatalogueKind]:
         await self._marked.wait()

@@ -221,6 +221,8 @@ async def _relist_on_change(connection: ServerConnection, client: Client) -> Non
             await connection.relist(client, kinds)
         except (MCPError, TimeoutError, ValidationError) as exc:  # the next change or refresh retries
             logger.warning("server %s: re-listing %s failed: %s", connection.key, sorted(kinds), exc)
+        finally:
+            connection.changes.done()
 
 
 async def _listen(connection: ServerConnection, client: Client) -> None:
