@@ -21,11 +21,12 @@ from typing import Any
 import anyio
 from watchfiles import Change, awatch
 
+from runner.checks import check_agent, import_paths
 from runner.errors import ManifestError, RunnerError, ServerStartError
 from runner.loading import LoadedManifest
 from runner.manifest import ServerBase
 from runner.prompts import template_files
-from runner.runtime import Runtime, check_agent, import_paths, launch_spec, prepare
+from runner.runtime import Runtime, launch_spec, prepare
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
     async with load_agent("agent.yaml") as runtime:
         result = await runtime.graph.ainvoke({"messages": [("user", "hi")]}, runtime.config())
 
-:func:`check_agent` is everything ``mcp-run validate`` checks without starting anything: the
-manifest, its templates, the import paths it names and the scripted model's script.
+Before anything starts, the manifest is checked as ``mcp-run validate`` checks it
+(:func:`runner.checks.check_agent`).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from runner.errors import BuildError, ManifestError, Problem
+from runner.checks import check_agent, system_location
+from runner.errors import BuildError
 from runner.graph import build_graph, open_checkpointer
-from runner.loading import LoadedManifest, load_manifest
+from runner.loading import LoadedManifest
 from runner.manifest import Manifest, ServerSpec, StdioServerSpec
-from runner.models import ModelChain, build_model_chain, load_script
+from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
     ServerSummary,
-    SourceLocation,
     SystemTemplate,
     ToolSummary,
     build_prompt_catalog,
@@ -42,7 +42,6 @@ from runner.prompts import (
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.tools.catalog import ToolCatalog
-from runner.tools.filters import ImportPathError, load_import_path
 
 logger = logging.getLogger(__name__)
 
@@ -51,47 +50,6 @@ SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
-
-
-def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
-    """Validate the manifest and everything it names that can be checked without running it."""
-    loaded = load_manifest(path, environ=environ)
-    problems: list[Problem] = []
-    try:
-        compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
-    except ManifestError as exc:
-        problems += exc.problems
-    for where, import_path in import_paths(loaded.manifest):
-        try:
-            load_import_path(import_path, base_dir=loaded.base_dir)
-        except ImportPathError as exc:
-            problems.append(loaded.source.problem(where, str(exc)))
-    model = loaded.manifest.model
-    if model.id == "scripted" and model.script:
-        try:
-            load_script(loaded.base_dir / model.script)
-        except ManifestError as exc:
-            problems += exc.problems
-    if problems:
-        raise ManifestError(problems)
-    return loaded
-
-
-def system_location(loaded: LoadedManifest) -> SourceLocation:
-    line, column = loaded.source.locate(("prompts", "system"))
-    return SourceLocation(loaded.source.file, line, column)
-
-
-def import_paths(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
-    """Every import path the manifest names, with where it is written."""
-    found: list[tuple[tuple[str | int, ...], str]] = []
-    for key, spec in manifest.servers.items():
-        if spec.tools.filter:
-            found.append((("servers", key, "tools", "filter"), spec.tools.filter))
-        if spec.on_fallback:
-            found.append((("servers", key, "on_fallback"), spec.on_fallback))
-    found += [(("local_tools", index), path) for index, path in enumerate(manifest.local_tools)]
-    return found
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:

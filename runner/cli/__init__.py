@@ -14,6 +14,7 @@ Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invali
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -24,10 +25,10 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from runner.checks import check_agent
 from runner.errors import ManifestError, PromptError, RunnerError, ToolError
 from runner.loading import LoadedManifest
 from runner.manifest import manifest_json_schema
-from runner.runtime import check_agent
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -70,14 +71,30 @@ def reports_errors(command: F) -> F:
     return run  # type: ignore[return-value]
 
 
+# Commands that need the servers, LangChain and LangGraph live in modules imported on first use,
+# so that `validate` and `schema` answer quickly.
+_LAZY_COMMANDS = {
+    "run": "runner.cli.chat",
+    **dict.fromkeys(("tools", "call", "prompts", "prompt", "watch"), "runner.cli.inspect"),
+}
+
+
 class _FileOrCommand(click.Group):
     """``mcp-run FILE …`` runs the agent; ``mcp-run COMMAND …`` runs a sub-command."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(_LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
+            importlib.import_module(_LAZY_COMMANDS[cmd_name])  # registers its commands on main
+        return self.commands.get(cmd_name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            return "run", self.commands["run"], args
+        if args and args[0] not in self.list_commands(ctx) and not args[0].startswith("-"):
+            return "run", self.get_command(ctx, "run"), args
         return super().resolve_command(ctx, args)
 
 
@@ -119,6 +136,3 @@ def validate(file: str) -> None:
 def schema() -> None:
     """Print the manifest's JSON Schema."""
     click.echo(json.dumps(manifest_json_schema(), indent=2))
-
-
-from runner.cli import chat, inspect  # noqa: E402,F401  (registers their commands on main)

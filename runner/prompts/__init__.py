@@ -5,52 +5,40 @@
     commands.py   /command lines, the catalog of commands, resolving a command to a request
 """
 
-from runner.prompts.commands import (
-    PromptCatalog,
-    PromptCommand,
-    PromptRequest,
-    build_prompt_catalog,
-    exposed,
-    namespaced_name,
-    parse_command_line,
-)
-from runner.prompts.messages import (
-    PromptSource,
-    check_prompt_arguments,
-    content_blocks,
-    describe_arguments,
-    fetch_prompt_messages,
-    prompt_messages,
-)
-from runner.prompts.system import (
-    AgentSummary,
-    ServerSummary,
-    SourceLocation,
-    SystemTemplate,
-    ToolSummary,
-    compile_system_prompt,
-    template_files,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AgentSummary",
-    "PromptCatalog",
-    "PromptCommand",
-    "PromptRequest",
-    "PromptSource",
-    "ServerSummary",
-    "SourceLocation",
-    "SystemTemplate",
-    "ToolSummary",
-    "build_prompt_catalog",
-    "check_prompt_arguments",
-    "compile_system_prompt",
-    "content_blocks",
-    "describe_arguments",
-    "exposed",
-    "fetch_prompt_messages",
-    "namespaced_name",
-    "parse_command_line",
-    "prompt_messages",
-    "template_files",
-]
+import importlib
+from typing import Any
+
+# Names are imported from their modules on first use, so that a command that needs one light
+# module (say, `mcp-run validate`) does not import the MCP SDK and LangChain through this package.
+_EXPORTS = {
+    "AgentSummary": "runner.prompts.system",
+    "PromptCatalog": "runner.prompts.commands",
+    "PromptCommand": "runner.prompts.commands",
+    "PromptRequest": "runner.prompts.commands",
+    "PromptSource": "runner.prompts.messages",
+    "ServerSummary": "runner.prompts.system",
+    "SourceLocation": "runner.prompts.system",
+    "SystemTemplate": "runner.prompts.system",
+    "ToolSummary": "runner.prompts.system",
+    "build_prompt_catalog": "runner.prompts.commands",
+    "check_prompt_arguments": "runner.prompts.messages",
+    "compile_system_prompt": "runner.prompts.system",
+    "content_blocks": "runner.prompts.messages",
+    "describe_arguments": "runner.prompts.messages",
+    "exposed": "runner.prompts.commands",
+    "fetch_prompt_messages": "runner.prompts.messages",
+    "namespaced_name": "runner.prompts.commands",
+    "parse_command_line": "runner.prompts.commands",
+    "prompt_messages": "runner.prompts.messages",
+    "template_files": "runner.prompts.system",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

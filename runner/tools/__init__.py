@@ -4,86 +4,56 @@ Pure functions and classes over ``mcp.types`` and plain data; no I/O (except
 :func:`load_import_path`, which imports user code).
 """
 
-from runner.tools.arguments import (
-    ArgumentValidator,
-    drop_strict_nulls,
-    format_path,
-    format_problems,
-    validate_arguments,
-)
-from runner.tools.content import (
-    MEDIA_IN_TOOL_RESULTS,
-    ContentBlock,
-    ToolOutput,
-    convert_result,
-    error_text,
-    guard_blocks,
-    guard_text,
-)
-from runner.tools.filters import (
-    ImportPathError,
-    apply_filter_function,
-    filter_problems,
-    is_selected,
-    load_import_path,
-    matches_any,
-    needs_approval,
-    select_names,
-)
-from runner.tools.naming import (
-    DEFAULT_SEPARATOR,
-    NAME_PATTERN,
-    NameCollisionError,
-    NameTable,
-    Origin,
-    generate_name,
-)
-from runner.tools.providers import (
-    Provider,
-    StrictSchemaError,
-    gemini_schema,
-    openai_schema,
-    openai_strict_schema,
-    provider_for_model,
-    schema_for_provider,
-)
-from runner.tools.schemas import Schema, UnusableSchemaError, normalise_schema
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_SEPARATOR",
-    "MEDIA_IN_TOOL_RESULTS",
-    "NAME_PATTERN",
-    "ArgumentValidator",
-    "ContentBlock",
-    "ImportPathError",
-    "NameCollisionError",
-    "NameTable",
-    "Origin",
-    "Provider",
-    "Schema",
-    "StrictSchemaError",
-    "ToolOutput",
-    "UnusableSchemaError",
-    "apply_filter_function",
-    "convert_result",
-    "drop_strict_nulls",
-    "error_text",
-    "filter_problems",
-    "format_path",
-    "format_problems",
-    "gemini_schema",
-    "generate_name",
-    "guard_blocks",
-    "guard_text",
-    "is_selected",
-    "load_import_path",
-    "matches_any",
-    "needs_approval",
-    "normalise_schema",
-    "openai_schema",
-    "openai_strict_schema",
-    "provider_for_model",
-    "schema_for_provider",
-    "select_names",
-    "validate_arguments",
-]
+import importlib
+from typing import Any
+
+# Names are imported from their modules on first use, so that a command that needs one light
+# module (say, `mcp-run validate`) does not import the MCP SDK and LangChain through this package.
+_EXPORTS = {
+    "ArgumentValidator": "runner.tools.arguments",
+    "ContentBlock": "runner.tools.content",
+    "DEFAULT_SEPARATOR": "runner.tools.naming",
+    "ImportPathError": "runner.tools.filters",
+    "MEDIA_IN_TOOL_RESULTS": "runner.tools.content",
+    "NAME_PATTERN": "runner.tools.naming",
+    "NameCollisionError": "runner.tools.naming",
+    "NameTable": "runner.tools.naming",
+    "Origin": "runner.tools.naming",
+    "Provider": "runner.tools.providers",
+    "Schema": "runner.tools.schemas",
+    "StrictSchemaError": "runner.tools.providers",
+    "ToolOutput": "runner.tools.content",
+    "UnusableSchemaError": "runner.tools.schemas",
+    "apply_filter_function": "runner.tools.filters",
+    "convert_result": "runner.tools.content",
+    "drop_strict_nulls": "runner.tools.arguments",
+    "error_text": "runner.tools.content",
+    "filter_problems": "runner.tools.filters",
+    "format_path": "runner.tools.arguments",
+    "format_problems": "runner.tools.arguments",
+    "gemini_schema": "runner.tools.providers",
+    "generate_name": "runner.tools.naming",
+    "guard_blocks": "runner.tools.content",
+    "guard_text": "runner.tools.content",
+    "is_selected": "runner.tools.filters",
+    "load_import_path": "runner.tools.filters",
+    "matches_any": "runner.tools.filters",
+    "needs_approval": "runner.tools.filters",
+    "normalise_schema": "runner.tools.schemas",
+    "openai_schema": "runner.tools.providers",
+    "openai_strict_schema": "runner.tools.providers",
+    "provider_for_model": "runner.tools.providers",
+    "schema_for_provider": "runner.tools.providers",
+    "select_names": "runner.tools.filters",
+    "validate_arguments": "runner.tools.arguments",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

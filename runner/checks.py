@@ -1,0 +1,59 @@
+"""Everything ``mcp-run validate`` checks without starting anything: the manifest, the templates
+it names, the import paths it names and the scripted model's script.
+
+Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from runner.errors import ManifestError, Problem
+from runner.loading import LoadedManifest, load_manifest
+from runner.manifest import Manifest
+from runner.prompts.system import SourceLocation, compile_system_prompt
+from runner.tools.filters import ImportPathError, load_import_path
+
+
+def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
+    """Validate the manifest and everything it names that can be checked without running it."""
+    loaded = load_manifest(path, environ=environ)
+    problems: list[Problem] = []
+    try:
+        compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
+    except ManifestError as exc:
+        problems += exc.problems
+    for where, import_path in import_paths(loaded.manifest):
+        try:
+            load_import_path(import_path, base_dir=loaded.base_dir)
+        except ImportPathError as exc:
+            problems.append(loaded.source.problem(where, str(exc)))
+    model = loaded.manifest.model
+    if model.id == "scripted" and model.script:
+        try:
+            from runner.models import load_script  # LangChain: only for scripted models
+
+            load_script(loaded.base_dir / model.script)
+        except ManifestError as exc:
+            problems += exc.problems
+    if problems:
+        raise ManifestError(problems)
+    return loaded
+
+
+def system_location(loaded: LoadedManifest) -> SourceLocation:
+    line, column = loaded.source.locate(("prompts", "system"))
+    return SourceLocation(loaded.source.file, line, column)
+
+
+def import_paths(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every import path the manifest names, with where it is written."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for key, spec in manifest.servers.items():
+        if spec.tools.filter:
+            found.append((("servers", key, "tools", "filter"), spec.tools.filter))
+        if spec.on_fallback:
+            found.append((("servers", key, "on_fallback"), spec.on_fallback))
+    found += [(("local_tools", index), path) for index, path in enumerate(manifest.local_tools)]
+    return found
