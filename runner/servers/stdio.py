@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -165,7 +166,10 @@ class StdioProcess:
         self.pid = process.pid
         self.log.note(f"started pid {process.pid}")
         read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+        # Unbounded: a server that stops reading stdin must not block the SDK's writes, or a timed-
+        # out request would wait for its cancel notification to be written (5 s, shielded). Every
+        # queued request ends at its own timeout, and the heartbeat kills a deaf server.
+        write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](math.inf)
         stdout_closed = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:

@@ -21,12 +21,13 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import httpx2
 from mcp.client import Transport
-from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runner.manifest import HttpServerSpec, StdioServerSpec
+from runner.servers.listings import ToolListingFilter
 from runner.servers.stdio import StderrLog, StdioProcess
 
 HTTP_CONNECT_TIMEOUT = 30.0
@@ -49,8 +50,34 @@ class HttpFailure:
         return f"HTTP {self.status} {self.reason}".rstrip()
 
 
-class _ActivityReadStream:
-    """A read stream that stamps the link on every item and fires ``closed`` at its end."""
+class _WrappedStream:
+    """Closing, and ``async with``, of a stream that wraps the SDK's ``_inner`` one."""
+
+    _inner: ReadStream[SessionMessage | Exception] | WriteStream[SessionMessage]
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class _ActivityReadStream(_WrappedStream):
+    """A read stream that stamps the link on every item and fires ``closed`` at its end.
+
+    Tool listings pass through the link's :class:`ToolListingFilter` on the way in.
+    """
+
+    _inner: ReadStream[SessionMessage | Exception]
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], link: Link) -> None:
         self._inner = inner
@@ -68,10 +95,7 @@ class _ActivityReadStream:
             self._link.closed.set()
             raise
         self._link.last_inbound = anyio.current_time()
-        return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        return self._link.listings.inbound(item)
 
     def __aiter__(self) -> Self:
         return self
@@ -82,17 +106,19 @@ class _ActivityReadStream:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
+class _ListingWriteStream(_WrappedStream):
+    """A write stream that shows every outbound message to the link's :class:`ToolListingFilter`."""
+
+    _inner: WriteStream[SessionMessage]
+
+    def __init__(self, inner: WriteStream[SessionMessage], listings: ToolListingFilter) -> None:
+        self._inner = inner
+        self._listings = listings
+
+    async def send(self, item: SessionMessage, /) -> None:
+        self._listings.outbound(item)
+        await self._inner.send(item)
 
 
 class Link:
@@ -116,6 +142,7 @@ class Link:
         self.closed = anyio.Event()
         self.http_failure: HttpFailure | None = None
         self.session_expired = False
+        self.listings = ToolListingFilter(key)
 
     @property
     def pid(self) -> int | None:
@@ -127,7 +154,7 @@ class Link:
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[TransportStreams]:
         async with self._inner_transport() as (read_stream, write_stream):
-            yield _ActivityReadStream(read_stream, self), write_stream
+            yield _ActivityReadStream(read_stream, self), _ListingWriteStream(write_stream, self.listings)
         self.closed.set()
 
     def _inner_transport(self) -> Transport:

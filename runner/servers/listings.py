@@ -1,0 +1,102 @@
+"""Tool listings that survive a few broken entries.
+
+The SDK validates a ``tools/list`` answer as a whole: one tool without an ``inputSchema``, or with
+a name that is not a string, and the whole page is refused - the server would offer nothing, and
+every later ``tools/call`` would fail too, since the SDK re-lists to find output schemas. So the
+link sends each ``tools/list`` answer through :class:`ToolListingFilter` first: entries that the
+protocol's own model refuses, or whose name is empty, are dropped with a warning (once per
+session and tool), and the rest reaches the SDK intact.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types.methods import validate_server_result
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
+
+logger = logging.getLogger(__name__)
+
+NAME_PREVIEW_CHARS = 80
+LIST_METHOD = "tools/list"
+
+
+class ToolListingFilter:
+    """Watches one session's messages; removes unusable tools from ``tools/list`` answers."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._handshake_version: str | None = None
+        self._initialize_ids: set[Any] = set()
+        self._pending: dict[Any, str] = {}  # tools/list request id -> protocol version
+        self._reported: set[str] = set()
+
+    def outbound(self, message: SessionMessage) -> None:
+        request = message.message
+        if not isinstance(request, JSONRPCRequest):
+            return
+        if request.method == "initialize":
+            self._initialize_ids.add(request.id)
+        elif request.method == LIST_METHOD:
+            meta = (request.params or {}).get("_meta") or {}
+            version = meta.get(PROTOCOL_VERSION_META_KEY) or self._handshake_version
+            self._pending[request.id] = version or LATEST_HANDSHAKE_VERSION
+
+    def inbound(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        if not isinstance(item, SessionMessage):
+            return item
+        message = item.message
+        if isinstance(message, JSONRPCError):
+            self._pending.pop(message.id, None)
+            self._initialize_ids.discard(message.id)
+            return item
+        if not isinstance(message, JSONRPCResponse):
+            return item
+        if message.id in self._initialize_ids:
+            self._initialize_ids.discard(message.id)
+            version = message.result.get("protocolVersion")
+            self._handshake_version = version if isinstance(version, str) else None
+            return item
+        version = self._pending.pop(message.id, None)
+        tools = message.result.get("tools")
+        if version is None or version not in KNOWN_PROTOCOL_VERSIONS or not isinstance(tools, list):
+            return item  # not a listing, or one the SDK will judge as a whole
+        named = all(isinstance(tool, dict) and tool.get("name") != "" for tool in tools)
+        if (named and _problem(message.result, version) is None) or _problem(
+            {**message.result, "tools": []}, version
+        ):
+            return item  # all is well, or what is wrong is not in the tools: the SDK will say
+        kept = [tool for tool in tools if self._usable(message.result, tool, version)]
+        answer = message.model_copy(update={"result": {**message.result, "tools": kept}})
+        return SessionMessage(answer, metadata=item.metadata)
+
+    def _usable(self, result: dict[str, Any], tool: Any, version: str) -> bool:
+        reason = _problem({**result, "tools": [tool]}, version)
+        if reason is None and tool["name"] == "":
+            reason = "its name is empty"
+        if reason is None:
+            return True
+        name = tool.get("name") if isinstance(tool, dict) else None
+        shown = repr(name)[:NAME_PREVIEW_CHARS] if name is not None else "without a name"
+        if f"{shown}: {reason}" not in self._reported:
+            self._reported.add(f"{shown}: {reason}")
+            logger.warning("server %s: tool %s skipped: %s", self.key, shown, reason)
+        return False
+
+
+def _problem(result: dict[str, Any], version: str) -> str | None:
+    """Why the SDK would refuse ``result`` as a ``tools/list`` answer at ``version``, or None."""
+    try:
+        validate_server_result(LIST_METHOD, version, result)
+        types.ListToolsResult.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][2:]) if first["loc"][:1] == ("tools",) else ""
+        more = exc.error_count() - 1
+        return f"{where + ': ' if where else ''}{first['msg']}" + (f" (and {more} more)" if more else "")
+    return None
