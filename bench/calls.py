@@ -1,0 +1,127 @@
+"""Rows 1 and 2: one small tool call on an open session - latency, and throughput at concurrency.
+
+Paths (each on its own session; over stdio each has its own server process, over HTTP they share
+one server process):
+
+- ``raw mcp.Client`` - the SDK alone (the floor);
+- ``mcp-run ServerConnection.call_tool`` - the server layer (supervision, timeouts, errors);
+- ``mcp-run LangChain tool`` - the catalog's tool, invoked as LangGraph's ToolNode does it:
+  ``ainvoke`` with a ToolCall dict (argument validation, result conversion, ToolMessage).
+
+The langchain-mcp-adapters paths run in their own environment (``bench.adapters``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from mcp import Client
+
+from bench.harness import BenchError, Case, Goal, Settings
+from bench.launch import ROOT, stdio_entry, stdio_parameters
+from bench.stats import Call, run_concurrently, time_calls
+from runner.manifest import Manifest
+from runner.servers import open_fleet
+from runner.tools.catalog import ToolCatalog
+
+RAW = "raw mcp.Client (floor)"
+LAYER = "mcp-run ServerConnection.call_tool"
+TOOL = "mcp-run LangChain tool (ainvoke ToolCall)"
+ARGUMENTS = {"text": "ping"}
+LATENCY_GOAL = Goal("mcp-run tool call p50 <= 1.15x the raw floor", 1.15)
+THROUGHPUT_GOAL = Goal("throughput at c=32 >= 0.95x the raw floor", 0.95, better="higher")
+
+
+def latency_row(transport: str) -> str:
+    return f"1. call latency, {transport}"
+
+
+def throughput_row(transport: str, concurrency: int) -> str:
+    return f"2. throughput, {transport}, c={concurrency}"
+
+
+def bench_manifest(servers: dict[str, Any], **top: Any) -> Manifest:
+    """A manifest over benchmark servers (the model id only picks the schema pass)."""
+    document = {"version": 1, "name": "bench", "model": {"id": "openai:gpt-4.1-mini"},
+                "servers": servers, **top}
+    return Manifest.model_validate(document)
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What LangGraph's ToolNode passes to ``ainvoke``."""
+    return {"name": name, "args": arguments, "id": "call_bench", "type": "tool_call"}
+
+
+async def check_echo(path: str, call: Call) -> None:
+    """Every path must really answer before it is timed: no numbers from a broken path."""
+    answer = await call()
+    if isinstance(answer, ToolMessage):
+        ok = answer.status == "success" and "ping" in str(answer.content)
+    else:
+        ok = not getattr(answer, "is_error", True) and "ping" in str(answer.content)
+    if not ok:
+        raise BenchError(f"{path} answered {answer!r} to echo")
+
+
+def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> list[Case]:
+    cases = []
+    for path, call in paths.items():
+        floor = None if path == RAW else RAW
+        goals = (LATENCY_GOAL,) if path == TOOL else ()
+        cases.append(Case(latency_row(transport), path, _latency(call, settings), "p50_ms", floor, goals))
+    for concurrency in settings.concurrency:
+        for path, call in paths.items():
+            floor = None if path == RAW else RAW
+            goals = (THROUGHPUT_GOAL,) if path == TOOL and concurrency == 32 else ()
+            measure = _throughput(call, settings.throughput_calls, concurrency)
+            cases.append(Case(throughput_row(transport, concurrency), path, measure, "calls_per_s",
+                              floor, goals))
+    return cases
+
+
+def _latency(call: Call, settings: Settings) -> Callable[[], Awaitable[dict[str, float]]]:
+    return lambda: time_calls(call, settings.calls, settings.warmup)
+
+
+def _throughput(call: Call, total: int, concurrency: int) -> Callable[[], Awaitable[dict[str, float]]]:
+    return lambda: run_concurrently(call, total, concurrency)
+
+
+@asynccontextmanager
+async def call_suite(settings: Settings, http_url: str) -> AsyncIterator[list[Case]]:
+    """Open every path's session over stdio and HTTP; yields the cases of rows 1 and 2."""
+    endpoint = f"{http_url}/mcp"
+    manifest = bench_manifest({"stdio": stdio_entry(), "http": {"url": endpoint}})
+    async with AsyncExitStack() as stack:
+        state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
+        raw = {
+            "stdio": await stack.enter_async_context(Client(stdio_parameters(), cache=None)),
+            "http": await stack.enter_async_context(Client(endpoint, cache=None)),
+        }
+        fleet = await stack.enter_async_context(
+            open_fleet(manifest.servers, base_dir=ROOT, state_dir=state_dir)
+        )
+        catalog = ToolCatalog(manifest, fleet.connections, ROOT)
+        cases: list[Case] = []
+        for transport in ("stdio", "http"):
+            paths = _paths(raw[transport], fleet.connections[transport], catalog, f"{transport}__echo")
+            for path, call in paths.items():
+                await check_echo(f"{path} ({transport})", call)
+            cases += call_cases(transport, paths, settings)
+        yield cases
+
+
+def _paths(client: Client, connection: Any, catalog: ToolCatalog, name: str) -> dict[str, Call]:
+    entry = catalog.entries.get(name)
+    if entry is None:
+        raise BenchError(f"the catalog has no tool {name}: {sorted(catalog.entries)}")
+    return {
+        RAW: lambda: client.call_tool("echo", ARGUMENTS),
+        LAYER: lambda: connection.call_tool("echo", ARGUMENTS),
+        TOOL: lambda: entry.tool.ainvoke(tool_call(name, ARGUMENTS)),
+    }

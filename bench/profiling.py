@@ -1,0 +1,114 @@
+"""Profile the hot paths behind the goals the benchmark reports as missed.
+
+    .venv/bin/python -m bench.profiling tool-call      # the catalog's LangChain tool, 1,000 calls
+    .venv/bin/python -m bench.profiling build          # ToolCatalog.rebuild over 1,000 tools
+    .venv/bin/python -m bench.profiling turn           # graph turns (SQLite checkpointer)
+    .venv/bin/python -m bench.profiling build --cprofile   # deterministic, by own time
+
+Needs pyinstrument (``pip install pyinstrument``; ``--cprofile`` needs nothing). Prints the
+profile to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import yaml
+
+from bench.agent import turn_script, write_manifest
+from bench.calls import bench_manifest, tool_call
+from bench.launch import ROOT, extra_for, stdio_entry
+from runner.runtime import load_agent
+from runner.servers import open_fleet
+from runner.tools.catalog import ToolCatalog
+
+Body = Callable[[], Awaitable[None]]
+
+
+async def profile_tool_call(run: Callable[[Body], Awaitable[None]], calls: int) -> None:
+    manifest = bench_manifest({"bench": stdio_entry()})
+    with tempfile.TemporaryDirectory(prefix="bench-") as state:
+        async with open_fleet(manifest.servers, base_dir=ROOT, state_dir=Path(state)) as fleet:
+            tool = ToolCatalog(manifest, fleet.connections, ROOT).entries["bench__echo"].tool
+
+            async def body() -> None:
+                for _ in range(calls):
+                    await tool.ainvoke(tool_call("bench__echo", {"text": "ping"}))
+
+            await run(body)
+
+
+async def profile_build(run: Callable[[Body], Awaitable[None]], builds: int) -> None:
+    manifest = bench_manifest({"many": stdio_entry(extra_for(1000))})
+    with tempfile.TemporaryDirectory(prefix="bench-") as state:
+        async with open_fleet(manifest.servers, base_dir=ROOT, state_dir=Path(state)) as fleet:
+            catalog = ToolCatalog(manifest, fleet.connections, ROOT)
+
+            async def body() -> None:
+                for _ in range(builds):
+                    catalog.rebuild()
+
+            await run(body)
+
+
+async def profile_turn(run: Callable[[Body], Awaitable[None]], turns: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        home = Path(folder)
+        (home / "script.yaml").write_text(yaml.safe_dump(turn_script(turns + 1)))
+        path = write_manifest(home, {"bench": stdio_entry()},
+                              model={"id": "scripted", "script": "script.yaml"})
+        async with load_agent(path) as runtime:
+            await runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex))
+
+            async def body() -> None:
+                for _ in range(turns):
+                    await runtime.graph.ainvoke({"messages": [("user", "go")]},
+                                                runtime.config(uuid.uuid4().hex))
+
+            await run(body)
+
+
+TARGETS = {"tool-call": (profile_tool_call, 1000), "build": (profile_build, 10), "turn": (profile_turn, 50)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", choices=sorted(TARGETS))
+    parser.add_argument("--cprofile", action="store_true", help="cProfile, sorted by own time")
+    parser.add_argument("--count", type=int, help="calls, builds or turns (default per target)")
+    options = parser.parse_args()
+    target, default_count = TARGETS[options.target]
+    report = io.StringIO()
+
+    async def run(body: Body) -> None:
+        if options.cprofile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await body()
+            profiler.disable()
+            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(30)
+            return
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.001)
+        profiler.start()
+        await body()
+        profiler.stop()
+        report.write(profiler.output_text(unicode=False, color=False))
+
+    anyio.run(target, run, options.count or default_count)
+    sys.stdout.write(report.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The run as a Markdown table (with the goals) or as JSON with every round's raw numbers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from bench.harness import CaseResult, Settings
+from bench.stats import Metrics
+
+
+def ordered(results: list[CaseResult]) -> list[CaseResult]:
+    """Rows by their number ("1.", "4a."), then as first declared; each row's cases together, in
+    the order the suites declared them (the adapters' paths after mcp-run's)."""
+    first_seen: dict[str, int] = {}
+    for index, result in enumerate(results):
+        first_seen.setdefault(result.case.row, index)
+    return sorted(results, key=lambda result: (result.case.row.partition(".")[0],
+                                               first_seen[result.case.row]))
+
+
+def describe(key: str, metrics: Metrics) -> str:
+    """A case's median metrics in one cell."""
+    if key == "p50_ms":
+        return f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
+    if key == "calls_per_s":
+        return f"{metrics['calls_per_s']:,.0f} calls/s"
+    if key == "overhead_ms":
+        return (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
+                f"tool call p50 {metrics['tool_p50_ms']:,.1f})")
+    if key == "build_ms":
+        return (f"build {metrics['build_ms']:,.0f} ms (first {metrics['first_build_ms']:,.0f}) · "
+                f"peak RSS {metrics['peak_rss_mb']:,.0f} MB (after imports "
+                f"{metrics['baseline_rss_mb']:,.0f} MB) · {metrics['tools']:,.0f} tools")
+    text = f"{metrics[key]:,.1f} ms"
+    if "build_ms" in metrics and "list_ms" in metrics:
+        text += f" (list {metrics['list_ms']:,.1f} + build {metrics['build_ms']:,.1f})"
+    elif "list_ms" in metrics:
+        text += f" (list {metrics['list_ms']:,.1f} + debounce)"
+    if "from_call_start_ms" in metrics:
+        text += f"; {metrics['from_call_start_ms']:,.1f} ms from the call's start"
+    return text
+
+
+def floors(results: list[CaseResult]) -> set[tuple[str, str]]:
+    """The (row, path) of every case another case is compared with."""
+    return {(result.case.row, result.case.floor) for result in results if result.case.floor}
+
+
+def ratio_cell(result: CaseResult, summary: Metrics, is_floor: bool) -> str:
+    if is_floor:
+        return "1.00 (floor)"
+    return f"{summary['ratio']:.2f}×" if "ratio" in summary else "—"
+
+
+def goal_cell(result: CaseResult) -> str:
+    cells = []
+    for goal, _value, met in result.goal_outcomes():
+        mark = "—" if met is None else ("met" if met else "**missed**")
+        cells.append(f"{goal.text}: {mark}")
+    return "; ".join(cells)
+
+
+def markdown(results: list[CaseResult], environment: dict[str, Any]) -> str:
+    lines = [
+        "# mcp-run benchmark",
+        "",
+        ", ".join(f"{key}: {value}" for key, value in environment.items()),
+        "",
+        "Medians over rounds; × floor is the median of the per-round ratios to the floor measured "
+        "in the same round (throughput: higher is better, everything else: lower is better).",
+        "",
+        "| row | path | result (median) | × floor | goal |",
+        "|---|---|---|---|---|",
+    ]
+    previous_row = None
+    compared_with = floors(results)
+    for result in ordered(results):
+        summary = result.summary()
+        row = result.case.row if result.case.row != previous_row else ""
+        previous_row = result.case.row
+        lines.append(f"| {row} | {result.case.path} | {describe(result.case.key, summary)} | "
+                     f"{ratio_cell(result, summary, (result.case.row, result.case.path) in compared_with)}"
+                     f" | {goal_cell(result)} |")
+    lines += ["", "## Goals", ""]
+    for result in ordered(results):
+        for goal, value, met in result.goal_outcomes():
+            verdict = "MET" if met else "MISSED"
+            unit = "×" if goal.metric == "ratio" else (" MB" if goal.metric.endswith("_mb") else " ms")
+            shown = "n/a" if value is None else f"{value:,.2f}{unit}"
+            where = f"{result.case.row} / {result.case.path}"
+            lines.append(f"- {verdict}: {goal.text} — measured {shown} ({where})")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(results: list[CaseResult], environment: dict[str, Any], settings: Settings) -> str:
+    document = {
+        "environment": environment,
+        "settings": asdict(settings),
+        "results": [
+            {
+                "row": result.case.row,
+                "path": result.case.path,
+                "key": result.case.key,
+                "floor": result.case.floor,
+                "summary": result.summary(),
+                "rounds": result.rounds,
+                "ratios": result.ratios,
+                "seconds": result.seconds,
+                "goals": [
+                    {"text": goal.text, "metric": goal.metric, "limit": goal.limit, "better": goal.better,
+                     "value": value, "met": met}
+                    for goal, value, met in result.goal_outcomes()
+                ],
+            }
+            for result in ordered(results)
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"

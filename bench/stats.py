@@ -1,0 +1,89 @@
+"""Numbers from samples: percentiles, timed loops, throughput.
+
+Shared with the langchain-mcp-adapters worker, which runs in another virtual environment (mcp 1.x):
+this module imports nothing but the standard library and anyio (which both environments have).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+Metrics = dict[str, float]
+Call = Callable[[], Awaitable[Any]]
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` in 0..1) of a non-empty sample."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+async def median_ms(call: Call, repeats: int) -> float:
+    """The median time of ``repeats`` sequential calls, in milliseconds."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def latency_metrics(samples_ms: list[float]) -> Metrics:
+    return {
+        "p50_ms": percentile(samples_ms, 0.50),
+        "p99_ms": percentile(samples_ms, 0.99),
+        "mean_ms": statistics.fmean(samples_ms),
+        "n": float(len(samples_ms)),
+    }
+
+
+async def time_calls(call: Call, calls: int, warmup: int) -> Metrics:
+    """Latency of ``calls`` sequential calls, after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        await call()
+    samples: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return latency_metrics(samples)
+
+
+def throughput_metrics(calls: int, seconds: float) -> Metrics:
+    return {"calls_per_s": calls / seconds, "seconds": seconds, "n": float(calls)}
+
+
+def split_calls(total: int, workers: int) -> list[int]:
+    """``total`` calls shared out among ``workers`` as evenly as possible."""
+    share, extra = divmod(total, workers)
+    return [share + (1 if index < extra else 0) for index in range(workers)]
+
+
+async def run_concurrently(call: Call, total: int, concurrency: int) -> Metrics:
+    """Throughput of ``total`` calls made by ``concurrency`` workers at once (one warm-up call first)."""
+    await call()
+
+    async def worker(count: int) -> None:
+        for _ in range(count):
+            await call()
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for count in split_calls(total, concurrency):
+            group.start_soon(worker, count)
+    return throughput_metrics(total, time.perf_counter() - started)
+
+
+def elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

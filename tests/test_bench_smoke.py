@@ -1,0 +1,90 @@
+"""The benchmark harness still runs, and compares each path with the floor of its own round.
+
+The smoke run is ``python -m bench --smoke --json --no-adapters``: tiny sizes, one round, and no
+langchain-mcp-adapters rows (their environment needs a PyPI install of about a minute). No timing
+is asserted here: timing goals live in the benchmark's own report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the bench package lives beside runner/, not in the installed distribution
+    sys.path.insert(0, str(ROOT))
+
+from bench.harness import Case, run_rounds  # noqa: E402
+
+ROW_PREFIXES = (
+    "1. call latency, stdio", "1. call latency, http",
+    "2. throughput, stdio, c=1", "2. throughput, stdio, c=8", "2. throughput, stdio, c=32",
+    "2. throughput, http, c=1", "2. throughput, http, c=8", "2. throughput, http, c=32",
+    "3. cold start", "4a.", "4b.", "5.", "6a.", "6b.", "6c.",
+)
+SMOKE_TIMEOUT = 160.0
+
+
+@pytest.mark.timeout(180)
+async def test_every_benchmark_row_produces_numbers_in_a_smoke_run() -> None:
+    command = [sys.executable, "-m", "bench", "--smoke", "--json", "--no-adapters"]
+    with anyio.fail_after(SMOKE_TIMEOUT):
+        done = await anyio.run_process(command, cwd=ROOT, check=False, stderr=subprocess.PIPE)
+    assert done.returncode == 0, done.stderr.decode()[-4000:]
+    report = json.loads(done.stdout)
+    rows = {result["row"] for result in report["results"]}
+    for prefix in ROW_PREFIXES:
+        assert any(row.startswith(prefix) for row in rows), f"no row {prefix!r} in {sorted(rows)}"
+    for result in report["results"]:
+        where = f"{result['row']} / {result['path']}"
+        assert len(result["rounds"]) == 1, where
+        metrics = result["rounds"][0]
+        assert all(math.isfinite(value) for value in metrics.values()), where
+        assert metrics[result["key"]] > 0 or result["key"] == "overhead_ms", where
+        if result["floor"] is not None:
+            assert len(result["ratios"]) == 1 and result["ratios"][0] > 0, where
+        for goal in result["goals"]:
+            assert isinstance(goal["met"], bool), where
+
+
+def constant(value: float, order: list[str], name: str):
+    async def measure() -> dict[str, float]:
+        order.append(name)
+        return {"ms": value}
+
+    return measure
+
+
+def per_round(values: list[float], order: list[str], name: str):
+    remaining = list(values)
+
+    async def measure() -> dict[str, float]:
+        order.append(name)
+        return {"ms": remaining.pop(0)}
+
+    return measure
+
+
+async def test_a_ratio_is_taken_against_the_floor_measured_in_the_same_round() -> None:
+    order: list[str] = []
+    floor = Case("row", "floor", per_round([10.0, 20.0, 40.0], order, "floor"), "ms")
+    path = Case("row", "path", per_round([15.0, 20.0, 20.0], order, "path"), "ms", floor="floor")
+    results = await run_rounds([floor, path], rounds=3)
+    ratios = {result.case.path: result.ratios for result in results}
+    assert ratios == {"floor": [], "path": [1.5, 1.0, 0.5]}
+    summary = {result.case.path: result.summary() for result in results}
+    assert summary["path"]["ratio"] == 1.0 and summary["path"]["ms"] == 20.0
+    assert summary["floor"]["ms"] == 20.0 and "ratio" not in summary["floor"]
+
+
+async def test_each_round_starts_one_case_further_along() -> None:
+    order: list[str] = []
+    cases = [Case("row", name, constant(1.0, order, name), "ms") for name in ("a", "b", "c")]
+    await run_rounds(cases, rounds=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
