@@ -91,7 +91,8 @@ async def _lifetime(connection: ServerConnection) -> None:
             connection.error = exc
             first_start = not connection.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
-                logger.error("server failed for good: %s", exc)
+                # A first start is reported by the fleet (a warning, or the error it raises).
+                logger.log(logging.DEBUG if first_start else logging.ERROR, "server failed for good: %s", exc)
                 connection.fail(exc)
                 return
             logger.warning("restart failed: %s", exc)
