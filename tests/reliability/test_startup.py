@@ -34,7 +34,9 @@ EXPECTED = {
 PERMANENT = {"missing", "locked"}
 
 
-def failing_servers(folder: Path, serve_http: Callable[..., str]) -> tuple[dict[str, Any], dict[str, Rejecting]]:
+def failing_servers(
+    folder: Path, serve_http: Callable[..., str]
+) -> tuple[dict[str, Any], dict[str, Rejecting]]:
     rejecting = {"broken": Rejecting(500), "locked": Rejecting(401)}
     servers = {
         "good": wire("--name", "good"),
@@ -43,7 +45,8 @@ def failing_servers(folder: Path, serve_http: Callable[..., str]) -> tuple[dict[
                                                 str(folder / "launches")]},
         "slow": wire("--slow-start", "60", startup_timeout=f"{STARTUP_TIMEOUT}s"),
         "refused": {"url": refused_url()},
-        **{key: {"url": serve_http(demo_server.build(), wrap=server.wrap)} for key, server in rejecting.items()},
+        **{key: {"url": serve_http(demo_server.build(), wrap=server.wrap)}
+           for key, server in rejecting.items()},
     }
     return servers, rejecting
 
