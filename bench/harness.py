@@ -23,6 +23,7 @@ from bench.stats import Metrics, median
 logger = logging.getLogger(__name__)
 
 Better = Literal["lower", "higher"]
+CASE_TIMEOUT = 300.0  # one case, one round
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ async def run_rounds(
         for row in rotated(row_names, index):
             for case in rotated(rows[row], index):
                 case_started = time.perf_counter()
-                metrics = await case.measure()
+                with anyio.fail_after(CASE_TIMEOUT):  # a hung call must not hang the run
+                    metrics = await case.measure()
                 took = time.perf_counter() - case_started
                 logger.debug("round %d: %s / %s: %.2f s", index + 1, case.row, case.path, took)
                 this_round[(case.row, case.path)] = metrics
