@@ -1,0 +1,135 @@
+"""``mcp-run validate`` end to end, on what a manifest can make the runner execute or read:
+system prompt templates (sandboxed, confined to the manifest's folder) and import paths
+(``filter``, ``on_fallback``, ``local_tools`` - code that runs, like a stdio command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from reliability.support import mcp_run
+
+SECRET = f"TOP-SECRET-{uuid.uuid4().hex}"
+# Inline system prompts that reach for Python internals (classic template-injection payloads).
+INTERNALS = [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+    "{{ lipsum.__globals__['os'].environ }}",
+    "{{ vars.__class__.__init__.__globals__ }}",
+    "{{ self.__init__.__globals__ }}",
+    "{{ ().__class__.__base__.__subclasses__() }}",
+    "{{ agent.name.format.__self__.__class__ }}",
+]
+# Template files that try to read outside the manifest's folder.
+OUTSIDE = {
+    "parent": "x\n{% include '../secret.txt' %}\n",
+    "absolute": "x\n{% include '{secret}' %}\n",
+    "deep-parent": "x\n{% include 'prompts/../../secret.txt' %}\n",
+    "symlink": "x\n{% include 'prompts/link.txt' %}\n",
+    "variable": "x\n{% include vars.part %}\n",
+}
+
+
+def agent_folder(root: Path, system: str, *, file_text: str | None = None) -> Path:
+    """A manifest folder below ``root``, with a secret file beside it (outside the folder)."""
+    folder = root / "agent"
+    (folder / "prompts").mkdir(parents=True)
+    (root / "secret.txt").write_text(SECRET)
+    os.symlink(root / "secret.txt", folder / "prompts" / "link.txt")
+    if file_text is not None:
+        text = file_text.replace("{secret}", str(root / "secret.txt"))
+        (folder / "prompts" / "system.md.j2").write_text(text)
+    (folder / "agent.yaml").write_text(
+        "version: 1\nname: sandbox\nprompts:\n"
+        f"  system: {json.dumps(system)}\n"
+        "  vars: {part: ../secret.txt}\n"
+    )
+    return folder
+
+
+def validate_all(folders: dict[str, Path]) -> dict[str, tuple[int, str]]:
+    """``mcp-run validate agent.yaml`` in every folder, side by side: (exit code, all output)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = {name: pool.submit(mcp_run, "validate", "agent.yaml", cwd=folder)
+                for name, folder in folders.items()}
+        return {name: (run.result().returncode, run.result().stdout + run.result().stderr)
+                for name, run in runs.items()}
+
+
+def test_templates_reaching_for_python_internals_are_located_errors(tmp_path: Path) -> None:
+    folders = {payload: agent_folder(tmp_path / str(index), payload)
+               for index, payload in enumerate(INTERNALS)}
+    for payload, (code, output) in validate_all(folders).items():
+        assert code == 2, (payload, output)
+        assert output.startswith("agent.yaml:4:11: prompts.system: "), (payload, output)
+        assert "Traceback" not in output and SECRET not in output, payload
+
+
+def test_templates_cannot_read_files_outside_the_manifests_folder(tmp_path: Path) -> None:
+    folders = {name: agent_folder(tmp_path / name, "prompts/system.md.j2", file_text=text)
+               for name, text in OUTSIDE.items()}
+    for name, (code, output) in validate_all(folders).items():
+        assert code == 2, (name, output)
+        assert output.startswith("prompts/system.md.j2:2:1: prompts.system: "), (name, output)
+        assert "Traceback" not in output and SECRET not in output, name
+
+
+IMPORTS_MANIFEST = """\
+version: 1
+name: imports
+local_tools:
+  - missing_module_xyz:tool
+  - hooks_mod:not_there
+  - hooks_mod:VALUE
+  - broken_mod:tool
+  - side_effect_mod:tool
+servers:
+  s:
+    command: x
+    on_fallback: hooks_mod:nope
+    tools:
+      filter: missing_filter_mod:keep
+"""
+
+
+def test_import_paths_that_do_not_resolve_are_located_errors_and_importing_runs_code(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "agent.yaml").write_text(IMPORTS_MANIFEST)
+    (tmp_path / "hooks_mod.py").write_text("VALUE = 3\n")
+    (tmp_path / "broken_mod.py").write_text("raise RuntimeError('broken at import')\n")
+    (tmp_path / "side_effect_mod.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('imported.marker').write_text('ran')\n"
+        "def tool() -> str:\n    return 'ok'\n"
+    )
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    problems = [line for line in result.stderr.splitlines() if line.startswith("agent.yaml:")]
+    assert [problem.split(": ")[0:2] for problem in problems] == [
+        ["agent.yaml:4:5", "local_tools[0]"],
+        ["agent.yaml:5:5", "local_tools[1]"],
+        ["agent.yaml:6:5", "local_tools[2]"],
+        ["agent.yaml:7:5", "local_tools[3]"],
+        ["agent.yaml:12:18", "servers.s.on_fallback"],
+        ["agent.yaml:14:15", "servers.s.tools.filter"],
+    ]
+    assert "6 problems found" in result.stderr
+    # Naming a module runs it (like a stdio command): validate imported side_effect_mod.
+    assert (tmp_path / "imported.marker").read_text() == "ran"
+
+
+@pytest.mark.xfail(strict=True, reason="runner/tools/filters.py load_import_path catches Exception "
+                   "only: a module calling sys.exit() at import ends `mcp-run validate` silently "
+                   "with that exit code instead of a located error")
+def test_a_module_that_exits_at_import_is_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: imports\nlocal_tools: [exiting_mod:tool]\n")
+    (tmp_path / "exiting_mod.py").write_text("import sys\nsys.exit(3)\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("agent.yaml:3:")
