@@ -47,7 +47,6 @@ class Case:
     key: str  # the metric the ratio and the table lead with
     floor: str | None = None  # the path, in the same row, this one is compared with
     goals: tuple[Goal, ...] = ()
-    note: str = ""
 
 
 @dataclass
