@@ -130,7 +130,10 @@ class Runtime:
     def install(self, prepared: Prepared) -> Generation:
         """Build a generation from ``prepared`` over the servers as they are, and make it current."""
         manifest = prepared.loaded.manifest
-        catalog = ToolCatalog(manifest, self.fleet.connections, prepared.loaded.base_dir)
+        previous = getattr(self, "generation", None)
+        same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
+        catalog = ToolCatalog(manifest, self.fleet.connections, prepared.loaded.base_dir,
+                              schema_cache=previous.catalog.schema_cache if same_provider else {})
         generation = Generation(prepared.loaded, catalog, prepared.model, prepared.system_template,
                                 self._prompt_catalog(manifest))
         generation.graph = build_graph(

@@ -52,6 +52,9 @@ class ArgumentValidator:
     def __init__(self, *, cache_size: int = 512) -> None:
         self._cache_size = cache_size
         self._compiled: OrderedDict[str, Validator | str] = OrderedDict()
+        # The same schema object comes back on every call of a tool: found by identity, it costs
+        # no serialisation (the schema is kept alive beside its validator, so the id stays its own).
+        self._by_identity: OrderedDict[int, tuple[dict[str, Any], Validator | str]] = OrderedDict()
 
     @staticmethod
     def _key(schema: dict[str, Any]) -> str:
@@ -59,6 +62,16 @@ class ArgumentValidator:
 
     def _compile(self, schema: dict[str, Any]) -> Validator | str:
         """The validator for ``schema``, or the reason it cannot be used."""
+        known = self._by_identity.get(id(schema))
+        if known is not None and known[0] is schema:
+            return known[1]
+        compiled = self._compile_by_content(schema)
+        self._by_identity[id(schema)] = (schema, compiled)
+        if len(self._by_identity) > self._cache_size:
+            self._by_identity.popitem(last=False)
+        return compiled
+
+    def _compile_by_content(self, schema: dict[str, Any]) -> Validator | str:
         key = self._key(schema)
         if key in self._compiled:
             self._compiled.move_to_end(key)
@@ -103,6 +116,7 @@ class ArgumentValidator:
         except (referencing.exceptions.Unresolvable, re.error) as exc:
             logger.warning("input schema cannot be applied, arguments go unchecked: %s", exc)
             self._compiled[self._key(schema)] = str(exc)  # do not try (and warn) again
+            self._by_identity[id(schema)] = (schema, str(exc))
             return []
         errors.sort(key=lambda error: [str(part) for part in error.absolute_path])
         return list(dict.fromkeys(_problem(error) for error in errors))

@@ -35,7 +35,7 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
-from runner.tools.schemas import UnusableSchemaError, normalise_schema
+from runner.tools.schemas import UnusableSchemaError
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ class ToolCatalog:
     connections: Mapping[str, Connection]
     base_dir: Path
     provider: str = field(init=False)
+    # Converted schemas by definition; the catalog of the next reload may take this one's over.
+    schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
 
@@ -123,6 +125,7 @@ class ToolCatalog:
     def rebuild(self) -> list[str]:
         """Rebuild every entry from the connections as they are now; returns new warnings."""
         warnings: list[str] = []
+        self._used_schemas: set[tuple[str, int]] = set()
         offered: dict[str, list[types.Tool]] = {}
         for key, spec in self.manifest.servers.items():
             connection = self.connections.get(key)
@@ -158,6 +161,8 @@ class ToolCatalog:
         for origin in table.unused_renames():
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
+        # Keep only the schemas of definitions still offered, so relists do not grow the cache.
+        self.schema_cache = {key: self.schema_cache[key] for key in self._used_schemas}
         for warning in warnings:
             if warning not in self.warnings:
                 logger.warning("%s", warning)
@@ -190,7 +195,7 @@ class ToolCatalog:
         self, name: str, server: str, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
         try:
-            schema = schema_for_provider(normalise_schema(definition.input_schema), self.provider)
+            schema = self._schema_for(definition)
         except UnusableSchemaError as exc:
             warnings.append(f"{server}: tool '{definition.name}' skipped: unusable input schema ({exc})")
             return None
@@ -248,6 +253,17 @@ class ToolCatalog:
         return warnings
 
     # -- calls ---------------------------------------------------------------------------
+
+    def _schema_for(self, definition: types.Tool) -> dict[str, Any]:
+        """The provider's form of a tool's schema, converted once per distinct definition."""
+        key = (definition.name, id(definition))
+        self._used_schemas.add(key)
+        cached = self.schema_cache.get(key)
+        if cached is not None and cached[0] is definition:
+            return cached[1]
+        schema = schema_for_provider(definition.input_schema, self.provider)
+        self.schema_cache[key] = (definition, schema)
+        return schema
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
@@ -349,6 +365,12 @@ class _McpTool(StructuredTool):
     """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
+    # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
+    async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        assert self.coroutine is not None
+        return await self.coroutine(*args, **kwargs)
 
 
 def _content_and_artifact(output: ToolOutput) -> tuple[Any, Any]:
