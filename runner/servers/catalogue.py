@@ -69,7 +69,12 @@ class Catalogue:
             change = compare(server, kind, self.keyed(kind), listing.keyed(kind))
             if kind == "resources":
                 self.resources, self.resource_templates = listing.resources, listing.resource_templates
-            else:
+            elif kind == "tools" and change is not None:
+                # Unchanged tools keep their objects, so what was built from them can be reused.
+                before = {tool.name: tool for tool in self.tools}
+                unchanged = set(before) - set(change.added) - set(change.changed)
+                self.tools = [before[tool.name] if tool.name in unchanged else tool for tool in listing.tools]
+            elif change is not None:
                 setattr(self, kind, getattr(listing, kind))
             if change is not None:
                 changes.append(change)
