@@ -1,6 +1,7 @@
 """A hand-written stdio MCP server that misbehaves on request: the wire is under the test's control.
 
-    wire.py [--name N] [--echo-delay MS] [--slow-start SECONDS] [--bad-tools] [--spawn-child]
+    wire.py [--name N] [--echo-delay MS] [--slow-start SECONDS] [--bad-tools] [--unusable-schema]
+            [--spawn-child]
 
 It speaks the 2025-11-25 handshake era with the standard library only (no SDK import), so it
 starts in a tenth of a second - the crash loop restarts it a hundred times - and it can write
@@ -11,7 +12,8 @@ run concurrently (answers may overtake each other).
 Tools: ``echo(text, delay_ms=--echo-delay)`` answers ``"<name>: <text>"``; ``pid``; ``hang`` (never answers);
 ``sometimes(n)`` (answers even ``n`` only); ``stop_reading`` (answers, then never reads stdin
 again); ``junk(kind)`` (see :data:`JUNK_KINDS`); ``big(chars)``; ``env_names``; ``exit(code)``
-(dies without answering). ``--bad-tools`` adds tools with invalid names and schemas to the list.
+(dies without answering). ``--bad-tools`` adds tools with invalid names and schemas to the list,
+``--unusable-schema`` one whose schema is valid MCP but unusable (a dangling ``$ref``).
 """
 
 from __future__ import annotations
@@ -76,18 +78,21 @@ BAD_TOOLS: list[dict[str, Any]] = [
     {"name": "no_schema"},
     {"name": "schema_is_text", "inputSchema": "an object, honestly"},
     {"name": "schema_is_string_type", "inputSchema": {"type": "string"}},
-    {"name": "schema_ref_to_nothing",
-     "inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}},
     {"name": "schema_remote_ref", "inputSchema": {"$ref": "https://example.invalid/schema.json"}},
     {"description": "a tool without a name", "inputSchema": _schema()},
+]
+# A schema the protocol accepts but no model can be given: its reference points nowhere.
+UNUSABLE_SCHEMA_TOOLS: list[dict[str, Any]] = [
+    {"name": "schema_ref_to_nothing",
+     "inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}},
 ]
 
 
 class WireServer:
-    def __init__(self, name: str, bad_tools: bool, echo_delay_ms: int) -> None:
+    def __init__(self, name: str, tools: list[dict[str, Any]], echo_delay_ms: int) -> None:
         self.name = name
         self.echo_delay_ms = echo_delay_ms
-        self.tools = TOOLS + (BAD_TOOLS if bad_tools else [])
+        self.tools = tools
         self.calls: dict[Any, asyncio.Task[None]] = {}
         self.reading = True
 
@@ -216,6 +221,7 @@ def main() -> None:
     parser.add_argument("--echo-delay", type=int, default=0, help="default delay_ms of echo")
     parser.add_argument("--slow-start", type=float, default=0.0)
     parser.add_argument("--bad-tools", action="store_true")
+    parser.add_argument("--unusable-schema", action="store_true")
     parser.add_argument("--spawn-child", action="store_true")
     options = parser.parse_args()
     if options.spawn_child:  # a grandchild in the server's process group
@@ -224,7 +230,9 @@ def main() -> None:
     if options.slow_start:
         print(f"slow start: sleeping {options.slow_start}s", file=sys.stderr, flush=True)
         time.sleep(options.slow_start)
-    asyncio.run(serve(WireServer(options.name, options.bad_tools, options.echo_delay)))
+    tools = TOOLS + (BAD_TOOLS if options.bad_tools else [])
+    tools += UNUSABLE_SCHEMA_TOOLS if options.unusable_schema else []
+    asyncio.run(serve(WireServer(options.name, tools, options.echo_delay)))
 
 
 if __name__ == "__main__":
