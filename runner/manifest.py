@@ -195,7 +195,7 @@ class StdioServerSpec(ServerBase):
     command: str = Field(min_length=1, description="Program to start (looked up on PATH).")
     args: list[str] = Field(default_factory=list)
     env: dict[EnvName, str] = Field(
-        default_factory=dict, description="Variables set for the server (values are secret)."
+        default_factory=dict, repr=False, description="Variables set for the server (values are secret)."
     )
     env_passthrough: list[EnvName] = Field(
         default_factory=list, description="Host variables passed through beyond the allow-list."
@@ -211,7 +211,7 @@ class HttpServerSpec(ServerBase):
     )
     url: str = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
     headers: dict[str, str] = Field(
-        default_factory=dict, description="Request headers (values are secret)."
+        default_factory=dict, repr=False, description="Request headers (values are secret)."
     )
 
 

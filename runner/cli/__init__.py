@@ -106,11 +106,15 @@ def main(debug: bool) -> None:
 
     mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn.
     """
+    # Warnings (a skipped server, a filter entry that matches nothing) are the runner talking to
+    # the person at the terminal; with --debug they say where they come from.
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        format="%(levelname)s %(name)s: %(message)s" if debug else "%(levelname)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.addLevelName(logging.WARNING, "warning")
+    logging.addLevelName(logging.ERROR, "error")
 
 
 def summary(loaded: LoadedManifest) -> str:

@@ -63,7 +63,6 @@ async def _until_signalled(body: Any) -> int:
 
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
     async with load_agent(file, thread_id=thread_id) as runtime:
-        _report_servers(runtime)
         stderr.print(f"thread {runtime.thread_id}", style="dim")
         message: str | Command = text
         final: dict[str, Any] | None = None
@@ -151,7 +150,6 @@ async def _chat(file: str, thread_id: str | None, watch: bool) -> int:
 
 
 async def _converse(runtime: Runtime, console: Console, interrupts: _Interrupts) -> int:
-    _report_servers(runtime)
     runtime.listeners.append(lambda change: console.print(_change_line(change), style="dim", markup=False))
     console.print(
         f"{runtime.manifest.name} — {len(runtime.catalog.entries)} tools, model "
@@ -281,15 +279,6 @@ def print_reload(console: Console, event: dict[str, Any]) -> None:
     for problem in event["problems"]:
         console.print(problem, style="red", markup=False)
     console.print("the manifest has problems; still running the last good version", style="yellow")
-
-
-def _report_servers(runtime: Runtime) -> None:
-    for key, connection in runtime.fleet.connections.items():
-        if connection.status == "failed":
-            stderr.print(f"warning: server {key} is not available: {connection.error}",
-                         style="yellow", markup=False)
-    for warning in runtime.catalog.warnings:
-        stderr.print(f"warning: {warning}", style="yellow", markup=False)
 
 
 def _change_line(change: Any) -> str:

@@ -18,15 +18,6 @@ def _run(function: Any, *args: Any) -> Any:
     return anyio.run(function, *args)
 
 
-def _server_notes(runtime: Runtime) -> None:
-    for key, connection in runtime.fleet.connections.items():
-        if connection.status == "failed":
-            stderr.print(f"warning: server {key} is not available: {connection.error}", markup=False,
-                         style="yellow")
-    for warning in runtime.catalog.warnings:
-        stderr.print(f"warning: {warning}", markup=False, style="yellow")
-
-
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -36,7 +27,6 @@ def tools(file: str, as_json: bool) -> None:
 
     async def list_tools() -> list[dict[str, Any]]:
         async with load_agent(file) as runtime:
-            _server_notes(runtime)
             return [
                 {
                     "name": entry.name,
@@ -83,7 +73,6 @@ def call(file: str, name: str, arguments: str) -> None:
 
     async def call_tool() -> tuple[Any, Any]:
         async with load_agent(file) as runtime:
-            _server_notes(runtime)
             output = await runtime.catalog.call(name, parsed)
             return output.content, output.artifact
 
@@ -113,7 +102,6 @@ def prompts(file: str) -> None:
 
     async def list_prompts() -> list[Any]:
         async with load_agent(file) as runtime:
-            _server_notes(runtime)
             return list(runtime.prompt_catalog)
 
     commands = _run(list_prompts)
@@ -137,7 +125,6 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
 
     async def render() -> list[Any]:
         async with load_agent(file) as runtime:
-            _server_notes(runtime)
             return await runtime.prompt_messages(line)
 
     for message in _run(render):
@@ -176,7 +163,6 @@ def watch(file: str, as_json: bool) -> None:
 
     async def follow() -> None:
         async with load_agent(file) as runtime:
-            _server_notes(runtime)
             show(runtime, {"type": "reload", "summary": "watching; tools:", "started": [], "stopped": [],
                            "restarted": [], "rebuilt": []})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())

@@ -257,13 +257,12 @@ class ToolCatalog:
     def _schema_for(self, definition: types.Tool) -> dict[str, Any]:
         """The provider's form of a tool's schema, converted once per distinct definition."""
         key = (definition.name, id(definition))
-        self._used_schemas.add(key)
         cached = self.schema_cache.get(key)
-        if cached is not None and cached[0] is definition:
-            return cached[1]
-        schema = schema_for_provider(definition.input_schema, self.provider)
-        self.schema_cache[key] = (definition, schema)
-        return schema
+        if cached is None or cached[0] is not definition:
+            cached = (definition, schema_for_provider(definition.input_schema, self.provider))
+            self.schema_cache[key] = cached
+        self._used_schemas.add(key)  # only once converted: an unusable schema is not cached
+        return cached[1]
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""

@@ -109,7 +109,7 @@ def load_import_path(import_path: str, *, base_dir: str | Path | None = None) ->
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ImportPathError(import_path, f"no module named '{exc.name}'") from exc
-    except Exception as exc:  # user code failed while importing: report it, located
+    except (Exception, SystemExit) as exc:  # user code failed (or exited) while importing: located
         raise ImportPathError(import_path, f"importing '{module_name}' failed: {exc!r}") from exc
     try:
         target = getattr(module, attribute)
@@ -117,6 +117,8 @@ def load_import_path(import_path: str, *, base_dir: str | Path | None = None) ->
         public = [name for name in vars(module) if not name.startswith("_")]
         hint = did_you_mean(attribute, public)
         raise ImportPathError(import_path, f"module '{module_name}' has no '{attribute}'{hint}") from exc
+    except (Exception, SystemExit) as exc:  # a module __getattr__ of the user's that failed
+        raise ImportPathError(import_path, f"reading '{attribute}' failed: {exc!r}") from exc
     if not callable(target):
         raise ImportPathError(import_path, f"'{attribute}' is a {type(target).__name__}, not a function")
     return target

@@ -77,9 +77,6 @@ async def test_broken_tool_list_entries_are_skipped_with_a_warning_and_the_rest_
         assert sum(f"tool {name} skipped" in message for message in skipped) == 1, (name, skipped)
 
 
-@pytest.mark.xfail(strict=True, reason="runner/tools/catalog.py: _schema_for adds the key to "
-                   "_used_schemas before schema_for_provider raises UnusableSchemaError, so rebuild() "
-                   "fails with KeyError on schema_cache[key] instead of skipping the tool")
 async def test_a_tool_whose_schema_cannot_be_given_to_a_model_is_skipped_with_a_warning(
     tmp_path: Path,
 ) -> None:

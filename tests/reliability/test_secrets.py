@@ -176,8 +176,6 @@ async def test_no_log_record_or_exception_shows_a_secret(
     assert len(caplog.records) > 50  # DEBUG really was captured (SDK, transports, servers)
 
 
-@pytest.mark.xfail(strict=True, reason="runner/manifest.py: pydantic's repr of StdioServerSpec and "
-                   "HttpServerSpec prints env and header values (needs Field(repr=False))")
 def test_the_repr_of_a_server_spec_hides_env_and_header_values() -> None:
     stdio = StdioServerSpec(command="x", env={"TOKEN": CANARY_ENV})
     http = HttpServerSpec(url="http://127.0.0.1/mcp", headers={"Authorization": CANARY_HEADER})

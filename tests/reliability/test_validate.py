@@ -124,10 +124,6 @@ def test_import_paths_that_do_not_resolve_are_located_errors_and_importing_runs_
     assert (tmp_path / "imported.marker").read_text() == "ran"
 
 
-@pytest.mark.xfail(strict=True, reason="runner/tools/filters.py load_import_path translates only "
-                   "Exception from the import and AttributeError from the lookup: a module calling "
-                   "sys.exit() at import ends `mcp-run validate` silently with that exit code; a "
-                   "module __getattr__ raising anything else escapes as a traceback")
 @pytest.mark.parametrize("body", ["import sys\nsys.exit(3)\n",
                                   "def __getattr__(name):\n    raise ValueError(name)\n"],
                          ids=["sys-exit-at-import", "getattr-raises"])
