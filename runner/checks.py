@@ -30,7 +30,9 @@ def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -
         except ImportPathError as exc:
             problems.append(loaded.source.problem(where, str(exc)))
     model = loaded.manifest.model
-    if model.id == "scripted" and model.script:
+    if model.id == "scripted" and model.script and not (loaded.base_dir / model.script).is_file():
+        problems.append(loaded.source.problem(("model", "script"), f"script file '{model.script}' not found"))
+    elif model.id == "scripted" and model.script:
         try:
             from runner.models import load_script  # LangChain: only for scripted models
 

@@ -180,3 +180,14 @@ class TestCommandLine:
         result = self.run("schema")
         assert result.returncode == 0
         assert json.loads(result.stdout) == manifest_json_schema()
+
+
+def test_a_missing_script_is_located_at_the_manifest_line_naming_it(tmp_path: Path) -> None:
+    from runner.checks import check_agent
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nmodel:\n  id: scripted\n  script: turns.yaml\n")
+    with pytest.raises(ManifestError) as caught:
+        check_agent(path)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.column, problem.path) == (5, 11, "model.script")
