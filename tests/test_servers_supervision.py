@@ -247,3 +247,18 @@ def test_a_runner_stopped_by_sigterm_or_ctrl_c_stops_every_server(tmp_path: Path
     assert runners[signal.SIGTERM].returncode == 0, sigterm_err
     assert json.loads(sigterm_out) == {"stopped_by": "SIGTERM"}
     assert "KeyboardInterrupt" in outcomes[signal.SIGINT][1]
+
+
+async def test_endless_stdout_without_a_newline_is_dropped_past_the_cap(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.servers import stdio
+
+    monkeypatch.setattr(stdio, "MAX_STDOUT_LINE", 100_000)
+    async with open_fleet({"junk": specs.stdio("junk")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        junk = fleet.connections["junk"]
+        await junk.call_tool("junk", {"text": "X" * 300_000, "newline": False})
+        with anyio.fail_after(10):  # the oversized junk is dropped; the answer after it still arrives
+            answer = await junk.call_tool("echo", {"text": "still talking"})
+        assert "still talking" in answer.content[0].text
+    assert "without a newline, dropped" in (state_dir / "logs" / "junk.log").read_text()

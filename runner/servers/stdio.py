@@ -50,6 +50,8 @@ STDERR_TAIL_LINES = 20
 MAX_STDERR_LINE = 65_536
 MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 when the server next starts
 JUNK_PREVIEW_CHARS = 200
+# No single JSON-RPC message is this large; beyond it the bytes are junk and memory is at stake.
+MAX_STDOUT_LINE = 256 * 1024 * 1024
 MAX_RESYNC_ATTEMPTS = 8
 
 
@@ -210,6 +212,12 @@ class StdioProcess:
                         await read_send.send(message)
                 if start < len(chunk):
                     pending.append(chunk[start:])
+                    pending_bytes = sum(map(len, pending))
+                    if pending_bytes > MAX_STDOUT_LINE:  # endless output without a newline
+                        # Keep the newest chunk: a message glued behind the junk may start in it.
+                        dropped = pending_bytes - len(pending[-1])
+                        del pending[:-1]
+                        self._report_junk(f"<{dropped:,} bytes without a newline, dropped>")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass  # the session went away, or our own shutdown closed the pipe
         finally:
