@@ -146,6 +146,11 @@ class ToolCatalog:
         for key, tools in offered.items():
             for definition in tools:
                 name = table.name_for(key, definition.name)
+                previous = self.entries.get(name)
+                if previous is not None and previous.definition is definition:
+                    entries[name] = previous  # unchanged tool (the catalogue kept its object)
+                    self._used_schemas.add((definition.name, id(definition)))
+                    continue
                 entry = self._mcp_entry(name, key, definition, warnings)
                 if entry is not None:
                     entries[name] = entry
