@@ -7,21 +7,36 @@ Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import ManifestError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import Manifest
-from runner.prompts.system import SourceLocation, compile_system_prompt
+from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt
 from runner.tools.filters import ImportPathError, load_import_path
+
+
+@dataclass(frozen=True)
+class CheckedAgent:
+    """A manifest that passed every check, with the system template compiled while checking."""
+
+    loaded: LoadedManifest
+    system_template: SystemTemplate | None
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
     """Validate the manifest and everything it names that can be checked without running it."""
+    return checked_agent(path, environ=environ).loaded
+
+
+def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> CheckedAgent:
+    """:func:`check_agent`, keeping what the checks built for the run that follows."""
     loaded = load_manifest(path, environ=environ)
     problems: list[Problem] = []
+    template: SystemTemplate | None = None
     try:
-        compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
+        template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
     except ManifestError as exc:
         problems += exc.problems
     for where, import_path in import_paths(loaded.manifest):
@@ -41,7 +56,7 @@ def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -
             problems += exc.problems
     if problems:
         raise ManifestError(problems)
-    return loaded
+    return CheckedAgent(loaded, template)
 
 
 def system_location(loaded: LoadedManifest) -> SourceLocation:

@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 from watchfiles import Change, awatch
 
-from runner.checks import check_agent, import_paths
+from runner.checks import checked_agent, import_paths
 from runner.errors import ManifestError, RunnerError, ServerStartError
 from runner.loading import LoadedManifest
-from runner.manifest import ServerBase
+from runner.manifest import Manifest, ServerBase
 from runner.prompts import template_files
 from runner.runtime import Runtime, launch_spec, prepare
 
@@ -66,6 +66,14 @@ def _connection_settings(spec: ServerBase) -> dict[str, Any]:
     return {name: value for name, value in launched.model_dump().items() if name in CONNECTION_FIELDS}
 
 
+def _tool_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
+    """Every server's settings that are applied without a restart (filters, timeouts, ...)."""
+    return [
+        (key, {name: value for name, value in spec.model_dump().items() if name not in CONNECTION_FIELDS})
+        for key, spec in sorted(manifest.servers.items())
+    ]
+
+
 def _rebuilt_parts(old: LoadedManifest, new: LoadedManifest, template_changed: bool) -> list[str]:
     before, after = old.manifest, new.manifest
     parts = []
@@ -75,15 +83,7 @@ def _rebuilt_parts(old: LoadedManifest, new: LoadedManifest, template_changed: b
         parts.append("model")
     if before.agent != after.agent:
         parts.append("agent")
-    tool_settings = [
-        (key, {name: value for name, value in spec.model_dump().items() if name not in CONNECTION_FIELDS})
-        for key, spec in sorted(after.servers.items())
-    ]
-    old_settings = [
-        (key, {name: value for name, value in spec.model_dump().items() if name not in CONNECTION_FIELDS})
-        for key, spec in sorted(before.servers.items())
-    ]
-    if tool_settings != old_settings or before.local_tools != after.local_tools:
+    if _tool_settings(before) != _tool_settings(after) or before.local_tools != after.local_tools:
         parts.append("tools")
     return parts
 
@@ -94,8 +94,9 @@ async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = 
     began = time.perf_counter()
     forget_modules(changed_files or set())
     path = runtime.loaded.path
-    loaded = await anyio.to_thread.run_sync(check_agent, path)
-    prepared = prepare(loaded)
+    checked = await anyio.to_thread.run_sync(checked_agent, path)
+    loaded = checked.loaded
+    prepared = prepare(checked)
     if runtime.manifest.model == loaded.manifest.model:
         prepared.model = runtime.model  # keep the client (and its connection pool)
     old_servers, new_servers = runtime.manifest.servers, loaded.manifest.servers

@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from runner.checks import check_agent, system_location
+from runner.checks import CheckedAgent, checked_agent
 from runner.errors import BuildError
 from runner.graph import build_graph, open_checkpointer
 from runner.loading import LoadedManifest
@@ -36,7 +36,6 @@ from runner.prompts import (
     SystemTemplate,
     ToolSummary,
     build_prompt_catalog,
-    compile_system_prompt,
     fetch_prompt_messages,
     parse_command_line,
 )
@@ -80,10 +79,10 @@ class Prepared:
     system_template: SystemTemplate | None
 
 
-def prepare(loaded: LoadedManifest) -> Prepared:
-    manifest = loaded.manifest
-    template = compile_system_prompt(manifest, loaded.base_dir, system_location(loaded))
-    return Prepared(loaded, build_model_chain(manifest.model, base_dir=loaded.base_dir), template)
+def prepare(checked: CheckedAgent) -> Prepared:
+    loaded = checked.loaded
+    model = build_model_chain(loaded.manifest.model, base_dir=loaded.base_dir)
+    return Prepared(loaded, model, checked.system_template)
 
 
 @dataclass
@@ -224,7 +223,7 @@ async def load_agent(
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends."""
-    prepared = prepare(check_agent(path, environ=environ))
+    prepared = prepare(checked_agent(path, environ=environ))
     loaded = prepared.loaded
     specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
     async with AsyncExitStack() as stack:

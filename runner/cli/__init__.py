@@ -26,7 +26,7 @@ import click
 from rich.console import Console
 
 from runner.checks import check_agent
-from runner.errors import ManifestError, PromptError, RunnerError, ToolError
+from runner.errors import ManifestError, RunnerError
 from runner.loading import LoadedManifest
 from runner.manifest import manifest_json_schema
 
@@ -54,11 +54,6 @@ def reports_errors(command: F) -> F:
             count = len(exc.problems)
             stderr.print(f"{count} problem{'s' if count != 1 else ''} found", style="red")
             sys.exit(EXIT_INVALID)
-        except (ToolError, PromptError) as exc:
-            if debug:
-                raise
-            stderr.print(f"error: {exc}", style="red", markup=False)
-            sys.exit(EXIT_FAILURE)
         except RunnerError as exc:
             if debug:
                 raise

@@ -7,11 +7,8 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runner.lazy import lazy_attributes
 
-# Names are imported from their modules on first use, so that a command that needs one light
-# module (say, `mcp-run validate`) does not import the MCP SDK and LangChain through this package.
 _EXPORTS = {
     "AgentSummary": "runner.prompts.system",
     "PromptCatalog": "runner.prompts.commands",
@@ -37,8 +34,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _EXPORTS)

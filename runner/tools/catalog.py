@@ -205,11 +205,7 @@ class ToolCatalog:
             warnings.append(f"{server}: tool '{definition.name}' skipped: unusable input schema ({exc})")
             return None
         description = definition.description or definition.title or f"{definition.name} from {server}"
-
-        async def run(**arguments: Any) -> tuple[Any, Any]:
-            return _content_and_artifact(await self.call(name, arguments))
-
-        tool = _tool(name, description, schema, run)
+        tool = self._tool(name, description, schema)
         return CatalogEntry(name, Origin(server, definition.name), description, tool, definition)
 
     def _resource_entry(self, name: str, server: str, which: str) -> CatalogEntry:
@@ -220,11 +216,17 @@ class ToolCatalog:
         else:
             description = f"List the resources (and URI templates) the '{server}' server offers."
             schema = {"type": "object", "properties": {}}
+        return CatalogEntry(name, Origin(server, which), description, self._tool(name, description, schema))
+
+    def _tool(self, name: str, description: str, schema: dict[str, Any]) -> BaseTool:
+        """The LangChain tool the model calls: every call goes through :meth:`call`."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            return _content_and_artifact(await self.call(name, arguments))
+            output = await self.call(name, arguments)
+            return output.content, output.artifact
 
-        return CatalogEntry(name, Origin(server, which), description, _tool(name, description, schema, run))
+        return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
+                        response_format="content_and_artifact")
 
     def _local_tool(self, import_path: str) -> BaseTool:
         function = load_import_path(import_path, base_dir=self.base_dir)
@@ -295,7 +297,7 @@ class ToolCatalog:
     async def _call_with_fallbacks(
         self, server: str, tool: str, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        current, first_error = server, None
+        current = server
         seen = {server}
         while True:
             connection = self.connections.get(current)
@@ -309,7 +311,6 @@ class ToolCatalog:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
             except ServerError as exc:
-                first_error = first_error or exc
                 fallback = self.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
                     raise ToolError(f"{tool} failed: {exc}") from exc
@@ -358,13 +359,6 @@ class ToolCatalog:
         return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=self.provider)
 
 
-def _tool(name: str, description: str, schema: dict[str, Any], run: Callable[..., Any]) -> BaseTool:
-    return _McpTool(
-        name=name, description=description, args_schema=schema, coroutine=run,
-        response_format="content_and_artifact",
-    )
-
-
 class _McpTool(StructuredTool):
     """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
 
@@ -375,10 +369,6 @@ class _McpTool(StructuredTool):
     async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         assert self.coroutine is not None
         return await self.coroutine(*args, **kwargs)
-
-
-def _content_and_artifact(output: ToolOutput) -> tuple[Any, Any]:
-    return output.content, output.artifact
 
 
 def _as_tool_error(function: Callable[..., Any]) -> Callable[..., Any]:
