@@ -23,8 +23,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runner.checks import check_agent
 from runner.errors import ManifestError
-from runner.runtime import check_agent
 
 EXAMPLES = 2000
 
