@@ -37,6 +37,8 @@ SERVER_KEY_RULE = (
 IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
+# The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
+CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
