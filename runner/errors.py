@@ -11,7 +11,12 @@
     ├── PromptError                a prompt command cannot be run (bad line, unknown, arguments)
     ├── BuildError                 tools or prompts cannot be assembled (name collisions, ...)
     ├── ModelError                 the chat model cannot be created or answered with an error
-    └── CheckpointerError          the conversation store cannot be opened
+    ├── CheckpointerError          the conversation store cannot be opened
+    └── AuthError                  a server's OAuth authorization failed (carries the server key)
+        └── LoginRequiredError     no usable token and nobody to ask: run ``mcp-run auth login``
+
+``AuthError`` is also a ``ServerStartError`` (permanent): a server whose authorization failed
+cannot start, and restarting it would fail the same way.
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``. Nothing here imports from the rest of runner.
@@ -138,3 +143,18 @@ class ModelError(RunnerError):
 
 class CheckpointerError(RunnerError):
     """The checkpointer (conversation store) cannot be opened or is misconfigured."""
+
+
+class AuthError(ServerStartError):
+    """Authorizing with server ``server`` failed (metadata, registration, token, state, issuer)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(server, message, permanent=True)
+
+
+class LoginRequiredError(AuthError):
+    """Server ``server`` needs a login and this run cannot ask for one; ``command`` is what to run."""
+
+    def __init__(self, server: str, command: str) -> None:
+        self.command = command
+        super().__init__(server, f"needs a login: run `{command}`")
