@@ -7,6 +7,7 @@
     mcp-run call FILE NAME JSON     call one tool the way the agent does
     mcp-run prompts FILE            the prompt commands
     mcp-run prompt FILE NAME k=v…   render a prompt's messages
+    mcp-run auth login|status|logout FILE [SERVER]   OAuth logins of http/sse servers
 
 Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invalid input
 (manifest, arguments), 130 interrupted.
@@ -44,6 +45,10 @@ def reports_errors(command: F) -> F:
     @wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         debug = click.get_current_context().find_root().params.get("debug", False)
+        if isinstance(kwargs.get("file"), str):  # "needs a login" hints name this manifest
+            from runner.auth.context import set_manifest_file
+
+            set_manifest_file(kwargs["file"])
         try:
             return command(*args, **kwargs)
         except ManifestError as exc:
@@ -71,6 +76,7 @@ def reports_errors(command: F) -> F:
 _LAZY_COMMANDS = {
     "run": "runner.cli.chat",
     **dict.fromkeys(("tools", "call", "prompts", "prompt", "watch"), "runner.cli.inspect"),
+    "auth": "runner.cli.auth",
 }
 
 
