@@ -276,6 +276,16 @@ async def test_a_step_up_that_is_refused_again_ends_the_call_instead_of_looping(
         assert len(approver.urls) == 2
 
 
+async def test_an_sse_server_logs_in_the_same_way(project: Path, token_folder: Path) -> None:
+    with serve_protected(transport="sse") as protected:
+        approver = Approver()
+        with interacting(approver), anyio.fail_after(60):
+            async with open_remote(project, protected.url, transport="sse") as fleet:
+                result = await fleet.connections["remote"].call_tool("whoami", {})
+        assert result.content[0].text == "authorized"  # type: ignore[union-attr]
+        assert len(approver.urls) == 1 and protected.authority.authorizations == 1
+
+
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:
     with anyio.fail_after(60), pytest.raises(LoginRequiredError) as caught:
         async with open_remote(project, protected.url, required=True):

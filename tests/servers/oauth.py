@@ -178,13 +178,13 @@ class Authority:
         return 200, token.model_dump(exclude_none=True)
 
 
-def build(authority: Authority, url: str) -> MCPServer:
+def build(authority: Authority, url: str, endpoint: str = "/mcp") -> MCPServer:
     server = MCPServer(
         "protected",
         auth_server_provider=authority,
         auth=AuthSettings(
             issuer_url=AnyHttpUrl(url),
-            resource_server_url=AnyHttpUrl(f"{url}/mcp"),
+            resource_server_url=AnyHttpUrl(f"{url}{endpoint}"),
             required_scopes=[BASE_SCOPE],
             validate_token_resource=False,
             client_registration_options=ClientRegistrationOptions(
@@ -283,18 +283,22 @@ def free_port() -> int:
 class Protected:
     authority: Authority
     server: LoopbackServer
+    endpoint: str
 
     @property
     def url(self) -> str:
-        return self.server.url("/mcp")
+        return self.server.url(self.endpoint)
 
 
 @contextmanager
-def serve_protected(**knobs: object) -> Iterator[Protected]:
-    """Serve the protected server and its authorization server on one free loopback port."""
+def serve_protected(*, transport: str = "http", **knobs: object) -> Iterator[Protected]:
+    """Serve the protected server (``transport`` http or sse) and its authorization server on one
+    free loopback port."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     authority = Authority(issuer=base, **knobs)  # type: ignore[arg-type]
-    app = _guard(authority, build(authority, base).streamable_http_app(), base)
-    with serve_app(app, port=port) as running:
-        yield Protected(authority, running)
+    endpoint = "/sse" if transport == "sse" else "/mcp"
+    server = build(authority, base, endpoint)
+    app = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    with serve_app(_guard(authority, app, base), port=port) as running:
+        yield Protected(authority, running, endpoint)
