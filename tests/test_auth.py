@@ -105,7 +105,7 @@ def test_first_login_uses_pkce_and_later_runs_use_the_stored_token(
     write_manifest(project, {"remote": remote(protected.url)})
     status, output, url = login(project)
     assert status == 0, output
-    assert "remote: logged in, 2 tools" in output
+    assert "remote: logged in, 4 tools" in output
     assert "code_challenge_method=S256" in url and "state=" in url and "resource=" in url
     called = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
     assert called.returncode == 0, called.stderr
@@ -176,13 +176,16 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
     assert f"remote: needs login (run `{hint}`)" in status.stdout
 
 
-def test_status_tells_logged_in_from_needs_login_from_no_login_needed(
+def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
     project: Path, protected: Protected, serve_http: Callable[..., str]
 ) -> None:
     from servers import demo as demo_server
 
     write_manifest(project, {"remote": remote(protected.url, scopes=["mcp"]),
                              "open": {"url": serve_http(demo_server.build())}})
+    open_login = mcp_run("auth", "login", "agent.yaml", "open", "--no-browser", cwd=project)
+    assert open_login.returncode == 0, open_login.stderr
+    assert "open: no login needed" in open_login.stdout
     before = mcp_run("auth", "status", "agent.yaml", cwd=project)
     assert "remote: needs login" in before.stdout and "open: no login needed" in before.stdout
     assert login(project)[0] == 0
@@ -284,6 +287,24 @@ async def test_an_sse_server_logs_in_the_same_way(project: Path, token_folder: P
                 result = await fleet.connections["remote"].call_tool("whoami", {})
         assert result.content[0].text == "authorized"  # type: ignore[union-attr]
         assert len(approver.urls) == 1 and protected.authority.authorizations == 1
+
+
+async def test_calls_on_an_authorized_server_overlap(project: Path, token_folder: Path) -> None:
+    with serve_protected(json_response=True) as protected:
+        with interacting(Approver()), anyio.fail_after(60):
+            async with open_remote(project, protected.url) as fleet:
+                connection = fleet.connections["remote"]
+                answers: list[str] = []
+
+                async def call(name: str) -> None:
+                    result = await connection.call_tool(name, {})
+                    answers.append(result.content[0].text)  # type: ignore[union-attr]
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call, "wait_for_release")
+                    await anyio.wait_all_tasks_blocked()
+                    group.start_soon(call, "release")
+        assert sorted(answers) == ["done", "released"]
 
 
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:

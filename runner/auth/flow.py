@@ -9,7 +9,10 @@ itself - discovery of protected resource and authorization server metadata, PKCE
 
 - the stored token's absolute expiry is loaded with it (the SDK keeps expiry only in memory), and
   the access token counts as expired ``REFRESH_MARGIN`` early, so it is refreshed before it lapses;
+- requests with a valid token go out without the SDK's lock, which it holds from sending a
+  request until the answer's headers arrive (so one slow call would hold up every other);
 - a 401 on a request that carried a token triggers one refresh before a new authorization;
+- a server without an ``auth`` block is only authorized after a 401 with a Bearer challenge;
 - a refresh that fails drops the stored tokens (a new login is needed, not a crash);
 - a pre-registered client authenticates at the token endpoint the way the server's metadata
   allows (``client_secret_basic``, ``client_secret_post`` or ``none``);
@@ -32,7 +35,7 @@ from typing import Any
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.client.auth.utils import union_scopes
+from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
@@ -198,36 +201,53 @@ class _RunnerAuth:
         return await super()._refresh_token()  # type: ignore[misc]
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        """The SDK's flow, with one refresh tried when the request's token is answered by 401."""
+        """Send with the current token; the SDK's flow only when the answer asks for authorization.
+
+        The SDK's flow holds one lock from sending a request until its answer's headers arrive,
+        which would line up every request of a session behind a long call (servers that answer
+        in plain JSON send headers last). Here a request with a valid token (or with nothing to
+        send, when only a challenge starts a flow) goes out without the lock; a 401 on a token
+        tries one refresh; what still needs authorizing enters the SDK's flow with that answer.
+        """
+        async with self.context.lock:
+            if not self._initialized:  # type: ignore[has-type]
+                await self._initialize()
+        response: httpx2.Response | None = None
+        nothing_to_send = self.challenge_only and self.context.current_tokens is None
+        if self.context.is_token_valid() or nothing_to_send:
+            if self.context.is_token_valid():
+                self._add_auth_header(request)  # type: ignore[attr-defined]
+            response = yield request
+            if not self._asks_for_authorization(response):
+                return
+            sent_token = "Authorization" in request.headers
+            if response.status_code == 401 and sent_token and self.context.can_refresh_token():
+                refresh_response = yield await self._refresh_token()
+                if await self._handle_refresh_response(refresh_response):
+                    self._add_auth_header(request)  # type: ignore[attr-defined]
+                    response = yield request
+                    if not self._asks_for_authorization(response):
+                        return
+            self._stepping_up = response.status_code == 403
         flow = super()._auth_flow(request)  # type: ignore[misc]
-        refreshed = False
         try:
             outgoing = await flow.__anext__()
+            if response is not None and outgoing is request:
+                outgoing = await flow.asend(response)  # the answer this request already got
             while True:
-                response = yield outgoing
-                if outgoing is request:
-                    if self.challenge_only and not _bearer_challenge(response):
-                        return  # a plain 401/403 (or success) is the answer, as without auth
-                    self._stepping_up = response.status_code == 403
-                if (
-                    outgoing is request
-                    and response.status_code == 401
-                    and not refreshed
-                    and "Authorization" in request.headers
-                    and self.context.can_refresh_token()
-                ):
-                    refreshed = True
-                    refresh_response = yield await self._refresh_token()
-                    if await self._handle_refresh_response(refresh_response):
-                        self._add_auth_header(request)  # type: ignore[attr-defined]
-                        response = yield request
-                        if response.status_code != 401:
-                            return  # the retried request's answer is the answer
-                outgoing = await flow.asend(response)
+                outgoing = await flow.asend((yield outgoing))
         except StopAsyncIteration:
             return
         finally:
             await flow.aclose()
+
+    def _asks_for_authorization(self, response: httpx2.Response) -> bool:
+        """A 401 or a 403 ``insufficient_scope`` (without an ``auth`` block: with a Bearer challenge)."""
+        if response.status_code == 403:
+            asked = extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        else:
+            asked = response.status_code == 401
+        return asked and (not self.challenge_only or _bearer_challenge(response))
 
     async def async_auth_flow(
         self, request: httpx2.Request
@@ -284,10 +304,7 @@ class MachineAuth(_RunnerAuth, ClientCredentialsOAuthProvider):
 
 
 def _bearer_challenge(response: httpx2.Response) -> bool:
-    if response.status_code not in (401, 403):
-        return True  # not a refusal: nothing for the flow to do, let it see the answer
-    challenge = response.headers.get("www-authenticate", "")
-    return challenge.strip().lower().startswith("bearer")
+    return response.headers.get("www-authenticate", "").strip().lower().startswith("bearer")
 
 
 class _DropTranslatedFlowErrors(logging.Filter):

@@ -81,7 +81,11 @@ def login(file: str, server: str, no_browser: bool, timeout: float, force: bool)
             return await _connect(loaded, server, launch)
 
     count = anyio.run(run)
-    stdout.print(f"{server}: logged in, {count} tool{'s' if count != 1 else ''}", markup=False)
+    tools = f"{count} tool{'s' if count != 1 else ''}"
+    if record is None or record.login() is None:  # it answered without asking for authorization
+        stdout.print(f"{server}: no login needed, {tools}", markup=False)
+        return
+    stdout.print(f"{server}: logged in, {tools}", markup=False)
 
 
 @auth.command()

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote
 
+import anyio
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -204,6 +205,21 @@ def build(authority: Authority, url: str, endpoint: str = "/mcp") -> MCPServer:
         """Needs the admin scope."""
         return "admin report"
 
+    released = anyio.Event()
+
+    @server.tool()
+    async def wait_for_release() -> str:
+        """Answer once ``release`` has been called (a call that overlaps another one)."""
+        with anyio.fail_after(30):
+            await released.wait()
+        return "released"
+
+    @server.tool()
+    def release() -> str:
+        """Let ``wait_for_release`` answer."""
+        released.set()
+        return "done"
+
     return server
 
 
@@ -291,14 +307,16 @@ class Protected:
 
 
 @contextmanager
-def serve_protected(*, transport: str = "http", **knobs: object) -> Iterator[Protected]:
-    """Serve the protected server (``transport`` http or sse) and its authorization server on one
-    free loopback port."""
+def serve_protected(
+    *, transport: str = "http", json_response: bool = False, **knobs: object
+) -> Iterator[Protected]:
+    """Serve the protected server (``transport`` http or sse; ``json_response``: answers as plain JSON,
+    headers only when the answer is ready) and its authorization server on one free loopback port."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     authority = Authority(issuer=base, **knobs)  # type: ignore[arg-type]
     endpoint = "/sse" if transport == "sse" else "/mcp"
     server = build(authority, base, endpoint)
-    app = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    app = server.sse_app() if transport == "sse" else server.streamable_http_app(json_response=json_response)
     with serve_app(_guard(authority, app, base), port=port) as running:
         yield Protected(authority, running, endpoint)
