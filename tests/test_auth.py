@@ -307,6 +307,20 @@ async def test_calls_on_an_authorized_server_overlap(project: Path, token_folder
         assert sorted(answers) == ["done", "released"]
 
 
+async def test_a_server_without_an_auth_block_is_authorized_after_a_bearer_challenge(
+    project: Path, token_folder: Path
+) -> None:
+    with serve_protected() as protected:
+        write_manifest(project, {"remote": {"url": protected.url}})
+        spec = load_manifest(project / "agent.yaml").manifest.servers["remote"]
+        assert isinstance(spec, HttpServerSpec) and spec.auth is None
+        approver = Approver()
+        with interacting(approver), anyio.fail_after(60):
+            async with open_fleet({"remote": spec}, base_dir=project, state_dir=project / "state") as fleet:
+                assert {tool.name for tool in fleet.connections["remote"].tools} >= {"whoami"}
+        assert len(approver.urls) == 1 and "redirect_uri=http%3A%2F%2F127.0.0.1%3A33418" in approver.urls[0]
+
+
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:
     with anyio.fail_after(60), pytest.raises(LoginRequiredError) as caught:
         async with open_remote(project, protected.url, required=True):
