@@ -241,6 +241,17 @@ def test_a_tampered_state_fails_the_login(project: Path, protected: Protected) -
     assert "State parameter mismatch" in output
 
 
+def test_a_login_refused_at_the_authorization_server_says_so(project: Path, protected: Protected) -> None:
+    write_manifest(project, {"remote": remote(protected.url)})
+
+    def refuse(location: str) -> str:
+        return re.sub(r"code=[^&]+", "error=access_denied&error_description=denied+by+the+user", location)
+
+    status, output, _ = login(project, tamper=refuse)
+    assert status == 1
+    assert "the authorization server refused the login: denied by the user" in output
+
+
 def test_a_redirect_that_never_comes_times_out_with_a_clear_message(
     project: Path, protected: Protected
 ) -> None:

@@ -63,7 +63,7 @@ def effective_auth(spec: HttpServerSpec) -> AuthSpec | None:
         return spec.auth
     if any(name.lower() == "authorization" for name in spec.headers):
         return None  # `headers: {Authorization: ...}` is the user's own token: leave it alone
-    return AuthSpec()
+    return AuthSpec.model_validate({})
 
 
 def token_record(spec: HttpServerSpec) -> TokenRecord | None:
@@ -135,6 +135,7 @@ class _RunnerAuth:
     """What the runner adds to the SDK's providers (see the module docstring). A mixin."""
 
     context: Any  # the SDK provider's OAuthContext
+    _initialized: bool  # the SDK provider's: tokens and client loaded from the store
 
     def __init__(self, key: str, record: TokenRecord, **kwargs: Any) -> None:
         self.key = key
@@ -210,7 +211,7 @@ class _RunnerAuth:
         tries one refresh; what still needs authorizing enters the SDK's flow with that answer.
         """
         async with self.context.lock:
-            if not self._initialized:  # type: ignore[has-type]
+            if not self._initialized:
                 await self._initialize()
         response: httpx2.Response | None = None
         nothing_to_send = self.challenge_only and self.context.current_tokens is None
