@@ -332,6 +332,25 @@ async def test_a_server_without_an_auth_block_is_authorized_after_a_bearer_chall
         assert len(approver.urls) == 1 and "redirect_uri=http%3A%2F%2F127.0.0.1%3A33418" in approver.urls[0]
 
 
+async def test_requests_rejected_together_share_one_refresh(project: Path, token_folder: Path) -> None:
+    with serve_protected() as protected:
+        with interacting(Approver()), anyio.fail_after(60):
+            async with open_remote(project, protected.url) as fleet:
+                connection = fleet.connections["remote"]
+                protected.authority.expire_access_tokens()
+                answers: list[str] = []
+
+                async def call() -> None:
+                    result = await connection.call_tool("whoami", {})
+                    answers.append(result.content[0].text)  # type: ignore[union-attr]
+
+                async with anyio.create_task_group() as group:
+                    for _ in range(4):
+                        group.start_soon(call)
+        assert answers == ["authorized"] * 4
+        assert protected.authority.refreshes == 1 and protected.authority.authorizations == 1
+
+
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:
     with anyio.fail_after(60), pytest.raises(LoginRequiredError) as caught:
         async with open_remote(project, protected.url, required=True):

@@ -214,6 +214,7 @@ class _RunnerAuth:
             if not self._initialized:
                 await self._initialize()
         response: httpx2.Response | None = None
+        self._stepping_up = False
         nothing_to_send = self.challenge_only and self.context.current_tokens is None
         if self.context.is_token_valid() or nothing_to_send:
             if self.context.is_token_valid():
@@ -221,10 +222,16 @@ class _RunnerAuth:
             response = yield request
             if not self._asks_for_authorization(response):
                 return
-            sent_token = "Authorization" in request.headers
-            if response.status_code == 401 and sent_token and self.context.can_refresh_token():
-                refresh_response = yield await self._refresh_token()
-                if await self._handle_refresh_response(refresh_response):
+            sent = request.headers.get("Authorization")
+            if response.status_code == 401 and sent is not None:
+                async with self.context.lock:  # one refresh, even when many requests got a 401
+                    tokens = self.context.current_tokens
+                    stale = tokens is not None and sent == f"Bearer {tokens.access_token}"
+                    if stale and self.context.can_refresh_token():
+                        await self._handle_refresh_response((yield await self._refresh_token()))
+                if self.context.is_token_valid() and request.headers.get("Authorization") != (
+                    f"Bearer {self.context.current_tokens.access_token}"
+                ):
                     self._add_auth_header(request)  # type: ignore[attr-defined]
                     response = yield request
                     if not self._asks_for_authorization(response):
