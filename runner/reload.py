@@ -2,9 +2,11 @@
 
 A reload loads and checks the new manifest first; an invalid one changes nothing. A valid one is
 reconciled against the running servers: added servers start, removed ones stop, servers whose
-connection settings changed restart (after their in-flight calls end), and all the others keep
-their sessions and processes. Tools, prompts, model and graph are then rebuilt and swapped in at
-once, so the next model step sees the new generation and the conversation goes on.
+connection settings changed restart (after their in-flight calls end), servers that failed for want
+of a login restart when their stored login changes (``mcp-run auth login`` in another terminal),
+and all the others keep their sessions and processes. Tools, prompts, model and graph are then
+rebuilt and swapped in at once, so the next model step sees the new generation and the
+conversation goes on.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 import anyio
 from watchfiles import Change, awatch
 
+from runner.auth import login_files
 from runner.checks import checked_agent, import_paths
-from runner.errors import ManifestError, RunnerError, ServerStartError
+from runner.errors import AuthError, ManifestError, RunnerError, ServerStartError
 from runner.loading import LoadedManifest
 from runner.manifest import Manifest, ServerBase
 from runner.prompts import template_files
@@ -106,6 +109,7 @@ async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = 
     report.restarted = sorted(
         key for key in set(old_servers) & set(new_servers)
         if _connection_settings(old_servers[key]) != _connection_settings(new_servers[key])
+        or key in _logged_in_meanwhile(runtime, changed_files or set())
     )
     known = runtime.template_paths or watched_files(runtime.loaded)
     template_changed = bool(changed_files and changed_files & known)
@@ -137,6 +141,24 @@ async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = 
     return report
 
 
+def _logged_in_meanwhile(runtime: Runtime, changed: set[Path]) -> set[str]:
+    """Servers that failed for want of a login and whose stored login has just changed."""
+    files = login_files(runtime.manifest.servers)
+    return {
+        key for key, path in files.items() if path.resolve() in changed and _waits_for_login(runtime, key)
+    }
+
+
+def _waits_for_login(runtime: Runtime, key: str) -> bool:
+    connection = runtime.fleet.connections.get(key)
+    return connection is not None and isinstance(connection.error, AuthError)
+
+
+def _login_files_of_running(runtime: Runtime) -> set[Path]:
+    files = login_files(runtime.manifest.servers)
+    return {path.resolve() for key, path in files.items() if not _waits_for_login(runtime, key)}
+
+
 def forget_modules(changed: set[Path]) -> None:
     """Drop changed Python modules from the import cache, so the next import reads them again."""
     resolved = {path.resolve() for path in changed if path.suffix == ".py"}
@@ -149,9 +171,11 @@ def forget_modules(changed: set[Path]) -> None:
 
 
 def watched_files(loaded: LoadedManifest) -> set[Path]:
-    """The manifest, every template it uses, and the local Python modules it names."""
+    """The manifest, every template it uses, the local Python modules it names, and the stored
+    logins of its http/sse servers."""
     files = {loaded.path.resolve()}
     files |= {path.resolve() for path in template_files(loaded.manifest, loaded.base_dir)}
+    files |= {path.resolve() for path in login_files(loaded.manifest.servers).values()}
     for _, import_path in import_paths(loaded.manifest):
         module = import_path.partition(":")[0]
         origin = _module_file(module, loaded.base_dir)
@@ -213,6 +237,8 @@ async def watch_and_reload(
                     ready.set()
                 continue
             changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O, cheap)
+            if changed <= _login_files_of_running(runtime):
+                continue  # a running server refreshed its token: nothing to reload
             try:
                 report = await reload_runtime(runtime, changed_files=changed)
             except ManifestError as exc:

@@ -28,6 +28,8 @@ from runner.auth.flow import token_record
 from runner.errors import LoginRequiredError, ManifestError, ServerRequestError
 from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec
+from runner.reload import watch_and_reload
+from runner.runtime import load_agent
 from runner.servers import ServerFleet, open_fleet
 
 LOGIN_WAIT = 90.0  # a busy machine: the CLI starts, discovers, registers, listens
@@ -349,6 +351,30 @@ async def test_requests_rejected_together_share_one_refresh(project: Path, token
                         group.start_soon(call)
         assert answers == ["authorized"] * 4
         assert protected.authority.refreshes == 1 and protected.authority.authorizations == 1
+
+
+async def test_watch_mode_picks_up_a_login_made_in_another_terminal(
+    project: Path, protected: Protected
+) -> None:
+    write_scripted_manifest(project, protected.url)
+    async with load_agent(project / "agent.yaml") as runtime, anyio.create_task_group() as group:
+        stop, ready, logged_in = anyio.Event(), anyio.Event(), anyio.Event()
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event["type"] == "reload" and "remote__whoami" in runtime.catalog.entries:
+                logged_in.set()
+
+        group.start_soon(lambda: watch_and_reload(runtime, on_event, stop=stop, ready=ready))
+        with anyio.fail_after(30):
+            await ready.wait()
+        assert "remote__whoami" not in runtime.catalog.entries
+        status, output, _ = await anyio.to_thread.run_sync(login, project)
+        assert status == 0, output
+        with anyio.fail_after(60):
+            await logged_in.wait()
+        result = await runtime.catalog.call("remote__whoami", {})
+        assert "authorized" in str(result.content)
+        stop.set()
 
 
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:

@@ -23,6 +23,7 @@ _EXPORTS = {
     "effective_auth": "runner.auth.flow",
     "http_auth": "runner.auth.flow",
     "token_record": "runner.auth.flow",
+    "login_files": "runner.auth.flow",
     "BrowserLogin": "runner.auth.login",
     "has_display": "runner.auth.login",
     "forget_login": "runner.auth.login",

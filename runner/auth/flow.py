@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -42,7 +43,7 @@ from pydantic import AnyUrl
 
 from runner.auth.callback import DEFAULT_CALLBACK_PORT, redirect_uri
 from runner.auth.context import current_interaction
-from runner.auth.store import TokenRecord
+from runner.auth.store import DIR_MODE, TokenRecord, token_dir
 from runner.errors import AuthError
 from runner.manifest import AuthSpec, HttpServerSpec
 
@@ -70,6 +71,20 @@ def token_record(spec: HttpServerSpec) -> TokenRecord | None:
     """The stored login of ``spec`` (None when it uses a static Authorization header)."""
     auth = effective_auth(spec)
     return TokenRecord(spec.url, client_name(auth)) if auth is not None else None
+
+
+def login_files(servers: Mapping[str, object]) -> dict[str, Path]:
+    """The token file of each http/sse server that can log in, by server key (watch mode watches
+    them: a login in another terminal restarts a server that was waiting for one). The token
+    folder is created (0700) so that it can be watched before the first login."""
+    files = {
+        key: record.path
+        for key, spec in servers.items()
+        if isinstance(spec, HttpServerSpec) and (record := token_record(spec)) is not None
+    }
+    if files:
+        token_dir().mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return files
 
 
 def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:
