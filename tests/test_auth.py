@@ -120,6 +120,31 @@ def test_first_login_uses_pkce_and_later_runs_use_the_stored_token(
     assert protected.authority.authorizations == 1
 
 
+def test_the_chat_offers_to_log_in_to_a_server_it_had_to_skip(
+    project: Path, protected: Protected
+) -> None:
+    write_scripted_manifest(project, protected.url)
+    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(project),
+                         env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}, encoding="utf-8",
+                         timeout=LOGIN_WAIT, dimensions=(50, 400))
+    try:
+        chat.expect(r"remote needs a login\. Log in now\? \[Y/n\] ")
+        chat.sendline("y")
+        chat.expect(URL)
+        follow_login(chat.after)
+        chat.expect("remote: logged in, 4 tools")
+        chat.expect("> ")
+        chat.sendline("/tools")
+        chat.expect("remote__whoami")
+        chat.expect("> ")
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert chat.exitstatus == 0
+    assert protected.authority.authorizations == 1
+
+
 def test_the_token_file_is_private_and_outside_the_project(
     project: Path, protected: Protected, token_folder: Path
 ) -> None:
@@ -233,25 +258,23 @@ def test_a_redirect_with_the_wrong_issuer_fails_the_login(project: Path) -> None
         assert record is not None and record.login() is None
 
 
-def test_a_tampered_state_fails_the_login(project: Path, protected: Protected) -> None:
+@pytest.mark.parametrize(
+    ("pattern", "replacement", "message"),
+    [
+        (r"state=[^&]+", "state=forged", "State parameter mismatch"),
+        (r"code=[^&]+", "error=access_denied&error_description=denied+by+the+user",
+         "the authorization server refused the login: denied by the user"),
+    ],
+    ids=["a-tampered-state", "a-refused-login"],
+)
+def test_a_redirect_that_is_not_a_good_answer_fails_the_login_and_says_why(
+    project: Path, protected: Protected, pattern: str, replacement: str, message: str
+) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    def forge(location: str) -> str:
-        return re.sub(r"state=[^&]+", "state=forged", location)
-
-    status, output, _ = login(project, tamper=forge)
+    status, output, _ = login(project, tamper=lambda location: re.sub(pattern, replacement, location))
     assert status == 1
-    assert "State parameter mismatch" in output
-
-
-def test_a_login_refused_at_the_authorization_server_says_so(project: Path, protected: Protected) -> None:
-    write_manifest(project, {"remote": remote(protected.url)})
-
-    def refuse(location: str) -> str:
-        return re.sub(r"code=[^&]+", "error=access_denied&error_description=denied+by+the+user", location)
-
-    status, output, _ = login(project, tamper=refuse)
-    assert status == 1
-    assert "the authorization server refused the login: denied by the user" in output
+    assert message in output
+    assert protected.authority.issued_tokens() == []
 
 
 def test_a_redirect_that_never_comes_times_out_with_a_clear_message(

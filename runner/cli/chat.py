@@ -19,6 +19,7 @@ from langgraph.types import Command
 from rich.console import Console
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, main, reports_errors, stderr, stdout
+from runner.cli.auth import offer_logins
 from runner.errors import ManifestError, PromptError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.reload import reload_runtime, watch_and_reload
@@ -130,6 +131,8 @@ async def _chat(file: str, thread_id: str | None, watch: bool) -> int:
             if spinner is not None:
                 spinner.stop()
                 spinner = None
+            if sys.stdin.isatty():
+                await offer_logins(runtime, _read_line)
             if not watch:
                 return await _converse(runtime, console, interrupts)
             stop = anyio.Event()
