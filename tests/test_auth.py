@@ -235,15 +235,19 @@ def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     assert "remote: no stored login" in again.stdout
 
 
-def test_client_credentials_need_no_login(project: Path, protected: Protected) -> None:
-    protected.authority.add_machine_client("robot", "robot-secret")
+def test_client_credentials_need_no_login_and_the_secret_is_never_shown(
+    project: Path, protected: Protected
+) -> None:
+    secret = TOKEN_PREFIX + "client-secret"
+    protected.authority.add_machine_client("robot", secret)
     write_manifest(project, {"remote": {"url": protected.url, "auth": {
         "grant": "client_credentials", "client_id": "robot", "client_secret": "${ROBOT_SECRET}"}}})
-    called = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project,
-                     env={"ROBOT_SECRET": "robot-secret"})
+    called = mcp_run("--debug", "call", "agent.yaml", "remote__whoami", "{}", cwd=project,
+                     env={"ROBOT_SECRET": secret})
     assert called.returncode == 0, called.stderr
     assert "authorized" in called.stdout
     assert protected.authority.authorizations == 0
+    assert TOKEN_PREFIX not in called.stdout + called.stderr
 
 
 def test_a_redirect_with_the_wrong_issuer_fails_the_login(project: Path) -> None:
