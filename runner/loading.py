@@ -39,7 +39,7 @@ MAX_NODES = 100_000
 
 Path_ = tuple[str | int, ...]
 
-_ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATTERN_MESSAGES = {
     SERVER_KEY_PATTERN: SERVER_KEY_RULE,
     IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
@@ -235,29 +235,78 @@ class _Converter:
     def _expand(self, text: str, path: Path_, mark: tuple[int, int]) -> str:
         if "$" not in text:
             return text
+        try:
+            value, _ = self._expand_until(text, 0, path, mark, evaluate=True, depth=0)
+        except _MalformedReference:
+            self.problems.append(Problem(self.source.file, *mark, format_path(path),
+                                         "malformed variable reference; use ${NAME}, "
+                                         "${NAME:-default} or $${ for a literal '${'"))
+            return text
+        return value
 
-        def substitute(match: re.Match[str]) -> str:
-            token = match.group(0)
-            if token == "$${":
-                return "${"
-            name, default = match.group(1), match.group(2)
-            if name is None:
-                self.problems.append(Problem(self.source.file, *mark, format_path(path),
-                                             "malformed variable reference; use ${NAME}, "
-                                             "${NAME:-default} or $${ for a literal '${'"))
-                return token
-            if name in self.environ:
-                return self.environ[name]
-            if default is not None:
-                return default
-            self.problems.append(Problem(
-                self.source.file, *mark, format_path(path),
-                f"environment variable {name} is not set (write ${{{name}:-default}} to "
-                "give a default)",
-            ))
-            return ""
+    def _expand_until(
+        self, text: str, start: int, path: Path_, mark: tuple[int, int], *, evaluate: bool,
+        depth: int,
+    ) -> tuple[str, int]:
+        """Expand ``text`` from ``start`` to its end or, inside a default (``depth`` > 0), to the
+        default's closing brace, whose index is returned with the expansion.
 
-        return _ENV_REFERENCE.sub(substitute, text)
+        A default is read even when its variable is set, to find where it ends, but the variables
+        in it are looked up (and reported unset) only when it is used, as in a shell.
+        """
+        if depth > MAX_DEPTH:
+            raise _MalformedReference
+        parts: list[str] = []
+        index = start
+        while index < len(text):
+            if text.startswith("$${", index):
+                parts.append("${")
+                index += 3
+            elif text.startswith("${", index):
+                value, index = self._reference(text, index, path, mark, evaluate=evaluate, depth=depth)
+                parts.append(value)
+            elif depth and text[index] == "}":
+                return "".join(parts), index
+            else:
+                parts.append(text[index])
+                index += 1
+        if depth:
+            raise _MalformedReference  # a default without its closing brace
+        return "".join(parts), index
+
+    def _reference(
+        self, text: str, start: int, path: Path_, mark: tuple[int, int], *, evaluate: bool,
+        depth: int,
+    ) -> tuple[str, int]:
+        """``${NAME}`` or ``${NAME:-default}`` at ``start`` -> (its value, the index after it)."""
+        match = _ENV_NAME.match(text, start + 2)
+        if match is None:
+            raise _MalformedReference
+        name, index = match.group(0), match.end()
+        default: str | None = None
+        if text.startswith(":-", index):
+            use_default = evaluate and name not in self.environ
+            default, index = self._expand_until(text, index + 2, path, mark, evaluate=use_default,
+                                                depth=depth + 1)
+        elif not text.startswith("}", index):
+            raise _MalformedReference
+        index += 1  # the closing brace
+        if not evaluate:
+            return "", index
+        if name in self.environ:
+            return self.environ[name], index
+        if default is not None:
+            return default, index
+        self.problems.append(Problem(
+            self.source.file, *mark, format_path(path),
+            f"environment variable {name} is not set (write ${{{name}:-default}} to "
+            "give a default)",
+        ))
+        return "", index
+
+
+class _MalformedReference(Exception):
+    """A ``${`` that does not start ``${NAME}`` or ``${NAME:-default}``."""
 
 
 def _located(error: ErrorDetails, data: Any, source: SourceMap) -> Problem:

@@ -118,6 +118,38 @@ class TestEnvironmentExpansion:
         text = "version: 1\nname: a\nservers:\n  s: {command: x, args: ['$${HOME}', '$$', '$x']}\n"
         assert parse_manifest(text, environ={}).manifest.servers["s"].args == ["${HOME}", "$$", "$x"]
 
+    @pytest.mark.parametrize(("text", "environ", "expected"), [
+        ("${A:-${B}}", {"B": "b"}, "b"),
+        ("${A:-${B}}", {"A": "a"}, "a"),
+        ("${A:-${B:-x}}", {}, "x"),
+        ("${A:-${B:-${C:-deep}}}-${D:-d}", {"C": "c"}, "c-d"),
+        ("${A:-pre-${B:-x}-post}", {}, "pre-x-post"),
+        ("${A:-$${B}}", {}, "${B}"),
+        ("${A:-x}y}", {}, "xy}"),
+    ], ids=["inner-set", "outer-set", "inner-default", "three-levels", "around-inner",
+            "escaped-inner", "brace-after"])
+    def test_nested_defaults_expand_like_a_shell(
+        self, text: str, environ: dict[str, str], expected: str
+    ) -> None:
+        manifest = parse_manifest(f"version: 1\nname: a\ndescription: '{text}'\n", environ=environ)
+        assert manifest.manifest.description == expected
+
+    def test_an_unset_variable_in_an_unused_default_is_not_reported(self) -> None:
+        text = "version: 1\nname: a\ndescription: '${A:-${UNSET}}'\n"
+        assert parse_manifest(text, environ={"A": "set"}).manifest.description == "set"
+
+    def test_an_unset_variable_in_a_used_default_is_located_and_named(self) -> None:
+        text = "version: 1\nname: a\ndescription: '${A:-${B:-${INNER}}}'\n"
+        with pytest.raises(ManifestError) as caught:
+            parse_manifest(text, environ={})
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.column, problem.path) == (3, 14, "description")
+        assert "INNER" in problem.message
+
+    def test_an_unclosed_nested_default_is_a_located_error(self) -> None:
+        with pytest.raises(ManifestError, match=r"3:14: description: malformed"):
+            parse_manifest("version: 1\nname: a\ndescription: '${A:-${B:-x}'\n", environ={})
+
     def test_an_empty_default_is_allowed(self) -> None:
         text = "version: 1\nname: 'a${SUFFIX:-}'\n"
         assert parse_manifest(text, environ={}).manifest.name == "a"
