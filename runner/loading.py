@@ -125,7 +125,8 @@ def parse_manifest(
     except ValidationError as exc:
         # A value already reported (say, an unset variable) is not reported again as invalid.
         reported = {p.path for p in problems}
-        located = (_located(error, data, source) for error in exc.errors())
+        located = [problem for error in exc.errors() for problem in (
+            _located(error, data, source), *_unknown_server_keys(error, data, source))]
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
     problems += [source.problem(where, message) for where, message in reference_problems(manifest)]
     if problems:
@@ -327,6 +328,23 @@ def _located(error: ErrorDetails, data: Any, source: SourceMap) -> Problem:
             return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return source.problem(path, message)
+
+
+def _unknown_server_keys(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:
+    """For a server that is neither stdio nor http, its unknown keys: a typo such as 'comand' is
+    why it has no 'command', so it is named next to the missing key."""
+    if error["type"] != "server_kind":
+        return []
+    path, _ = _document_path(error["loc"], data)
+    server = data.get("servers", {}).get(path[-1]) if len(path) == 2 else None
+    if not isinstance(server, dict):
+        return []
+    known = {"type"} | {info.alias or name for model in (StdioServerSpec, HttpServerSpec)
+                        for name, info in model.model_fields.items()}
+    return [
+        source.problem((*path, key), f"unknown key '{key}'{did_you_mean(key, known)}", at_key=True)
+        for key in server if key not in known
+    ]
 
 
 def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:
