@@ -128,10 +128,25 @@ def parse_manifest(
         located = [problem for error in exc.errors() for problem in (
             _located(error, data, source), *_unknown_server_keys(error, data, source))]
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
-    problems += [source.problem(where, message) for where, message in reference_problems(manifest)]
+    resolved = (path or Path(file)).resolve()
+    cross_checks = reference_problems(manifest) + folder_problems(manifest, resolved.parent)
+    problems += [source.problem(where, message) for where, message in cross_checks]
     if problems:
         raise ManifestError(problems)
-    return LoadedManifest(manifest, (path or Path(file)).resolve(), source)
+    return LoadedManifest(manifest, resolved, source)
+
+
+def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:
+    """Working directories that do not exist: no server could start in them."""
+    problems: list[tuple[Path_, str]] = []
+    for key, spec in sorted(manifest.servers.items()):
+        if isinstance(spec, StdioServerSpec) and spec.cwd is not None:
+            folder = base_dir / spec.cwd
+            if not folder.is_dir():
+                what = "is not a folder" if folder.exists() else "does not exist"
+                relative = "" if Path(spec.cwd).is_absolute() else " (relative to the manifest's folder)"
+                problems.append((("servers", key, "cwd"), f"working directory '{spec.cwd}' {what}{relative}"))
+    return problems
 
 
 def _read_document(

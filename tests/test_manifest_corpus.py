@@ -223,3 +223,17 @@ def test_a_missing_script_is_located_at_the_manifest_line_naming_it(tmp_path: Pa
         check_agent(path)
     (problem,) = caught.value.problems
     assert (problem.line, problem.column, problem.path) == (5, 11, "model.script")
+
+
+def test_a_working_directory_is_resolved_against_the_manifests_folder(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nservers:\n  s: {command: x, cwd: work}\n")
+    assert load_manifest(path).manifest.servers["s"].cwd == "work"
+    path.write_text("version: 1\nname: a\nservers:\n  s: {command: x, cwd: file.txt}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.column, problem.path) == (4, 24, "servers.s.cwd")
+    assert "'file.txt' is not a folder" in problem.message
