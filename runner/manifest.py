@@ -37,6 +37,8 @@ SERVER_KEY_RULE = (
 IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
+# A stdio command spelled like this runs the interpreter running mcp-run (and its packages).
+PYTHON_COMMANDS = ("python", "python3")
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
 CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
 

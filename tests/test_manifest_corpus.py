@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.checks import check_agent
 from runner.errors import ManifestError
 from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec, StdioServerSpec, manifest_json_schema
@@ -47,7 +48,7 @@ def test_valid_manifests_load(path: Path) -> None:
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
 def test_invalid_manifests_report_each_problem_at_its_place(path: Path) -> None:
     with pytest.raises(ManifestError) as caught:
-        load_manifest(path)
+        check_agent(path)  # what `mcp-run validate` runs: loading, then the checks that follow it
     expected = expectations(path)
     problems = caught.value.problems
     got = [(p.line, p.column, p.path or "-") for p in problems]
@@ -215,8 +216,6 @@ class TestCommandLine:
 
 
 def test_a_missing_script_is_located_at_the_manifest_line_naming_it(tmp_path: Path) -> None:
-    from runner.checks import check_agent
-
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: a\nmodel:\n  id: scripted\n  script: turns.yaml\n")
     with pytest.raises(ManifestError) as caught:
