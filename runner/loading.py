@@ -8,7 +8,6 @@ duplicate keys can be refused, and alias bombs or absurd nesting stop with a cle
 from __future__ import annotations
 
 import os
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from runner.errors import ManifestError, Problem
+from runner.expansion import expand_variables
 from runner.manifest import (
     IMPORT_PATH_PATTERN,
     SERVER_KEY_PATTERN,
@@ -39,7 +39,6 @@ MAX_NODES = 100_000
 
 Path_ = tuple[str | int, ...]
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATTERN_MESSAGES = {
     SERVER_KEY_PATTERN: SERVER_KEY_RULE,
     IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
@@ -249,80 +248,10 @@ class _Converter:
         return result
 
     def _expand(self, text: str, path: Path_, mark: tuple[int, int]) -> str:
-        if "$" not in text:
-            return text
-        try:
-            value, _ = self._expand_until(text, 0, path, mark, evaluate=True, depth=0)
-        except _MalformedReference:
-            self.problems.append(Problem(self.source.file, *mark, format_path(path),
-                                         "malformed variable reference; use ${NAME}, "
-                                         "${NAME:-default} or $${ for a literal '${'"))
-            return text
+        value, problems = expand_variables(text, self.environ)
+        self.problems += [Problem(self.source.file, *mark, format_path(path), message)
+                          for message in problems]
         return value
-
-    def _expand_until(
-        self, text: str, start: int, path: Path_, mark: tuple[int, int], *, evaluate: bool,
-        depth: int,
-    ) -> tuple[str, int]:
-        """Expand ``text`` from ``start`` to its end or, inside a default (``depth`` > 0), to the
-        default's closing brace, whose index is returned with the expansion.
-
-        A default is read even when its variable is set, to find where it ends, but the variables
-        in it are looked up (and reported unset) only when it is used, as in a shell.
-        """
-        if depth > MAX_DEPTH:
-            raise _MalformedReference
-        parts: list[str] = []
-        index = start
-        while index < len(text):
-            if text.startswith("$${", index):
-                parts.append("${")
-                index += 3
-            elif text.startswith("${", index):
-                value, index = self._reference(text, index, path, mark, evaluate=evaluate, depth=depth)
-                parts.append(value)
-            elif depth and text[index] == "}":
-                return "".join(parts), index
-            else:
-                parts.append(text[index])
-                index += 1
-        if depth:
-            raise _MalformedReference  # a default without its closing brace
-        return "".join(parts), index
-
-    def _reference(
-        self, text: str, start: int, path: Path_, mark: tuple[int, int], *, evaluate: bool,
-        depth: int,
-    ) -> tuple[str, int]:
-        """``${NAME}`` or ``${NAME:-default}`` at ``start`` -> (its value, the index after it)."""
-        match = _ENV_NAME.match(text, start + 2)
-        if match is None:
-            raise _MalformedReference
-        name, index = match.group(0), match.end()
-        default: str | None = None
-        if text.startswith(":-", index):
-            use_default = evaluate and name not in self.environ
-            default, index = self._expand_until(text, index + 2, path, mark, evaluate=use_default,
-                                                depth=depth + 1)
-        elif not text.startswith("}", index):
-            raise _MalformedReference
-        index += 1  # the closing brace
-        if not evaluate:
-            return "", index
-        if name in self.environ:
-            return self.environ[name], index
-        if default is not None:
-            return default, index
-        self.problems.append(Problem(
-            self.source.file, *mark, format_path(path),
-            f"environment variable {name} is not set (write ${{{name}:-default}} to "
-            "give a default)",
-        ))
-        return "", index
-
-
-class _MalformedReference(Exception):
-    """A ``${`` that does not start ``${NAME}`` or ``${NAME:-default}``."""
 
 
 def _located(error: ErrorDetails, data: Any, source: SourceMap) -> Problem:
