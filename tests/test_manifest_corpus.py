@@ -236,3 +236,14 @@ def test_a_working_directory_is_resolved_against_the_manifests_folder(tmp_path: 
     (problem,) = caught.value.problems
     assert (problem.line, problem.column, problem.path) == (4, 24, "servers.s.cwd")
     assert "'file.txt' is not a folder" in problem.message
+
+
+def test_checked_agent_warns_from_the_environment_it_is_given(tmp_path: Path) -> None:
+    from runner.checks import checked_agent
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nmodel: anthropic:claude-sonnet-4-5\n")
+    (warning,) = checked_agent(path, environ={}).warnings
+    assert (warning.line, warning.column, warning.path) == (3, 8, "model")
+    assert "ANTHROPIC_API_KEY, which is not set" in warning.message
+    assert checked_agent(path, environ={"ANTHROPIC_API_KEY": "set"}).warnings == []
