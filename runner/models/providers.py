@@ -111,7 +111,11 @@ _STAND_INS = {"ollama": "langchain_community"}
 
 
 def _registry() -> dict[str, tuple[str, str, Any]]:
-    """init_chat_model's providers: name -> (module, class name, factory)."""
+    """init_chat_model's providers: name -> (module, class name, factory).
+
+    This and ``_parse_model`` are private names of ``langchain.chat_models.base``, used so that
+    validate agrees with init_chat_model exactly; tests/test_models.py pins what they answer.
+    """
     from langchain.chat_models import base
 
     return base._BUILTIN_PROVIDERS
