@@ -37,6 +37,8 @@ SERVER_KEY_RULE = (
 IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
+# A stdio command spelled like this runs the interpreter running mcp-run (and its packages).
+PYTHON_COMMANDS = ("python", "python3")
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
 CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
 
@@ -407,10 +409,16 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
                 f"unknown server '{binding.server}'{did_you_mean(binding.server, keys)}",
             ))
     aliases = [b.as_ for b in manifest.prompts.mcp if b.as_]
+    separator = manifest.agent.tool_separator
     for index, binding in enumerate(manifest.prompts.mcp):
         if binding.as_ and aliases.count(binding.as_) > 1:
             problems.append((("prompts", "mcp", index, "as"), f"alias '{binding.as_}' is used twice"))
-    separator = manifest.agent.tool_separator
+        # Without an alias the command is server + separator + prompt name: it could spell one too.
+        command = binding.as_ or f"{binding.server}{separator}{binding.name}"
+        if command in CHAT_COMMANDS:
+            where = ("prompts", "mcp", index, "as" if binding.as_ else "name")
+            problems.append((where, f"'/{command}' is a command of the chat itself, so this prompt "
+                                    "could never be reached; choose another name with 'as'"))
     for key in keys:
         if separator in key:
             problems.append((

@@ -128,7 +128,15 @@ def summary(loaded: LoadedManifest) -> str:
 @reports_errors
 def validate(file: str) -> None:
     """Check FILE, its templates and import paths; print every problem with its location."""
-    stdout.print(summary(check_agent(file)), markup=False)
+    from dataclasses import replace
+
+    from runner.checks import checked_agent
+
+    checked = checked_agent(file)
+    for warning in checked.warnings:  # things to put right before the run; the manifest is valid
+        stderr.print(str(replace(warning, message=f"warning: {warning.message}")), style="yellow",
+                     markup=False)
+    stdout.print(summary(checked.loaded), markup=False)
 
 
 @main.command()

@@ -1,10 +1,16 @@
 """Names the model sees: ``{server}{separator}{tool}``, valid for every provider, and their origins.
 
-Every generated name matches :data:`NAME_PATTERN` (the intersection of the OpenAI, Anthropic and
-Gemini rules, DESIGN.md §5). Characters outside it are folded to ASCII where possible and replaced
-by ``_`` otherwise; names longer than 64 characters are truncated and end in a short hash of the
-full original ``server/tool``, so two long names that share a prefix stay apart and the same
-input always gives the same name. Two origins that still end up with one name are a
+Every generated name matches :data:`NAME_PATTERN`, the intersection of what the providers accept:
+
+    OpenAI     ^[a-zA-Z0-9_-]{1,64}$
+    Anthropic  ^[a-zA-Z0-9_-]{1,128}$  (no '.')
+    Gemini     starts with a letter or '_', at most 64 characters
+    MCP        [A-Za-z0-9_.-]{1,128}   (what servers may send us)
+
+Characters outside it are folded to ASCII where possible and replaced by ``_`` otherwise; names
+longer than 64 characters are truncated and end in a short hash of the full original
+``server/tool``, so two long names that share a prefix stay apart and the same input always gives
+the same name. Two origins that still end up with one name are a
 :class:`NameCollisionError` naming both; nothing is silently overwritten.
 
 The same table serves MCP tools, MCP prompts and local tools (``server=None``: no prefix).
