@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
 from pydantic import ConfigDict
 
-from runner.errors import BuildError, ErrorKind, ServerError, ToolError
+from runner.errors import BuildError, ErrorKind, ServerError, ToolError, UnusableSchemaError
 from runner.manifest import Manifest, ServerBase
 from runner.tools.arguments import format_problems, validate_arguments
 from runner.tools.content import ToolOutput, convert_result
@@ -35,7 +35,6 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
-from runner.tools.schemas import UnusableSchemaError
 
 logger = logging.getLogger(__name__)
 
