@@ -41,6 +41,7 @@ from runner.prompts import (
     parse_command_line,
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
+from runner.state import state_folder
 from runner.tools.catalog import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -351,20 +352,23 @@ async def load_agent(
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
 
+    Server logs and the default conversation store go to the state folder
+    (:func:`runner.state.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
+
     ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
     its credentials needed) and ``runtime.graph`` raises RunnerError.
     """
     checked = checked_agent(path, environ=environ)
     loaded = checked.loaded
+    state_dir = state_folder(loaded, environ=environ)
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
-            open_fleet({}, base_dir=loaded.base_dir, state_dir=loaded.state_dir)
+            open_fleet({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
         checkpointer = None
         if model:
             checkpointer = await stack.enter_async_context(
-                open_checkpointer(loaded.manifest.checkpointer, state_dir=loaded.state_dir,
-                                  base_dir=loaded.base_dir)
+                open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model)
         await runtime.apply(checked)

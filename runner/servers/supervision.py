@@ -118,7 +118,13 @@ async def _run_session(connection: ServerConnection) -> ServerError:
     assert spec.startup_timeout is not None and spec.timeout is not None
     link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
     if connection.stderr_log is not None:
-        connection.stderr_log.open()
+        try:
+            connection.stderr_log.open()
+        except OSError as exc:  # the state folder is not writable: no restart would help
+            raise ServerStartError(
+                connection.key, f"cannot write its log {connection.stderr_log.path}: {describe(exc)}",
+                permanent=True,
+            ) from exc
     client = Client(
         link.transport(),
         mode="auto",
