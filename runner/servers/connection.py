@@ -5,8 +5,8 @@ what everyone else touches: status, era, the cached catalogue, and the requests.
 (within its timeout) while the server starts or restarts, and every failure leaves here as one of
 the errors in ``runner.errors``: ``ServerTimeoutError`` (the SDK cancels the request on the
 server), ``ServerClosedError`` (the connection is gone, or the server failed for good),
-``ServerRequestError`` (a JSON-RPC error answer, with its code). A tool's ``isError`` result is a
-result, not an exception.
+``ServerRequestError`` (a JSON-RPC error answer, with its code), worded by the table in
+``translation``. A tool's ``isError`` result is a result, not an exception.
 """
 
 from __future__ import annotations
