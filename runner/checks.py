@@ -10,8 +10,10 @@ is imported only to check a provider model's id.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,17 +21,25 @@ from pathlib import Path
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, StdioServerSpec
-from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt
+from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
 from runner.tools.filters import ImportPathError, load_import_path
 
 
 @dataclass(frozen=True)
 class CheckedAgent:
-    """A manifest that passed every check, with the system template compiled while checking."""
+    """A manifest that passed every check, with the system template compiled while checking, and
+    the files the agent is built from (what watch mode follows)."""
 
     loaded: LoadedManifest
     system_template: SystemTemplate | None
     warnings: list[Problem] = field(default_factory=list)
+    templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
+    modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
+
+    @property
+    def files(self) -> frozenset[Path]:
+        """The manifest and every file it depends on, resolved."""
+        return frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
@@ -66,7 +76,9 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None)
     problems += model_problems
     if problems:
         raise ManifestError(problems)
-    return CheckedAgent(loaded, template, sorted(warnings + command_warnings(loaded, environ), key=_order))
+    templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    warnings = sorted(warnings + command_warnings(loaded, environ), key=_order)
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
 
 
 def _order(problem: Problem) -> tuple[str, int, int, str]:
@@ -125,6 +137,32 @@ def _unrunnable(command: str, folder: Path, search_path: str) -> str | None:
             return "is not an executable file"
         return None
     return "is not found on PATH" if shutil.which(command, path=search_path) is None else None
+
+
+def local_modules(loaded: LoadedManifest) -> frozenset[Path]:
+    """The Python source files of the modules the manifest's import paths name, where local."""
+    files = set()
+    for _, import_path in import_paths(loaded.manifest):
+        origin = _module_file(import_path.partition(":")[0], loaded.base_dir)
+        if origin is not None:
+            files.add(origin)
+    return frozenset(files)
+
+
+def _module_file(module: str, base_dir: Path) -> Path | None:
+    added = str(base_dir) not in sys.path
+    if added:
+        sys.path.insert(0, str(base_dir))
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        if added:
+            sys.path.remove(str(base_dir))
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).resolve()
 
 
 def system_location(loaded: LoadedManifest) -> SourceLocation:

@@ -26,7 +26,7 @@ def tools(file: str, as_json: bool) -> None:
     """List the tools the model sees: generated name, server, original name, description."""
 
     async def list_tools() -> list[dict[str, Any]]:
-        async with load_agent(file) as runtime:
+        async with load_agent(file, model=False) as runtime:
             return [
                 {
                     "name": entry.name,
@@ -72,7 +72,7 @@ def call(file: str, name: str, arguments: str) -> None:
         raise SystemExit(EXIT_INVALID)
 
     async def call_tool() -> tuple[Any, Any]:
-        async with load_agent(file) as runtime:
+        async with load_agent(file, model=False) as runtime:
             output = await runtime.catalog.call(name, parsed)
             return output.content, output.artifact
 
@@ -101,7 +101,7 @@ def prompts(file: str) -> None:
     """List the prompt commands: alias or namespaced name, server, original name, arguments."""
 
     async def list_prompts() -> list[Any]:
-        async with load_agent(file) as runtime:
+        async with load_agent(file, model=False) as runtime:
             return list(runtime.prompt_catalog)
 
     commands = _run(list_prompts)
@@ -124,7 +124,7 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
     line = "/" + name.lstrip("/") + "".join(" " + shlex.quote(argument) for argument in arguments)
 
     async def render() -> list[Any]:
-        async with load_agent(file) as runtime:
+        async with load_agent(file, model=False) as runtime:
             return await runtime.prompt_messages(line)
 
     for message in _run(render):
@@ -162,7 +162,7 @@ def watch(file: str, as_json: bool) -> None:
         stdout.print(", ".join(sorted(runtime.catalog.entries)) or "(no tools)", markup=False)
 
     async def follow() -> None:
-        async with load_agent(file) as runtime:
+        async with load_agent(file, model=False) as runtime:
             show(runtime, {"type": "reload", "summary": "watching; tools:", "started": [], "stopped": [],
                            "restarted": [], "rebuilt": []})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())

@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
-from runner.errors import BuildError
+from runner.errors import NameCollisionError
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LENGTH = 64
@@ -43,22 +43,6 @@ class Origin(NamedTuple):
 
     def __str__(self) -> str:
         return f"'{self.name}'" if self.server is None else f"'{self.name}' of server '{self.server}'"
-
-
-class NameCollisionError(BuildError):
-    """Two or more origins map to the same generated name.
-
-    ``collisions`` maps each contested generated name to every origin that wanted it.
-    """
-
-    def __init__(self, kind: str, collisions: dict[str, list[Origin]]) -> None:
-        self.collisions = collisions
-        lines = [
-            f"{kind} names collide: {' and '.join(map(str, origins))} all become '{name}'"
-            for name, origins in sorted(collisions.items())
-        ]
-        hint = "give one of them another name with 'rename'"
-        super().__init__("; ".join(lines) + f" ({hint})")
 
 
 def sanitise(text: str) -> str:
