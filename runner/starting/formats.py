@@ -114,7 +114,8 @@ def detect_format(data: dict[str, Any]) -> str:
     text = repr(entries)
     if any("envFile" in e for e in entries) or _EDITOR_HINTS.search(text):
         return "cursor"
-    if any("type" in e or "url" in e or "headers" in e for e in entries) or "${" in text:
+    # Claude Desktop starts local programs only; remote servers and 'type' are Claude Code's.
+    if any("type" in e or "url" in e or "headers" in e for e in entries):
         return "claude-code"
     return "claude-desktop"
 
@@ -134,7 +135,7 @@ def _workspace_folder(path: Path) -> Path:
 
 
 def _read_inputs(config: ReadConfig, inputs: Any) -> dict[str, str]:
-    """VS Code ``inputs``: id -> the variable that replaces ``${input:id}``."""
+    """VS Code ``inputs``: id -> the reference that replaces ``${input:id}`` (``NAME:-default``)."""
     found: dict[str, str] = {}
     if not isinstance(inputs, list):
         raise ManifestError([config.source.problem(("inputs",), "expected a list of inputs")])
@@ -143,9 +144,13 @@ def _read_inputs(config: ReadConfig, inputs: Any) -> dict[str, str]:
             config.warn(("inputs", index), "an input needs an 'id'; left out")
             continue
         name = variable_name(item["id"])
-        found[item["id"]] = name
+        default = item.get("default")
+        usable = isinstance(default, str) and "}" not in default and not item.get("password")
+        found[item["id"]] = f"{name}:-{default}" if usable else name
         what = "a password" if item.get("password") else "a value"
         description = f": {item['description']}" if isinstance(item.get("description"), str) else ""
+        if usable:
+            description += f" (default {default})"
         config.variables.setdefault(name, f"{what} VS Code asked for (input '{item['id']}'){description}")
         if item.get("type") not in ("promptString", "pickString"):
             config.warn(("inputs", index, "type"), "only prompted inputs have an equivalent; the "
@@ -169,7 +174,8 @@ def _read_server(
             raise ManifestError([config.source.problem(path, "expected an object of names and values")])
         if key in ("command", "cwd", "url", "type", "envFile") and not isinstance(value, str):
             raise ManifestError([config.source.problem(path, "expected a string")])
-        fields[key] = _translate(config, value, path, inputs)
+        # An env file is read here, not by the server: its path is resolved now, not translated.
+        fields[key] = value if key == "envFile" else _translate(config, value, path, inputs)
     disabled = fields.pop("disabled", False) is True
     if env_file := fields.pop("envFile", None):
         _read_env_file(config, fields, env_file, (*where, "envFile"))
@@ -236,7 +242,8 @@ def _editor_variables(config: ReadConfig, text: str, path: Path_, inputs: dict[s
 
 def _read_env_file(config: ReadConfig, fields: dict[str, Any], env_file: str, path: Path_) -> None:
     """Names from an env file become ``${NAME}`` references; its values are never read into text."""
-    location = Path(env_file.replace("$${", "${"))
+    expanded = env_file.replace("${workspaceFolder}", str(config.base_dir))
+    location = Path(expanded.replace("${userHome}", str(Path.home()))).expanduser()
     location = location if location.is_absolute() else config.base_dir / location
     try:
         lines = location.read_text(encoding="utf-8").splitlines()

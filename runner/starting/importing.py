@@ -70,7 +70,8 @@ def import_config(
         else:
             active += 1
         blocks.append(block)
-    return Imported(config.format, "".join(blocks), keys, config.variables, config.warnings, active)
+    warnings = sorted(config.warnings, key=lambda p: (p.line, p.column))
+    return Imported(config.format, "".join(blocks), keys, config.variables, warnings, active)
 
 
 def server_keys(names: Iterable[str], taken: Iterable[str] = ()) -> dict[str, str]:
