@@ -20,13 +20,14 @@ import yaml
 from runner.loading import Path_, format_path, load_manifest
 from runner.manifest import ServerSettings
 from runner.starting.importing import yaml_flow, yaml_scalar
-from runner.starting.secrets import secret_env, secret_header
+from runner.starting.secrets import URL_PASSWORD, looks_like_credential, secret_env, secret_header
 
 HIDDEN = "(hidden)"
 _REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
                         "max_backoff", "debounce"})
 _SECRET_MAPS = ("env", "headers")
+_CONNECTION = ("transport", "command", "args", "env", "env_passthrough", "cwd", "url", "headers")
 
 
 @dataclass(frozen=True)
@@ -62,17 +63,18 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
     path = Path(path)
     raw = _RawDocument(path.read_bytes().decode("utf-8", errors="replace"))
     uses: dict[str, list[str]] = {}
-    defaults: set[str] = set()
     required: set[str] = set()
     for where, text in raw.templates.items():
         for match in _REFERENCE.finditer(text):
             if match.group(1):
                 uses.setdefault(match.group(1), []).append(format_path(where))
-                (defaults if match.group(2) else required).add(match.group(1))
+                if not match.group(2):
+                    required.add(match.group(1))
     # An unset variable without a default stands for itself, so the manifest still loads.
     placeholders = {name: "${" + name + "}" for name in required if name not in environ}
     loaded = load_manifest(path, environ={**placeholders, **environ})
     data = loaded.manifest.model_dump(mode="json", by_alias=True)
+    data["servers"] = {key: _connection_first(server) for key, server in data["servers"].items()}
     result = EffectiveManifest(loaded.source.file, {})
     result.data = _explain(data, (), loaded.source, raw, result.sources)
     result.variables = [
@@ -80,6 +82,12 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
         for name, paths in sorted(uses.items())
     ]
     return result
+
+
+def _connection_first(server: dict[str, Any]) -> dict[str, Any]:
+    """How the server is reached reads best before the settings it shares with every server."""
+    first = [key for key in _CONNECTION if key in server]
+    return {key: server[key] for key in first} | {k: v for k, v in server.items() if k not in first}
 
 
 class _RawDocument:
@@ -133,15 +141,22 @@ def _is_secret_map(path: Path_) -> bool:
 def _shown(path: Path_, value: Any, raw: _RawDocument) -> Any:
     """The value as shown: variables as written, literal secrets hidden."""
     template = raw.templates.get(path)
+    if template is not None and not any(m.group(1) for m in _REFERENCE.finditer(template)):
+        template = None  # only '$${' escapes: the effective value says it best
     if len(path) == 4 and path[0] == "servers" and path[2] in _SECRET_MAPS:
-        if template is not None and _REFERENCE.search(template):
+        if template is not None:
             # A default given inside a secret is a secret too.
             return _REFERENCE.sub(lambda m: m.group(0) if not m.group(2) else "${" + m.group(1) + ":-…}",
                                   template)
         secret = secret_env if path[2] == "env" else secret_header
         return HIDDEN if secret(str(path[3]), str(value)) else value
-    if template is not None and _REFERENCE.search(template):
+    if template is not None:
         return template
+    if path[:1] == ("servers",) and path[2:3] in (("args",), ("url",)) and isinstance(value, str):
+        if URL_PASSWORD.search(value):
+            return URL_PASSWORD.sub(lambda m: m.group("head") + HIDDEN, value)
+        if path[2] == "args" and looks_like_credential(value):
+            return HIDDEN
     return value
 
 

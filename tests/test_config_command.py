@@ -1,0 +1,136 @@
+"""``mcp-run config``: the effective manifest, where each value comes from, variables by name only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from runner.cli import main
+
+MANIFEST = """\
+version: 1
+name: effective
+x-common: &common
+  timeout: 5s
+  env_passthrough: [LANG]
+defaults:
+  startup_timeout: 12s
+  restart: {max_attempts: 2}
+servers:
+  api:
+    url: ${MCP_RUN_TEST_URL:-http://localhost:9000}/mcp
+    headers:
+      Authorization: Bearer ${MCP_RUN_TEST_TOKEN}
+      X-Static: CANARYliteral0000000000000000
+      Accept: application/json
+  local:
+    <<: *common
+    type: stdio
+    command: python
+    args: [server.py, "$${LITERAL}", "postgresql://app:CANARYpw@localhost/db", sk-CANARY1234567890abcdef]
+    env:
+      TZ: UTC
+      DB_PASSWORD: CANARYpw
+      API_TOKEN: ${MCP_RUN_TEST_TOKEN}
+      CACHE: ${MCP_RUN_TEST_MISSING}
+      SALT: ${MCP_RUN_TEST_SALT:-CANARYdefault}
+"""
+SET = {"MCP_RUN_TEST_TOKEN": "CANARYset", "MCP_RUN_TEST_URL": None, "MCP_RUN_TEST_MISSING": None,
+       "MCP_RUN_TEST_SALT": None}
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "effective.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def config(*args: str) -> Result:
+    return CliRunner(env=SET).invoke(main, ["config", *args], catch_exceptions=False)
+
+
+def lines_of(result: Result, server: str) -> dict[str, str]:
+    """'key: value  # source' lines of one server's block, by key (first occurrence)."""
+    lines, inside = {}, False
+    for line in result.stdout.splitlines():
+        if line.startswith("  ") and not line.startswith("    "):
+            inside = line.strip() == f"{server}:"
+        elif inside and line.startswith("    ") and not line.startswith("     "):
+            key = line.strip().split(":", 1)[0]
+            lines.setdefault(key, line.strip())
+    return lines
+
+
+def test_each_value_says_whether_it_came_from_the_server_defaults_or_built_in(manifest: Path) -> None:
+    result = config(str(manifest))
+    assert result.exit_code == 0, result.stderr
+    api, local = lines_of(result, "api"), lines_of(result, "local")
+    assert api["timeout"] == "timeout: 30s  # built-in"
+    assert api["startup_timeout"] == f"startup_timeout: 12s  # defaults {manifest}:7:20"
+    assert local["command"] == f"command: python  # server {manifest}:19:14"
+    assert local["transport"] == f"transport: stdio  # server {manifest}:18:11"  # written as 'type'
+    assert "max_attempts: 2  # defaults" in result.stdout and "backoff: 1s  # built-in" in result.stdout
+
+
+def test_values_merged_from_an_anchor_point_at_the_anchor(manifest: Path) -> None:
+    local = lines_of(config(str(manifest)), "local")
+    assert local["timeout"] == f"timeout: 5s  # server via << {manifest}:4:12"
+    assert local["env_passthrough"] == f"env_passthrough: [LANG]  # server via << {manifest}:5:20"
+
+
+def test_variables_are_shown_by_name_with_whether_they_are_set_and_never_their_values(manifest: Path) -> None:
+    result = config(str(manifest))
+    assert "Authorization: Bearer ${MCP_RUN_TEST_TOKEN}" in result.stdout
+    assert "url: ${MCP_RUN_TEST_URL:-http://localhost:9000}/mcp" in result.stdout
+    assert "CACHE: ${MCP_RUN_TEST_MISSING}" in result.stdout
+    assert "#   MCP_RUN_TEST_TOKEN: set — servers.api.headers.Authorization, servers.local.env.API_TOKEN" \
+        in result.stdout
+    assert "#   MCP_RUN_TEST_MISSING: UNSET — servers.local.env.CACHE" in result.stdout
+    assert "#   MCP_RUN_TEST_URL: unset, default used — servers.api.url" in result.stdout
+    assert "CANARY" not in result.stdout + result.stderr
+
+
+def test_literal_secrets_are_hidden_and_harmless_values_shown(manifest: Path) -> None:
+    result = config(str(manifest))
+    assert "X-Static: (hidden)" in result.stdout and "DB_PASSWORD: (hidden)" in result.stdout
+    assert "SALT: ${MCP_RUN_TEST_SALT:-…}" in result.stdout
+    assert "Accept: application/json" in result.stdout and "TZ: UTC" in result.stdout
+    assert "args: [server.py, '${LITERAL}', 'postgresql://app:(hidden)@localhost/db', (hidden)]" \
+        in result.stdout
+
+
+def test_json_output_has_values_sources_and_variables(manifest: Path) -> None:
+    result = config(str(manifest), "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    local = document["manifest"]["servers"]["local"]
+    assert local["timeout"] == 5.0 and local["startup_timeout"] == 12.0
+    assert document["sources"]["servers.local.timeout"] == {
+        "from": "server", "at": f"{manifest}:4:12", "merged": True}
+    assert document["sources"]["servers.api.startup_timeout"]["from"] == "defaults"
+    assert document["sources"]["servers.api.heartbeat.interval"] == {"from": "built-in", "at": None,
+                                                                     "merged": False}
+    assert {v["name"]: (v["set"], v["has_default"]) for v in document["variables"]} == {
+        "MCP_RUN_TEST_TOKEN": (True, False), "MCP_RUN_TEST_MISSING": (False, False),
+        "MCP_RUN_TEST_URL": (False, True), "MCP_RUN_TEST_SALT": (False, True)}
+    assert "CANARY" not in result.stdout
+
+
+def test_one_server_can_be_shown_alone(manifest: Path) -> None:
+    result = config(str(manifest), "--server", "api")
+    assert "  api:" in result.stdout and "  local:" not in result.stdout
+    assert "MCP_RUN_TEST_MISSING" not in result.stdout
+    unknown = config(str(manifest), "--server", "nope")
+    assert unknown.exit_code == 2 and "no server 'nope'" in unknown.stderr
+
+
+def test_an_invalid_manifest_is_a_located_error_with_exit_code_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\nname: bad\nservers:\n  a:\n    command: x\n    timeout: soon\n")
+    result = config(str(path))
+    assert result.exit_code == 2
+    assert f"{path}:6:14: servers.a.timeout:" in result.stderr
