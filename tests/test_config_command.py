@@ -134,3 +134,58 @@ def test_an_invalid_manifest_is_a_located_error_with_exit_code_2(tmp_path: Path)
     result = config(str(path))
     assert result.exit_code == 2
     assert f"{path}:6:14: servers.a.timeout:" in result.stderr
+
+
+# ------------------------------------------------------------------------------- shell completion
+
+
+def complete(words: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What bash completion offers for the command line ``words`` (the cursor at its end)."""
+    monkeypatch.chdir(cwd)
+    parts = words.split(" ")
+    env = {"_MCP_RUN_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)}
+    result = CliRunner(env=env).invoke(main, [], prog_name="mcp-run")
+    return result.stdout.splitlines()
+
+
+def test_completion_offers_commands_and_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert complete("mcp-run i", tmp_path, monkeypatch) == ["plain,import", "plain,init"]
+    assert complete("mcp-run con", tmp_path, monkeypatch) == ["plain,config"]
+    assert complete("mcp-run import x.json --f", tmp_path, monkeypatch) == ["plain,--force", "plain,--format"]
+    assert complete("mcp-run import x.json --format ", tmp_path, monkeypatch) == [
+        "plain,claude-code", "plain,claude-desktop", "plain,cursor", "plain,vscode"]
+
+
+def test_completion_offers_manifests_for_config_and_json_configs_for_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("agent.yaml", "other.yml", "mcp.json", "notes.txt"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "sub").mkdir()
+    assert complete("mcp-run config ", tmp_path, monkeypatch) == ["plain,agent.yaml", "plain,other.yml",
+                                                                  "dir,sub/"]
+    assert complete("mcp-run import ", tmp_path, monkeypatch) == ["plain,mcp.json", "dir,sub/"]
+
+
+def test_completion_offers_server_keys_of_the_manifest_without_starting_anything(
+    manifest: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert complete(f"mcp-run config {manifest.name} --server ", manifest.parent, monkeypatch) == [
+        "plain,api", "plain,local"]
+    assert complete(f"mcp-run config {manifest.name} --server l", manifest.parent, monkeypatch) == [
+        "plain,local"]
+
+
+def test_tool_names_are_completed_from_what_the_manifest_names(tmp_path: Path) -> None:
+    import click
+
+    from runner.cli.starting import complete_tool
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("servers:\n  time:\n    command: x\n    tools:\n      only: [get_time, 'list_*']\n"
+                    "      rename: {get_time: now, convert: convert_time}\n  plain: {command: y}\n")
+    context = click.Context(main, info_name="mcp-run")
+    context.params["file"] = str(path)
+    assert [item.value for item in complete_tool(context, main.params[0], "")] == ["convert_time", "now"]
+    path.write_text("servers:\n  time:\n    command: x\n    tools: {only: [get_time]}\n")
+    assert [item.value for item in complete_tool(context, main.params[0], "ti")] == ["time__get_time"]

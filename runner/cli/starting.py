@@ -69,7 +69,8 @@ def _manifest_servers(ctx: click.Context) -> dict[str, Any]:
     """The raw ``servers`` of the manifest named on the command line; nothing is started."""
     import yaml
 
-    file = ctx.params.get("file")
+    # While an option still lacks its value, click leaves the positional arguments unparsed.
+    file = ctx.params.get("file") or next((arg for arg in ctx.args if not arg.startswith("-")), None)
     try:
         data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) if file else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
