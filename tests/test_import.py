@@ -203,3 +203,41 @@ def test_merge_refuses_servers_written_in_flow_style(tmp_path: Path) -> None:
     result = mcp_run("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(manifest), "--merge")
     assert result.exit_code == 2 and f"{manifest}:3:10: servers:" in result.stderr
     assert manifest.read_text() == original
+
+
+def readme_examples() -> list[tuple[str, str, str]]:
+    """(config path, JSON text, shell command) of each example under 'Coming from …'."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Coming from Claude Desktop / VS Code / Cursor\n", 1)[1].split("\n## ", 1)[0]
+    chunks = section.split("```json\n")
+    examples = []
+    for caption, chunk in zip(chunks, chunks[1:], strict=False):
+        path = re.findall(r"`([^`\s]+\.json)`", caption.strip().rsplit("\n\n", 1)[-1])[0]
+        text, _, rest = chunk.partition("```\n")
+        examples.append((path, text, rest.split("```sh\n", 1)[1].split("```", 1)[0]))
+    return examples
+
+
+def test_the_readme_has_one_example_per_format() -> None:
+    formats = [detect_format(json.loads(text)) for _, text, _ in readme_examples()]
+    assert formats == ["claude-desktop", "claude-code", "vscode", "cursor"]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_readme_example_runs_as_written(index: int, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path, text, command = readme_examples()[index]
+    for name in ("agent.yaml", "examples", "prompts"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text(text)
+    environ = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["bash", "-ec", command], cwd=tmp_path, env=environ, capture_output=True,
+                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    expected = ["notes__calculate returned: 42", "is valid", "GITHUB_TOKEN: UNSET", "is valid"][index]
+    assert expected in result.stdout
