@@ -189,3 +189,10 @@ def test_tool_names_are_completed_from_what_the_manifest_names(tmp_path: Path) -
     assert [item.value for item in complete_tool(context, main.params[0], "")] == ["convert_time", "now"]
     path.write_text("servers:\n  time:\n    command: x\n    tools: {only: [get_time]}\n")
     assert [item.value for item in complete_tool(context, main.params[0], "ti")] == ["time__get_time"]
+
+
+def test_broken_yaml_is_a_located_error_with_exit_code_2(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("version: 1\nname: [\n")
+    result = config(str(path))
+    assert result.exit_code == 2 and f"{path}:3:1: YAML syntax:" in result.stderr

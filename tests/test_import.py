@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from runner.checks import check_agent
 from runner.cli import main
 from runner.starting.formats import detect_format
-from runner.starting.importing import validate_text
+from runner.starting.importing import required_variables, validate_text
 from runner.starting.jsonc import parse_jsonc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +55,9 @@ def test_each_config_becomes_its_expected_manifest_which_validates(config: str, 
     stem = config.removesuffix(".json")
     assert result.stdout == (CONFIGS / f"{stem}.expected.yaml").read_text()
     assert result.stderr == (CONFIGS / f"{stem}.expected.report").read_text()
-    loaded = validate_text(result.stdout, file="agent.yaml", variables=variables_of(result.stderr))
-    assert loaded.manifest.servers
+    assert validate_text(result.stdout, file="agent.yaml").manifest.servers
+    # Every variable the manifest needs is one the person is told to set.
+    assert set(required_variables(result.stdout)) <= set(variables_of(result.stderr))
 
 
 @pytest.mark.parametrize("config", CORPUS)
@@ -241,3 +242,21 @@ def test_each_readme_example_runs_as_written(index: int, tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     expected = ["notes__calculate returned: 42", "is valid", "GITHUB_TOKEN: UNSET", "is valid"][index]
     assert expected in result.stdout
+
+
+def test_servers_without_an_equivalent_are_left_out_with_a_located_warning(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "both": {"command": "x", "url": "http://localhost:1/mcp"},
+        "socket": {"type": "http", "url": "ws://localhost:1/mcp"},
+        "empty": {"command": ""},
+        "kept": {"command": "x", "env": {"PORT": 8080, "DEBUG": True, "EMPTY": None}},
+    }}, indent=1))
+    result = mcp_run("import", str(config))
+    assert result.exit_code == 0, result.stderr
+    assert f"{config}:3:3: mcpServers.both: both 'command' and 'url'" in result.stderr
+    assert f"{config}:9:4: mcpServers.socket.url: only http:// and https:// URLs" in result.stderr
+    assert f"{config}:11:3: mcpServers.empty: neither 'command' nor 'url'" in result.stderr
+    servers = validate_text(result.stdout, file="agent.yaml").manifest.servers
+    assert set(servers) == {"kept"}
+    assert servers["kept"].env == {"PORT": "8080", "DEBUG": "true", "EMPTY": ""}

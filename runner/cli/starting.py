@@ -19,7 +19,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from runner.cli import EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
 from runner.errors import ManifestError, Problem
 from runner.starting.effective import as_json, effective_manifest, render_text
 from runner.starting.formats import FORMATS
@@ -120,9 +120,15 @@ def _fail(message: str) -> None:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write through a temporary file, so an interrupted write never leaves half a manifest."""
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        stderr.print(f"error: cannot write {path}: {exc.strerror}", markup=False, style="red")
+        raise SystemExit(EXIT_FAILURE) from None
 
 
 # ------------------------------------------------------------------------------------- commands
@@ -154,7 +160,7 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
     else:
         imported = import_config(file, format=format_)
         text = manifest_text(imported, name=name, source=Path(file).name)
-    validate_text(text, file=output or "agent.yaml", variables=imported.variables)
+    validate_text(text, file=output or "agent.yaml")
     if target:
         _write(target, text)
     else:
@@ -183,8 +189,12 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
     imported = import_config(from_file, taken=[s.key for s in given]) if from_file else None
     agent_name = name or folder.resolve().name or "agent"
     text = manifest_for(name=agent_name, model=model, servers=given, imported=imported)
-    validate_text(text, file=str(folder / MANIFEST), variables=imported.variables if imported else ())
-    written = write_starter(folder, starter_files(text), force=force)
+    validate_text(text, file=str(folder / MANIFEST))
+    try:
+        written = write_starter(folder, starter_files(text), force=force)
+    except OSError as exc:
+        stderr.print(f"error: cannot write in {folder}: {exc.strerror}", markup=False, style="red")
+        raise SystemExit(EXIT_FAILURE) from None
     if imported:
         _report(imported, target=str(folder / MANIFEST))
     stdout.print(f"wrote {', '.join(written)} in {folder}", markup=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from runner.loading import Path_, format_path, load_manifest
+from runner.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest
 from runner.manifest import ServerSettings
 from runner.starting.importing import yaml_flow, yaml_scalar
 from runner.starting.secrets import URL_PASSWORD, looks_like_credential, secret_env, secret_header
@@ -90,21 +90,32 @@ def _connection_first(server: dict[str, Any]) -> dict[str, Any]:
     return {key: server[key] for key in first} | {k: v for k, v in server.items() if k not in first}
 
 
+class _TooLarge(Exception):
+    """The document is past the loader's limits (alias bombs, absurd nesting)."""
+
+
 class _RawDocument:
     """The manifest's strings before expansion, and the paths that came through merge keys."""
 
     def __init__(self, text: str) -> None:
         self.templates: dict[Path_, str] = {}
         self.merged: set[Path_] = set()
-        loader = yaml.SafeLoader(text)
+        self.visited = 0
         try:
-            node = loader.get_single_node()
-            if isinstance(node, yaml.MappingNode):
-                self._walk(loader, node, (), top=True)
-        finally:
-            loader.dispose()
+            loader = yaml.SafeLoader(text)
+            try:
+                node = loader.get_single_node()
+                if isinstance(node, yaml.MappingNode):
+                    self._walk(loader, node, (), top=True)
+            finally:
+                loader.dispose()
+        except (yaml.YAMLError, RecursionError, _TooLarge):
+            pass  # loading the manifest reports the problem with its location
 
     def _walk(self, loader: yaml.SafeLoader, node: yaml.Node, path: Path_, top: bool = False) -> None:
+        self.visited += 1
+        if self.visited > MAX_NODES or len(path) > MAX_DEPTH:
+            raise _TooLarge
         if isinstance(node, yaml.ScalarNode):
             if node.tag == "tag:yaml.org,2002:str" and "$" in node.value:
                 self.templates[path] = node.value

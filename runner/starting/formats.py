@@ -14,6 +14,7 @@ warning, never silently dropped.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,11 @@ def read_config(path: Path, *, format: str | None = None) -> ReadConfig:
     return config
 
 
+def _text(value: Any) -> str:
+    """A scalar as an environment value or header would carry it (JSON spelling for the rest)."""
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value)
+
+
 def format_path_text(path: Path_) -> str:
     return ".".join(str(part) for part in path)
 
@@ -170,8 +176,13 @@ def _read_server(
         if key in ("args",) and not (isinstance(value, list) and all(isinstance(v, str | int | float)
                                                                       for v in value)):
             raise ManifestError([config.source.problem(path, "expected a list of strings")])
-        if key in ("env", "headers") and not isinstance(value, dict):
-            raise ManifestError([config.source.problem(path, "expected an object of names and values")])
+        if key in ("env", "headers"):
+            if not isinstance(value, dict):
+                raise ManifestError([config.source.problem(path, "expected an object of names and values")])
+            for variable, item in value.items():
+                if isinstance(item, dict | list):
+                    raise ManifestError([config.source.problem((*path, variable), "expected a text value")])
+            value = {variable: _text(item) for variable, item in value.items()}
         if key in ("command", "cwd", "url", "type", "envFile") and not isinstance(value, str):
             raise ManifestError([config.source.problem(path, "expected a string")])
         # An env file is read here, not by the server: its path is resolved now, not translated.
@@ -231,6 +242,7 @@ def _editor_variables(config: ReadConfig, text: str, path: Path_, inputs: dict[s
                         "manifest in the workspace folder or adjust the path")
             return "."
         if inner == "userHome":
+            config.variables.setdefault("HOME", "your home folder (was ${userHome}); usually set")
             return "${HOME}"
         if inner in ("pathSeparator", "/"):
             return "/"

@@ -8,8 +8,9 @@ memory only to tell two equal secrets from two different ones.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from runner.starting.secrets import (
 
 SCHEMA_HEADER = "# yaml-language-server: $schema=agent.schema.json"
 KEY_LENGTH = 32
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+_REFERENCE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 
 
 @dataclass
@@ -137,12 +138,16 @@ def existing_servers(manifest: str, *, file: str) -> tuple[list[str], int]:
     return keys, indent
 
 
-def validate_text(text: str, *, file: str, variables: Iterable[str]) -> LoadedManifest:
-    """Validate manifest text as the runner would, each listed variable set to a placeholder."""
-    import os
+def validate_text(text: str, *, file: str) -> LoadedManifest:
+    """Validate manifest text as the runner would; variables not set yet get a placeholder."""
+    # A URL, so that 'url: ${BASE_URL}/mcp' validates too; the value is never shown.
+    placeholders = {name: "http://variable.invalid" for name in required_variables(text)}
+    return parse_manifest(text, file=file, environ={**placeholders, **os.environ})
 
-    environ: Mapping[str, str] = {**os.environ, **{name: "placeholder" for name in variables}}
-    return parse_manifest(text, file=file, environ=environ)
+
+def required_variables(text: str) -> list[str]:
+    """Names of the ``${VAR}`` references without a default in ``text``."""
+    return sorted({m.group(1) for m in _REFERENCE.finditer(text) if m.group(2) is None})
 
 
 def _servers_block(manifest: str, file: str) -> tuple[int, yaml.MappingNode] | None:
@@ -202,8 +207,14 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
     fields = dict(server.fields)
     where = ".".join(map(str, server.path))
     kind = fields.pop("type", None)
-    if "command" not in fields and "url" not in fields:
+    if not fields.get("command") and not fields.get("url"):
         config.warn(server.path, "neither 'command' nor 'url': left out")
+        return None
+    if fields.get("command") and fields.get("url"):
+        config.warn(server.path, "both 'command' and 'url': left out (a server has one or the other)")
+        return None
+    if fields.get("url") and not re.match(r"^https?://[^\s/]+", fields["url"]) and "${" not in fields["url"]:
+        config.warn((*server.path, "url"), "only http:// and https:// URLs are supported: left out")
         return None
     if kind not in (None, "stdio", "http", "sse", "streamable-http", "streamableHttp", "streamable_http"):
         config.warn((*server.path, "type"), f"unknown type '{kind}': left out")
@@ -219,7 +230,6 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
         settings["command"] = fields["command"]
         settings["args"] = _secret_args(fields.get("args", []), key, f"{where}.args", secrets)
     for name, value in fields.get("env", {}).items():
-        value = "" if value is None else value
         if not _REFERENCE.search(value) and secret_env(name, value):
             value = secrets.variable(variable_name(name), value, f"{where}.env.{name}")
         settings.setdefault("env", {})[name] = value
@@ -281,6 +291,8 @@ def _secret_url(url: str, prefix: str, where: str, secrets: _Secrets) -> str:
 def _secret_header(name: str, value: str, key: str, where: str, secrets: _Secrets) -> str:
     if _REFERENCE.search(value) or not secret_header(name, value):
         return value
+    if "$${" in value and not (secret_name(name) or looks_like_credential(value)):
+        return value  # an editor variable without equivalent, kept as text: not a credential
     scheme = AUTH_SCHEME.match(value)
     if scheme and name.lower() == "authorization":
         credential = secrets.variable(variable_name(key, "token"), scheme.group("credential"),
