@@ -250,13 +250,14 @@ def test_servers_without_an_equivalent_are_left_out_with_a_located_warning(tmp_p
         "both": {"command": "x", "url": "http://localhost:1/mcp"},
         "socket": {"type": "http", "url": "ws://localhost:1/mcp"},
         "empty": {"command": ""},
-        "kept": {"command": "x", "env": {"PORT": 8080, "DEBUG": True, "EMPTY": None}},
+        "kept": {"command": "x", "env": {"PORT": 8080, "DEBUG": True, "EMPTY": None, "A-B": "x"}},
     }}, indent=1))
     result = mcp_run("import", str(config))
     assert result.exit_code == 0, result.stderr
     assert f"{config}:3:3: mcpServers.both: both 'command' and 'url'" in result.stderr
     assert f"{config}:9:4: mcpServers.socket.url: only http:// and https:// URLs" in result.stderr
     assert f"{config}:11:3: mcpServers.empty: neither 'command' nor 'url'" in result.stderr
+    assert f"{config}:20:5: mcpServers.kept.env.A-B: not a variable name" in result.stderr
     servers = validate_text(result.stdout, file="agent.yaml").manifest.servers
     assert set(servers) == {"kept"}
     assert servers["kept"].env == {"PORT": "8080", "DEBUG": "true", "EMPTY": ""}

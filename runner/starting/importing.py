@@ -19,7 +19,7 @@ import yaml
 
 from runner.errors import ManifestError, Problem
 from runner.loading import LoadedManifest, parse_manifest
-from runner.manifest import SERVER_KEY_PATTERN
+from runner.manifest import ENV_NAME_PATTERN
 from runner.starting.formats import FORMATS, ReadConfig, SourceServer, read_config
 from runner.starting.secrets import (
     AUTH_SCHEME,
@@ -87,7 +87,6 @@ def server_keys(names: Iterable[str], taken: Iterable[str] = ()) -> dict[str, st
             number += 1
             suffix = f"-{number}"
             key = base[: KEY_LENGTH - len(suffix)].rstrip("-") + suffix
-        assert re.match(SERVER_KEY_PATTERN, key), key
         used.add(key)
         keys[name] = key
     return keys
@@ -230,6 +229,9 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
         settings["command"] = fields["command"]
         settings["args"] = _secret_args(fields.get("args", []), key, f"{where}.args", secrets)
     for name, value in fields.get("env", {}).items():
+        if not re.match(ENV_NAME_PATTERN, name):
+            config.warn((*server.path, "env", name), "not a variable name (letters, digits, '_'): left out")
+            continue
         if not _REFERENCE.search(value) and secret_env(name, value):
             value = secrets.variable(variable_name(name), value, f"{where}.env.{name}")
         settings.setdefault("env", {})[name] = value
