@@ -124,6 +124,9 @@ def test_one_server_can_be_shown_alone(manifest: Path) -> None:
     result = config(str(manifest), "--server", "api")
     assert "  api:" in result.stdout and "  local:" not in result.stdout
     assert "MCP_RUN_TEST_MISSING" not in result.stdout
+    document = json.loads(config(str(manifest), "--server", "api", "--json").stdout)
+    assert document["sources"] and all(path.startswith("servers.api.") for path in document["sources"])
+    assert [v["name"] for v in document["variables"]] == ["MCP_RUN_TEST_TOKEN", "MCP_RUN_TEST_URL"]
     unknown = config(str(manifest), "--server", "nope")
     assert unknown.exit_code == 2 and "no server 'nope'" in unknown.stderr
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +152,10 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
     if target and target.exists() and not (merge or force):
         _fail(f"{output} exists; --merge adds the servers to it, --force replaces it")
     if merge and target and target.exists():
-        current = target.read_text(encoding="utf-8")
+        try:
+            current = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _fail(f"cannot read {output}: {getattr(exc, 'strerror', None) or exc}")
         taken, indent = existing_servers(current, file=output)
         imported = import_config(file, format=format_, taken=taken, indent=indent)
         text = merge_into(current, imported, file=output)
@@ -217,11 +219,8 @@ def config(file: str, server: str | None, json_output: bool) -> None:
         servers = effective.data.get("servers", {})
         if server not in servers:
             _fail(f"no server '{server}' in {file} (servers: {', '.join(servers) or 'none'})")
-        effective.data = {"servers": {server: servers[server]}}
-        prefix = f"servers.{server}"
-        effective.variables = [v for v in effective.variables
-                               if any(u.startswith(prefix) for u in v.used_at)]
+        effective = effective.only_server(server)
     if json_output:
         click.echo(json.dumps(as_json(effective), indent=2))
     else:
-        sys.stdout.write(render_text(effective))
+        click.echo(render_text(effective), nl=False)

@@ -56,6 +56,18 @@ class EffectiveManifest:
     sources: dict[Path_, Provenance] = field(default_factory=dict)
     variables: list[VariableUse] = field(default_factory=list)
 
+    def only_server(self, key: str) -> EffectiveManifest:
+        """The same explanation restricted to one server (``key`` must be one of the servers)."""
+        inside = ("servers", key)
+        prefix = format_path(inside)
+        return EffectiveManifest(
+            self.file,
+            {"servers": {key: self.data["servers"][key]}},
+            {path: p for path, p in self.sources.items() if path[:2] == inside},
+            [use for use in self.variables
+             if any(u == prefix or u.startswith((prefix + ".", prefix + "[")) for u in use.used_at)],
+        )
+
 
 def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None) -> EffectiveManifest:
     """Load ``path`` and explain it; unset variables do not stop it (they are reported as unset)."""

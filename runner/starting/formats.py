@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import ManifestError, Problem
-from runner.loading import Path_, SourceMap
+from runner.loading import Path_, SourceMap, format_path
 from runner.starting.jsonc import parse_jsonc
 from runner.starting.secrets import secret_name, variable_name
 
@@ -87,7 +87,7 @@ def read_config(path: Path, *, format: str | None = None) -> ReadConfig:
     servers_path: Path_ = (root, servers_key) if root else (servers_key,)
     if not isinstance(servers, dict):
         raise ManifestError([source.problem(
-            servers_path, f"expected '{format_path_text(servers_path)}' to be an object of servers "
+            servers_path, f"expected '{format_path(servers_path)}' to be an object of servers "
             f"({FORMATS[chosen]} format)")])
     config = ReadConfig(chosen, display, source, base_dir=_workspace_folder(path))
     for key in data:
@@ -105,10 +105,6 @@ def read_config(path: Path, *, format: str | None = None) -> ReadConfig:
 def _text(value: Any) -> str:
     """A scalar as an environment value or header would carry it (JSON spelling for the rest)."""
     return value if isinstance(value, str) else "" if value is None else json.dumps(value)
-
-
-def format_path_text(path: Path_) -> str:
-    return ".".join(str(part) for part in path)
 
 
 def detect_format(data: dict[str, Any]) -> str:
@@ -215,7 +211,7 @@ def _claude_code_variables(config: ReadConfig, text: str, path: Path_) -> str:
     out, last = [], 0
     for match in _CLAUDE_CODE_VARIABLE.finditer(text):
         if not match.group(2):
-            config.variables.setdefault(match.group(1), f"referenced at {format_path_text(path)}")
+            config.variables.setdefault(match.group(1), f"referenced at {format_path(path)}")
         out += [text[last : match.start()].replace("${", "$${"), match.group(0)]
         last = match.end()
     out.append(text[last:].replace("${", "$${"))
@@ -229,7 +225,7 @@ def _editor_variables(config: ReadConfig, text: str, path: Path_, inputs: dict[s
         inner = match.group(1)
         kind, _, argument = inner.partition(":")
         if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", argument):
-            config.variables.setdefault(argument, f"referenced at {format_path_text(path)}")
+            config.variables.setdefault(argument, f"referenced at {format_path(path)}")
             return "${" + argument + "}"
         if kind == "input" and argument:
             if argument not in inputs:
