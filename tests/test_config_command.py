@@ -199,3 +199,12 @@ def test_broken_yaml_is_a_located_error_with_exit_code_2(tmp_path: Path) -> None
     path.write_text("version: 1\nname: [\n")
     result = config(str(path))
     assert result.exit_code == 2 and f"{path}:3:1: YAML syntax:" in result.stderr
+
+
+def test_an_alias_bomb_stops_with_a_located_error_instead_of_expanding(tmp_path: Path) -> None:
+    levels = ['x-0: &l0 ["x","x","x","x","x","x","x","x","x","x"]']
+    levels += [f"x-{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 7)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("version: 1\nname: bomb\n" + "\n".join(levels) + "\nprompts:\n  vars: {v: *l6}\n")
+    result = config(str(path))
+    assert result.exit_code == 2 and "more than 100,000 values" in result.stderr

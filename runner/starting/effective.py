@@ -102,10 +102,6 @@ def _connection_first(server: dict[str, Any]) -> dict[str, Any]:
     return {key: server[key] for key in first} | {k: v for k, v in server.items() if k not in first}
 
 
-class _TooLarge(Exception):
-    """The document is past the loader's limits (alias bombs, absurd nesting)."""
-
-
 class _RawDocument:
     """The manifest's strings before expansion, and the paths that came through merge keys."""
 
@@ -121,13 +117,13 @@ class _RawDocument:
                     self._walk(loader, node, (), top=True)
             finally:
                 loader.dispose()
-        except (yaml.YAMLError, RecursionError, _TooLarge):
+        except (yaml.YAMLError, RecursionError):
             pass  # loading the manifest reports the problem with its location
 
     def _walk(self, loader: yaml.SafeLoader, node: yaml.Node, path: Path_, top: bool = False) -> None:
         self.visited += 1
         if self.visited > MAX_NODES or len(path) > MAX_DEPTH:
-            raise _TooLarge
+            return  # past the loader's limits (alias bombs): loading reports it
         if isinstance(node, yaml.ScalarNode):
             if node.tag == "tag:yaml.org,2002:str" and "$" in node.value:
                 self.templates[path] = node.value
