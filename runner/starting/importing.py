@@ -96,7 +96,8 @@ def manifest_text(imported: Imported, *, name: str, source: str, model: str = "o
     """A whole manifest holding the imported servers."""
     lines = [
         SCHEMA_HEADER,
-        f"# Imported from {source} ({FORMATS[imported.format]}) by mcp-run import.",
+        f"# Imported from {source} ({FORMATS[imported.format]}) by mcp-run import. "
+        "Editor help: mcp-run schema > agent.schema.json",
     ]
     if imported.variables:
         lines.append(f"# Set before running: {', '.join(sorted(imported.variables))}")
