@@ -252,6 +252,8 @@ def _unwrap_windows_shell(config: ReadConfig, server: SourceServer, fields: dict
     if command.lower() in ("cmd", "cmd.exe") and args and args[0].lower() == "/c" and len(args) > 1:
         config.warn((*server.path, "command"), f"Windows 'cmd /c' wrapper removed: runs '{args[1]}'")
         fields["command"], fields["args"] = args[1], args[2:]
+        if len(args) == 2 and " " in args[1] and '"' not in args[1]:  # cmd /c "npx -y pkg"
+            fields["command"], *fields["args"] = args[1].split()
     elif re.match(r"^[A-Za-z]:\\|\\", command) or command.lower().endswith((".exe", ".cmd", ".bat")):
         config.warn((*server.path, "command"), "a Windows program path: it runs only on Windows")
 
