@@ -166,7 +166,7 @@ def test_merge_adds_servers_and_leaves_every_existing_line_as_it_was(tmp_path: P
     before = manifest.read_text().splitlines()
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {
-        "notes": {"command": "python", "args": ["examples/notes_server.py"]},
+        "notes": {"command": "python", "args": ["-m", "other_notes"]},
         "time": {"command": "uvx", "args": ["mcp-server-time"]},
     }}))
     result = mcp_run("import", str(config), "-o", str(manifest), "--merge")
@@ -176,7 +176,7 @@ def test_merge_adds_servers_and_leaves_every_existing_line_as_it_was(tmp_path: P
     assert [tag for tag, *_ in changes if tag != "equal"] == ["insert"]  # comments included
     (_, _, _, start, end), = [change for change in changes if change[0] == "insert"]
     added = after[start:end]
-    assert added == ["  notes-2:", "    command: python", "    args: [examples/notes_server.py]",
+    assert added == ["  notes-2:", "    command: python", "    args: [-m, other_notes]",
                      "  time:", "    command: uvx", "    args: [mcp-server-time]"]
     assert "  server 'notes' is 'notes-2'" in result.stderr
     assert after.index("  notes-2:") < after.index("prompts:")  # under 'servers:', not at the end
@@ -261,3 +261,16 @@ def test_servers_without_an_equivalent_are_left_out_with_a_located_warning(tmp_p
     servers = validate_text(result.stdout, file="agent.yaml").manifest.servers
     assert set(servers) == {"kept"}
     assert servers["kept"].env == {"PORT": "8080", "DEBUG": "true", "EMPTY": ""}
+
+
+def test_merging_the_same_config_twice_adds_nothing_the_second_time(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("version: 1\nname: a\n")
+    config = CONFIGS / "claude-desktop/basic.json"
+    first = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    once = manifest.read_text()
+    second = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    assert first.exit_code == 0 and second.exit_code == 0, second.stderr
+    assert manifest.read_text() == once
+    assert "mcpServers.github: already in the manifest as 'github': skipped" in second.stderr
+    assert "0 servers from Claude Desktop" in second.stderr and "set these variables" not in second.stderr

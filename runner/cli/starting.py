@@ -23,7 +23,9 @@ from runner.errors import ManifestError, Problem
 from runner.starting.effective import as_json, effective_manifest, render_text
 from runner.starting.formats import FORMATS
 from runner.starting.importing import (
+    ExistingServers,
     Imported,
+    connection,
     existing_servers,
     import_config,
     manifest_text,
@@ -156,8 +158,7 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
             current = target.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             _fail(f"cannot read {output}: {getattr(exc, 'strerror', None) or exc}")
-        taken, indent = existing_servers(current, file=output)
-        imported = import_config(file, format=format_, taken=taken, indent=indent)
+        imported = import_config(file, format=format_, existing=existing_servers(current, file=output))
         text = merge_into(current, imported, file=output)
     else:
         imported = import_config(file, format=format_)
@@ -188,7 +189,8 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
         given = command_servers(servers)
     except ValueError as exc:
         _fail(f"--server {exc}")
-    imported = import_config(from_file, taken=[s.key for s in given]) if from_file else None
+    taken = ExistingServers([s.key for s in given], {connection({"command": s.command, "args": s.args}): s.key for s in given})
+    imported = import_config(from_file, existing=taken) if from_file else None
     agent_name = name or folder.resolve().name or "agent"
     text = manifest_for(name=agent_name, model=model, servers=given, imported=imported)
     validate_text(text, file=str(folder / MANIFEST))

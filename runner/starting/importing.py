@@ -53,17 +53,25 @@ class Imported:
 
 
 def import_config(
-    path: str | Path, *, format: str | None = None, taken: Iterable[str] = (), indent: int = 2
+    path: str | Path, *, format: str | None = None, existing: ExistingServers | None = None
 ) -> Imported:
-    """Convert the configuration at ``path``; keys avoid ``taken`` (servers already present)."""
+    """Convert the configuration at ``path``; with ``existing``, for a place in that manifest."""
+    existing = existing or ExistingServers([], {})
     config = read_config(Path(path), format=format)
-    keys = server_keys([server.name for server in config.servers], taken)
+    keys = server_keys([server.name for server in config.servers], existing.keys)
     secrets = _Secrets(config)
     blocks, active = [], 0
     for server in config.servers:
+        listed = dict(config.variables)
         settings = _settings(config, server, keys[server.name], secrets)
         if settings is None:
             continue
+        if (twin := existing.connections.get(connection(settings))) is not None:
+            config.warn(server.path, f"already in the manifest as '{twin}': skipped")
+            keys[server.name] = twin
+            config.variables = listed  # the twin's variables are the manifest's business already
+            continue
+        indent = existing.indent
         block = server_entry_text(keys[server.name], settings, indent)
         if server.disabled:
             config.warn((*server.path, "disabled"), f"disabled: written commented out as '{keys[server.name]}'")
@@ -127,15 +135,34 @@ def merge_into(manifest: str, imported: Imported, *, file: str) -> str:
     return "".join(lines[:insert_at]) + imported.servers_text + "".join(lines[insert_at:])
 
 
-def existing_servers(manifest: str, *, file: str) -> tuple[list[str], int]:
-    """Keys under ``servers:`` in ``manifest`` and the indentation new entries should use."""
+@dataclass(frozen=True)
+class ExistingServers:
+    """What a manifest already has under ``servers:``: keys, how each is reached, indentation."""
+
+    keys: list[str]
+    connections: dict[tuple[str, ...], str]  # connection -> key, to skip servers already there
+    indent: int = 2
+
+
+def existing_servers(manifest: str, *, file: str) -> ExistingServers:
     located = _servers_block(manifest, file)
     if located is None:
-        return [], 2
+        return ExistingServers([], {})
     _, node = located
     keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
     indent = node.value[0][0].start_mark.column if node.value else 2
-    return keys, indent
+    servers = (yaml.safe_load(manifest) or {}).get("servers") or {}
+    connections = {
+        connection(spec): str(key) for key, spec in servers.items() if isinstance(spec, dict)
+    }
+    return ExistingServers(keys, connections, indent)
+
+
+def connection(settings: dict[str, Any]) -> tuple[str, ...]:
+    """How a server is reached: its URL, or its command and arguments, as written."""
+    if "url" in settings:
+        return ("url", str(settings["url"]))
+    return ("command", str(settings.get("command")), *map(str, settings.get("args") or []))
 
 
 def validate_text(text: str, *, file: str) -> LoadedManifest:
