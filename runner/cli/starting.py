@@ -183,7 +183,8 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
 @reports_errors
 def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | None, name: str | None,
          force: bool) -> None:
-    """Write a starter agent in DIRECTORY: agent.yaml, prompts/system.md.j2, .gitignore."""
+    """Write a starter agent in DIRECTORY (default .): agent.yaml, prompts/system.md.j2,
+    agent.schema.json, and .mcp-run/ in .gitignore. It validates and runs offline as written."""
     folder = Path(directory)
     try:
         given = command_servers(servers)

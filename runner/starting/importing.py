@@ -277,7 +277,8 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
 def _unwrap_windows_shell(config: ReadConfig, server: SourceServer, fields: dict[str, Any]) -> None:
     command, args = fields["command"], list(fields.get("args", []))
     if command.lower() in ("cmd", "cmd.exe") and args and args[0].lower() == "/c" and len(args) > 1:
-        config.warn((*server.path, "command"), f"Windows 'cmd /c' wrapper removed: runs '{args[1]}'")
+        program = args[1].split()[0] if args[1].split() else args[1]  # never the rest: it may hold a key
+        config.warn((*server.path, "command"), f"Windows 'cmd /c' wrapper removed: runs '{program}'")
         fields["command"], fields["args"] = args[1], args[2:]
         if len(args) == 2 and " " in args[1] and '"' not in args[1]:  # cmd /c "npx -y pkg"
             fields["command"], *fields["args"] = args[1].split()
