@@ -71,6 +71,7 @@ def reports_errors(command: F) -> F:
 _LAZY_COMMANDS = {
     "run": "runner.cli.chat",
     **dict.fromkeys(("tools", "call", "prompts", "prompt", "watch"), "runner.cli.inspect"),
+    **dict.fromkeys(("init", "import", "config"), "runner.cli.starting"),
 }
 
 
