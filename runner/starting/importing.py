@@ -265,7 +265,14 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
         settings.setdefault("env", {})[name] = value
     for name, value in fields.get("headers", {}).items():
         settings.setdefault("headers", {})[name] = _secret_header(name, str(value), key, where, secrets)
-    if "cwd" in fields:
+    if "cwd" in fields and "url" not in fields:
+        # The manifest's validation refuses a working directory that does not exist, so one that
+        # does not exist beside the configuration is reported and left out, never written.
+        if (config.base_dir / fields["cwd"]).is_dir():
+            settings["cwd"] = fields["cwd"]
+        else:
+            config.warn((*server.path, "cwd"), f"working directory '{fields['cwd']}' does not exist: left out")
+    elif "cwd" in fields:
         settings["cwd"] = fields["cwd"]
     for ignored in ("env", "cwd") if "url" in fields else ("headers",):
         if ignored in fields:
