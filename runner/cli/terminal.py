@@ -148,8 +148,8 @@ class TerminalView:
     def _help(self, event: dict[str, Any]) -> None:
         say = self.console.print
         say("Chat commands:", markup=False)
-        for name, text in event["commands"].items():
-            say(f"  {name:<28} {text}", markup=False)
+        for command in event["commands"]:
+            say(f"  {command['usage']:<28} {command['description']}", markup=False)
         if event["prompts"]:
             say("Prompt commands (their messages go to the model):", markup=False)
             for row in event["prompts"]:
