@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pexpect
 import pytest
+
+from test_agent_cli import chat_in_a_terminal, copy_bundled_agent
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
@@ -29,27 +27,7 @@ MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 @pytest.fixture
 def agent_dir(tmp_path: Path) -> Path:
-    for name in ("agent.yaml", "examples", "prompts"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name)
-        else:
-            shutil.copy(source, tmp_path / name)
-    return tmp_path
-
-
-@contextmanager
-def chat(agent_dir: Path, *options: str) -> Iterator[pexpect.spawn]:
-    session = pexpect.spawn(str(MCP_RUN), ["agent.yaml", *options], cwd=str(agent_dir),
-                            encoding="utf-8", timeout=60, dimensions=(40, 200))
-    try:
-        session.expect("/help for commands")
-        session.expect("> ")
-        yield session
-        session.sendline("/exit")
-        session.expect(pexpect.EOF)
-    finally:
-        session.close(force=True)
+    return copy_bundled_agent(tmp_path)
 
 
 def test_every_chat_command_has_a_handler_and_a_help_line() -> None:
@@ -58,7 +36,7 @@ def test_every_chat_command_has_a_handler_and_a_help_line() -> None:
 
 
 def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(agent_dir: Path) -> None:
-    with chat(agent_dir) as session:
+    with chat_in_a_terminal(agent_dir) as session:
         session.sendline("/bogus")
         session.expect(r"unknown command '/bogus'; commands: (.*)\r\n")
         listed = session.match.group(1)
@@ -79,7 +57,7 @@ def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(age
 def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_approval(
     agent_dir: Path,
 ) -> None:
-    with chat(agent_dir) as session:
+    with chat_in_a_terminal(agent_dir) as session:
         session.sendline('/call notes__calculate {"expression": "6*7"}')
         session.expect("→ notes__calculate")
         session.expect("42")
@@ -96,7 +74,7 @@ def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_a
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(
     agent_dir: Path,
 ) -> None:
-    with chat(agent_dir) as session:
+    with chat_in_a_terminal(agent_dir) as session:
         session.sendline('notes__delete_note {"title": "ghost"}')
         session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
         session.sendcontrol("c")
@@ -109,7 +87,7 @@ def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_l
 
 
 def test_in_watch_mode_the_prompt_is_redrawn_after_a_reload_line(agent_dir: Path) -> None:
-    with chat(agent_dir, "--watch") as session:
+    with chat_in_a_terminal(agent_dir, "--watch") as session:
         manifest = agent_dir / "agent.yaml"
         manifest.write_text(manifest.read_text().replace("tone: concise", "tone: friendly"))
         session.expect("reloaded in")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 import pytest
+
+from test_agent_cli import copy_bundled_agent
 
 from runner.cli import main
 from runner.manifest import CHAT_COMMANDS
@@ -72,14 +73,7 @@ def test_a_shown_command_names_an_existing_command_and_options(command: str) -> 
 
 @pytest.fixture(scope="module")
 def agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("bundled")
-    for name in ("agent.yaml", "examples", "prompts", "schemas"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, folder / name)
-        else:
-            shutil.copy(source, folder / name)
-    return folder
+    return copy_bundled_agent(tmp_path_factory.mktemp("bundled"))
 
 
 @pytest.mark.parametrize("command", [c for c in shown_commands() if not never_ends(filled_in(c))])
