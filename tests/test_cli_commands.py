@@ -4,6 +4,7 @@ limit, tables that never cut a name, `prompts --json`, and server text never rea
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from test_agent_cli import chat_in_a_terminal
 
 TESTS = Path(__file__).resolve().parent
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
@@ -160,3 +162,16 @@ def test_watch_exits_130_on_ctrl_c(agent: Path) -> None:
     finally:
         watch.close(force=True)
     assert watch.exitstatus == 130
+
+
+def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> None:
+    with chat_in_a_terminal(agent) as chat:
+        chat.sendline("/tools")
+        chat.expect(re.escape("[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden"))
+        chat.expect("> ")
+        chat.sendline("/help")
+        chat.expect(re.escape("code=<code> [focus=<focus>]") + r"\s+" + re.escape("[italic]Review[/] some code"))
+        chat.expect("> ")
+        chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
+        chat.expect(re.escape("[bold][red]x[/]"))
+        chat.expect("> ")
