@@ -71,12 +71,11 @@ def test_a_malformed_or_missing_prompt_argument_and_an_unknown_prompt_exit_2(age
         assert result.stderr.startswith("error: ")
 
 
-def test_call_exits_2_for_an_unknown_tool_bad_json_or_arguments_that_do_not_fit(agent: Path) -> None:
+def test_call_exits_2_for_an_unknown_tool_or_arguments_that_are_not_a_json_object(agent: Path) -> None:
     unknown = mcp_run("call", "agent.yaml", "demo__ad", "{}", cwd=agent)
     assert unknown.returncode == 2 and "unknown tool 'demo__ad' (did you mean 'demo__add'?)" in unknown.stderr
     assert mcp_run("call", "agent.yaml", "demo__add", "{a: 1}", cwd=agent).returncode == 2
-    misfit = mcp_run("call", "agent.yaml", "demo__add", '{"a": "one"}', cwd=agent)
-    assert misfit.returncode == 2 and "invalid arguments for demo__add" in misfit.stderr
+    assert mcp_run("call", "agent.yaml", "demo__add", "[1, 2]", cwd=agent).returncode == 2
 
 
 def test_call_exits_1_when_the_tool_itself_fails(agent: Path) -> None:

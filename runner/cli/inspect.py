@@ -21,7 +21,6 @@ from runner.cli.rows import first_line, output_limit, output_text, prompt_rows, 
 from runner.errors import PromptError, ToolError
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
-from runner.tools.arguments import format_problems, validate_arguments
 
 
 def _run(function: Any, *args: Any) -> Any:
@@ -94,9 +93,6 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if name not in catalog.entries:
                 available = ", ".join(sorted(catalog.entries)) or "none"
                 return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
-            entry = catalog.entries[name]
-            if entry.definition is not None and (problems := validate_arguments(entry.definition.input_schema, parsed)):
-                return f"invalid arguments for {name}:\n{format_problems(problems)}"
             if catalog.needs_approval(name) and not yes and not await _approved(name, parsed):
                 stderr.print(f"denied {name}: needs approval (pass --yes to allow)", markup=False,
                              style="yellow")
