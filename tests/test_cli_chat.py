@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 from test_agent_cli import chat_in_a_terminal, copy_bundled_agent
@@ -85,6 +86,17 @@ def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_l
             session.expect(f"returned: {number * number}")
             session.expect("> ")
     assert session.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_leaves_the_chat_with_130(agent_dir: Path) -> None:
+    session = pexpect.spawn(str(MCP_RUN), ["agent.yaml"], cwd=str(agent_dir), encoding="utf-8", timeout=60)
+    try:
+        session.expect("> ")
+        session.sendcontrol("c")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
+    assert session.exitstatus == 130
 
 
 def test_in_watch_mode_the_prompt_is_redrawn_after_a_reload_line(agent_dir: Path) -> None:

@@ -141,18 +141,21 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
                     yes: bool) -> int:
     code = EXIT_OK
     error: BaseException | None = None
-    async with anyio.create_task_group() as group:  # the stdin reader, and the watcher
-        reader = LineReader(group, stdout)
+    async with anyio.create_task_group() as group:  # the watcher, with --watch
+        reader = LineReader(stdout)
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader)
         session = ChatSession(runtime, view, interrupts, yes=yes)
-        if watch:
-            group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event()))
+        if watch:  # the chat starts once edits are seen, so that none is missed
+            watching = anyio.Event()
+            group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event(),
+                                     ready=watching))
+            await watching.wait()
         try:
             code = await session.run()
         except BaseException as exc:  # re-raised below unwrapped, once the group has stopped
             error = exc
         finally:
-            group.cancel_scope.cancel()  # a read nobody waits for any more, and the watcher
+            group.cancel_scope.cancel()
     if error is not None:
         raise error
     return code
@@ -256,9 +259,9 @@ class ChatSession:
                     self.view.show(event)
             if approval is None:
                 return
-            message = Command(resume=await self._approve(approval))
+            message = Command(resume=await self.approve(approval))
 
-    async def _approve(self, approval: dict[str, Any]) -> dict[str, Any]:
+    async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
         if self.yes:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
@@ -336,7 +339,7 @@ async def _call(session: ChatSession, line: str) -> None:
     call_id = f"direct_{session.direct_calls}"
     session.view.show({"type": "tool_call", "name": name, "args": args, "id": call_id})
     if catalog.needs_approval(name):
-        answer = await session._approve({"type": "approval", "tool": name, "args": args, "id": call_id})
+        answer = await session.approve({"type": "approval", "tool": name, "args": args, "id": call_id})
         if answer["action"] == "deny":
             session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
                                "text": f"denied: {answer['reason']}"}, in_full=True)

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
 from runner.cli.rows import first_line, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
@@ -119,8 +120,8 @@ async def _approved(name: str, arguments: dict[str, Any]) -> bool:
     if not sys.stdin.isatty():
         return False
     stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
-    answer = await anyio.to_thread.run_sync(input, "approve? [y/N]: ", abandon_on_cancel=True)
-    return answer.strip().lower() in ("y", "yes")
+    answer = await LineReader(stderr).read("approve? [y/N]: ")
+    return (answer or "").strip().lower() in ("y", "yes")
 
 
 @main.command()

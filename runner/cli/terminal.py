@@ -8,12 +8,13 @@ never read as rich markup, so a server cannot style or hide output.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from typing import Any, Protocol
 
 import anyio
 import click
-from anyio.abc import TaskGroup
 from rich.console import Console
 
 PREVIEW_CHARS = 160
@@ -26,44 +27,42 @@ def preview(text: str) -> str:
 
 
 class LineReader:
-    """The only reader of stdin: one ``input()`` in flight at a time, in a worker thread.
+    """The only reader of stdin, inside the event loop: a line is read only while someone waits
+    for one. A question cancelled by Ctrl-C (an approval when the turn is interrupted) takes
+    nothing, the line typed next goes to the next reader, and no thread is left blocked in a read
+    (which would keep the process from exiting)."""
 
-    A read cancelled by Ctrl-C (an approval question when the turn is interrupted) leaves its
-    ``input()`` running: the line typed next is handed to the next read instead of being lost.
-    """
-
-    def __init__(self, group: TaskGroup, console: Console) -> None:
-        self._group = group
+    def __init__(self, console: Console, fd: int | None = None) -> None:
         self._console = console
-        self._send, self._lines = anyio.create_memory_object_stream[str | None](1)
-        self._in_flight = False
+        self._fd = sys.stdin.fileno() if fd is None else fd
+        mode = os.fstat(self._fd).st_mode
+        # A terminal, pipe or socket can be waited on; a file or /dev/null never blocks a read.
+        self._pollable = os.isatty(self._fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        self._buffer = b""
+        self._ended = False
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
 
     async def read(self, prompt: str) -> str | None:
         """The next line without its newline, or None at the end of input."""
-        if self._in_flight:
-            self.write(prompt)  # the abandoned input() is still reading: its line is ours
-        else:
-            self._in_flight = True
-            self._group.start_soon(self._read_one, prompt)
+        self.write(prompt)
         self.waiting_prompt = prompt
         try:
-            line = await self._lines.receive()
+            while b"\n" not in self._buffer and not self._ended:
+                if self._pollable:
+                    await anyio.wait_readable(self._fd)
+                chunk = os.read(self._fd, 65536)
+                self._buffer += chunk
+                self._ended = not chunk
         finally:
             self.waiting_prompt = None
-        self._in_flight = False
-        return line
+        if not self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace").removesuffix("\r")
 
     def write(self, text: str) -> None:
         self._console.file.write(text)
         self._console.file.flush()
-
-    async def _read_one(self, prompt: str) -> None:
-        try:
-            line: str | None = await anyio.to_thread.run_sync(input, prompt, abandon_on_cancel=True)
-        except EOFError:
-            line = None
-        await self._send.send(line)
 
 
 class ChatView(Protocol):
