@@ -169,7 +169,8 @@ def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> No
         chat.expect(re.escape("[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden"))
         chat.expect("> ")
         chat.sendline("/help")
-        chat.expect(re.escape("code=<code> [focus=<focus>]") + r"\s+" + re.escape("[italic]Review[/] some code"))
+        chat.expect(re.escape("code=<code> [focus=<focus>]") + r"\s+"
+                    + re.escape("[italic]Review[/] some code"))
         chat.expect("> ")
         chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
         chat.expect(re.escape("[bold][red]x[/]"))

@@ -66,8 +66,10 @@ def test_validate_and_schema_import_neither_the_sdk_nor_langchain() -> None:
     script = (
         "import sys\nfrom runner.cli import main\n"
         "for args in (['validate', 'agent.yaml'], ['schema']):\n"
-        "    try:\n        main(args)\n    except SystemExit as exit:\n        assert not exit.code, exit.code\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'langchain_core', 'langgraph'))\n"
+        "    try:\n        main(args)\n"
+        "    except SystemExit as exit:\n        assert not exit.code, exit.code\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "               if m.split('.')[0] in ('mcp', 'langchain_core', 'langgraph'))\n"
         "print(heavy, file=sys.stderr)\nassert not heavy\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,

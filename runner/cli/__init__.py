@@ -101,7 +101,8 @@ class _FileOrCommand(click.Group):
         if Path(word).exists() or word.endswith(MANIFEST_SUFFIXES):
             # The file's name stands where a command name would: error hints say `mcp-run FILE -h`.
             return word, importlib.import_module(FILE_MODULE).run_file, args
-        visible = [name for name in self.list_commands(ctx) if not self.get_command(ctx, name).hidden]  # type: ignore[union-attr]
+        commands = [self.get_command(ctx, name) for name in self.list_commands(ctx)]
+        visible = [command.name for command in commands if command is not None and not command.hidden]
         close = difflib.get_close_matches(word, visible, n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'?" if close else f"commands: {', '.join(visible)}"
         raise click.UsageError(

@@ -80,7 +80,8 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
                 if as_json:
                     click.echo(json.dumps(event, default=str))
                 elif event["type"] == "tool_call":
-                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False,
+                                 style="cyan")
                 elif event["type"] == "tool_result":
                     style = "red" if event["status"] == "error" else "dim"
                     stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
@@ -167,7 +168,8 @@ CHAT_COMMAND_HELP = {
     "help": ("/help", "this list"),
     "tools": ("/tools", "the tools the model sees"),
     "prompts": ("/prompts", "the prompt commands"),
-    "call": ("/call NAME {json}", "call a tool directly, without the model (asks first if it needs approval)"),
+    "call": ("/call NAME {json}",
+             "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
     "reload": ("/reload", "reload the manifest, templates and modules now"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
@@ -190,7 +192,8 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
 class ChatSession:
     """One chat over a running agent, shown through a view (a terminal or JSON lines)."""
 
-    def __init__(self, runtime: Runtime, view: ChatView, interrupts: _Interrupts, *, yes: bool = False) -> None:
+    def __init__(self, runtime: Runtime, view: ChatView, interrupts: _Interrupts, *,
+                 yes: bool = False) -> None:
         self.runtime = runtime
         self.view = view
         self.interrupts = interrupts
