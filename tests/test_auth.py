@@ -22,13 +22,14 @@ import yaml
 from reliability.support import mcp_run, write_manifest
 from servers.approver import Approver, follow_login
 from servers.oauth import TOKEN_PREFIX, Protected, free_port, serve_protected
+from test_readme_commands import commands_in, filled_in, readme_sections
 
 from runner.auth.context import interacting
 from runner.auth.flow import token_record
 from runner.errors import LoginRequiredError, ManifestError, ServerRequestError
 from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec
-from runner.reload import watch_and_reload
+from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import load_agent
 from runner.servers import ServerFleet, open_fleet
 
@@ -143,6 +144,41 @@ def test_the_chat_offers_to_log_in_to_a_server_it_had_to_skip(
         chat.close(force=True)
     assert chat.exitstatus == 0
     assert protected.authority.authorizations == 1
+
+
+def test_the_readmes_login_commands_run_as_written(project: Path, protected: Protected) -> None:
+    """Those of "Logging in to remote servers" and the auth rows of "Commands" (SERVER: github),
+    logins first and the logout last, in a terminal without a display (the URL is printed)."""
+    sections = readme_sections()
+    shown = commands_in(sections["Logging in to remote servers"])
+    shown += [command for command in commands_in(sections["Commands"]) if command.startswith("auth ")]
+    order = {"login": 0, "logout": 2}
+    commands = sorted({tuple(filled_in(command)) for command in shown},
+                      key=lambda args: (order.get(args[1], 1) if args[0] == "auth" else 1, args))
+    assert [args[:2] for args in commands if args[0] == "auth"] == [
+        ("auth", "login"), ("auth", "status"), ("auth", "logout")]
+    script = [{"tool_calls": [{"name": "github__whoami"}]}, "done"]
+    (project / "script.yaml").write_text(yaml.safe_dump(script))
+    write_manifest(project, {"github": remote(protected.url)},
+                   model={"id": "scripted", "script": "script.yaml"})
+    for args in commands:
+        child = pexpect.spawn(sys.executable, ["-m", "runner", *args], cwd=str(project),
+                              env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}, encoding="utf-8",
+                              timeout=LOGIN_WAIT)
+        output = ""
+        if child.expect([URL, pexpect.EOF]) == 0:
+            output = child.before + child.after
+            follow_login(child.after)
+            child.expect(pexpect.EOF)
+        output += child.before
+        child.close()
+        assert child.exitstatus == 0, (args, output)
+        if args[:2] == ("auth", "status"):
+            assert "github: logged in" in output
+        elif args[1] == "-p":
+            assert "authorized" in output and "done" in output  # the tool's answer, the model's
+    assert protected.authority.authorizations == 1
+    assert "github: logged out" in output
 
 
 def test_the_token_file_is_private_and_outside_the_project(
@@ -402,6 +438,33 @@ async def test_watch_mode_picks_up_a_login_made_in_another_terminal(
         result = await runtime.catalog.call("remote__whoami", {})
         assert "authorized" in str(result.content)
         stop.set()
+
+
+async def test_token_refreshes_of_a_running_server_are_followed_but_reload_nothing(
+    project: Path, protected: Protected
+) -> None:
+    write_scripted_manifest(project, protected.url)
+    status, output, _ = await anyio.to_thread.run_sync(login, project)
+    assert status == 0, output
+    manifest = (project / "agent.yaml").resolve()
+    async with load_agent(manifest) as runtime:
+        spec = runtime.manifest.servers["remote"]
+        assert isinstance(spec, HttpServerSpec)
+        record = token_record(spec)
+        assert record is not None
+        token_file = record.path.resolve()
+        assert token_file in runtime.files and not runtime.waits_for_login("remote")
+        assert runtime.only_token_refreshes({token_file})
+        assert not runtime.only_token_refreshes({token_file, manifest})
+
+
+async def test_an_edited_auth_block_restarts_its_server(project: Path, protected: Protected) -> None:
+    write_manifest(project, {"remote": remote(protected.url, scopes=["read"])})
+    async with load_agent(project / "agent.yaml", model=False) as runtime:
+        assert runtime.waits_for_login("remote")
+        write_manifest(project, {"remote": remote(protected.url, scopes=["read", "admin"])})
+        report = await reload_runtime(runtime, changed_files={project / "agent.yaml"})
+        assert report.restarted == ["remote"]
 
 
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:

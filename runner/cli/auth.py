@@ -2,30 +2,26 @@
 
 A login connects to the server exactly as a run does (``open_fleet``), with the browser as the
 context's interaction, so the tokens it stores are the ones every later run, chat and watch mode
-uses. It ends with the server's tool count. ``status`` connects to each http/sse server without
-asking anybody and says which of: no login needed, logged in, needs login, login failed. The chat
-offers the same login for each server it had to skip (:func:`offer_logins`).
+uses (``runner.cli.logins``). It ends with the server's tool count. ``status`` connects to each
+http/sse server without asking anybody and says which of: no login needed, logged in, needs login,
+login failed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from functools import partial
-from pathlib import Path
 
 import anyio
 import click
 
-from runner.auth import BrowserLogin, has_display, interacting, login_command, login_files, token_record
+from runner.auth import login_command, token_record
 from runner.auth.login import LOGIN_TIMEOUT, forget_login
-from runner.cli import main, reports_errors, stderr, stdout
+from runner.cli import main, reports_errors, stdout
+from runner.cli.logins import connect_alone, log_in
 from runner.errors import AuthError, LoginRequiredError, ServerStartError
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import HttpServerSpec, did_you_mean
-from runner.reload import reload_runtime
-from runner.runtime import Runtime
-from runner.servers import open_fleet
 
 STATUS_STARTUP_TIMEOUT = 15.0  # a status check that hangs on one server must not hang the listing
 
@@ -50,50 +46,6 @@ def _http_server(loaded: LoadedManifest, server: str) -> HttpServerSpec:
             param_hint="SERVER",
         )
     return spec
-
-
-async def _connect(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> int:
-    """Start server ``key`` alone (required, no restarts); its tool count."""
-    async with open_fleet({key: spec}, base_dir=loaded.base_dir, state_dir=loaded.state_dir) as fleet:
-        return len(fleet.connections[key].tools)
-
-
-async def log_in(
-    loaded: LoadedManifest, key: str, spec: HttpServerSpec, *, browser: bool, timeout: float
-) -> int:
-    """Log in to server ``key`` (the URL is shown, the browser opened when ``browser``); its tool count."""
-    assert spec.startup_timeout is not None
-
-    def show(url: str) -> None:
-        stderr.print(f"Open this URL in a browser to log in to {key}:", markup=False)
-        stderr.print(url, markup=False, crop=False, overflow="ignore")
-
-    launch = spec.model_copy(update={"required": True, "startup_timeout": spec.startup_timeout + timeout})
-    with interacting(BrowserLogin(show, open_browser=browser and has_display(), timeout=timeout)):
-        return await _connect(loaded, key, launch)
-
-
-async def offer_logins(runtime: Runtime, read_line: Callable[[str], Awaitable[str | None]]) -> None:
-    """The chat's offer: log in now to each server that was skipped for want of a login."""
-    waiting = {
-        key: connection.spec for key, connection in runtime.fleet.connections.items()
-        if isinstance(connection.error, LoginRequiredError) and isinstance(connection.spec, HttpServerSpec)
-    }
-    logged_in: set[Path] = set()
-    files = login_files(waiting)
-    for key, spec in waiting.items():
-        answer = await read_line(f"{key} needs a login. Log in now? [Y/n] ")
-        if answer is None or answer.strip().lower() not in ("", "y", "yes"):
-            continue
-        try:
-            count = await log_in(runtime.loaded, key, spec, browser=True, timeout=LOGIN_TIMEOUT)
-        except AuthError as exc:
-            stderr.print(f"error: {exc}", style="red", markup=False)
-            continue
-        stdout.print(f"{key}: logged in, {count} tool{'s' if count != 1 else ''}", markup=False)
-        logged_in.add(files[key].resolve())
-    if logged_in:  # start them in the running agent, as watch mode does after a login elsewhere
-        await reload_runtime(runtime, changed_files=logged_in)
 
 
 @auth.command()
@@ -139,7 +91,7 @@ async def _status_of(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> 
         update={"required": True, "startup_timeout": min(spec.startup_timeout, STATUS_STARTUP_TIMEOUT)}
     )
     try:
-        await _connect(loaded, key, probe)
+        await connect_alone(loaded, key, probe)
     except LoginRequiredError as exc:
         return f"needs login (run `{exc.command}`)"
     except AuthError as exc:
