@@ -69,7 +69,8 @@ def commands_in(text: str) -> list[str]:
     blocks = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     prose = re.sub(r"^```[a-z]*\n.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
     texts = re.findall(r"`([^`\n]*\bmcp-run [^`\n]*)`", prose)
-    texts += [line.split("  #", 1)[0] for block in blocks for line in block.splitlines() if "mcp-run " in line]
+    lines = [line for block in blocks for line in block.splitlines()]
+    texts += [line.split("  #", 1)[0] for line in lines if "mcp-run " in line]
     return [after_mcp_run(text) for text in texts]
 
 
