@@ -4,6 +4,8 @@
     ├── ManifestError              the manifest (or a template it names) is wrong; carries Problems
     ├── ServerError                one MCP server misbehaved; carries the server key
     │   ├── ServerStartError       it could not be started or did not finish the handshake
+    │   │   └── AuthError          its OAuth authorization failed (permanent: a restart fails alike)
+    │   │       └── LoginRequiredError  no usable token and nobody to ask: ``mcp-run auth login``
     │   ├── ServerClosedError      its connection is gone (process exited, stream closed)
     │   ├── ServerTimeoutError     a request got no answer in time (carries the timeout)
     │   └── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
@@ -95,6 +97,21 @@ class ServerStartError(ServerError):
     def __init__(self, server: str, message: str, *, permanent: bool = False) -> None:
         self.permanent = permanent
         super().__init__(server, message)
+
+
+class AuthError(ServerStartError):
+    """Authorizing with server ``server`` failed (metadata, registration, token, state, issuer)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(server, message, permanent=True)
+
+
+class LoginRequiredError(AuthError):
+    """Server ``server`` needs a login and this run cannot ask for one; ``command`` is what to run."""
+
+    def __init__(self, server: str, command: str) -> None:
+        self.command = command
+        super().__init__(server, f"needs a login: run `{command}`")
 
 
 class ServerClosedError(ServerError):

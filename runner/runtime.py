@@ -25,8 +25,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
-from runner.errors import BuildError, RunnerError, ServerStartError
+from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
 from runner.graph import build_graph, open_checkpointer
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
@@ -68,6 +69,7 @@ class Generation:
     catalog: ToolCatalog
     model: ModelChain | None  # None: started without a model (listing and calling only)
     prompt_catalog: PromptCatalog
+    logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
 
     @property
@@ -135,8 +137,20 @@ class Runtime:
 
     @property
     def files(self) -> frozenset[Path]:
-        """The manifest and every file the current generation was built from (watch mode follows)."""
-        return self.generation.checked.files
+        """The manifest, every file the current generation was built from, and the token files of
+        its http/sse servers that log in (watch mode follows them all)."""
+        return self.generation.checked.files | frozenset(self.generation.logins.values())
+
+    def waits_for_login(self, key: str) -> bool:
+        """Whether server ``key`` is not running because its authorization failed."""
+        connection = self.fleet.connections.get(key)
+        return connection is not None and isinstance(connection.error, AuthError)
+
+    def only_token_refreshes(self, changed: Set[Path]) -> bool:
+        """Whether ``changed`` holds only token files of running servers: their own refreshes,
+        which change nothing the agent is built from."""
+        running = {path for key, path in self.generation.logins.items() if not self.waits_for_login(key)}
+        return bool(changed) and {path.resolve() for path in changed} <= running
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -166,7 +180,8 @@ class Runtime:
         their in-flight calls end, the others take their new settings live. At start-up (nothing
         applied yet) a required server that cannot start raises ServerStartError; later it is
         reported in ``failed`` and the rest goes on. ``changed_files`` (templates, local modules)
-        count as changes of what they feed.
+        count as changes of what they feed; a changed token file restarts its server if that one
+        waits for a login (``mcp-run auth login`` ran meanwhile).
         """
         began = time.perf_counter()
         previous = self._generation
@@ -176,21 +191,26 @@ class Runtime:
         running = set(self.fleet.connections)
         report = ReloadReport(started=sorted(set(specs) - running), stopped=sorted(running - set(specs)))
         kept = sorted(running & set(specs))
-        restarting = {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
+        changed = {path.resolve() for path in changed_files}
+        logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
+        restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
         if previous is None:
             await self.fleet.start_all({key: specs[key] for key in report.started})
         else:
             await previous.catalog.drained(set(report.stopped) | restarting)
-            await self._reconcile(specs, kept, report)
+            await self._reconcile(specs, kept, report, logged_in)
         report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
-        self._install(checked, model, previous)
+        self._install(checked, model, previous, logins)
         report.seconds = time.perf_counter() - began
         return report
 
-    async def _reconcile(self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport) -> None:
+    async def _reconcile(
+        self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport, logged_in: Set[str]
+    ) -> None:
         async def update(key: str) -> None:
             try:
-                if await self.fleet.update(key, specs[key]) == "restarted":
+                if await self.fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
                     report.restarted.append(key)
             except ServerStartError as exc:  # a required server: reported, the rest goes on
                 report.restarted.append(key)
@@ -219,13 +239,19 @@ class Runtime:
             return previous.model  # keep the client (and its connection pool)
         return build_model_chain(spec, base_dir=checked.loaded.base_dir)
 
-    def _install(self, checked: CheckedAgent, model: ModelChain | None, previous: Generation | None) -> None:
+    def _install(
+        self,
+        checked: CheckedAgent,
+        model: ModelChain | None,
+        previous: Generation | None,
+        logins: Mapping[str, Path],
+    ) -> None:
         """Build a generation from ``checked`` over the servers as they are, and make it current."""
         manifest = checked.loaded.manifest
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
-        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
+        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         if model is not None:
             generation.graph = build_graph(
                 model,

@@ -108,7 +108,7 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
         "transport", "command", "args", "env", "env_passthrough", "cwd", "startup_timeout",
         "heartbeat", "restart"}
     assert restart_fields(HttpServerSpec) == {
-        "transport", "url", "headers", "startup_timeout", "heartbeat", "restart"}
+        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart"}
 
 
 async def test_the_runtime_follows_the_files_the_checked_agent_names(folder: Path) -> None:

@@ -1,9 +1,10 @@
 """``mcp-run FILE``: the chat (a person at a terminal, or a program speaking JSON lines with
 ``--json``) and one-shot turns with ``-p``.
 
-The chat streams the model's tokens, shows each tool call with a short preview of its result,
-asks before tools that need approval, and takes chat commands (``CHAT_COMMANDS``) and prompt
-commands. Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits. Servers
+On a terminal, the chat first offers to log in to each server it had to skip for want of a login
+(``runner.cli.logins``). It streams the model's tokens, shows each tool call with a short preview
+of its result, asks before tools that need approval, and takes chat commands (``CHAT_COMMANDS``)
+and prompt commands. Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits. Servers
 are always shut down on the way out.
 """
 
@@ -22,6 +23,7 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.logins import offer_logins
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
 from runner.errors import ManifestError, RunnerError, ToolError
@@ -146,6 +148,8 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
         reader = LineReader(stdout)
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader)
         session = ChatSession(runtime, view, interrupts, yes=yes)
+        if not as_json and sys.stdin.isatty():  # before watching: a login started here is no edit
+            await offer_logins(runtime, reader.read)
         if watch:  # the chat starts once edits are seen, so that none is missed
             watching = anyio.Event()
             group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event(),

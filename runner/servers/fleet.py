@@ -85,16 +85,19 @@ class ServerFleet:
             getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec))
         )
 
-    async def update(self, key: str, spec: ServerSpecType) -> Literal["restarted", "updated", "unchanged"]:
+    async def update(
+        self, key: str, spec: ServerSpecType, *, restart: bool = False
+    ) -> Literal["restarted", "updated", "unchanged"]:
         """Bring running server ``key`` to ``spec``: restart it when a field marked ``RESTARTS``
-        changed (after its in-flight calls are drained by the caller), else apply ``spec`` live.
+        changed or ``restart`` asks for it (a server that waited for a login that has now been
+        stored), after its in-flight calls are drained by the caller; else apply ``spec`` live.
 
         A restart raises ServerStartError as :meth:`add` does.
         """
         connection = self.connections[key]
-        if connection.spec == spec:
+        if not restart and connection.spec == spec:
             return "unchanged"
-        if self.needs_restart(key, spec):
+        if restart or self.needs_restart(key, spec):
             await self.replace(key, spec)
             return "restarted"
         connection.spec = spec  # timeouts, filters, fallbacks: read at each request
