@@ -73,13 +73,16 @@ def call(file: str, name: str, arguments: str) -> None:
 
     async def call_tool() -> tuple[Any, Any]:
         async with load_agent(file, model=False) as runtime:
-            output = await runtime.catalog.call(name, parsed)
+            try:
+                output = await runtime.catalog.call(name, parsed)
+            except ToolError as exc:  # said now, not once the servers have been stopped
+                stderr.print(str(exc), markup=False, style="red")
+                raise
             return output.content, output.artifact
 
     try:
         content, artifact = _run(call_tool)
-    except ToolError as exc:
-        stderr.print(str(exc), markup=False, style="red")
+    except ToolError:
         raise SystemExit(EXIT_FAILURE) from None
     if isinstance(content, str):
         click.echo(content)
