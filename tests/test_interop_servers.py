@@ -1,6 +1,7 @@
 """Third-party servers driven through real manifests: server-filesystem, server-memory (npm, legacy
-era), server-github (npm, built on the oldest SDK: 2024-11-05) and mcp-server-time, mcp-server-git
-(PyPI, 2026-07-28 era), and mcp-server-time behind mcp-proxy (mcp 1.x) over streamable HTTP and SSE.
+era), server-github (npm, built on the oldest SDK: 2024-11-05), mcp-server-time, mcp-server-git
+(PyPI, 2026-07-28 era), mcp-server-time behind mcp-proxy (mcp 1.x) over streamable HTTP and SSE, and
+mcp-server-sqlite from an environment of its own with mcp<2, as the README's troubleshooting says.
 Every tool is listed under a provider-safe namespaced name and called with real arguments on
 temporary folders, files and repositories."""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from thirdparty.interop import (
     LEGACY_ERA,
+    MCP1_VENV,
     MODERN_ERA,
     OLDEST_ERA,
     PIXEL_PNG,
@@ -47,6 +49,7 @@ GIT_TOOLS = {
     "git_reset", "git_log", "git_create_branch", "git_checkout", "git_show", "git_branch",
 }
 TIME_TOOLS = {"get_current_time", "convert_time"}
+SQLITE_TOOLS = {"read_query", "write_query", "create_table", "list_tables", "describe_table", "append_insight"}
 GITHUB_TOOLS = {
     "create_or_update_file", "search_repositories", "create_repository", "get_file_contents", "push_files",
     "create_issue", "create_pull_request", "fork_repository", "create_branch", "list_commits", "list_issues",
@@ -233,3 +236,24 @@ async def test_a_python_server_behind_mcp_proxy_answers_over_streamable_http_and
                 assert "21:00:00+09:00" in str(converted.content)
                 with pytest.raises(ToolError, match="Mars/Olympus"):
                     await runtime.catalog.call(f"{key}__get_current_time", {"timezone": "Mars/Olympus"})
+
+
+async def test_an_old_pypi_server_that_does_not_pin_mcp_runs_from_its_own_environment_with_mcp_below_2(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    # What the README's `python3 -m venv .venv-sqlite` and `pip install mcp-server-sqlite 'mcp<2'`
+    # make in a project folder; install.sh has built it (without a network in the test).
+    (project / ".venv-sqlite").symlink_to(MCP1_VENV, target_is_directory=True)
+    servers = {"sqlite": {"command": ".venv-sqlite/bin/mcp-server-sqlite", "args": ["--db-path", "notes.db"]}}
+    async with load_agent(write_manifest(project, servers)) as runtime:
+        assert_offered(runtime, "sqlite", LEGACY_ERA, SQLITE_TOOLS)
+
+        async def call(tool: str, **arguments: object) -> str:
+            return await text_of(runtime, f"sqlite__{tool}", arguments)
+
+        await call("create_table", query="CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        await call("write_query", query="INSERT INTO notes (body) VALUES ('first note')")
+        assert "first note" in await call("read_query", query="SELECT body FROM notes")
+    assert (project / "notes.db").stat().st_size > 0

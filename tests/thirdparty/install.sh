@@ -2,7 +2,7 @@
 # Install the pinned third-party MCP servers into folders this project controls:
 #   tests/thirdparty/node_modules  (npm servers)
 #   tests/thirdparty/.venv         (PyPI servers, apart from the runner's own environment)
-#   tests/thirdparty/.venv-proxy   (mcp-proxy: it pins mcp 1.x, which the servers in .venv cannot share)
+#   tests/thirdparty/.venv-mcp1    (servers built on mcp 1.x, with mcp<2: mcp-proxy, mcp-server-sqlite)
 # Idempotent: a second run with nothing changed does no network work.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,4 +20,4 @@ install_venv() {  # install_venv FOLDER REQUIREMENTS
     fi
 }
 install_venv .venv requirements.txt
-install_venv .venv-proxy requirements-proxy.txt
+install_venv .venv-mcp1 requirements-mcp1.txt

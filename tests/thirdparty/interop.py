@@ -2,8 +2,8 @@
 written to a folder, and server-everything or mcp-proxy serving HTTP from a subprocess.
 
 The servers are installed by ``tests/thirdparty/install.sh`` (``scripts/test.sh`` runs it):
-npm packages in ``node_modules``, PyPI packages in their own ``.venv``, and mcp-proxy (built on
-mcp 1.x, which the servers in ``.venv`` cannot share) in ``.venv-proxy``.
+npm packages in ``node_modules``, PyPI packages in their own ``.venv``, and the PyPI servers built
+on mcp 1.x (mcp-proxy, mcp-server-sqlite, which crashes under mcp 2.x) in ``.venv-mcp1`` with mcp<2.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import yaml
 THIRDPARTY = Path(__file__).resolve().parent
 NODE_BIN = THIRDPARTY / "node_modules" / ".bin"
 PYPI_BIN = THIRDPARTY / ".venv" / "bin"
-PROXY_BIN = THIRDPARTY / ".venv-proxy" / "bin"
+MCP1_VENV = THIRDPARTY / ".venv-mcp1"
+MCP1_BIN = MCP1_VENV / "bin"
 
 LEGACY_ERA = "2025-11-25"  # the npm servers (TypeScript SDK 1.x)
 OLDEST_ERA = "2024-11-05"  # server-github (TypeScript SDK 1.0.1)
@@ -52,7 +53,7 @@ _LISTENING = re.compile(r"(?:listening on port |Uvicorn running on http://127\.0
 
 def program(name: str) -> str:
     """The installed executable of server ``name``; fails the test when it is not installed."""
-    for folder in (NODE_BIN, PYPI_BIN, PROXY_BIN):
+    for folder in (NODE_BIN, PYPI_BIN, MCP1_BIN):
         path = folder / name
         if path.exists():
             return str(path)
