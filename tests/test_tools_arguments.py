@@ -214,8 +214,12 @@ def test_unknown_properties_are_left_to_the_server_as_zod_and_pydantic_servers_d
 
 
 def test_openapi_nullable_admits_null() -> None:
-    schema = {"type": "object", "properties": {"note": {"type": "string", "nullable": True}, "n": {"type": "string"}}}
-    assert validate_arguments(schema, {"note": None}) == []
+    schema = {"type": "object", "properties": {
+        "note": {"type": "string", "nullable": True}, "n": {"type": "string"},
+        "size": {"type": "string", "enum": ["s", "m"], "nullable": True},
+    }}
+    assert validate_arguments(schema, {"note": None, "size": None}) == []
+    assert validate_arguments(schema, {"size": "xl"})[0].startswith("size: 'xl' is not one of")
     assert validate_arguments(schema, {"n": None}) == ["n: None is not of type 'string'"]
 
 

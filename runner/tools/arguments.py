@@ -64,7 +64,7 @@ def _has_default(schema: Any, name: str) -> bool:
 def lenient(validator_class: type[Validator]) -> type[Validator]:
     """``validator_class`` relaxed where servers accept what their own schemas forbid."""
     checks = validator_class.VALIDATORS
-    strict_required, strict_type = checks["required"], checks["type"]
+    strict_required, strict_type, strict_enum = checks["required"], checks["type"], checks["enum"]
     strict_additional = checks["additionalProperties"]
 
     def required(validator: Validator, names: Any, instance: Any, schema: dict[str, Any]) -> Any:
@@ -81,10 +81,17 @@ def lenient(validator_class: type[Validator]) -> type[Validator]:
             return
         yield from strict_type(validator, types, instance, schema)
 
+    def enum(validator: Validator, values: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if instance is None and schema.get("nullable") is True:
+            return
+        yield from strict_enum(validator, values, instance, schema)
+
     integral = jsonschema.Draft202012Validator.TYPE_CHECKER.is_type
     return extend(
         validator_class,
-        validators={"required": required, "additionalProperties": additional_properties, "type": type_},
+        validators={
+            "required": required, "additionalProperties": additional_properties, "type": type_, "enum": enum,
+        },
         type_checker=validator_class.TYPE_CHECKER.redefine(
             "integer", lambda _checker, value: integral(value, "integer")
         ),
