@@ -49,7 +49,9 @@ GIT_TOOLS = {
     "git_reset", "git_log", "git_create_branch", "git_checkout", "git_show", "git_branch",
 }
 TIME_TOOLS = {"get_current_time", "convert_time"}
-SQLITE_TOOLS = {"read_query", "write_query", "create_table", "list_tables", "describe_table", "append_insight"}
+SQLITE_TOOLS = {
+    "read_query", "write_query", "create_table", "list_tables", "describe_table", "append_insight",
+}
 GITHUB_TOOLS = {
     "create_or_update_file", "search_repositories", "create_repository", "get_file_contents", "push_files",
     "create_issue", "create_pull_request", "fork_repository", "create_branch", "list_commits", "list_issues",

@@ -196,7 +196,8 @@ def test_a_required_property_with_a_default_counts_as_given_and_its_default_is_s
         "type": "jpeg", "clip": {"x": 1, "unit": "px"}, "scale": "css",
     }
     assert validate_arguments(SCREENSHOT_SCHEMA, {"clip": {}}) == ["clip: 'x' is a required property"]
-    assert validate_arguments(SCREENSHOT_SCHEMA, {"scale": "huge"})[0].startswith("scale: 'huge' is not one of")
+    [problem] = validate_arguments(SCREENSHOT_SCHEMA, {"scale": "huge"})
+    assert problem.startswith("scale: 'huge' is not one of")
 
 
 def test_defaults_are_filled_inside_arrays_and_leave_the_arguments_unchanged() -> None:
@@ -208,7 +209,8 @@ def test_defaults_are_filled_inside_arrays_and_leave_the_arguments_unchanged() -
 
 
 def test_unknown_properties_are_left_to_the_server_as_zod_and_pydantic_servers_drop_them() -> None:
-    assert validate_arguments(SCREENSHOT_SCHEMA, {"colour": "red", "clip": {"x": 1, "unit": "px", "y": 2}}) == []
+    extras = {"colour": "red", "clip": {"x": 1, "unit": "px", "y": 2}}
+    assert validate_arguments(SCREENSHOT_SCHEMA, extras) == []
     typed_extras = {"type": "object", "additionalProperties": {"type": "integer"}}
     assert validate_arguments(typed_extras, {"n": "one"}) == ["n: 'one' is not of type 'integer'"]
 
@@ -224,7 +226,8 @@ def test_openapi_nullable_admits_null() -> None:
 
 
 def test_an_integral_float_is_an_integer_in_every_draft() -> None:
-    for dialect in ("http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"):
+    drafts = ("http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema")
+    for dialect in drafts:
         schema = {"$schema": dialect, "type": "object", "properties": {"n": {"type": "integer"}}}
         assert validate_arguments(schema, {"n": 3.0}) == []
         assert validate_arguments(schema, {"n": 3.5}) == ["n: 3.5 is not of type 'integer'"]

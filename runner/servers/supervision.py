@@ -95,7 +95,9 @@ async def _lifetime(connection: ServerConnection) -> None:
             error = await _run_session(connection, mode)
         except ServerStartError as exc:
             if mode == "legacy" and not exc.permanent and connection.eras.forget(connection.spec):
-                logger.info("server %s: start in the remembered era failed (%s); probing again", connection.key, exc)
+                logger.info(
+                    "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
+                )
                 continue  # not counted: the next start probes the era as a first start does
             connection.error = exc
             first_start = not connection.settled.is_set()

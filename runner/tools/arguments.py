@@ -57,7 +57,8 @@ def _problem(error: ValidationError) -> str:
 
 def _has_default(schema: Any, name: str) -> bool:
     properties = schema.get("properties") if isinstance(schema, dict) else None
-    return isinstance(properties, dict) and isinstance(properties.get(name), dict) and "default" in properties[name]
+    found = properties.get(name) if isinstance(properties, dict) else None
+    return isinstance(found, dict) and "default" in found
 
 
 @functools.cache

@@ -61,10 +61,8 @@ async def serve() -> None:
     lowlevel = server._lowlevel_server
     stdin = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8")
     stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8", write_through=True)
-    async with stdio_server(stdin=anyio.wrap_file(RefusingInitialize(stdin)), stdout=anyio.wrap_file(stdout)) as (
-        read_stream,
-        write_stream,
-    ):
+    streams = stdio_server(stdin=anyio.wrap_file(RefusingInitialize(stdin)), stdout=anyio.wrap_file(stdout))
+    async with streams as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
