@@ -91,6 +91,17 @@ async def test_invalid_arguments_are_listed_for_the_model_without_calling_the_se
         assert "a:" in text and "'b' is a required property" in text
 
 
+async def test_a_required_property_with_a_default_may_be_left_out_as_playwright_tools_allow(
+    tmp_path: Path,
+) -> None:
+    screenshots = {"command": "python", "args": [str(TESTS / "servers" / "screenshots.py")]}
+    async with catalog_for(tmp_path, {"browser": screenshots}) as catalog:
+        output = await catalog.call("browser__browser_take_screenshot", {"type": "jpeg", "fullPage": True})
+        assert output.content == "screenshot type=jpeg scale=css fullPage=True"
+        with pytest.raises(ToolError, match="scale: 'huge' is not one of"):
+            await catalog.call("browser__browser_take_screenshot", {"scale": "huge"})
+
+
 async def test_a_domain_error_reaches_the_model_and_never_falls_back(tmp_path: Path) -> None:
     hooks.FALLBACKS.clear()
     servers = {"primary": demo(fallback="backup", on_fallback="fixtures.hooks:record_fallback"),

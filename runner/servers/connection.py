@@ -32,6 +32,7 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
+from runner.servers.eras import EraMemory
 from runner.servers.stdio import StderrLog
 from runner.servers.transports import Link
 from runner.servers.translation import Boundary, timed_out, translated
@@ -68,6 +69,7 @@ class ServerConnection:
         self.stderr_log = (
             StderrLog(key, state_dir / "logs" / f"{key}.log") if isinstance(spec, StdioServerSpec) else None
         )
+        self.eras = EraMemory(state_dir)  # which era to start in: supervision reads and records it
         self.changes = ChangeSignal()
         self._publish = publish
         self._client: Client | None = None

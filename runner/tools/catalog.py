@@ -31,7 +31,7 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
-from runner.tools.arguments import format_problems, validate_arguments
+from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.filters import (
     apply_filter_function,
@@ -318,6 +318,7 @@ class ToolCatalog:
         if original in _RESOURCE_TOOLS and entry.definition is None:
             return await self._resource_call(server, original, arguments)
         assert entry.definition is not None
+        arguments = fill_defaults(entry.definition.input_schema, arguments)
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
