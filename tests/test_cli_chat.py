@@ -16,13 +16,13 @@ from typing import Any
 import pexpect
 import pytest
 
-from test_agent_cli import chat_in_a_terminal, copy_bundled_agent
+from builders import copy_bundled_agent, server, write_manifest
+from test_agent_cli import chat_in_a_terminal
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 
@@ -150,13 +150,10 @@ class JsonChat:
 
 
 def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
-    (agent_dir / "agent.yaml").write_text(
-        "version: 1\nname: events\nmodel: offline\ncheckpointer: memory\nservers:\n"
-        "  notes: {command: python, args: [examples/notes_server.py], env: {NOTES_FILE: notes.json},"
-        " tools: {approve: [delete_note]}}\n"
-        f"  dyn: {{command: python, args: ['{TESTS / 'servers' / 'dynamic.py'}']}}\n"
-        f"  demo: {{command: python, args: ['{TESTS / 'servers' / 'demo.py'}']}}\n"
-    )
+    notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
+             "tools": {"approve": ["delete_note"]}}
+    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo")},
+                   name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
         assert "notes__calculate" in chat.wait_for("ready")["tools"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from test_agent_cli import copy_bundled_agent
+from builders import copy_bundled_agent
 
 from runner.cli import main
 from runner.manifest import CHAT_COMMANDS

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
-import yaml
 
 THIRDPARTY = Path(__file__).resolve().parent
 NODE_BIN = THIRDPARTY / "node_modules" / ".bin"
@@ -88,12 +88,8 @@ def github(**settings: Any) -> dict[str, Any]:
 
 def write_manifest(folder: Path, servers: dict[str, Any], *, model: str = "offline", **top: Any) -> Path:
     """A real ``agent.yaml`` in ``folder`` declaring ``servers``; returns its path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    document = {"version": 1, "name": "interop", "model": {"id": model}, "defaults": DEFAULTS,
-                "servers": servers, **top}
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
+    return builders.write_manifest(folder, servers, **{"name": "interop", "model": {"id": model},
+                                                        "defaults": DEFAULTS, **top})
 
 
 def make_repository(path: Path) -> Path:
