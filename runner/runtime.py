@@ -13,7 +13,7 @@ import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from runner.prompts import (
     parse_command_line,
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
-from runner.tools.catalog import ToolCatalog
+from runner.tools.catalog import ToolCallHook, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
+# open_fleet's signature: the servers of the manifest, started and stopped with the agent.
+ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:
@@ -99,6 +101,7 @@ class Runtime:
     generation: Generation = field(init=False)
     listeners: list[ChangeListener] = field(default_factory=list)
     template_paths: set[Path] = field(default_factory=set)  # files watch mode follows
+    tool_call_hook: ToolCallHook | None = None  # given to every generation's catalog
     _changes: Any = None  # the fleet's change stream, shared with the follower task
 
     @property
@@ -132,7 +135,8 @@ class Runtime:
         previous = getattr(self, "generation", None)
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, prepared.loaded.base_dir,
-                              schema_cache=previous.catalog.schema_cache if same_provider else {})
+                              schema_cache=previous.catalog.schema_cache if same_provider else {},
+                              call_hook=self.tool_call_hook)
         generation = Generation(prepared.loaded, catalog, prepared.model, prepared.system_template,
                                 self._prompt_catalog(manifest))
         generation.graph = build_graph(
@@ -221,20 +225,28 @@ async def load_agent(
     *,
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
+    prepare_with: Callable[[CheckedAgent], Prepared] = prepare,
+    open_servers: ServersOpener = open_fleet,
+    tool_call_hook: ToolCallHook | None = None,
 ) -> AsyncIterator[Runtime]:
-    """Start the agent of manifest ``path``; everything stops when the block ends."""
-    prepared = prepare(checked_agent(path, environ=environ))
+    """Start the agent of manifest ``path``; everything stops when the block ends.
+
+    ``prepare_with``, ``open_servers`` and ``tool_call_hook`` let a caller (the evals) choose the
+    model, stand in for the servers, and see every tool call.
+    """
+    prepared = prepare_with(checked_agent(path, environ=environ))
     loaded = prepared.loaded
     specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
-            open_fleet(specs, base_dir=loaded.base_dir, state_dir=loaded.state_dir)
+            open_servers(specs, base_dir=loaded.base_dir, state_dir=loaded.state_dir)
         )
         checkpointer = await stack.enter_async_context(
             open_checkpointer(loaded.manifest.checkpointer, state_dir=loaded.state_dir,
                               base_dir=loaded.base_dir)
         )
-        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12])
+        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12],
+                          tool_call_hook=tool_call_hook)
         runtime.install(prepared)
         changes = runtime._changes = fleet.subscribe()
         stack.push_async_callback(changes.aclose)
