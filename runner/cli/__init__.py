@@ -7,6 +7,7 @@
     mcp-run call FILE NAME JSON     call one tool the way the agent does
     mcp-run prompts FILE            the prompt commands
     mcp-run prompt FILE NAME k=v…   render a prompt's messages
+    mcp-run test FILE [CASES…]      run the agent's cases (evals/), live, recorded or replayed
 
 Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invalid input
 (manifest, arguments), 130 interrupted.
@@ -71,6 +72,7 @@ def reports_errors(command: F) -> F:
 _LAZY_COMMANDS = {
     "run": "runner.cli.chat",
     **dict.fromkeys(("tools", "call", "prompts", "prompt", "watch"), "runner.cli.inspect"),
+    "test": "runner.cli.evals",
 }
 
 

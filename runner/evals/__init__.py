@@ -1,0 +1,1 @@
+"""Regression tests for an agent: cases, runs over a shared fleet, record and replay, reports."""
