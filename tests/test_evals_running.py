@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import yaml
 
 from evals_support import make_agent, run, write_cases
+from runner.evals.saving import save_case
 from runner.reload import forget_modules
+from runner.runtime import load_agent, stream_turn
 
 CASES = """\
 cases:
@@ -273,3 +276,27 @@ def test_cassettes_are_readable_yaml(tmp_path: Path) -> None:
     assert data["tool_calls"] == [{"name": "notes__calculate", "args": {"expression": "6*7"},
                                    "content": "42", "error": False}]
     assert data["model_calls"][0]["system"].startswith("You are notes-assistant.")
+
+
+async def test_a_saved_chat_thread_runs_as_a_case_and_catches_a_broken_prompt(tmp_path: Path) -> None:
+    # The whole loop without Python: chat, /save, record, break the prompt, see it, fix it.
+    manifest = make_agent(tmp_path)
+    with anyio.fail_after(60):
+        async with load_agent(manifest) as runtime:
+            for text in ('notes__add_note {"title": "milk"}', "notes__list_notes"):
+                async for _ in stream_turn(runtime, text):
+                    pass
+            state = await runtime.graph.aget_state(runtime.config())
+    saved = save_case(manifest, "groceries", state.values["messages"])
+    case = yaml.safe_load(saved.read_text())["cases"][0]
+    assert case["input"] == ['notes__add_note {"title": "milk"}', "notes__list_notes"]
+    assert case["expect"]["tools"] == [{"name": "notes__add_note", "args": {"title": "milk"}},
+                                       {"name": "notes__list_notes"}]
+    assert (await run(manifest, "record"))["groceries"].status == "passed"
+    template = tmp_path / "system.md.j2"
+    good = template.read_text()
+    template.write_text(good.replace("{% for tool in tools %}", "{% for tool in tools[:1] %}"))
+    broken = (await run(manifest, "replay"))["groceries"]
+    assert broken.status == "drift" and "prompt changed" in broken.differences[0]
+    template.write_text(good)
+    assert (await run(manifest, "replay"))["groceries"].status == "passed"

@@ -200,12 +200,13 @@ async def watch_suite(
     report: Callable[[list[CaseResult] | RunnerError], Any],
     *,
     stop: anyio.Event,
-    ready: anyio.Event | None = None,
+    watching: Callable[[], Any] | None = None,
 ) -> None:
     """Run the cases, then again after every relevant edit, until ``stop`` is set.
 
     ``load_cases`` reads the case files again each time; an invalid case file or manifest is
-    reported and the last good agent keeps running.
+    reported and the last good agent keeps running. ``watching`` is called now and then while
+    the files are being watched (tests wait on it before editing).
     """
     sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
     async with load_agent(manifest_path, environ=options.environ, prepare_with=sessions.prepare,
@@ -235,8 +236,8 @@ async def watch_suite(
                              yield_on_timeout=True)
             async for changes in watcher:
                 if not changes:
-                    if ready is not None:
-                        ready.set()
+                    if watching is not None:
+                        watching()
                     continue
                 changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O)
                 if changed & files:
