@@ -165,8 +165,12 @@ async def test_replay_gives_what_the_recording_saw_without_servers(tmp_path: Pat
     recorded = await run(manifest, "record")
     assert sorted(p.name for p in (tmp_path / "evals" / "cassettes").iterdir()) == [
         "calculates.yaml", "deletes-after-approval.yaml", "saves-a-note.yaml"]
-    # A server that cannot start would stop a live run (required: true); a replay starts none.
-    manifest.write_text(manifest.read_text().replace("command: python", "command: /nonexistent/python"))
+    # A server that cannot start would stop a live run (required: true), and a model with no
+    # turn left would fail its first call: a replay starts no server and calls no model.
+    (tmp_path / "no-turns.yaml").write_text("[]\n")
+    manifest.write_text(manifest.read_text()
+                        .replace("command: python", "command: /nonexistent/python")
+                        .replace("model: offline", "model: {id: scripted, script: no-turns.yaml}"))
     (tmp_path / "notes.json").unlink()
     replayed = await run(manifest, "replay")
     assert observed(replayed) == observed(recorded)
@@ -300,3 +304,21 @@ async def test_a_saved_chat_thread_runs_as_a_case_and_catches_a_broken_prompt(tm
     assert broken.status == "drift" and "prompt changed" in broken.differences[0]
     template.write_text(good)
     assert (await run(manifest, "replay"))["groceries"].status == "passed"
+
+
+async def test_a_case_s_vars_override_the_manifest_s_for_that_case_only(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
+    (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")
+    write_cases(tmp_path, """\
+cases:
+  - name: pirate
+    input: hello
+    vars: {tone: pirate}
+  - name: plain
+    input: hello
+""")
+    await run(manifest, "record", jobs=2)
+    cassettes = tmp_path / "evals" / "cassettes"
+    systems = {name: yaml.safe_load((cassettes / f"{name}.yaml").read_text())["model_calls"][0]["system"]
+               for name in ("pirate", "plain")}
+    assert systems == {"pirate": "Speak in a pirate tone.", "plain": "Speak in a plain tone."}
