@@ -194,3 +194,17 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize("row", ["`mcp-run test FILE [CASE_FILES…]`"])
 def test_the_commands_table_lists_the_test_command(row: str) -> None:
     assert row in (ROOT / "README.md").read_text()
+
+
+def test_junit_xml_stays_well_formed_when_an_answer_holds_control_characters(tmp_path: Path) -> None:
+    from runner.evals.cases import load_cases
+    from runner.evals.matching import Observation
+    from runner.evals.report import junit_xml
+    from runner.evals.running import CaseResult
+
+    [case] = load_cases([write_cases(tmp_path, "cases: [{name: odd, input: hi}]\n")])
+    result = CaseResult(case, "failed", 0.5, Observation(answer="bell \x07 escape \x1b[31m"),
+                        ["the answer does not contain 'x' (answer: '\x1b[31m')"])
+    root = ET.fromstring(junit_xml([result], suite="agent"))
+    check_junit(root)
+    assert root.find("testsuite/testcase/system-out").text == "bell \ufffd escape \ufffd[31m"

@@ -4,6 +4,7 @@ CI servers (JUnit XML, the format Jenkins, GitLab and GitHub test reporters read
 from __future__ import annotations
 
 import json
+import re
 import socket
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -19,6 +20,12 @@ from runner.evals.matching import describe_call, excerpt
 from runner.evals.running import CaseResult
 
 STYLES = {"passed": "green", "failed": "red", "drift": "yellow", "error": "red"}
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """Text XML can hold: a model's or a tool's control characters would make the file invalid."""
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def totals(results: list[CaseResult]) -> dict[str, int]:
@@ -101,16 +108,16 @@ def junit_xml(results: list[CaseResult], *, suite: str) -> bytes:
                             timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
                             hostname=socket.gethostname() or "localhost")
     for result in results:
-        case = ET.SubElement(element, "testcase", name=result.name,
+        case = ET.SubElement(element, "testcase", name=result.name,  # a case name is plain
                              classname=f"{suite}.{Path(result.case.file).stem}",
                              time=f"{result.seconds:.3f}")
         if result.status == "passed":
             continue
         tag = "failure" if result.status == "failed" else "error"
         first = result.differences[0] if result.differences else result.status
-        detail = ET.SubElement(case, tag, message=first, type=result.status)
-        detail.text = "\n".join(result.differences)
+        detail = ET.SubElement(case, tag, message=_xml(first), type=result.status)
+        detail.text = _xml("\n".join(result.differences))
         output = ET.SubElement(case, "system-out")
-        output.text = result.observed.answer
+        output.text = _xml(result.observed.answer)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
