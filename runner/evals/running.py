@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,7 +119,8 @@ async def run_case(
     recording: Cassette | None = None
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
-        now = datetime.now().astimezone().replace(microsecond=0)
+        # UTC: a zone name would not survive the round trip through the file on another machine.
+        now = datetime.now(timezone.utc).replace(microsecond=0)
         listings = {key: listing_of(connection) for key, connection in runtime.fleet.connections.items()
                     if connection.status != "failed"}
         recording = Cassette(case=case.name, now=now, servers=listings)
