@@ -24,10 +24,11 @@ from runner.evals.running import DEFAULT_JOBS, CaseResult, RunOptions, run_suite
 @main.command(name="test")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("case_files", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("-k", "pattern", help="Only cases whose name contains PATTERN (or matches it as a glob).")
+@click.option("-k", "pattern", metavar="PATTERN",
+              help="Only cases whose name contains PATTERN (or matches it as a glob).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
-              help="Cases run at the same time.")
-@click.option("--model", "model_id", help="Run the cases against this model id instead.")
+              metavar="N", help="Cases run at the same time.")
+@click.option("--model", "model_id", metavar="ID", help="Run the cases against this model id instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--junit", "junit", type=click.Path(dir_okay=False), help="Write JUnit XML to this file.")
 @click.option("--record", is_flag=True, help="Run live and write each case's cassette.")
