@@ -29,6 +29,7 @@ import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def dummy_schema(index: int) -> dict[str, Any]:
@@ -123,10 +124,10 @@ def build(extra_tools: int = 0) -> BenchServer:
     return server
 
 
-def http_app(extra_tools: int, mounts: int) -> Starlette:
+def http_app(extra_tools: int, mounts: int) -> ASGIApp:
     """One server at ``/mcp``, or ``mounts`` independent servers at ``/s00/mcp``, ``/s01/mcp``, ..."""
     if mounts == 0:
-        return build(extra_tools).streamable_http_app()
+        return whole_requests_only(build(extra_tools).streamable_http_app())
     children = [
         build(extra_tools).streamable_http_app(streamable_http_path=mount_path(index))
         for index in range(mounts)
@@ -139,14 +140,45 @@ def http_app(extra_tools: int, mounts: int) -> Starlette:
                 await stack.enter_async_context(child.router.lifespan_context(child))
             yield
 
-    return Starlette(routes=[route for child in children for route in child.routes], lifespan=lifespan)
+    app = Starlette(routes=[route for child in children for route in child.routes], lifespan=lifespan)
+    return whole_requests_only(app)
+
+
+def whole_requests_only(app: ASGIApp) -> ASGIApp:
+    """Hand the app only requests whose body arrived whole.
+
+    A client that closes its connection while still sending (a benchmark round ending, a
+    cancelled call) is normal; the MCP app would read the cut body, raise ``ClientDisconnect``
+    and log it as an error with a traceback. Here the body is read first: if the client goes away
+    meanwhile there is no one to answer, and the request ends quietly.
+    """
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        received: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            received.append(message)
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return received.pop(0) if received else await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
 
 
 def mount_path(index: int) -> str:
     return f"/s{index:02d}/mcp"
 
 
-def serve_http(app: Starlette) -> None:
+def serve_http(app: ASGIApp) -> None:
     """Serve on a free loopback port; the first stdout line, ``PORT <n>``, says which, once listening."""
     import uvicorn
 

@@ -1,28 +1,45 @@
 """Everything ``mcp-run validate`` checks without starting anything: the manifest, the templates
-it names, the import paths it names and the scripted model's script.
+it names, the import paths it names, the scripted model's script and the model ids.
 
-Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick.
+Some findings are warnings, not errors: what may be put right before the run without touching the
+manifest (a stdio command not installed yet, a provider package or an API key variable missing).
+
+Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick; LangChain
+is imported only to check a provider model's id.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.errors import ManifestError, Problem
+from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
-from runner.manifest import Manifest
-from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt
+from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec
+from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
 from runner.tools.filters import ImportPathError, load_import_path
 
 
 @dataclass(frozen=True)
 class CheckedAgent:
-    """A manifest that passed every check, with the system template compiled while checking."""
+    """A manifest that passed every check, with the system template compiled while checking, and
+    the files the agent is built from (what watch mode follows)."""
 
     loaded: LoadedManifest
     system_template: SystemTemplate | None
+    warnings: list[Problem] = field(default_factory=list)
+    templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
+    modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
+
+    @property
+    def files(self) -> frozenset[Path]:
+        """The manifest and every file it depends on, resolved."""
+        return frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
@@ -31,7 +48,8 @@ def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -
 
 
 def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> CheckedAgent:
-    """:func:`check_agent`, keeping what the checks built for the run that follows."""
+    """:func:`check_agent`, keeping what the checks built for the run that follows, and warnings."""
+    environ = os.environ if environ is None else environ
     loaded = load_manifest(path, environ=environ)
     problems: list[Problem] = []
     template: SystemTemplate | None = None
@@ -54,9 +72,95 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None)
             load_script(loaded.base_dir / model.script)
         except ManifestError as exc:
             problems += exc.problems
+    model_problems, warnings = model_findings(loaded, environ)
+    problems += model_problems
     if problems:
         raise ManifestError(problems)
-    return CheckedAgent(loaded, template)
+    templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    warnings = sorted(warnings + command_warnings(loaded, environ), key=_order)
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
+
+
+def _order(problem: Problem) -> tuple[str, int, int, str]:
+    return (problem.file, problem.line, problem.column, problem.path)
+
+
+def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings) of every model id: a provider init_chat_model does not know is a
+    problem; its package not installed or its API key variable not set is a warning."""
+    model = loaded.manifest.model
+    written_as_mapping = ("model", "id") in loaded.source.values
+    ids = [(("model", "id") if written_as_mapping else ("model",), model.id, True)]
+    ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
+    ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    if ids:
+        from runner.models.providers import model_requirements, provider_of  # LangChain: only here
+    for where, model_id, primary in ids:
+        try:
+            provider = provider_of(model_id)
+        except ModelError as exc:
+            problems.append(loaded.source.problem(where, str(exc)))
+            continue
+        missing = model_requirements(model_id, provider, spec=model if primary else None, environ=environ)
+        warnings += [loaded.source.problem(where, message) for message in missing]
+    return problems, warnings
+
+
+def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list[Problem]:
+    """Stdio commands that cannot be run as things are (they may be installed before the run)."""
+    warnings: list[Problem] = []
+    for key, spec in sorted(loaded.manifest.servers.items()):
+        if not isinstance(spec, StdioServerSpec) or spec.command in PYTHON_COMMANDS:
+            continue
+        folder = loaded.base_dir / spec.cwd if spec.cwd else loaded.base_dir
+        reason = _unrunnable(spec.command, folder, spec.env.get("PATH", environ.get("PATH", os.defpath)))
+        if reason:
+            warnings.append(loaded.source.problem(
+                ("servers", key, "command"), f"command '{spec.command}' {reason}, so the server "
+                "cannot start as things are (fine if it is installed before the run)"))
+    return warnings
+
+
+def _unrunnable(command: str, folder: Path, search_path: str) -> str | None:
+    """Why ``command`` cannot be started from ``folder``, or None. A command with a folder part is a
+    path (relative ones start from the server's working directory); a bare name is looked up on
+    ``search_path``, the PATH the server process gets."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        program = folder / command
+        if not program.exists():
+            return "does not exist"
+        if program.is_dir() or not os.access(program, os.X_OK):
+            return "is not an executable file"
+        return None
+    return "is not found on PATH" if shutil.which(command, path=search_path) is None else None
+
+
+def local_modules(loaded: LoadedManifest) -> frozenset[Path]:
+    """The Python source files of the modules the manifest's import paths name, where local."""
+    files = set()
+    for _, import_path in import_paths(loaded.manifest):
+        origin = _module_file(import_path.partition(":")[0], loaded.base_dir)
+        if origin is not None:
+            files.add(origin)
+    return frozenset(files)
+
+
+def _module_file(module: str, base_dir: Path) -> Path | None:
+    added = str(base_dir) not in sys.path
+    if added:
+        sys.path.insert(0, str(base_dir))
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        if added:
+            sys.path.remove(str(base_dir))
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).resolve()
 
 
 def system_location(loaded: LoadedManifest) -> SourceLocation:

@@ -5,20 +5,36 @@
     ├── ServerError                one MCP server misbehaved; carries the server key
     │   ├── ServerStartError       it could not be started or did not finish the handshake
     │   ├── ServerClosedError      its connection is gone (process exited, stream closed)
-    │   ├── ServerTimeoutError     a request got no answer in time
+    │   ├── ServerTimeoutError     a request got no answer in time (carries the timeout)
     │   └── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
     ├── ToolError                  a tool call failed in a way the model should hear about
     ├── PromptError                a prompt command cannot be run (bad line, unknown, arguments)
-    ├── BuildError                 tools or prompts cannot be assembled (name collisions, ...)
+    ├── BuildError                 tools or prompts cannot be assembled
+    │   ├── NameCollisionError     two tools (or prompts) would get the same generated name
+    │   ├── ImportPathError        a 'module:function' path cannot be imported or is no function
+    │   └── UnusableSchemaError    a tool's input schema cannot be offered to the model
+    │       └── StrictSchemaError  ... in OpenAI strict mode (it may still be offered without it)
     ├── ModelError                 the chat model cannot be created or answered with an error
-    └── CheckpointerError          the conversation store cannot be opened
+    ├── CheckpointerError          the conversation store cannot be opened
+    ├── StateError                 the state folder (logs, conversations) cannot be created
+    ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
+    └── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
-per boundary and chained with ``raise ... from exc``. Nothing here imports from the rest of runner.
+per boundary and chained with ``raise ... from exc``; for everything said to or by an MCP server
+that place is the table in ``runner.servers.translation``. Nothing here imports from the rest of
+runner.
+
+Failed requests carry an :class:`ErrorKind` that decides fallbacks: JSON-RPC -32700, -32600,
+-32601 and -32602 (the request itself is wrong) are permanent and would fail on any server; -32603
+and -32000..-32099 (send failure, timeout, refused, connection lost) and transport failures are
+transient and go to the server's ``fallback``; -32003 (cancelled on purpose) is never retried. A
+tool's ``isError`` result is the tool's answer, not an error here, and never falls back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -101,7 +117,7 @@ CANCELLED_CODE = -32003
 
 
 def classify_code(code: int) -> ErrorKind:
-    """Classify a JSON-RPC error code for fallbacks (see DESIGN.md §6)."""
+    """Classify a JSON-RPC error code for fallbacks (see the module docstring)."""
     if code in PERMANENT_CODES:
         return ErrorKind.PERMANENT
     if code == CANCELLED_CODE:
@@ -132,9 +148,62 @@ class BuildError(RunnerError):
     """Tools or prompts cannot be assembled from what the servers offer."""
 
 
+class NameCollisionError(BuildError):
+    """Two or more origins map to the same generated name.
+
+    ``collisions`` maps each contested generated name to every origin (a tool or prompt and its
+    server, ``runner.tools.naming.Origin``) that wanted it.
+    """
+
+    def __init__(self, kind: str, collisions: Mapping[str, Sequence[object]]) -> None:
+        self.collisions = dict(collisions)
+        lines = [
+            f"{kind} names collide: {' and '.join(map(str, origins))} all become '{name}'"
+            for name, origins in sorted(collisions.items())
+        ]
+        hint = "give one of them another name with 'rename'"
+        super().__init__("; ".join(lines) + f" ({hint})")
+
+
+class ImportPathError(BuildError):
+    """A ``module:function`` path cannot be imported or does not name a function.
+
+    ``import_path`` is the path as written, so the loader can locate it in the manifest.
+    """
+
+    def __init__(self, import_path: str, reason: str) -> None:
+        self.import_path = import_path
+        self.reason = reason
+        super().__init__(f"cannot use '{import_path}': {reason}")
+
+
+class UnusableSchemaError(BuildError):
+    """A tool's input schema cannot be offered to the model; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"unusable input schema: {reason}")
+
+
+class StrictSchemaError(UnusableSchemaError):
+    """The schema cannot be expressed in OpenAI strict mode (it may still work without it)."""
+
+
 class ModelError(RunnerError):
     """The chat model cannot be created, or failed in a way no fallback could absorb."""
 
 
 class CheckpointerError(RunnerError):
     """The checkpointer (conversation store) cannot be opened or is misconfigured."""
+
+
+class StateError(RunnerError):
+    """The state folder (server logs, the conversation store) cannot be created or written."""
+
+
+class CassetteDrift(RunnerError):
+    """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
+
+
+class CaseSaveError(RunnerError):
+    """A case could not be written (a bad name, a file already there, nothing to save)."""

@@ -8,7 +8,6 @@ duplicate keys can be refused, and alias bombs or absurd nesting stop with a cle
 from __future__ import annotations
 
 import os
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from runner.errors import ManifestError, Problem
+from runner.expansion import expand_variables
 from runner.manifest import (
     IMPORT_PATH_PATTERN,
     SERVER_KEY_PATTERN,
@@ -39,7 +39,6 @@ MAX_NODES = 100_000
 
 Path_ = tuple[str | int, ...]
 
-_ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{")
 _PATTERN_MESSAGES = {
     SERVER_KEY_PATTERN: SERVER_KEY_RULE,
     IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
@@ -125,12 +124,28 @@ def parse_manifest(
     except ValidationError as exc:
         # A value already reported (say, an unset variable) is not reported again as invalid.
         reported = {p.path for p in problems}
-        located = (_located(error, data, source) for error in exc.errors())
+        located = [problem for error in exc.errors() for problem in (
+            _located(error, data, source), *_unknown_server_keys(error, data, source))]
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
-    problems += [source.problem(where, message) for where, message in reference_problems(manifest)]
+    resolved = (path or Path(file)).resolve()
+    cross_checks = reference_problems(manifest) + folder_problems(manifest, resolved.parent)
+    problems += [source.problem(where, message) for where, message in cross_checks]
     if problems:
         raise ManifestError(problems)
-    return LoadedManifest(manifest, (path or Path(file)).resolve(), source)
+    return LoadedManifest(manifest, resolved, source)
+
+
+def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:
+    """Working directories that do not exist: no server could start in them."""
+    problems: list[tuple[Path_, str]] = []
+    for key, spec in sorted(manifest.servers.items()):
+        if isinstance(spec, StdioServerSpec) and spec.cwd is not None:
+            folder = base_dir / spec.cwd
+            if not folder.is_dir():
+                what = "is not a folder" if folder.exists() else "does not exist"
+                relative = "" if Path(spec.cwd).is_absolute() else " (relative to the manifest's folder)"
+                problems.append((("servers", key, "cwd"), f"working directory '{spec.cwd}' {what}{relative}"))
+    return problems
 
 
 def _read_document(
@@ -233,31 +248,10 @@ class _Converter:
         return result
 
     def _expand(self, text: str, path: Path_, mark: tuple[int, int]) -> str:
-        if "$" not in text:
-            return text
-
-        def substitute(match: re.Match[str]) -> str:
-            token = match.group(0)
-            if token == "$${":
-                return "${"
-            name, default = match.group(1), match.group(2)
-            if name is None:
-                self.problems.append(Problem(self.source.file, *mark, format_path(path),
-                                             "malformed variable reference; use ${NAME}, "
-                                             "${NAME:-default} or $${ for a literal '${'"))
-                return token
-            if name in self.environ:
-                return self.environ[name]
-            if default is not None:
-                return default
-            self.problems.append(Problem(
-                self.source.file, *mark, format_path(path),
-                f"environment variable {name} is not set (write ${{{name}:-default}} to "
-                "give a default)",
-            ))
-            return ""
-
-        return _ENV_REFERENCE.sub(substitute, text)
+        value, problems = expand_variables(text, self.environ)
+        self.problems += [Problem(self.source.file, *mark, format_path(path), message)
+                          for message in problems]
+        return value
 
 
 def _located(
@@ -280,6 +274,23 @@ def _located(
             return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return source.problem(path, message)
+
+
+def _unknown_server_keys(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:
+    """For a server that is neither stdio nor http, its unknown keys: a typo such as 'comand' is
+    why it has no 'command', so it is named next to the missing key."""
+    if error["type"] != "server_kind":
+        return []
+    path, _ = _document_path(error["loc"], data)
+    server = data.get("servers", {}).get(path[-1]) if len(path) == 2 else None
+    if not isinstance(server, dict):
+        return []
+    known = {"type"} | {info.alias or name for model in (StdioServerSpec, HttpServerSpec)
+                        for name, info in model.model_fields.items()}
+    return [
+        source.problem((*path, key), f"unknown key '{key}'{did_you_mean(key, known)}", at_key=True)
+        for key in server if key not in known
+    ]
 
 
 def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:
@@ -363,8 +374,3 @@ def located_problems(
 ) -> list[Problem]:
     """The errors of validating ``data`` against ``root``, located and worded like the manifest's."""
     return [_located(error, data, source, root) for error in exc.errors()]
-
-
-def referenced_variables(text: str) -> set[str]:
-    """The names of the environment variables that ``${NAME}`` references in ``text`` use."""
-    return {match.group(1) for match in _ENV_REFERENCE.finditer(text) if match.group(1)}

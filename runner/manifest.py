@@ -37,6 +37,11 @@ SERVER_KEY_RULE = (
 IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
+# A stdio command spelled like this runs the interpreter running mcp-run (and its packages).
+PYTHON_COMMANDS = ("python", "python3")
+# The built-in models (no provider, no network).
+OFFLINE_ID = "offline"
+SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
 CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
 
@@ -144,15 +149,32 @@ class ToolFilterSpec(NameFilterSpec):
     )
 
 
+class _Restarts:
+    """Marks a server field whose change needs a new connection (see :func:`restart_fields`)."""
+
+    def __repr__(self) -> str:
+        return "RESTARTS"
+
+
+RESTARTS = _Restarts()  # ``Annotated[T, RESTARTS]``: editing the field restarts the server
+
+
+def restart_fields(spec_type: type[BaseModel]) -> frozenset[str]:
+    """The fields of a server spec whose change restarts the server; the others apply live."""
+    return frozenset(
+        name for name, info in spec_type.model_fields.items() if any(m is RESTARTS for m in info.metadata)
+    )
+
+
 class ServerSettings(Spec):
     """Settings every server has; ``defaults`` gives them values, a server may override them."""
 
     timeout: Duration | None = Field(None, description="Timeout of one request (default 30s).")
-    startup_timeout: Duration | None = Field(
+    startup_timeout: Annotated[Duration | None, RESTARTS] = Field(
         None, description="Time allowed to start and finish the handshake (default 20s)."
     )
-    heartbeat: HeartbeatSpec | None = Field(None, description="Liveness checks.")
-    restart: RestartSpec | None = Field(None, description="Restarts after a crash.")
+    heartbeat: Annotated[HeartbeatSpec | None, RESTARTS] = Field(None, description="Liveness checks.")
+    restart: Annotated[RestartSpec | None, RESTARTS] = Field(None, description="Restarts after a crash.")
     required: bool | None = Field(
         None, description="A required server that cannot start stops the run (default false)."
     )
@@ -191,28 +213,28 @@ class ServerBase(ServerSettings):
 
 
 class StdioServerSpec(ServerBase):
-    transport: Literal["stdio"] = Field(
+    transport: Annotated[Literal["stdio"], RESTARTS] = Field(
         "stdio", validation_alias=AliasChoices("transport", "type"), description="stdio"
     )
-    command: str = Field(min_length=1, description="Program to start (looked up on PATH).")
-    args: list[str] = Field(default_factory=list)
-    env: dict[EnvName, str] = Field(
+    command: Annotated[str, RESTARTS] = Field(min_length=1, description="Program to start (looked up on PATH).")
+    args: Annotated[list[str], RESTARTS] = Field(default_factory=list)
+    env: Annotated[dict[EnvName, str], RESTARTS] = Field(
         default_factory=dict, repr=False, description="Variables set for the server (values are secret)."
     )
-    env_passthrough: list[EnvName] = Field(
+    env_passthrough: Annotated[list[EnvName], RESTARTS] = Field(
         default_factory=list, description="Host variables passed through beyond the allow-list."
     )
-    cwd: str | None = Field(None, description="Working directory, relative to the manifest.")
+    cwd: Annotated[str | None, RESTARTS] = Field(None, description="Working directory, relative to the manifest.")
 
 
 class HttpServerSpec(ServerBase):
-    transport: Literal["http", "sse"] = Field(
+    transport: Annotated[Literal["http", "sse"], RESTARTS] = Field(
         "http",
         validation_alias=AliasChoices("transport", "type"),
         description="http (streamable HTTP) or sse (legacy); 'type' is accepted too",
     )
-    url: str = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
-    headers: dict[str, str] = Field(
+    url: Annotated[str, RESTARTS] = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
+    headers: Annotated[dict[str, str], RESTARTS] = Field(
         default_factory=dict, repr=False, description="Request headers (values are secret)."
     )
 
@@ -407,10 +429,16 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
                 f"unknown server '{binding.server}'{did_you_mean(binding.server, keys)}",
             ))
     aliases = [b.as_ for b in manifest.prompts.mcp if b.as_]
+    separator = manifest.agent.tool_separator
     for index, binding in enumerate(manifest.prompts.mcp):
         if binding.as_ and aliases.count(binding.as_) > 1:
             problems.append((("prompts", "mcp", index, "as"), f"alias '{binding.as_}' is used twice"))
-    separator = manifest.agent.tool_separator
+        # Without an alias the command is server + separator + prompt name: it could spell one too.
+        command = binding.as_ or f"{binding.server}{separator}{binding.name}"
+        if command in CHAT_COMMANDS:
+            where = ("prompts", "mcp", index, "as" if binding.as_ else "name")
+            problems.append((where, f"'/{command}' is a command of the chat itself, so this prompt "
+                                    "could never be reached; choose another name with 'as'"))
     for key in keys:
         if separator in key:
             problems.append((

@@ -1,140 +1,38 @@
 """Watch mode: edits to the manifest, its templates and its Python modules become a new generation.
 
-A reload loads and checks the new manifest first; an invalid one changes nothing. A valid one is
-reconciled against the running servers: added servers start, removed ones stop, servers whose
-connection settings changed restart (after their in-flight calls end), and all the others keep
-their sessions and processes. Tools, prompts, model and graph are then rebuilt and swapped in at
-once, so the next model step sees the new generation and the conversation goes on.
+This module only watches: on a change it forgets the changed Python modules, checks the manifest
+again and hands it to :meth:`runner.runtime.Runtime.apply`, which decides what restarts and what
+is rebuilt. An invalid manifest changes nothing; the last good generation keeps running.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 from watchfiles import Change, awatch
 
-from runner.checks import checked_agent, import_paths
-from runner.errors import ManifestError, RunnerError, ServerStartError
+from runner.checks import checked_agent
+from runner.errors import ManifestError, RunnerError
 from runner.loading import LoadedManifest
-from runner.manifest import Manifest, ServerBase
-from runner.prompts import template_files
-from runner.runtime import Runtime, launch_spec, prepare
+from runner.runtime import ReloadReport, Runtime
 
 logger = logging.getLogger(__name__)
 
-# A change to any of these restarts the server; any other setting is applied to the live one.
-CONNECTION_FIELDS = frozenset({
-    "transport", "command", "args", "env", "env_passthrough", "cwd", "url", "headers",
-    "startup_timeout", "heartbeat", "restart",
-})
-
-
-@dataclass
-class ReloadReport:
-    """What a reload did, for the one-line summary and the JSON event stream."""
-
-    seconds: float = 0.0
-    started: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-    restarted: list[str] = field(default_factory=list)
-    rebuilt: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
-
-    def summary(self) -> str:
-        parts = [f"{verb} {', '.join(keys)}" for verb, keys in (
-            ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
-            ("rebuilt", self.rebuilt)) if keys]
-        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
-        return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
-
-    def event(self) -> dict[str, Any]:
-        return {"type": "reload", "ms": round(self.seconds * 1000, 1), "started": self.started,
-                "stopped": self.stopped, "restarted": self.restarted, "rebuilt": self.rebuilt,
-                "failed": self.failed}
-
-
-def _connection_settings(spec: ServerBase) -> dict[str, Any]:
-    launched = launch_spec(spec)  # type: ignore[arg-type]
-    return {name: value for name, value in launched.model_dump().items() if name in CONNECTION_FIELDS}
-
-
-def _tool_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
-    """Every server's settings that are applied without a restart (filters, timeouts, ...)."""
-    return [
-        (key, {name: value for name, value in spec.model_dump().items() if name not in CONNECTION_FIELDS})
-        for key, spec in sorted(manifest.servers.items())
-    ]
-
-
-def _rebuilt_parts(old: LoadedManifest, new: LoadedManifest, template_changed: bool) -> list[str]:
-    before, after = old.manifest, new.manifest
-    parts = []
-    if before.prompts != after.prompts or template_changed:
-        parts.append("prompts")
-    if before.model != after.model:
-        parts.append("model")
-    if before.agent != after.agent:
-        parts.append("agent")
-    if _tool_settings(before) != _tool_settings(after) or before.local_tools != after.local_tools:
-        parts.append("tools")
-    return parts
+__all__ = ["ReloadReport", "forget_modules", "reload_runtime", "watch_and_reload"]
 
 
 async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = None) -> ReloadReport:
-    """Load the manifest again and swap in a new generation; raises ManifestError (and changes
-    nothing) when the new manifest is invalid."""
-    began = time.perf_counter()
-    forget_modules(changed_files or set())
-    path = runtime.loaded.path
-    checked = await anyio.to_thread.run_sync(checked_agent, path)
-    loaded = checked.loaded
-    prepared = prepare(checked)
-    if runtime.manifest.model == loaded.manifest.model:
-        prepared.model = runtime.model  # keep the client (and its connection pool)
-    old_servers, new_servers = runtime.manifest.servers, loaded.manifest.servers
-    report = ReloadReport()
-    report.stopped = sorted(set(old_servers) - set(new_servers))
-    report.started = sorted(set(new_servers) - set(old_servers))
-    report.restarted = sorted(
-        key for key in set(old_servers) & set(new_servers)
-        if _connection_settings(old_servers[key]) != _connection_settings(new_servers[key])
-    )
-    known = runtime.template_paths or watched_files(runtime.loaded)
-    template_changed = bool(changed_files and changed_files & known)
-    report.rebuilt = _rebuilt_parts(runtime.loaded, loaded, template_changed)
-    fleet = runtime.fleet
-    await runtime.catalog.drained(set(report.stopped) | set(report.restarted))
-
-    async def start(key: str, restart: bool) -> None:
-        try:
-            if restart:
-                await fleet.replace(key, launch_spec(new_servers[key]))
-            else:
-                await fleet.add(key, launch_spec(new_servers[key]))
-        except ServerStartError as exc:  # a required server: reported, the rest goes on
-            report.failed[key] = str(exc)
-
-    async with anyio.create_task_group() as group:
-        for key in report.stopped:
-            group.start_soon(fleet.remove, key)
-        for key in report.restarted:
-            group.start_soon(start, key, True)
-        for key in report.started:
-            group.start_soon(start, key, False)
-    for key in set(new_servers) - set(report.started) - set(report.restarted) - set(report.failed):
-        fleet.connections[key].spec = launch_spec(new_servers[key])  # timeouts, filters, ...
-    runtime.install(prepared)
-    runtime.template_paths = watched_files(loaded)
-    report.seconds = time.perf_counter() - began
-    return report
+    """Check the manifest again and apply it; raises ManifestError (and changes nothing) when the
+    new manifest is invalid."""
+    changed = changed_files or set()
+    forget_modules(changed)
+    checked = await anyio.to_thread.run_sync(checked_agent, runtime.loaded.path)
+    return await runtime.apply(checked, changed_files=changed)
 
 
 def forget_modules(changed: set[Path]) -> None:
@@ -146,34 +44,6 @@ def forget_modules(changed: set[Path]) -> None:
         origin = getattr(module, "__file__", None)
         if origin and Path(origin).resolve() in resolved:
             del sys.modules[name]
-
-
-def watched_files(loaded: LoadedManifest) -> set[Path]:
-    """The manifest, every template it uses, and the local Python modules it names."""
-    files = {loaded.path.resolve()}
-    files |= {path.resolve() for path in template_files(loaded.manifest, loaded.base_dir)}
-    for _, import_path in import_paths(loaded.manifest):
-        module = import_path.partition(":")[0]
-        origin = _module_file(module, loaded.base_dir)
-        if origin is not None:
-            files.add(origin)
-    return files
-
-
-def _module_file(module: str, base_dir: Path) -> Path | None:
-    added = str(base_dir) not in sys.path
-    if added:
-        sys.path.insert(0, str(base_dir))
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    finally:
-        if added:
-            sys.path.remove(str(base_dir))
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    return Path(spec.origin).resolve()
 
 
 def _watch_roots(loaded: LoadedManifest, files: set[Path]) -> tuple[set[Path], set[Path]]:
@@ -195,9 +65,8 @@ async def watch_and_reload(
     ``on_event`` receives ``reload`` events and ``reload_error`` events (with the located
     problems); an invalid edit keeps the last good generation running.
     """
-    runtime.template_paths = watched_files(runtime.loaded)
     while not stop.is_set():
-        files = runtime.template_paths
+        files = set(runtime.files)
         roots, extra = _watch_roots(runtime.loaded, files)
 
         def relevant(change: Change, raw: str, files: set[Path] = files, extra: set[Path] = extra) -> bool:
@@ -222,5 +91,5 @@ async def watch_and_reload(
                 on_event({"type": "reload_error", "problems": [str(exc)]})
                 continue
             on_event(report.event() | {"summary": report.summary()})
-            if runtime.template_paths != files:
+            if runtime.files != files:
                 break  # the set of files changed: watch the new set

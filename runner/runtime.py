@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +26,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from runner.checks import CheckedAgent, checked_agent
-from runner.errors import BuildError
+from runner.errors import BuildError, RunnerError, ServerStartError
 from runner.graph import build_graph, open_checkpointer
 from runner.loading import LoadedManifest
-from runner.manifest import Manifest, ServerSpec, StdioServerSpec
+from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
 from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
@@ -40,16 +41,18 @@ from runner.prompts import (
     parse_command_line,
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
-from runner.tools.catalog import ToolCallHook, ToolCatalog
+from runner.state import state_folder
+from runner.tools.catalog import ToolCall, ToolCatalog
+from runner.tools.content import ToolOutput
 
 logger = logging.getLogger(__name__)
 
-PYTHON_COMMANDS = ("python", "python3")
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
+WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
-# open_fleet's signature: the servers of the manifest, started and stopped with the agent.
+# open_fleet's signature: an empty fleet the runtime starts the manifest's servers in.
 ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
 
 
@@ -60,49 +63,93 @@ def launch_spec(spec: ServerSpec) -> ServerSpec:
     return spec
 
 
+class GenerationAdapter:
+    """What a caller changes in every generation the runtime builds, at start-up and at each
+    reload: the agent as checked, the model chain, and every tool call the model makes.
+
+    The evals run the agent this way (a memory checkpointer, their model recording or replaying,
+    the case's template variables, recorded tool results). This base class changes nothing.
+    """
+
+    def agent(self, checked: CheckedAgent) -> CheckedAgent:
+        """The agent as it is run. ``load_agent`` calls it once more on the first manifest, to
+        open the checkpointer it names: it must depend on ``checked`` alone."""
+        return checked
+
+    def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
+        """The model chain of ``spec``; called when the model spec changed, not at every reload."""
+        return build_model_chain(spec, base_dir=base_dir)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
+        """A call the model makes to the tool ``name``; ``call`` is the catalog's own."""
+        return await call(name, arguments)
+
+
 @dataclass
 class Generation:
     """What one version of the manifest builds on top of the running servers."""
 
-    loaded: LoadedManifest
+    checked: CheckedAgent
     catalog: ToolCatalog
-    model: ModelChain
-    system_template: SystemTemplate | None
+    model: ModelChain | None  # None: started without a model (listing and calling only)
     prompt_catalog: PromptCatalog
     graph: CompiledStateGraph | None = None
 
+    @property
+    def loaded(self) -> LoadedManifest:
+        return self.checked.loaded
+
 
 @dataclass
-class Prepared:
-    """The parts of a generation that need no server: checked before any server is touched."""
+class ReloadReport:
+    """What :meth:`Runtime.apply` did, for the one-line summary and the JSON event stream."""
 
-    loaded: LoadedManifest
-    model: ModelChain
-    system_template: SystemTemplate | None
+    seconds: float = 0.0
+    started: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
+    failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
 
+    def summary(self) -> str:
+        parts = [f"{verb} {', '.join(keys)}" for verb, keys in (
+            ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
+            ("rebuilt", self.rebuilt)) if keys]
+        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
+        return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
 
-def prepare(checked: CheckedAgent) -> Prepared:
-    loaded = checked.loaded
-    model = build_model_chain(loaded.manifest.model, base_dir=loaded.base_dir)
-    return Prepared(loaded, model, checked.system_template)
+    def event(self) -> dict[str, Any]:
+        return {"type": "reload", "ms": round(self.seconds * 1000, 1), "started": self.started,
+                "stopped": self.stopped, "restarted": self.restarted, "rebuilt": self.rebuilt,
+                "failed": self.failed}
 
 
 @dataclass
 class Runtime:
     """A running agent: the servers, the current generation, and the checkpointer they share.
 
-    The graph reads the tools, the approval rule and the system prompt from here at each step,
-    so a new generation (hot reload) or a server's new tool list is seen at the next step.
+    :meth:`apply` is the one place that brings the servers and the generation to a checked
+    manifest, at start-up (from an empty fleet) and at every reload. The graph reads the tools,
+    the approval rule and the system prompt from here at each step, so a new generation or a
+    server's new tool list is seen at the next step.
     """
 
     fleet: ServerFleet
     checkpointer: Any
     thread_id: str
-    generation: Generation = field(init=False)
+    with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
+    adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
     listeners: list[ChangeListener] = field(default_factory=list)
-    template_paths: set[Path] = field(default_factory=set)  # files watch mode follows
-    tool_call_hook: ToolCallHook | None = None  # given to every generation's catalog
-    _changes: Any = None  # the fleet's change stream, shared with the follower task
+    _generation: Generation | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._changes = self.fleet.subscribe()  # read by follow_changes and settle
+
+    @property
+    def generation(self) -> Generation:
+        if self._generation is None:
+            raise RunnerError("the agent has not been started: no manifest applied yet")
+        return self._generation
 
     @property
     def loaded(self) -> LoadedManifest:
@@ -113,11 +160,18 @@ class Runtime:
         return self.generation.loaded.manifest
 
     @property
+    def files(self) -> frozenset[Path]:
+        """The manifest and every file the current generation was built from (watch mode follows)."""
+        return self.generation.checked.files
+
+    @property
     def catalog(self) -> ToolCatalog:
         return self.generation.catalog
 
     @property
     def model(self) -> ModelChain:
+        if self.generation.model is None:
+            raise RunnerError(WITHOUT_MODEL)
         return self.generation.model
 
     @property
@@ -126,32 +180,102 @@ class Runtime:
 
     @property
     def graph(self) -> CompiledStateGraph:
-        assert self.generation.graph is not None
+        if self.generation.graph is None:
+            raise RunnerError(WITHOUT_MODEL)
         return self.generation.graph
 
-    def install(self, prepared: Prepared) -> Generation:
-        """Build a generation from ``prepared`` over the servers as they are, and make it current."""
-        manifest = prepared.loaded.manifest
-        previous = getattr(self, "generation", None)
+    async def apply(self, checked: CheckedAgent, *, changed_files: Set[Path] = frozenset()) -> ReloadReport:
+        """Bring the servers and the generation to ``checked``; report what changed.
+
+        The model is built first, so a model that cannot be created changes nothing. Servers no
+        longer named stop, new ones start, those whose ``RESTARTS`` fields changed restart once
+        their in-flight calls end, the others take their new settings live. At start-up (nothing
+        applied yet) a required server that cannot start raises ServerStartError; later it is
+        reported in ``failed`` and the rest goes on. ``changed_files`` (templates, local modules)
+        count as changes of what they feed.
+        """
+        began = time.perf_counter()
+        if self.adapter is not None:
+            checked = self.adapter.agent(checked)
+        previous = self._generation
+        manifest = checked.loaded.manifest
+        model = self._model_for(checked, previous)
+        specs = {key: launch_spec(spec) for key, spec in manifest.servers.items()}
+        running = set(self.fleet.connections)
+        report = ReloadReport(started=sorted(set(specs) - running), stopped=sorted(running - set(specs)))
+        kept = sorted(running & set(specs))
+        restarting = {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        if previous is None:
+            await self.fleet.start_all({key: specs[key] for key in report.started})
+        else:
+            await previous.catalog.drained(set(report.stopped) | restarting)
+            await self._reconcile(specs, kept, report)
+        report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
+        self._install(checked, model, previous)
+        report.seconds = time.perf_counter() - began
+        return report
+
+    async def _reconcile(self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport) -> None:
+        async def update(key: str) -> None:
+            try:
+                if await self.fleet.update(key, specs[key]) == "restarted":
+                    report.restarted.append(key)
+            except ServerStartError as exc:  # a required server: reported, the rest goes on
+                report.restarted.append(key)
+                report.failed[key] = str(exc)
+
+        async def start(key: str) -> None:
+            try:
+                await self.fleet.add(key, specs[key])
+            except ServerStartError as exc:
+                report.failed[key] = str(exc)
+
+        async with anyio.create_task_group() as group:
+            for key in report.stopped:
+                group.start_soon(self.fleet.remove, key)
+            for key in kept:
+                group.start_soon(update, key)
+            for key in report.started:
+                group.start_soon(start, key)
+        report.restarted.sort()
+
+    def _model_for(self, checked: CheckedAgent, previous: Generation | None) -> ModelChain | None:
+        if not self.with_model:
+            return None
+        spec = checked.loaded.manifest.model
+        if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
+            return previous.model  # keep the client (and its connection pool)
+        if self.adapter is not None:
+            return self.adapter.model(spec, checked.loaded.base_dir)
+        return build_model_chain(spec, base_dir=checked.loaded.base_dir)
+
+    def _install(self, checked: CheckedAgent, model: ModelChain | None, previous: Generation | None) -> None:
+        """Build a generation from ``checked`` over the servers as they are, and make it current."""
+        manifest = checked.loaded.manifest
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
-        catalog = ToolCatalog(manifest, self.fleet.connections, prepared.loaded.base_dir,
-                              schema_cache=previous.catalog.schema_cache if same_provider else {},
-                              call_hook=self.tool_call_hook)
-        generation = Generation(prepared.loaded, catalog, prepared.model, prepared.system_template,
-                                self._prompt_catalog(manifest))
-        generation.graph = build_graph(
-            prepared.model,
-            tools_provider=lambda: self.catalog.tools,
-            system_prompt_provider=self.settled_system_prompt,
-            max_steps=manifest.agent.max_steps,
-            needs_approval=lambda name: self.catalog.needs_approval(name),
-            checkpointer=self.checkpointer,
-        )
-        self.generation = generation
-        return generation
+        catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
+                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
+        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
+        if model is not None:
+            generation.graph = build_graph(
+                model,
+                tools_provider=lambda: self.catalog.tools,
+                system_prompt_provider=self.settled_system_prompt,
+                max_steps=manifest.agent.max_steps,
+                needs_approval=lambda name: self.catalog.needs_approval(name),
+                checkpointer=self.checkpointer,
+            )
+        self._generation = generation
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}
+
+    async def follow_changes(self) -> None:
+        """Apply the fleet's catalogue changes as they arrive, until cancelled."""
+        async with self._changes:
+            async for change in self._changes:
+                self.apply_change(change)
 
     async def settle(self, limit: float = SETTLE_LIMIT) -> None:
         """Apply every tool-list change the servers have announced so far.
@@ -164,8 +288,6 @@ class Runtime:
             for connection in list(self.fleet.connections.values()):
                 if connection.status == "ready":
                     await connection.changes.settled()
-        if self._changes is None:
-            return
         while True:
             try:
                 change = self._changes.receive_nowait()
@@ -179,7 +301,7 @@ class Runtime:
 
     def system_prompt(self) -> str:
         """The system prompt as of now: templates see the servers and tools currently live."""
-        template = self.generation.system_template
+        template = self.generation.checked.system_template
         if template is None:
             description = f" {self.manifest.description}" if self.manifest.description else ""
             return DEFAULT_SYSTEM_PROMPT.format(name=self.manifest.name, description=description)
@@ -219,46 +341,78 @@ class Runtime:
             listener(change)
 
 
+def _live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
+    """Every server's settings that apply without a restart (filters, timeouts, fallbacks, ...)."""
+    return [
+        (key, {name: value for name, value in spec.model_dump().items()
+               if name not in restart_fields(type(spec))})
+        for key, spec in sorted(manifest.servers.items())
+    ]
+
+
+def _rebuilt_parts(
+    previous: Generation | None, checked: CheckedAgent, changed_files: set[Path], *, with_model: bool
+) -> list[str]:
+    """What the new generation builds differently from ``previous``: only what changed."""
+    after = checked.loaded.manifest
+    changed = {path.resolve() for path in changed_files}
+    if previous is None:
+        return ["prompts", *(["model"] if with_model else []), "agent", "tools"]
+    before = previous.loaded.manifest
+    parts = []
+    if before.prompts != after.prompts or changed & (checked.templates | previous.checked.templates):
+        parts.append("prompts")
+    if with_model and before.model != after.model:
+        parts.append("model")
+    if before.agent != after.agent:
+        parts.append("agent")
+    if (_live_settings(before) != _live_settings(after) or before.local_tools != after.local_tools
+            or changed & (checked.modules | previous.checked.modules)):
+        parts.append("tools")
+    return parts
+
+
 @asynccontextmanager
 async def load_agent(
     path: str | Path,
     *,
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
-    prepare_with: Callable[[CheckedAgent], Prepared] = prepare,
+    model: bool = True,
+    adapter: GenerationAdapter | None = None,
     open_servers: ServersOpener = open_fleet,
-    tool_call_hook: ToolCallHook | None = None,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
 
-    ``prepare_with``, ``open_servers`` and ``tool_call_hook`` let a caller (the evals) choose the
-    model, stand in for the servers, and see every tool call.
+    Server logs and the default conversation store go to the state folder
+    (:func:`runner.state.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
+
+    ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
+    its credentials needed) and ``runtime.graph`` raises RunnerError.
+
+    ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
+    in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
     """
-    prepared = prepare_with(checked_agent(path, environ=environ))
-    loaded = prepared.loaded
-    specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
+    checked = checked_agent(path, environ=environ)
+    loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
+    state_dir = state_folder(loaded, environ=environ)
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
-            open_servers(specs, base_dir=loaded.base_dir, state_dir=loaded.state_dir)
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
-        checkpointer = await stack.enter_async_context(
-            open_checkpointer(loaded.manifest.checkpointer, state_dir=loaded.state_dir,
-                              base_dir=loaded.base_dir)
-        )
-        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12],
-                          tool_call_hook=tool_call_hook)
-        runtime.install(prepared)
-        changes = runtime._changes = fleet.subscribe()
-        stack.push_async_callback(changes.aclose)
-
-        async def follow_changes() -> None:
-            async for change in changes:
-                runtime.apply_change(change)
+        checkpointer = None
+        if model:
+            checkpointer = await stack.enter_async_context(
+                open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
+            )
+        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
+                          adapter=adapter)
+        await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
         error: BaseException | None = None
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(follow_changes)
+            task_group.start_soon(runtime.follow_changes)
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, once the follower has stopped

@@ -88,3 +88,27 @@ async def test_each_round_starts_one_case_further_along() -> None:
     cases = [Case("row", name, constant(1.0, order, name), "ms") for name in ("a", "b", "c")]
     await run_rounds(cases, rounds=3)
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+
+
+def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_stderr() -> None:
+    import socket
+
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "server.py"), "--transport", "http"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        for _ in range(3):  # headers and the start of a body, then the client is gone
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(
+                    f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                    "Accept: application/json, text/event-stream\r\nContent-Length: 200\r\n\r\n"
+                    '{"jsonrpc":'.encode()
+                )
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:  # still serving
+            client.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            assert client.recv(100).startswith(b"HTTP/1.1 ")
+    finally:
+        server.terminate()
+        _, errors = server.communicate(timeout=30)
+    assert "ClientDisconnect" not in errors and "Traceback" not in errors, errors

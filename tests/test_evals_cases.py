@@ -13,7 +13,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.errors import ManifestError
 from runner.evals.cases import evals_json_schema, find_case_files, load_cases
-from runner.evals.saving import CaseSaveError, case_from_thread, save_case, saved_case
+from runner.errors import CaseSaveError
+from runner.evals.saving import case_from_thread, save_case, saved_case
 
 ROOT = Path(__file__).parent.parent
 CORPUS = Path(__file__).parent / "evals"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.checks import check_agent
 from runner.errors import ManifestError
 from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec, StdioServerSpec, manifest_json_schema
@@ -47,7 +48,7 @@ def test_valid_manifests_load(path: Path) -> None:
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
 def test_invalid_manifests_report_each_problem_at_its_place(path: Path) -> None:
     with pytest.raises(ManifestError) as caught:
-        load_manifest(path)
+        check_agent(path)  # what `mcp-run validate` runs: loading, then the checks that follow it
     expected = expectations(path)
     problems = caught.value.problems
     got = [(p.line, p.column, p.path or "-") for p in problems]
@@ -118,6 +119,38 @@ class TestEnvironmentExpansion:
         text = "version: 1\nname: a\nservers:\n  s: {command: x, args: ['$${HOME}', '$$', '$x']}\n"
         assert parse_manifest(text, environ={}).manifest.servers["s"].args == ["${HOME}", "$$", "$x"]
 
+    @pytest.mark.parametrize(("text", "environ", "expected"), [
+        ("${A:-${B}}", {"B": "b"}, "b"),
+        ("${A:-${B}}", {"A": "a"}, "a"),
+        ("${A:-${B:-x}}", {}, "x"),
+        ("${A:-${B:-${C:-deep}}}-${D:-d}", {"C": "c"}, "c-d"),
+        ("${A:-pre-${B:-x}-post}", {}, "pre-x-post"),
+        ("${A:-$${B}}", {}, "${B}"),
+        ("${A:-x}y}", {}, "xy}"),
+    ], ids=["inner-set", "outer-set", "inner-default", "three-levels", "around-inner",
+            "escaped-inner", "brace-after"])
+    def test_nested_defaults_expand_like_a_shell(
+        self, text: str, environ: dict[str, str], expected: str
+    ) -> None:
+        manifest = parse_manifest(f"version: 1\nname: a\ndescription: '{text}'\n", environ=environ)
+        assert manifest.manifest.description == expected
+
+    def test_an_unset_variable_in_an_unused_default_is_not_reported(self) -> None:
+        text = "version: 1\nname: a\ndescription: '${A:-${UNSET}}'\n"
+        assert parse_manifest(text, environ={"A": "set"}).manifest.description == "set"
+
+    def test_an_unset_variable_in_a_used_default_is_located_and_named(self) -> None:
+        text = "version: 1\nname: a\ndescription: '${A:-${B:-${INNER}}}'\n"
+        with pytest.raises(ManifestError) as caught:
+            parse_manifest(text, environ={})
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.column, problem.path) == (3, 14, "description")
+        assert "INNER" in problem.message
+
+    def test_an_unclosed_nested_default_is_a_located_error(self) -> None:
+        with pytest.raises(ManifestError, match=r"3:14: description: malformed"):
+            parse_manifest("version: 1\nname: a\ndescription: '${A:-${B:-x}'\n", environ={})
+
     def test_an_empty_default_is_allowed(self) -> None:
         text = "version: 1\nname: 'a${SUFFIX:-}'\n"
         assert parse_manifest(text, environ={}).manifest.name == "a"
@@ -183,11 +216,34 @@ class TestCommandLine:
 
 
 def test_a_missing_script_is_located_at_the_manifest_line_naming_it(tmp_path: Path) -> None:
-    from runner.checks import check_agent
-
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: a\nmodel:\n  id: scripted\n  script: turns.yaml\n")
     with pytest.raises(ManifestError) as caught:
         check_agent(path)
     (problem,) = caught.value.problems
     assert (problem.line, problem.column, problem.path) == (5, 11, "model.script")
+
+
+def test_a_working_directory_is_resolved_against_the_manifests_folder(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nservers:\n  s: {command: x, cwd: work}\n")
+    assert load_manifest(path).manifest.servers["s"].cwd == "work"
+    path.write_text("version: 1\nname: a\nservers:\n  s: {command: x, cwd: file.txt}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.column, problem.path) == (4, 24, "servers.s.cwd")
+    assert "'file.txt' is not a folder" in problem.message
+
+
+def test_checked_agent_warns_from_the_environment_it_is_given(tmp_path: Path) -> None:
+    from runner.checks import checked_agent
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nmodel: anthropic:claude-sonnet-4-5\n")
+    (warning,) = checked_agent(path, environ={}).warnings
+    assert (warning.line, warning.column, warning.path) == (3, 8, "model")
+    assert "ANTHROPIC_API_KEY, which is not set" in warning.message
+    assert checked_agent(path, environ={"ANTHROPIC_API_KEY": "set"}).warnings == []

@@ -25,6 +25,7 @@ from runner.models import (
     build_model_chain,
     load_script,
 )
+from runner.models.providers import install_hint, model_requirements, provider_of
 
 SECRET = "sk-test-0123456789-do-not-print"
 
@@ -67,6 +68,55 @@ def test_a_provider_without_its_package_names_the_package_to_install(tmp_path: P
 def test_an_id_without_a_known_provider_is_a_model_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="provider:model"):
         build_chat_model(ModelSpec(id="my-own-model"), base_dir=tmp_path)
+
+
+def test_an_unknown_provider_prefix_names_the_known_providers_and_the_closest(tmp_path: Path) -> None:
+    with pytest.raises(ModelError) as caught:
+        build_chat_model(ModelSpec(id="opnai:gpt-4.1-mini"), base_dir=tmp_path)
+    message = str(caught.value)
+    assert "unknown model provider 'opnai' (did you mean 'openai'?)" in message
+    assert all(name in message for name in ("anthropic", "groq", "ollama", "'offline'", "'scripted'"))
+
+
+@pytest.mark.parametrize(("model_id", "provider"), [
+    ("openai:gpt-4.1-mini", "openai"), ("gpt-4.1-mini", "openai"), ("claude-sonnet-4-5", "anthropic"),
+    ("ollama:llama3.1:8b", "ollama"), ("gpt-4o:latest", "openai"),
+])
+def test_a_provider_is_read_from_the_prefix_or_inferred_as_init_chat_model_does(
+    model_id: str, provider: str
+) -> None:
+    assert provider_of(model_id) == provider
+
+
+@pytest.mark.parametrize("model_id", ["foo:bar", "llama3.1"])
+def test_an_id_with_no_provider_known_or_inferable_is_refused(model_id: str) -> None:
+    with pytest.raises(ModelError, match="provider:model"):
+        provider_of(model_id)
+
+
+def test_a_missing_provider_package_names_the_extra_or_the_package_to_install() -> None:
+    assert install_hint("langchain-openai") == "pip install 'mcp-run[openai]'"
+    assert install_hint("langchain_anthropic") == "pip install 'mcp-run[anthropic]'"
+    assert install_hint("langchain-groq") == "pip install langchain-groq"
+    (missing, _) = model_requirements("groq:llama-3.1-8b", "groq", spec=None, environ={})
+    assert missing == ("model 'groq:llama-3.1-8b' needs the langchain-groq package, which is not "
+                       "installed: pip install langchain-groq")
+
+
+def test_an_unset_api_key_variable_is_named_unless_the_key_comes_another_way() -> None:
+    spec = ModelSpec(id="openai:gpt-4.1-mini")
+    (missing,) = model_requirements(spec.id, "openai", spec=spec, environ={})
+    assert "OPENAI_API_KEY, which is not set: export OPENAI_API_KEY=" in missing
+    assert model_requirements(spec.id, "openai", spec=spec, environ={"OPENAI_API_KEY": SECRET}) == []
+    with_params = ModelSpec(id="openai:gpt-4.1-mini", params={"api_key": SECRET})
+    assert model_requirements(spec.id, "openai", spec=with_params, environ={}) == []
+    own = ModelSpec(id="openai:gpt-4.1-mini", api_key_env="MY_LLM_KEY")
+    (missing,) = model_requirements(own.id, "openai", spec=own, environ={"OPENAI_API_KEY": SECRET})
+    assert "MY_LLM_KEY (model.api_key_env), which is not set" in missing
+    (missing,) = model_requirements("google_genai:gemini-2.5-flash", "google_genai", spec=None,
+                                    environ={})[1:]
+    assert "GOOGLE_API_KEY or GEMINI_API_KEY, none of which is set" in missing
+    assert model_requirements("ollama:llama3.1", "ollama", spec=None, environ={})[1:] == []
 
 
 def test_an_unset_api_key_variable_says_what_to_set(

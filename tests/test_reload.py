@@ -82,6 +82,41 @@ async def test_editing_one_servers_args_restarts_only_that_server(folder: Path) 
         assert "b__echo" in runtime.catalog.entries
 
 
+async def test_an_args_only_edit_restarts_that_server_and_claims_nothing_else(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo(), "b": demo()})
+    async with load_agent(path) as runtime:
+        write_manifest(folder, {"a": demo(), "b": demo("--legacy")})
+        report = await reload_runtime(runtime, changed_files={path})
+        assert (report.restarted, report.rebuilt) == (["b"], [])
+        assert report.summary().endswith(": restarted b")
+
+
+async def test_a_comment_only_edit_reports_nothing_changed(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        path.write_text("# a comment\n" + path.read_text())
+        report = await reload_runtime(runtime, changed_files={path})
+        assert report.summary().endswith(": nothing changed")
+        assert report.event()["rebuilt"] == [] and pids(runtime) == before
+
+
+def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
+    from runner.manifest import HttpServerSpec, StdioServerSpec, restart_fields
+
+    assert restart_fields(StdioServerSpec) == {
+        "transport", "command", "args", "env", "env_passthrough", "cwd", "startup_timeout",
+        "heartbeat", "restart"}
+    assert restart_fields(HttpServerSpec) == {
+        "transport", "url", "headers", "startup_timeout", "heartbeat", "restart"}
+
+
+async def test_the_runtime_follows_the_files_the_checked_agent_names(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        assert runtime.files == {path.resolve(), (folder / "system.md.j2").resolve()}
+
+
 async def test_servers_are_added_and_removed_and_filters_change_without_restarts(folder: Path) -> None:
     path = write_manifest(folder, {"a": demo(), "b": demo()})
     async with load_agent(path) as runtime:

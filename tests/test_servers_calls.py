@@ -147,3 +147,15 @@ async def test_a_stopped_server_refuses_calls_at_once(demo_urls, tmp_path: Path)
     with anyio.fail_after(1):
         with pytest.raises(ServerClosedError):
             await connection.call_tool("echo", {"text": "anyone?"})
+
+
+async def test_a_timed_out_call_says_after_how_long_and_which_settings_change_it(
+    demo_urls, tmp_path: Path
+) -> None:
+    async with demo_connection(demo_urls, tmp_path, timeout=1) as connection:
+        with anyio.fail_after(10):
+            with pytest.raises(ServerTimeoutError) as raised:
+                await connection.call_tool("sleep", {"seconds": 30})
+    message = str(raised.value)
+    assert "timed out after 1s" in message
+    assert "servers.demo.tools.timeouts.sleep" in message and "servers.demo.timeout" in message

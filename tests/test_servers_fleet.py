@@ -32,6 +32,21 @@ async def test_servers_can_be_added_replaced_and_removed(serve_http, tmp_path: P
         assert fleet.connections == {}
 
 
+async def test_the_fleet_updates_a_server_live_or_restarts_it_as_the_manifest_fields_say(
+    serve_http, tmp_path: Path, state_dir: Path
+) -> None:
+    demo_url = serve_http(demo.build())
+    async with open_fleet({"a": specs.http(demo_url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        first = fleet.connections["a"]
+        assert await fleet.update("a", specs.http(demo_url)) == "unchanged"
+        assert await fleet.update("a", specs.http(demo_url, timeout=3)) == "updated"
+        assert fleet.connections["a"] is first and first.spec.timeout == 3
+        assert await fleet.update("a", specs.http(demo_url, headers={"X-A": "1"})) == "restarted"
+        assert fleet.connections["a"] is not first and fleet.connections["a"].status == "ready"
+        with pytest.raises(ServerStartError, match="already running"):
+            await fleet.add("a", specs.http(demo_url))
+
+
 async def test_adding_a_required_server_that_cannot_start_raises(tmp_path: Path, state_dir: Path) -> None:
     async with open_fleet({}, base_dir=tmp_path, state_dir=state_dir) as fleet:
         with pytest.raises(ServerStartError) as raised:

@@ -133,6 +133,28 @@ async def test_a_killed_primary_is_answered_by_its_fallback(tmp_path: Path) -> N
     assert str(backup_pid) in str(output.content)
 
 
+async def test_a_server_that_failed_to_start_offers_its_tools_through_its_fallback(tmp_path: Path) -> None:
+    servers = {
+        "flaky": {"command": "mcp-run-no-such-command", "fallback": "backup", "tools": {"except": ["add"]}},
+        "backup": demo(expose=False),
+    }
+    async with catalog_for(tmp_path, servers) as catalog:
+        assert catalog.connections["flaky"].status == "failed"
+        assert "flaky__echo" in catalog.entries and "flaky__add" not in catalog.entries
+        output = await catalog.call("flaky__pid", {})
+        assert str(catalog.connections["backup"].pid) in str(output.content)
+
+
+async def test_an_unknown_tool_error_names_the_servers_that_are_down_and_why(tmp_path: Path) -> None:
+    servers = {"flaky": {"command": "mcp-run-no-such-command"}, "demo": demo(tools={"only": ["echo"]})}
+    async with catalog_for(tmp_path, servers) as catalog:
+        with pytest.raises(ToolError) as raised:
+            await catalog.call("flaky__echo", {"text": "hi"})
+    message = str(raised.value)
+    assert "unknown tool 'flaky__echo'; available: demo__echo" in message
+    assert "server 'flaky' is down (failed: flaky: command not found: 'mcp-run-no-such-command')" in message
+
+
 async def test_a_fallback_chain_is_followed_in_order(tmp_path: Path) -> None:
     quick = {"timeouts": {"sleep": "150ms"}}
     servers = {"a": demo(fallback="b", tools=quick), "b": demo(fallback="c", tools=quick, expose=False),

@@ -23,16 +23,13 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.errors import ManifestError, Problem, RunnerError
-from runner.loading import LoadedManifest, referenced_variables
+from runner.errors import ManifestError, Problem
+from runner.expansion import referenced_variables
+from runner.loading import LoadedManifest
 
 CASSETTE_VERSION = 1
 MIN_SECRET_CHARS = 4  # shorter values (a port, "UTC") would blot out ordinary text
 HEADER = "# Recorded by `mcp-run test --record`; replayed by `mcp-run test --replay`.\n"
-
-
-class CassetteDrift(RunnerError):
-    """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
 
 
 class _CassetteModel(BaseModel):

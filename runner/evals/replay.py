@@ -16,7 +16,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 
-from runner.evals.cassettes import Cassette, CassetteDrift, ServerListing
+from runner.errors import CassetteDrift
+from runner.evals.cassettes import Cassette, ServerListing
 from runner.servers import CatalogueChange
 
 
@@ -34,6 +35,7 @@ class ReplayConnection:
         self.key = key
         self.spec = spec
         self.status = "ready" if listing is not None else "failed"
+        self.error = None if listing is not None else "not in the recordings"
         listing = listing or ServerListing()
         self.instructions = listing.instructions
         self.tools = [types.Tool.model_validate(tool) for tool in listing.tools]
@@ -51,11 +53,17 @@ class ReplayConnection:
 
 
 class ReplayFleet:
-    """What ``Runtime`` reads of a fleet: its connections and a stream of (no) changes."""
+    """What ``Runtime`` uses of a fleet at start-up: ``start_all``, its connections and a stream
+    of (no) changes. A replay never reloads, so servers are never added, updated or removed."""
 
-    def __init__(self, connections: dict[str, ReplayConnection]) -> None:
-        self.connections = connections
+    def __init__(self, listings: Mapping[str, ServerListing]) -> None:
+        self.listings = listings
+        self.connections: dict[str, ReplayConnection] = {}
         self._streams: list[MemoryObjectSendStream[CatalogueChange]] = []
+
+    async def start_all(self, specs: Mapping[str, Any]) -> None:
+        self.connections.update({key: ReplayConnection(key, spec, self.listings.get(key))
+                                 for key, spec in specs.items()})
 
     def subscribe(self) -> MemoryObjectReceiveStream[CatalogueChange]:
         send, receive = anyio.create_memory_object_stream[CatalogueChange](math.inf)
@@ -82,8 +90,8 @@ def replay_servers(listings: Mapping[str, ServerListing]) -> Any:
     async def open_replay_fleet(
         specs: Mapping[str, Any], *, base_dir: Path, state_dir: Path
     ) -> AsyncIterator[ReplayFleet]:
-        fleet = ReplayFleet({key: ReplayConnection(key, spec, listings.get(key))
-                             for key, spec in specs.items()})
+        fleet = ReplayFleet(listings)
+        await fleet.start_all(specs)
         try:
             yield fleet
         finally:

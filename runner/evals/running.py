@@ -23,15 +23,15 @@ import anyio
 from langgraph.types import Command
 from watchfiles import awatch
 
-from runner.errors import ManifestError, RunnerError
+from runner.errors import CassetteDrift, ManifestError, RunnerError
 from runner.evals.cases import Case
-from runner.evals.cassettes import Cassette, CassetteDrift, Verdict, read_cassette, write_cassette
+from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
 from runner.evals.judge import grade
 from runner.evals.matching import ObservedCall, Observation, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
 from runner.evals.sessions import EvalSessions, Mode
-from runner.reload import reload_runtime, watched_files
-from runner.runtime import Prepared, Runtime, load_agent, stream_turn
+from runner.reload import reload_runtime
+from runner.runtime import Runtime, load_agent, stream_turn
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
@@ -83,8 +83,7 @@ async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions)
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
-    async with load_agent(manifest_path, environ=options.environ, prepare_with=sessions.prepare,
-                          tool_call_hook=sessions.tool_call, **extra) as runtime:
+    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, **extra) as runtime:
         return await run_cases(runtime, cases, sessions, jobs=options.jobs, cassettes=cassettes)
 
 
@@ -210,8 +209,7 @@ async def watch_suite(
     the files are being watched (tests wait on it before editing).
     """
     sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
-    async with load_agent(manifest_path, environ=options.environ, prepare_with=sessions.prepare,
-                          tool_call_hook=sessions.tool_call) as runtime:
+    async with load_agent(manifest_path, environ=options.environ, adapter=sessions) as runtime:
 
         async def run_all() -> None:
             try:
@@ -223,7 +221,7 @@ async def watch_suite(
 
         await run_all()
         while not stop.is_set():
-            files = watched_files(runtime.loaded)
+            files = set(runtime.files)
             folders = {path.resolve() for path in case_folders}
 
             def relevant(change: Any, raw: str, files: set[Path] = files) -> bool:
@@ -247,7 +245,5 @@ async def watch_suite(
                     except RunnerError as exc:  # the last good agent keeps running
                         report(exc)
                         continue
-                    runtime.install(sessions.adapt(Prepared(runtime.loaded, runtime.model,
-                                                            runtime.generation.system_template)))
                 await run_all()
                 break  # the files to watch may have changed: watch the new set

@@ -14,14 +14,10 @@ from typing import Any
 import yaml
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from runner.errors import RunnerError
+from runner.errors import CaseSaveError
 from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
 
 EXCERPT_CHARS = 60
-
-
-class CaseSaveError(RunnerError):
-    """A case could not be written (a bad name, a file already there, nothing to save)."""
 
 
 def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:

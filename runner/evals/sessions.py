@@ -1,10 +1,11 @@
 """Cases sharing one runtime, told apart by their thread: the model and the tool calls of each
 case are live, recorded into its cassette, or replayed from it.
 
-The seams are the runtime's own: :class:`EvalModel` is the model chain the graph calls (it sees
-the thread in the call's config), :meth:`EvalSessions.tool_call` is the catalog's call hook (it
-reads the thread from LangGraph's config), and :class:`CaseTemplate` renders the system prompt
-with the case's ``vars`` and, for cassettes, the recorded time.
+:class:`EvalSessions` is the runtime's :class:`~runner.runtime.GenerationAdapter`, so what it
+changes holds for every generation, after reloads too: :class:`EvalModel` is the model chain the
+graph calls (it sees the thread in the call's config), :meth:`EvalSessions.call_tool` sees every
+tool call (it reads the thread from LangGraph's config), and :class:`CaseTemplate` renders the
+system prompt with the case's ``vars`` and, for cassettes, the recorded time.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 
 from runner.checks import CheckedAgent
-from runner.errors import ToolError
+from runner.errors import CassetteDrift, ToolError
 from runner.evals.cases import Case
 from runner.evals.cassettes import (
     Cassette,
-    CassetteDrift,
     ModelCall,
     RecordedReply,
     RecordedToolCall,
@@ -37,9 +37,10 @@ from runner.evals.cassettes import (
 )
 from runner.graph import MAX_STEPS_REASON
 from runner.loading import LoadedManifest
+from runner.manifest import ModelSpec
 from runner.models import ModelChain, OfflineChatModel, build_model_chain
 from runner.prompts import ServerSummary, SystemTemplate, ToolSummary
-from runner.runtime import Prepared
+from runner.runtime import GenerationAdapter
 from runner.tools.catalog import ToolCall
 from runner.tools.content import ToolOutput
 
@@ -127,8 +128,8 @@ def first_line_difference(expected: str, actual: str) -> str:
     return f"recorded {len(old)} lines, now {len(new)}"
 
 
-class EvalSessions:
-    """Every case run of one ``mcp-run test`` invocation, by thread id."""
+class EvalSessions(GenerationAdapter):
+    """Every case run of one ``mcp-run test`` invocation, by thread id; the runtime's adapter."""
 
     def __init__(self, mode: Mode, *, model_id: str | None = None,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -137,7 +138,6 @@ class EvalSessions:
         self.environ = os.environ if environ is None else environ
         self.secrets = Secrets({})
         self.runs: dict[str, CaseRun] = {}
-        self._model: ModelChain | None = None
 
     def start(self, case: Case, thread_id: str, cassette: Cassette | None, now: datetime | None) -> CaseRun:
         run = CaseRun(case, thread_id, cassette, now)
@@ -148,10 +148,19 @@ class EvalSessions:
         thread = ((config or {}).get("configurable") or {}).get("thread_id")
         return self.runs.get(thread) if isinstance(thread, str) else None
 
-    # -- how the runtime is built ----------------------------------------------------------
+    # -- the generation adapter: how the runtime runs the agent -------------------------------
+
+    def agent(self, checked: CheckedAgent) -> CheckedAgent:
+        """Cases keep their threads in memory, ``--model`` replaces the manifest's model, and the
+        system template renders each case's ``vars``."""
+        self.secrets = Secrets.of(checked.loaded, self.environ)
+        template = checked.system_template
+        if template is not None:
+            template = CaseTemplate.around(template, self)
+        return dataclasses.replace(checked, loaded=self.manifest_for_evals(checked.loaded),
+                                   system_template=template)
 
     def manifest_for_evals(self, loaded: LoadedManifest) -> LoadedManifest:
-        """Cases keep their threads in memory; ``--model`` replaces the manifest's model."""
         manifest = loaded.manifest
         update: dict[str, Any] = {"checkpointer": "memory"}
         if self.model_id and self.model_id != manifest.model.id:
@@ -161,47 +170,27 @@ class EvalSessions:
                 else None})
         return dataclasses.replace(loaded, manifest=manifest.model_copy(update=update))
 
-    def prepare(self, checked: CheckedAgent) -> Prepared:
-        """``load_agent``'s ``prepare_with``: no model is built for a replay."""
-        self.secrets = Secrets.of(checked.loaded, self.environ)
-        loaded = self.manifest_for_evals(checked.loaded)
-        return self.adapt(Prepared(loaded, self._chain(loaded), checked.system_template))
-
-    def adapt(self, prepared: Prepared) -> Prepared:
-        """``prepared`` with the evals' model and template (again after a reload)."""
-        loaded = self.manifest_for_evals(prepared.loaded)
-        model = prepared.model
-        if not isinstance(model, EvalModel):
-            model = EvalModel(self._chain(loaded) if self.model_id else model, self)
-        template = prepared.system_template
-        if template is not None and not isinstance(template, CaseTemplate):
-            template = CaseTemplate(template, self)
-        return Prepared(loaded, model, template)  # type: ignore[arg-type]
-
-    def _chain(self, loaded: LoadedManifest) -> ModelChain:
+    def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
+        """No model is built for a replay: the replies come from the cassettes."""
         if self.mode == "replay":
-            return ModelChain(OfflineChatModel())  # never called: replies come from cassettes
-        if self._model is None:
-            self._model = build_model_chain(loaded.manifest.model, base_dir=loaded.base_dir)
-        return self._model
+            return EvalModel(ModelChain(OfflineChatModel()), self)
+        return EvalModel(build_model_chain(spec, base_dir=base_dir), self)
 
-    # -- the catalog's call hook -----------------------------------------------------------
-
-    async def tool_call(self, name: str, args: dict[str, Any], call: ToolCall) -> ToolOutput:
+    async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
         try:
             run = self.run_for(get_config())
         except RuntimeError:  # called outside a graph run: not a case's call
             run = None
         if run is None or self.mode == "live":
-            return await call(name, args)
+            return await call(name, arguments)
         if self.mode == "replay":
-            return run.replay_tool_call(name, args)
+            return run.replay_tool_call(name, arguments)
         try:
-            output = await call(name, args)
+            output = await call(name, arguments)
         except ToolError as exc:
-            run.record_tool_call(name, args, str(exc), True)
+            run.record_tool_call(name, arguments, str(exc), True)
             raise
-        run.record_tool_call(name, args, output.content, False)
+        run.record_tool_call(name, arguments, output.content, False)
         return output
 
 
@@ -244,26 +233,24 @@ class EvalModel(ModelChain):
         return reply
 
 
-class CaseTemplate:
+@dataclass(frozen=True)
+class CaseTemplate(SystemTemplate):
     """The system template rendered with the case's ``vars`` and, with cassettes, a fixed time."""
 
-    def __init__(self, inner: SystemTemplate, sessions: EvalSessions) -> None:
-        self.inner = inner
-        self.sessions = sessions
+    sessions: EvalSessions | None = None
 
-    @property
-    def files(self) -> frozenset[Path]:
-        return self.inner.files
+    @classmethod
+    def around(cls, template: SystemTemplate, sessions: EvalSessions) -> CaseTemplate:
+        fields = {f.name: getattr(template, f.name) for f in dataclasses.fields(SystemTemplate)}
+        return cls(**fields, sessions=sessions)
 
     def render(self, servers: Sequence[ServerSummary], tools: Sequence[ToolSummary],
                now: datetime | None = None) -> str:
         try:
-            run = self.sessions.run_for(get_config())
+            run = self.sessions.run_for(get_config()) if self.sessions is not None else None
         except RuntimeError:  # rendered outside a graph run (a listing, a check)
             run = None
         if run is None:
-            return self.inner.render(servers, tools, now)
-        template = self.inner
-        if run.case.spec.vars:
-            template = dataclasses.replace(template, vars={**template.vars, **run.case.spec.vars})
-        return template.render(servers, tools, now or run.now)
+            return super().render(servers, tools, now)
+        plain = dataclasses.replace(self, vars={**self.vars, **run.case.spec.vars}, sessions=None)
+        return plain.render(servers, tools, now or run.now)

@@ -7,9 +7,12 @@
             async for change in changes:  # CatalogueChange(server, kind, added, removed, changed)
                 ...
 
-Modules: ``environment`` (what a stdio server inherits), ``stdio`` (the subprocess transport),
+Modules: ``translation`` (the one table from SDK, anyio, httpx and pydantic errors to runner
+errors), ``environment`` (what a stdio server inherits), ``stdio`` (the subprocess transport),
 ``transports`` (per-attempt transport and liveness facts), ``catalogue`` (listing, diffing,
-debouncing), ``connection`` (state and requests), ``supervision`` (the lifetime task), ``fleet``.
+debouncing), ``connection`` (state and requests), ``supervision`` (the lifetime task), ``fleet``
+(start, stop, and :meth:`ServerFleet.update`: restart or live update, as the manifest's
+``RESTARTS`` fields say).
 """
 
 from runner.servers.catalogue import Catalogue, CatalogueChange, CatalogueKind

@@ -19,6 +19,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from runner.errors import ServerRequestError
+from runner.servers.translation import Boundary, translate
+
 logger = logging.getLogger(__name__)
 
 CatalogueKind = Literal["tools", "prompts", "resources"]
@@ -130,16 +133,13 @@ async def _tolerant(
     must not pass for a server without tools."""
     try:
         return await listing
-    except MCPError as exc:
-        if exc.code == types.METHOD_NOT_FOUND:
+    except (MCPError, ValidationError) as exc:
+        error = translate(Boundary(server, what), exc)
+        if isinstance(error, ServerRequestError) and error.code == types.METHOD_NOT_FOUND:
             return []
-        if essential:
-            raise
-        logger.warning("server %s answered %s with error %d: %s", server, what, exc.code, exc.error.message)
-        return []
-    except ValidationError as exc:
-        logger.warning("server %s answered %s with something that is not a listing (%d problems)",
-                       server, what, exc.error_count())
+        if essential and isinstance(exc, MCPError):
+            raise  # the session's boundary (start-up or request) translates it
+        logger.warning("server %s", error)
         return []
 
 

@@ -5,14 +5,15 @@ what everyone else touches: status, era, the cached catalogue, and the requests.
 (within its timeout) while the server starts or restarts, and every failure leaves here as one of
 the errors in ``runner.errors``: ``ServerTimeoutError`` (the SDK cancels the request on the
 server), ``ServerClosedError`` (the connection is gone, or the server failed for good),
-``ServerRequestError`` (a JSON-RPC error answer, with its code). A tool's ``isError`` result is a
-result, not an exception.
+``ServerRequestError`` (a JSON-RPC error answer, with its code), worded by the table in
+``translation``. A tool's ``isError`` result is a result, not an exception.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -20,15 +21,8 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
-from runner.errors import (
-    ServerClosedError,
-    ServerError,
-    ServerRequestError,
-    ServerTimeoutError,
-)
+from runner.errors import ServerClosedError, ServerError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.catalogue import (
     KINDS,
@@ -40,6 +34,7 @@ from runner.servers.catalogue import (
 )
 from runner.servers.stdio import StderrLog
 from runner.servers.transports import Link
+from runner.servers.translation import Boundary, timed_out, translated
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +128,7 @@ class ServerConnection:
             lambda client, remaining: client.call_tool(
                 name, arguments, read_timeout_seconds=remaining, progress_callback=progress
             ),
+            setting=f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout",
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> types.GetPromptResult:
@@ -170,55 +166,35 @@ class ServerConnection:
         what: str,
         timeout: float,
         send: Callable[[Client, float], Awaitable[_Result]],
+        *,
+        setting: str | None = None,
     ) -> _Result:
         deadline = anyio.current_time() + timeout
-        client = await self._ready_client(what, timeout, deadline)
+        boundary = Boundary(self.key, what, timeout, setting or f"servers.{self.key}.timeout")
+        client = await self._ready_client(boundary, deadline)
         link = self._link
+
+        def session_gone() -> bool:
+            return client is not self._client or (link is not None and link.session_expired)
+
         remaining = max(deadline - anyio.current_time(), 0.001)
-        try:
+        with translated(replace(boundary, session_gone=session_gone)):
             with anyio.fail_after(remaining + BACKSTOP_GRACE):
                 return await send(client, remaining)
-        except MCPError as exc:
-            if link is not None and link.session_expired:  # answered by the transport, not the server
-                raise ServerClosedError(self.key, f"{what} failed: the server ended the session") from exc
-            raise self._answer_error(what, timeout, exc) from exc
-        except TimeoutError as exc:
-            raise ServerTimeoutError(
-                self.key, f"{what} got no answer within {timeout:g}s", timeout=timeout
-            ) from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            raise ServerClosedError(self.key, f"{what} failed: the connection closed") from exc
-        except ValidationError as exc:
-            raise ServerRequestError(
-                self.key, f"{what}: the answer is not valid MCP", code=types.INTERNAL_ERROR
-            ) from exc
-        except RuntimeError as exc:  # the SDK's "not connected" and result-validation failures
-            if client is not self._client:
-                raise ServerClosedError(self.key, f"{what} failed: the connection closed") from exc
-            raise ServerRequestError(self.key, f"{what}: {exc}", code=types.INTERNAL_ERROR) from exc
 
-    def _answer_error(self, what: str, timeout: float, exc: MCPError) -> ServerError:
-        if exc.code == types.REQUEST_TIMEOUT:
-            return ServerTimeoutError(self.key, f"{what} got no answer within {timeout:g}s", timeout=timeout)
-        if exc.code == types.CONNECTION_CLOSED:
-            return ServerClosedError(self.key, f"{what} failed: the connection closed")
-        return ServerRequestError(self.key, f"{what}: {exc.error.message}", code=exc.code)
-
-    async def _ready_client(self, what: str, timeout: float, deadline: float) -> Client:
+    async def _ready_client(self, boundary: Boundary, deadline: float) -> Client:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""
         while True:
             if self.status in ("failed", "stopped"):
                 reason = f": {self.error}" if self.error is not None else ""
-                raise ServerClosedError(self.key, f"{what}: the server is {self.status}{reason}")
+                raise ServerClosedError(self.key, f"{boundary.what}: the server is {self.status}{reason}")
             if self.status == "ready" and self._client is not None:
                 return self._client
             changed = self._status_changed
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await changed.wait()
             if not changed.is_set():
-                raise ServerTimeoutError(
-                    self.key, f"{what}: the server was not ready within {timeout:g}s", timeout=timeout
-                )
+                raise timed_out(boundary, " waiting for the server to be ready")
 
     async def wait_for_status(self, *statuses: Status) -> Status:
         """Wait until the status is one of ``statuses`` (bound it with ``anyio.fail_after``)."""

@@ -16,12 +16,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runner.errors import ServerStartError
+from runner.manifest import restart_fields
 from runner.servers.catalogue import CatalogueChange
 from runner.servers.connection import ServerConnection, ServerSpecType
 from runner.servers.supervision import supervise
@@ -76,6 +78,28 @@ class ServerFleet:
         await self.remove(key)
         return await self.add(key, spec)
 
+    def needs_restart(self, key: str, spec: ServerSpecType) -> bool:
+        """Whether bringing server ``key`` to ``spec`` restarts it (a ``RESTARTS`` field differs)."""
+        current = self.connections[key].spec
+        return type(current) is not type(spec) or any(
+            getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec))
+        )
+
+    async def update(self, key: str, spec: ServerSpecType) -> Literal["restarted", "updated", "unchanged"]:
+        """Bring running server ``key`` to ``spec``: restart it when a field marked ``RESTARTS``
+        changed (after its in-flight calls are drained by the caller), else apply ``spec`` live.
+
+        A restart raises ServerStartError as :meth:`add` does.
+        """
+        connection = self.connections[key]
+        if connection.spec == spec:
+            return "unchanged"
+        if self.needs_restart(key, spec):
+            await self.replace(key, spec)
+            return "restarted"
+        connection.spec = spec  # timeouts, filters, fallbacks: read at each request
+        return "updated"
+
     async def aclose(self) -> None:
         """Stop every server concurrently (bounded); end the subscriber streams."""
         with anyio.CancelScope(shield=True):
@@ -88,7 +112,7 @@ class ServerFleet:
 
     def _launch(self, key: str, spec: ServerSpecType) -> ServerConnection:
         if key in self.connections:
-            raise ValueError(f"server {key!r} is already running")
+            raise ServerStartError(key, "is already running", permanent=True)
         connection = ServerConnection(
             key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish
         )
@@ -96,7 +120,7 @@ class ServerFleet:
         self._task_group.start_soon(supervise, connection, name=f"mcp server {key}")
         return connection
 
-    async def _start_all(self, specs: Mapping[str, ServerSpecType]) -> None:
+    async def start_all(self, specs: Mapping[str, ServerSpecType]) -> None:
         """Launch every server at once; raise the first required failure as soon as it happens."""
         launched = [self._launch(key, spec) for key, spec in specs.items()]
         failed_required: list[ServerStartError] = []
@@ -157,7 +181,7 @@ async def open_fleet(
     async with anyio.create_task_group() as task_group:
         fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir)
         try:
-            await fleet._start_all(specs)
+            await fleet.start_all(specs)
             yield fleet
         except anyio.get_cancelled_exc_class():
             raise  # a task group passes cancellation through unwrapped

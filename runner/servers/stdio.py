@@ -138,15 +138,19 @@ class StdioProcess:
         cwd = working_directory(self.key, self.spec, self.base_dir)
         command = [self.spec.command, *self.spec.args]
         try:
-            return await anyio.open_process(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=server_environment(self.spec),
-                start_new_session=True,
-            )
+            # Shielded: cancelled between the fork and the pipes' connection (a required server
+            # failing while this one spawns), asyncio kills the child but leaves it unreaped, and
+            # its child watcher then warns "Loop ... that handles pid N is closed" at exit.
+            with anyio.CancelScope(shield=True):
+                return await anyio.open_process(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=server_environment(self.spec),
+                    start_new_session=True,
+                )
         except FileNotFoundError as exc:
             raise ServerStartError(
                 self.key, f"command not found: {self.spec.command!r}", permanent=True

@@ -35,12 +35,17 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
-from runner.errors import ServerClosedError, ServerError, ServerStartError, ServerTimeoutError
+from runner.errors import (
+    ServerClosedError,
+    ServerError,
+    ServerStartError,
+    ServerTimeoutError,
+)
 from runner.servers.catalogue import KINDS, fetch_catalogue
 from runner.servers.connection import ServerConnection
 from runner.servers.transports import Link, public_url
+from runner.servers.translation import Boundary, describe, leaves, root_cause, translate, translated
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +118,13 @@ async def _run_session(connection: ServerConnection) -> ServerError:
     assert spec.startup_timeout is not None and spec.timeout is not None
     link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
     if connection.stderr_log is not None:
-        connection.stderr_log.open()
+        try:
+            connection.stderr_log.open()
+        except OSError as exc:  # the state folder is not writable: no restart would help
+            raise ServerStartError(
+                connection.key, f"cannot write its log {connection.stderr_log.path}: {describe(exc)}",
+                permanent=True,
+            ) from exc
     client = Client(
         link.transport(),
         mode="auto",
@@ -145,8 +156,8 @@ async def _run_session(connection: ServerConnection) -> ServerError:
     except Exception as exc:  # foreign errors of a session, translated here and only here
         if not attached:
             error = _start_error(connection, link, exc)
-            raise error from (error.__cause__ if error in _leaves(exc) else exc)
-        return ServerClosedError(connection.key, f"the connection failed: {_describe(_root_cause(exc))}")
+            raise error from (error.__cause__ if error in leaves(exc) else exc)
+        return ServerClosedError(connection.key, f"the connection failed: {describe(root_cause(exc))}")
     finally:
         if connection.stderr_log is not None:
             connection.stderr_log.close()
@@ -206,9 +217,10 @@ async def _heartbeat(connection: ServerConnection, client: Client, link: Link) -
                 else:
                     await client.session.send_ping()
             except MCPError as exc:
-                if exc.code == types.CONNECTION_CLOSED:
+                error = translate(Boundary(connection.key, "heartbeat"), exc)
+                if isinstance(error, ServerClosedError):
                     return "lost"
-                if exc.code == types.REQUEST_TIMEOUT:
+                if isinstance(error, ServerTimeoutError):
                     return "stale"
                 # any other error is still an answer: the server is alive
         if probe.cancelled_caught:
@@ -219,9 +231,10 @@ async def _relist_on_change(connection: ServerConnection, client: Client) -> Non
     while True:
         kinds = await connection.changes.next_batch()
         try:
-            await connection.relist(client, kinds)
-        except (MCPError, TimeoutError, ValidationError) as exc:  # the next change or refresh retries
-            logger.warning("server %s: re-listing %s failed: %s", connection.key, sorted(kinds), exc)
+            with translated(Boundary(connection.key, f"re-listing {', '.join(sorted(kinds))}")):
+                await connection.relist(client, kinds)
+        except ServerError as exc:  # the next change or refresh retries; a closed link is seen apart
+            logger.warning("server %s", exc)
         finally:
             connection.changes.done()
 
@@ -241,9 +254,9 @@ async def _listen(connection: ServerConnection, client: Client) -> None:
                     elif isinstance(event, ResourcesListChanged):
                         connection.changes.mark("resources")
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                return  # the session is ending; the supervisor sees it
-            logger.info("server %s does not serve subscriptions/listen (%s)", connection.key, exc)
+            error = translate(Boundary(connection.key, "subscriptions/listen"), exc)
+            if not isinstance(error, ServerClosedError):  # closed: the supervisor sees it
+                logger.info("server %s does not serve subscriptions/listen (%s)", connection.key, exc)
             return
         except (SubscriptionLost, TimeoutError) as exc:
             logger.debug("server %s: listen stream lost (%s)", connection.key, exc)
@@ -252,33 +265,8 @@ async def _listen(connection: ServerConnection, client: Client) -> None:
         connection.changes.mark(*KINDS)
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The most telling exception inside an exception group from the SDK's task groups."""
-    leaves = _leaves(exc)
-    for kind in (ServerStartError, httpx2.HTTPError, MCPError, OSError):
-        for leaf in leaves:
-            if isinstance(leaf, kind):
-                return leaf
-    return leaves[0]
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, MCPError):
-        return f"{exc.error.message} (code {exc.code})"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> ServerStartError:
-    cause = _root_cause(exc)
+    cause = root_cause(exc)
     if isinstance(cause, ServerStartError):
         return cause
     if link.http_failure is not None:
@@ -292,8 +280,8 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
         )
     if isinstance(cause, httpx2.TransportError):
         url = public_url(link.spec.url)  # type: ignore[union-attr]
-        return ServerStartError(connection.key, f"cannot reach {url}: {_describe(cause)}")
-    return ServerStartError(connection.key, f"the handshake failed: {_describe(cause)}")
+        return ServerStartError(connection.key, f"cannot reach {url}: {describe(cause)}")
+    return ServerStartError(connection.key, f"the handshake failed: {describe(cause)}")
 
 
 def _stderr_tail(link: Link) -> str:

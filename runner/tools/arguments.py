@@ -1,6 +1,7 @@
 """Arguments from the model, checked against the tool's ORIGINAL input schema before the call.
 
-``langchain_core`` does not validate raw-dict ``args_schema`` arguments (DESIGN.md §4), so this is
+A LangChain tool whose ``args_schema`` is a raw JSON-Schema dict (as MCP tools are) gets its
+arguments unchecked: ``langchain_core`` validates only pydantic ``args_schema`` models. So this is
 the only check before the server sees them. Every problem is reported, each as ``path: message``,
 so the model can fix them all in one retry. The draft comes from ``$schema`` (2020-12 when absent).
 A schema that is itself invalid is not used: validation then reports nothing and leaves the

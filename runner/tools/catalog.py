@@ -22,7 +22,14 @@ from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
 from pydantic import ConfigDict
 
-from runner.errors import BuildError, ErrorKind, ServerError, ToolError
+from runner.errors import (
+    BuildError,
+    ErrorKind,
+    ServerClosedError,
+    ServerError,
+    ToolError,
+    UnusableSchemaError,
+)
 from runner.manifest import Manifest, ServerBase
 from runner.tools.arguments import format_problems, validate_arguments
 from runner.tools.content import ToolOutput, convert_result
@@ -35,7 +42,6 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
-from runner.tools.schemas import UnusableSchemaError
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +54,7 @@ class Connection(Protocol):
 
     key: str
     status: str
+    error: Exception | None
 
     @property
     def tools(self) -> list[types.Tool]: ...
@@ -135,7 +142,14 @@ class ToolCatalog:
         offered: dict[str, list[types.Tool]] = {}
         for key, spec in self.manifest.servers.items():
             connection = self.connections.get(key)
-            if not spec.expose or connection is None or connection.status == "failed":
+            if not spec.expose:
+                continue
+            if connection is None or connection.status == "failed":
+                # Down: what its fallback offers stands in, under this server's names and filters,
+                # and calls go to the fallback (see _call_with_fallbacks).
+                stand_in = self._live(spec.fallback)
+                if stand_in is not None:
+                    offered[key] = self._selected(key, spec, stand_in.tools, warnings)
                 continue
             offered[key] = self._selected(key, spec, connection.tools, warnings)
         origins: list[tuple[str | None, str]] = [
@@ -250,9 +264,28 @@ class ToolCatalog:
         return StructuredTool.from_function(func=_as_tool_error(function), name=name,
                                             description=description, infer_schema=True)
 
+    def _live(self, key: str | None) -> Connection | None:
+        connection = self.connections.get(key) if key is not None else None
+        if connection is None or connection.status == "failed":
+            return None
+        return connection
+
+    def down(self) -> dict[str, str]:
+        """The manifest's servers that are not running, with why (for error messages)."""
+        found = {}
+        for key in self.manifest.servers:
+            connection = self.connections.get(key)
+            if connection is None:
+                found[key] = "not running"
+            elif connection.status == "failed":
+                found[key] = f"failed: {connection.error}" if connection.error else "failed"
+        return found
+
     def _fallback_warnings(self, offered: Mapping[str, list[types.Tool]]) -> list[str]:
         warnings = []
         for key, tools in offered.items():
+            if self._live(key) is None:
+                continue  # its tools are the fallback's own
             fallback = self.manifest.servers[key].fallback
             connection = self.connections.get(fallback) if fallback else None
             if fallback is None or connection is None or connection.status == "failed":
@@ -284,7 +317,9 @@ class ToolCatalog:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         entry = self.entries.get(name)
         if entry is None:
-            raise ToolError(f"unknown tool '{name}'; available: {', '.join(sorted(self.entries))}")
+            available = ", ".join(sorted(self.entries)) or "none"
+            down = "".join(f"; server '{key}' is down ({why})" for key, why in sorted(self.down().items()))
+            raise ToolError(f"unknown tool '{name}'; available: {available}{down}")
         server, original = entry.origin
         if server is None:
             content = await entry.tool.ainvoke(arguments)
@@ -311,8 +346,8 @@ class ToolCatalog:
         while True:
             connection = self.connections.get(current)
             try:
-                if connection is None:
-                    raise ToolError(f"server '{current}' is not running")
+                if connection is None:  # removed (a required server failed at reload): transient
+                    raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
                     return await connection.call_tool(tool, arguments)

@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from runner.errors import BuildError
+from runner.errors import ImportPathError
 from runner.manifest import (
     IMPORT_PATH_PATTERN,
     NameFilterSpec,
@@ -26,18 +26,6 @@ from runner.manifest import (
 
 ProblemPath = tuple[str | int, ...]
 FilterProblem = tuple[ProblemPath, str]
-
-
-class ImportPathError(BuildError):
-    """A ``module:function`` path cannot be imported or does not name a function.
-
-    ``import_path`` is the path as written, so the loader can locate it in the manifest.
-    """
-
-    def __init__(self, import_path: str, reason: str) -> None:
-        self.import_path = import_path
-        self.reason = reason
-        super().__init__(f"cannot use '{import_path}': {reason}")
 
 
 def entry_matches(entry: str, name: str) -> bool:

@@ -1,10 +1,16 @@
 """Names the model sees: ``{server}{separator}{tool}``, valid for every provider, and their origins.
 
-Every generated name matches :data:`NAME_PATTERN` (the intersection of the OpenAI, Anthropic and
-Gemini rules, DESIGN.md §5). Characters outside it are folded to ASCII where possible and replaced
-by ``_`` otherwise; names longer than 64 characters are truncated and end in a short hash of the
-full original ``server/tool``, so two long names that share a prefix stay apart and the same
-input always gives the same name. Two origins that still end up with one name are a
+Every generated name matches :data:`NAME_PATTERN`, the intersection of what the providers accept:
+
+    OpenAI     ^[a-zA-Z0-9_-]{1,64}$
+    Anthropic  ^[a-zA-Z0-9_-]{1,128}$  (no '.')
+    Gemini     starts with a letter or '_', at most 64 characters
+    MCP        [A-Za-z0-9_.-]{1,128}   (what servers may send us)
+
+Characters outside it are folded to ASCII where possible and replaced by ``_`` otherwise; names
+longer than 64 characters are truncated and end in a short hash of the full original
+``server/tool``, so two long names that share a prefix stay apart and the same input always gives
+the same name. Two origins that still end up with one name are a
 :class:`NameCollisionError` naming both; nothing is silently overwritten.
 
 The same table serves MCP tools, MCP prompts and local tools (``server=None``: no prefix).
@@ -18,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
-from runner.errors import BuildError
+from runner.errors import NameCollisionError
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LENGTH = 64
@@ -37,22 +43,6 @@ class Origin(NamedTuple):
 
     def __str__(self) -> str:
         return f"'{self.name}'" if self.server is None else f"'{self.name}' of server '{self.server}'"
-
-
-class NameCollisionError(BuildError):
-    """Two or more origins map to the same generated name.
-
-    ``collisions`` maps each contested generated name to every origin that wanted it.
-    """
-
-    def __init__(self, kind: str, collisions: dict[str, list[Origin]]) -> None:
-        self.collisions = collisions
-        lines = [
-            f"{kind} names collide: {' and '.join(map(str, origins))} all become '{name}'"
-            for name, origins in sorted(collisions.items())
-        ]
-        hint = "give one of them another name with 'rename'"
-        super().__init__("; ".join(lines) + f" ({hint})")
 
 
 def sanitise(text: str) -> str:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from runner.errors import StrictSchemaError, UnusableSchemaError
 from runner.tools.schemas import (
     Schema,
-    UnusableSchemaError,
     append_description,
     compact_json,
     describe_default,
@@ -47,10 +47,6 @@ _MODEL_NAME_PREFIXES: tuple[tuple[tuple[str, ...], Provider], ...] = (
     (("claude",), "anthropic"),
     (("gemini",), "google"),
 )
-
-
-class StrictSchemaError(UnusableSchemaError):
-    """The schema cannot be expressed in OpenAI strict mode (it may still work without it)."""
 
 
 def provider_for_model(model_id: str) -> Provider:

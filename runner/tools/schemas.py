@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from runner.errors import BuildError
+from runner.errors import UnusableSchemaError
 
 Schema = dict[str, Any]
 
@@ -55,14 +55,6 @@ _SCHEMA_SINGLES = (
     "unevaluatedProperties",
     "unevaluatedItems",
 )
-
-
-class UnusableSchemaError(BuildError):
-    """A tool's input schema cannot be offered to the model; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(f"unusable input schema: {reason}")
 
 
 _MAP_KEYS, _LIST_KEYS = frozenset(_SCHEMA_MAPS), frozenset(_SCHEMA_LISTS)

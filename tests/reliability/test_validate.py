@@ -133,3 +133,69 @@ def test_a_module_that_misbehaves_while_imported_is_a_located_error(tmp_path: Pa
     result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("agent.yaml:3:") and "Traceback" not in result.stderr
+
+
+def test_an_unknown_model_provider_is_a_located_error_listing_the_known_ones(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: models\nmodel: foo:bar\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("agent.yaml:3:8: model: unknown model provider 'foo': use provider:model")
+    assert all(name in first for name in ("anthropic", "openai", "ollama", "'offline'", "'scripted'"))
+
+
+WARNINGS_MANIFEST = """\
+version: 1
+name: warnings
+model:
+  id: openai:gpt-4.1-mini
+  fallbacks: [groq:llama-3.1-8b-instant, offline]
+servers:
+  absent: {command: absent-tool}
+  present: {command: present-tool}
+  own-path: {command: other-tool, env: {PATH: other}}
+  interpreter: {command: python}
+  script: {command: ./serve.sh}
+  missing-script: {command: bin/nothing.sh}
+"""
+
+
+def test_what_may_be_installed_before_the_run_is_a_located_warning_and_validate_passes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "agent.yaml").write_text(WARNINGS_MANIFEST)
+    for folder, name in (("bin", "present-tool"), ("other", "other-tool")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text("#!/bin/sh\n")
+        (tmp_path / folder / name).chmod(0o755)
+    (tmp_path / "serve.sh").write_text("#!/bin/sh\n")  # not executable
+    env = {"PATH": str(tmp_path / "bin"), "OPENAI_API_KEY": "", "GROQ_API_KEY": ""}
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "'warnings' is valid" in result.stdout
+    assert result.stderr.splitlines() == [
+        "agent.yaml:4:7: model.id: warning: model 'openai:gpt-4.1-mini' reads its API key from "
+        "OPENAI_API_KEY, which is not set: export OPENAI_API_KEY=… (or name another variable with "
+        "model.api_key_env)",
+        "agent.yaml:5:15: model.fallbacks[0]: warning: model 'groq:llama-3.1-8b-instant' needs the "
+        "langchain-groq package, which is not installed: pip install langchain-groq",
+        "agent.yaml:5:15: model.fallbacks[0]: warning: model 'groq:llama-3.1-8b-instant' reads its "
+        "API key from GROQ_API_KEY, which is not set: export GROQ_API_KEY=…",
+        "agent.yaml:7:21: servers.absent.command: warning: command 'absent-tool' is not found on "
+        "PATH, so the server cannot start as things are (fine if it is installed before the run)",
+        "agent.yaml:11:21: servers.script.command: warning: command './serve.sh' is not an "
+        "executable file, so the server cannot start as things are (fine if it is installed "
+        "before the run)",
+        "agent.yaml:12:29: servers.missing-script.command: warning: command 'bin/nothing.sh' does "
+        "not exist, so the server cannot start as things are (fine if it is installed before the "
+        "run)",
+    ]
+
+
+def test_a_working_directory_that_does_not_exist_fails_validate(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text(
+        "version: 1\nname: folders\nservers:\n  s: {command: python, cwd: data}\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "agent.yaml:4:29: servers.s.cwd: working directory 'data' does not exist")

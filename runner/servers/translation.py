@@ -1,0 +1,171 @@
+"""The one table that turns foreign errors (MCP SDK, anyio, httpx, pydantic) into runner errors.
+
+    with translated(Boundary("demo", "tools/call 'echo'", timeout=30.0)):
+        await client.call_tool("echo", {...})
+
+Every place that talks to a server through the SDK goes through :func:`translated` (or
+:func:`translate`), so a foreign exception leaves ``runner.servers`` only as one of the
+``ServerError`` classes of ``runner.errors``, chained to its cause. As in httpx's
+``map_exceptions``, the mapping is an ordered table: the first entry whose type matches wins, and
+inside an exception group (the SDK's task groups raise them) the most telling leaf is translated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from runner.errors import (
+    ServerClosedError,
+    ServerError,
+    ServerRequestError,
+    ServerStartError,
+    ServerTimeoutError,
+)
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a translated error is worded from: which server, which request, which limit.
+
+    ``setting`` names the manifest settings that change ``timeout``; ``session_gone`` tells whether
+    the session the request went out on has ended meanwhile (then any failure means "closed").
+    """
+
+    server: str
+    what: str
+    timeout: float = 0.0
+    setting: str = ""
+    session_gone: Callable[[], bool] = _never
+
+
+def timed_out(boundary: Boundary, detail: str = "") -> ServerTimeoutError:
+    """``… timed out after 1s (set servers.demo.timeout to allow longer)``."""
+    hint = f" (set {boundary.setting} to allow longer)" if boundary.setting else ""
+    return ServerTimeoutError(
+        boundary.server, f"{boundary.what} timed out after {boundary.timeout:g}s{detail}{hint}",
+        timeout=boundary.timeout,
+    )
+
+
+def _closed(boundary: Boundary, exc: BaseException) -> ServerError:
+    return ServerClosedError(boundary.server, f"{boundary.what} failed: the connection closed")
+
+
+def _answer(boundary: Boundary, exc: MCPError) -> ServerError:
+    if boundary.session_gone():  # answered by the transport for a session that is over
+        return ServerClosedError(boundary.server, f"{boundary.what} failed: the session ended")
+    if exc.code == types.REQUEST_TIMEOUT:
+        return timed_out(boundary)
+    if exc.code == types.CONNECTION_CLOSED:
+        return _closed(boundary, exc)
+    return ServerRequestError(boundary.server, f"{boundary.what}: {exc.error.message}", code=exc.code)
+
+
+def _timeout(boundary: Boundary, exc: TimeoutError) -> ServerError:
+    return timed_out(boundary)
+
+
+def _invalid(boundary: Boundary, exc: ValidationError) -> ServerError:
+    return ServerRequestError(
+        boundary.server, f"{boundary.what}: the answer is not valid MCP", code=types.INTERNAL_ERROR
+    )
+
+
+def _http_status(boundary: Boundary, exc: httpx2.HTTPStatusError) -> ServerError:
+    return ServerClosedError(boundary.server, f"{boundary.what} failed: {describe(exc)}")
+
+
+def _unreachable(boundary: Boundary, exc: httpx2.TransportError) -> ServerError:
+    return ServerClosedError(boundary.server, f"{boundary.what} failed: cannot reach the server: {describe(exc)}")
+
+
+def _os_error(boundary: Boundary, exc: OSError) -> ServerError:
+    return ServerClosedError(boundary.server, f"{boundary.what} failed: {describe(exc)}")
+
+
+def _sdk_state(boundary: Boundary, exc: RuntimeError) -> ServerError:
+    """The SDK's "not connected" and result-validation failures."""
+    if boundary.session_gone():
+        return _closed(boundary, exc)
+    return ServerRequestError(boundary.server, f"{boundary.what}: {exc}", code=types.INTERNAL_ERROR)
+
+
+Translation = Callable[[Boundary, "Exception"], ServerError]
+
+# In order: the first matching entry wins (TimeoutError before OSError, of which it is a subclass).
+TRANSLATIONS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Translation], ...] = (
+    (MCPError, _answer),  # type: ignore[list-item]
+    (TimeoutError, _timeout),  # type: ignore[list-item]
+    ((anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream), _closed),
+    (ValidationError, _invalid),  # type: ignore[list-item]
+    (httpx2.HTTPStatusError, _http_status),  # type: ignore[list-item]
+    (httpx2.TransportError, _unreachable),  # type: ignore[list-item]
+    (OSError, _os_error),  # type: ignore[list-item]
+    (RuntimeError, _sdk_state),  # type: ignore[list-item]
+)
+
+
+def translate(boundary: Boundary, exc: BaseException) -> ServerError | None:
+    """The runner error for ``exc`` (or the most telling leaf of a group); None if not foreign."""
+    found = leaves(exc)
+    for leaf in found:
+        if isinstance(leaf, ServerError):
+            return leaf
+    for kinds, translation in TRANSLATIONS:
+        for leaf in found:
+            if isinstance(leaf, kinds):
+                return translation(boundary, leaf)  # type: ignore[arg-type]
+    return None
+
+
+@contextmanager
+def translated(boundary: Boundary) -> Iterator[None]:
+    """Let runner errors through; raise the translation of a foreign one, chained to it."""
+    try:
+        yield
+    except ServerError:
+        raise
+    except Exception as exc:  # foreign errors only: cancellation is not an Exception
+        error = translate(boundary, exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or ``exc`` itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The most telling exception inside an exception group from the SDK's task groups."""
+    found = leaves(exc)
+    for kind in (ServerStartError, httpx2.HTTPError, MCPError, OSError):
+        for leaf in found:
+            if isinstance(leaf, kind):
+                return leaf
+    return found[0]
+
+
+def describe(exc: BaseException) -> str:
+    """A foreign exception in a few words, for the message of the runner error replacing it."""
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (code {exc.code})"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,57 @@
+"""Looking at an agent (tools, call, prompts, prompt) never builds its chat model, so it needs
+neither the provider package's credentials nor a reachable provider."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.errors import RunnerError
+from runner.runtime import load_agent
+
+TESTS = Path(__file__).resolve().parent
+
+
+def write_agent(folder: Path) -> Path:
+    document = {
+        "version": 1, "name": "no-model", "model": "openai:gpt-4.1-mini",
+        "servers": {"demo": {"command": "python", "args": [str(TESTS / "servers" / "demo.py")]}},
+    }
+    path = folder / "agent.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=environ, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (("tools", "agent.yaml"), "demo__echo"),
+    (("call", "agent.yaml", "demo__echo", '{"text": "hi"}'), "hi"),
+    (("prompts", "agent.yaml"), "/demo__greet"),
+    (("prompt", "agent.yaml", "demo__greet", "name=Ada"), "Hello, Ada!"),
+])
+def test_inspecting_commands_work_without_the_models_api_key(
+    tmp_path: Path, command: tuple[str, ...], expected: str
+) -> None:
+    write_agent(tmp_path)
+    result = mcp_run(*command, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
+    assert "model" not in result.stderr
+
+
+@pytest.mark.anyio
+async def test_an_agent_loaded_without_its_model_has_tools_but_no_graph(tmp_path: Path) -> None:
+    async with load_agent(write_agent(tmp_path), model=False) as runtime:
+        assert "demo__echo" in runtime.catalog.entries
+        with pytest.raises(RunnerError, match="without its model"):
+            runtime.graph  # noqa: B018
