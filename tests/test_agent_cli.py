@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def copy_bundled_agent(folder: Path) -> Path:
-    """The bundled agent (manifest, notes server, templates, schema) copied into ``folder``."""
-    for name in ("agent.yaml", "examples", "prompts", "schemas"):
+    """The bundled agent (manifest, notes server, templates, schema, test cases) copied into ``folder``."""
+    for name in ("agent.yaml", "examples", "prompts", "schemas", "evals"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, folder / name)
