@@ -8,9 +8,11 @@ from pathlib import Path
 import anyio
 import yaml
 
-from evals_support import make_agent, run, write_cases
+from evals_support import RUN_LIMIT, cases_of, make_agent, run, write_cases
+from runner.evals.running import run_cases
 from runner.evals.saving import save_case
-from runner.reload import forget_modules
+from runner.evals.sessions import EvalSessions
+from runner.reload import forget_modules, reload_runtime
 from runner.runtime import load_agent, stream_turn
 
 CASES = """\
@@ -322,3 +324,19 @@ cases:
     systems = {name: yaml.safe_load((cassettes / f"{name}.yaml").read_text())["model_calls"][0]["system"]
                for name in ("pirate", "plain")}
     assert systems == {"pirate": "Speak in a pirate tone.", "plain": "Speak in a plain tone."}
+
+
+async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_memory(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
+    (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")
+    write_cases(tmp_path, "cases:\n  - name: pirate\n    input: hello\n    vars: {tone: pirate}\n")
+    sessions = EvalSessions("record")
+    with anyio.fail_after(RUN_LIMIT):
+        async with load_agent(manifest, adapter=sessions) as runtime:
+            manifest.write_text(manifest.read_text().replace("Keeps notes", "Keeps notes well"))
+            await reload_runtime(runtime, changed_files={manifest})
+            [result] = await run_cases(runtime, cases_of(manifest), sessions)
+            checkpointer = runtime.manifest.checkpointer
+    assert result.status == "passed" and checkpointer == "memory"
+    cassette = yaml.safe_load((tmp_path / "evals" / "cassettes" / "pirate.yaml").read_text())
+    assert cassette["model_calls"][0]["system"] == "Speak in a pirate tone."
