@@ -191,6 +191,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert "JSON object" in chat.wait_for("error")["message"]
         chat.send({"text": 'notes__calculate {"expression": "6*7"}'})
         assert chat.wait_for("final")["text"] == "notes__calculate returned: 42"
+        chat.send({"text": "/save sums"})
+        assert chat.wait_for("saved")["path"].endswith("sums.yaml")
         chat.send({"text": 'notes__delete_note {"title": "x"}'})
         assert chat.wait_for("approval")["tool"] == "notes__delete_note"
         chat.send({"action": "deny", "reason": "no"})
