@@ -18,7 +18,9 @@
     │       └── StrictSchemaError  ... in OpenAI strict mode (it may still be offered without it)
     ├── ModelError                 the chat model cannot be created or answered with an error
     ├── CheckpointerError          the conversation store cannot be opened
-    └── StateError                 the state folder (logs, conversations) cannot be created
+    ├── StateError                 the state folder (logs, conversations) cannot be created
+    ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
+    └── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``; for everything said to or by an MCP server
@@ -214,3 +216,11 @@ class CheckpointerError(RunnerError):
 
 class StateError(RunnerError):
     """The state folder (server logs, the conversation store) cannot be created or written."""
+
+
+class CassetteDrift(RunnerError):
+    """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
+
+
+class CaseSaveError(RunnerError):
+    """A case could not be written (a bad name, a file already there, nothing to save)."""

@@ -43,7 +43,7 @@ PYTHON_COMMANDS = ("python", "python3")
 OFFLINE_ID = "offline"
 SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
-CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
+CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "save", "exit", "quit")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
 from runner.graph import build_graph, open_checkpointer
 from runner.loading import LoadedManifest
-from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
+from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
 from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
@@ -43,7 +43,8 @@ from runner.prompts import (
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.state import state_folder
-from runner.tools.catalog import ToolCatalog
+from runner.tools.catalog import ToolCall, ToolCatalog
+from runner.tools.content import ToolOutput
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
+# open_fleet's signature: an empty fleet the runtime starts the manifest's servers in.
+ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:
@@ -59,6 +62,28 @@ def launch_spec(spec: ServerSpec) -> ServerSpec:
     if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS:
         return spec.model_copy(update={"command": sys.executable})
     return spec
+
+
+class GenerationAdapter:
+    """What a caller changes in every generation the runtime builds, at start-up and at each
+    reload: the agent as checked, the model chain, and every tool call the model makes.
+
+    The evals run the agent this way (a memory checkpointer, their model recording or replaying,
+    the case's template variables, recorded tool results). This base class changes nothing.
+    """
+
+    def agent(self, checked: CheckedAgent) -> CheckedAgent:
+        """The agent as it is run. ``load_agent`` calls it once more on the first manifest, to
+        open the checkpointer it names: it must depend on ``checked`` alone."""
+        return checked
+
+    def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
+        """The model chain of ``spec``; called when the model spec changed, not at every reload."""
+        return build_model_chain(spec, base_dir=base_dir)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
+        """A call the model makes to the tool ``name``; ``call`` is the catalog's own."""
+        return await call(name, arguments)
 
 
 @dataclass
@@ -115,6 +140,7 @@ class Runtime:
     checkpointer: Any
     thread_id: str
     with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
+    adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
     listeners: list[ChangeListener] = field(default_factory=list)
     _generation: Generation | None = field(default=None, init=False)
 
@@ -184,6 +210,8 @@ class Runtime:
         waits for a login (``mcp-run auth login`` ran meanwhile).
         """
         began = time.perf_counter()
+        if self.adapter is not None:
+            checked = self.adapter.agent(checked)
         previous = self._generation
         manifest = checked.loaded.manifest
         model = self._model_for(checked, previous)
@@ -237,6 +265,8 @@ class Runtime:
         spec = checked.loaded.manifest.model
         if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
             return previous.model  # keep the client (and its connection pool)
+        if self.adapter is not None:
+            return self.adapter.model(spec, checked.loaded.base_dir)
         return build_model_chain(spec, base_dir=checked.loaded.base_dir)
 
     def _install(
@@ -250,7 +280,8 @@ class Runtime:
         manifest = checked.loaded.manifest
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
-                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
+                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         if model is not None:
             generation.graph = build_graph(
@@ -374,6 +405,8 @@ async def load_agent(
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     model: bool = True,
+    adapter: GenerationAdapter | None = None,
+    open_servers: ServersOpener = open_fleet,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
 
@@ -382,20 +415,24 @@ async def load_agent(
 
     ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
     its credentials needed) and ``runtime.graph`` raises RunnerError.
+
+    ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
+    in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
     """
     checked = checked_agent(path, environ=environ)
-    loaded = checked.loaded
+    loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
     state_dir = state_folder(loaded, environ=environ)
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
-            open_fleet({}, base_dir=loaded.base_dir, state_dir=state_dir)
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
         checkpointer = None
         if model:
             checkpointer = await stack.enter_async_context(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
-        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model)
+        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
+                          adapter=adapter)
         await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.

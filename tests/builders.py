@@ -1,7 +1,7 @@
 """Agents written into a test's folder: manifests declaring the test servers, and the bundled agent.
 
     path = write_manifest(tmp_path, {"demo": server("demo", timeout="2s")}, model="offline")
-    folder = copy_bundled_agent(tmp_path)   # agent.yaml, examples/, prompts/, schemas/
+    folder = copy_bundled_agent(tmp_path)   # agent.yaml, examples/, prompts/, schemas/, evals/
 
 Each suite passes the top-level settings it cares about (model, defaults, checkpointer, ...);
 this module adds only ``version``, a ``name`` and the ``servers``.
@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 SERVERS = TESTS / "servers"
-BUNDLED_AGENT = ("agent.yaml", "examples", "prompts", "schemas")
+BUNDLED_AGENT = ("agent.yaml", "examples", "prompts", "schemas", "evals")
 
 
 def server(name: str, *args: str, **settings: Any) -> dict[str, Any]:

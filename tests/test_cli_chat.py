@@ -72,6 +72,29 @@ def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_a
         session.expect("> ")
 
 
+def test_save_writes_the_conversation_as_a_case_that_mcp_run_test_then_passes(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline("/save sums")
+        session.expect("no user message yet")  # a CaseSaveError is printed and the chat goes on
+        session.expect("> ")
+        session.sendline('notes__calculate {"expression": "6*7"}')
+        session.expect("returned: 42")
+        session.expect("> ")
+        session.sendline("/save sums")
+        session.expect("saved the case sums to ")
+        session.expect("> ")
+        session.sendline("/save sums")
+        session.expect("already exists")
+        session.expect("> ")
+    saved = agent_dir / "evals" / "sums.yaml"
+    case = saved.read_text()
+    assert "notes__calculate" in case and "6*7" in case
+    result = subprocess.run([str(MCP_RUN), "test", "agent.yaml", "evals/sums.yaml", "--json"], cwd=agent_dir,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("sums", "passed")]
+
+
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(
     agent_dir: Path,
 ) -> None:
@@ -165,6 +188,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert "JSON object" in chat.wait_for("error")["message"]
         chat.send({"text": 'notes__calculate {"expression": "6*7"}'})
         assert chat.wait_for("final")["text"] == "notes__calculate returned: 42"
+        chat.send({"text": "/save sums"})
+        assert chat.wait_for("saved")["path"].endswith("sums.yaml")
         chat.send({"text": 'notes__delete_note {"title": "x"}'})
         assert chat.wait_for("approval")["tool"] == "notes__delete_note"
         chat.send({"action": "deny", "reason": "no"})

@@ -26,6 +26,7 @@ MCP_RUN = Path(sys.executable).parent / "mcp-run"
 PLACEHOLDERS = {
     "call": {"NAME": "notes__calculate", "JSON": '{"expression": "2+3"}'},
     "prompt": {"NAME": "summary", "k=v…": "style=short"},
+    "test": {"[CASE_FILES…]": "evals/notes.yaml"},
     "import": {"FILE": str(ROOT / "tests/configs/claude-desktop/basic.json"), "agent.yaml": "imported.yaml"},
     "auth": {"SERVER": "github"},
     None: {"FILE": "agent.yaml", "TEXT": 'notes__calculate {"expression": "2+3"}', "ID": "t1"},
@@ -37,6 +38,8 @@ RUN_ELSEWHERE = {
     "Coming from Claude Desktop / VS Code / Cursor": "tests/test_import.py",
     "Shell completion": "test_each_completion_line_prints_a_completion_script below",
     "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
+    "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

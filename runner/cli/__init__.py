@@ -74,6 +74,7 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.inspect": ("tools", "call", "prompts", "prompt", "watch"),
     "runner.cli.starting": ("init", "import", "config"),
     "runner.cli.auth": ("auth",),
+    "runner.cli.evals": ("test",),
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.

@@ -26,7 +26,8 @@ from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, 
 from runner.cli.logins import offer_logins
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
-from runner.errors import ManifestError, RunnerError, ToolError
+from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
+from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
 from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
@@ -176,6 +177,7 @@ CHAT_COMMAND_HELP = {
              "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
     "reload": ("/reload", "reload the manifest, templates and modules now"),
+    "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
     "quit": ("/quit", "leave the chat"),
 }
@@ -319,6 +321,23 @@ async def _reload(session: ChatSession, line: str) -> None:
         session.show_reload({"type": "reload_error", "problems": [str(problem) for problem in exc.problems]})
         return
     session.show_reload(report.event() | {"summary": report.summary()})
+
+
+@chat_command("save")
+async def _save(session: ChatSession, line: str) -> None:
+    """``/save NAME``: the thread so far as a case for ``mcp-run test``, beside the manifest."""
+    name = line.removeprefix("/save").strip()
+    if not name:
+        session.error("usage: /save NAME (the case is written to evals/NAME.yaml)")
+        return
+    runtime = session.runtime
+    state = await runtime.graph.aget_state(runtime.config())
+    try:
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []))
+    except CaseSaveError as exc:
+        session.error(str(exc))
+        return
+    session.view.show({"type": "saved", "case": name, "path": str(path)})
 
 
 @chat_command("call")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,6 +67,11 @@ class Connection(Protocol):
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
 
+ToolCall = Callable[[str, dict[str, Any]], Awaitable[ToolOutput]]
+# Wraps every call the model makes: gets the tool's name, the arguments and the catalog's own call.
+ToolCallHook = Callable[[str, dict[str, Any], ToolCall], Awaitable[ToolOutput]]
+
+
 @dataclass(frozen=True)
 class FallbackEvent:
     """Passed to a server's ``on_fallback`` hook before the call is retried elsewhere."""
@@ -99,6 +104,7 @@ class ToolCatalog:
     provider: str = field(init=False)
     # Converted schemas by definition; the catalog of the next reload may take this one's over.
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
+    call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
 
@@ -236,7 +242,10 @@ class ToolCatalog:
         """The LangChain tool the model calls: every call goes through :meth:`call`."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            output = await self.call(name, arguments)
+            if self.call_hook is None:
+                output = await self.call(name, arguments)
+            else:
+                output = await self.call_hook(name, arguments, self.call)
             return output.content, output.artifact
 
         return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
