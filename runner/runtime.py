@@ -54,8 +54,11 @@ ChangeListener = Callable[[CatalogueChange], Any]
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:
-    """``python`` in a stdio command means the interpreter running mcp-run (and its packages)."""
-    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS:
+    """``python`` in a stdio command means the interpreter running mcp-run (and its packages).
+
+    Not in a container: there ``python`` is the image's own.
+    """
+    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS and spec.container is None:
         return spec.model_copy(update={"command": sys.executable})
     return spec
 

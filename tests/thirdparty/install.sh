@@ -16,3 +16,10 @@ if [ ! -f .venv/.installed ] || [ requirements.txt -nt .venv/.installed ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
     touch .venv/.installed
 fi
+
+# An MCP server over websocket: the SDK 1.x still ships one (2.x dropped it), in its own venv.
+if [ ! -f .venv-ws/.installed ] || [ requirements-ws.txt -nt .venv-ws/.installed ]; then
+    python3 -m venv .venv-ws
+    .venv-ws/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-ws.txt
+    touch .venv-ws/.installed
+fi
