@@ -238,7 +238,8 @@ class ContainerSpec(Spec):
         None, description="Container engine; found on PATH when omitted (docker, then podman)."
     )
     mounts: list[Annotated[MountSpec, BeforeValidator(_mount_from_text)]] = Field(
-        default_factory=list, description="Host paths made visible ('host:container[:rw]'), read-only unless marked."
+        default_factory=list,
+        description="Host paths made visible ('host:container[:rw]'), read-only unless marked.",
     )
     network: str = Field("none", min_length=1, description="Container network (default none: no network).")
     workdir: str | None = Field(None, pattern=r"^/", description="Working directory inside the container.")
@@ -250,7 +251,9 @@ class ContainerSpec(Spec):
         if (self.image is None) == (self.exec_ is None):
             raise ValueError("a container needs either 'image' (a fresh container) or 'exec' (a running one)")
         if self.exec_ is not None and (self.mounts or "network" in self.model_fields_set):
-            raise ValueError("'mounts' and 'network' belong to the container 'exec' enters, not to the server")
+            raise ValueError(
+                "'mounts' and 'network' belong to the container 'exec' enters, not to the server"
+            )
         return self
 
 
@@ -356,7 +359,9 @@ def _normalise_transport(value: Any) -> Any:
         if "transport" in value and "type" in value:
             raise ValueError("give either 'transport' or 'type', not both")
         if "command" in value and "url" in value:
-            raise ValueError("a server has either 'command' (stdio) or 'url' (http, sse, websocket), not both")
+            raise ValueError(
+                "a server has either 'command' (stdio) or 'url' (http, sse, websocket), not both"
+            )
         if isinstance(declared, str) and declared in _TRANSPORT_ALIASES:
             key = "transport" if "transport" in value else "type"
             value = {**value, key: _TRANSPORT_ALIASES[declared]}
@@ -549,7 +554,7 @@ def manifest_json_schema() -> dict[str, Any]:
         properties = schema["$defs"][name]["properties"]
         spellings = [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind == tag]
         if tag == "http":
-            spellings.extend(alias for alias, kind in _TRANSPORT_ALIASES.items() if kind in ("sse", "websocket"))
+            spellings += [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind in ("sse", "websocket")]
         properties["transport"] = {
             "enum": spellings, "description": properties["transport"].get("description", tag)
         }

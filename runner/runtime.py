@@ -34,7 +34,6 @@ from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
     ServerSummary,
-    SystemTemplate,
     ToolSummary,
     build_prompt_catalog,
     fetch_prompt_messages,

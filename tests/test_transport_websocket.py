@@ -25,7 +25,7 @@ RESTART_WAIT = 20.0
 @pytest.fixture(scope="module")
 def ws_url() -> Iterator[str]:
     """``ws://127.0.0.1:PORT/ws`` of ``thirdparty/ws_server.py``, running until the module ends."""
-    assert WS_PYTHON.exists(), "scripts/test.sh installs tests/thirdparty/.venv-ws (tests/thirdparty/install.sh)"
+    assert WS_PYTHON.exists(), "tests/thirdparty/install.sh (run by scripts/test.sh) installs .venv-ws"
     process = subprocess.Popen(
         [str(WS_PYTHON), str(THIRDPARTY / "ws_server.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True,
@@ -63,7 +63,9 @@ async def test_a_websocket_server_lists_and_calls_tools(ws_url: str, tmp_path: P
     assert result.content[0].text == "over the socket"
 
 
-async def test_a_dropped_websocket_connection_is_reopened(ws_url: str, tmp_path: Path, state_dir: Path) -> None:
+async def test_a_dropped_websocket_connection_is_reopened(
+    ws_url: str, tmp_path: Path, state_dir: Path
+) -> None:
     async with open_fleet({"ws": specs.http(ws_url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
         connection = fleet.connections["ws"]
         before = (await connection.call_tool("connections", {})).structured_content["result"]
@@ -94,11 +96,13 @@ async def test_a_websocket_url_nobody_serves_is_a_start_error(tmp_path: Path, st
 
 
 def test_mcp_run_call_reaches_a_websocket_server(ws_url: str, tmp_path: Path) -> None:
-    manifest = {"version": 1, "name": "ws", "servers": {"ws": {"url": ws_url, "headers": {"X-Token": "s3cret"}}}}
+    server = {"url": ws_url, "headers": {"X-Token": "s3cret"}}
+    manifest = {"version": 1, "name": "ws", "servers": {"ws": server}}
     (tmp_path / "agent.yaml").write_text(yaml.safe_dump(manifest))
     done = subprocess.run(
         [sys.executable, "-m", "runner", "call", "agent.yaml", "ws__echo", '{"text": "via the cli"}'],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=dict(os.environ), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr
     assert "via the cli" in done.stdout and "s3cret" not in done.stdout + done.stderr

@@ -33,8 +33,8 @@ from runner.servers.catalogue import (
     fetch_catalogue,
 )
 from runner.servers.stdio import StderrLog
-from runner.servers.transports import Link
 from runner.servers.translation import Boundary, timed_out, translated
+from runner.servers.transports import Link
 
 logger = logging.getLogger(__name__)
 

@@ -148,7 +148,8 @@ async def remove_container(launch: Launch) -> None:
         result = await anyio.run_process(
             [launch.engine, "rm", "-f", launch.container], env=launch.env, check=False
         )
-        if result.returncode != 0 and not any(sign in result.stderr for sign in (b"No such container", b"in progress")):
+        gone = any(sign in result.stderr for sign in (b"No such container", b"in progress"))
+        if result.returncode != 0 and not gone:
             logger.warning("could not remove container %s: %s", launch.container, _first_line(result.stderr))
 
 
@@ -215,7 +216,8 @@ async def _check(engine: str, env: dict[str, str], args: list[str], *, what: str
     first = _first_line(result.stderr)
     if "permission denied" in lowered:
         raise IsolationUnavailable(
-            f"permission denied talking to {engine_name} ({first}); run as a member of its group or use rootless podman"
+            f"permission denied talking to {engine_name} ({first}); "
+            "run as a member of its group or use rootless podman"
         )
     if any(sign in lowered for sign in ("cannot connect", "daemon running", "connection refused")):
         raise IsolationUnavailable(f"the {engine_name} daemon is not running ({first})", permanent=False)
@@ -223,7 +225,8 @@ async def _check(engine: str, env: dict[str, str], args: list[str], *, what: str
         raise IsolationUnavailable(f"{what} is not present locally; pull or build it first")
     if "container" in what and (result.returncode == 0 or "no such" in lowered):
         raise IsolationUnavailable(f"{what} is not running; start it first or use 'image'")
-    raise IsolationUnavailable(f"{engine_name} cannot inspect {what}: {first or f'exit code {result.returncode}'}")
+    reason = first or f"exit code {result.returncode}"
+    raise IsolationUnavailable(f"{engine_name} cannot inspect {what}: {reason}")
 
 
 async def _sweep_leftovers(engine: str, env: dict[str, str]) -> None:

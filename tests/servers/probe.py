@@ -2,6 +2,9 @@
 
 Tools: read_file, write_file, connect (a TCP connection to host:port), env, crash (exits at once),
 hang (never returns). Used to check that containers and sandboxes hold a server in.
+
+``--linger``: stay alive after stdin closes, as a server with background work does (a container of
+such a server outlives a killed client).
 """
 
 from __future__ import annotations
@@ -70,6 +73,13 @@ def build(name: str = "probe") -> MCPServer:
 
 
 if __name__ == "__main__":
+    import signal
+
     from servers._serve import main
 
+    linger = "--linger" in sys.argv
+    if linger:
+        sys.argv.remove("--linger")
     main(build)
+    while linger:
+        signal.pause()
