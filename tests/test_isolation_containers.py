@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,48 @@ def test_a_container_left_by_a_killed_run_is_removed_by_the_next_run(
         if cli.poll() is None:
             cli.kill()
             cli.communicate(timeout=CLI_WAIT)
+
+
+def processes_in(engine: DockerDaemon, container: str) -> list[str]:
+    """The command lines of the processes running in ``container``."""
+    rows = engine.docker("top", container, "-o", "pid,args").stdout.splitlines()[1:]
+    return [row.split(None, 1)[1] for row in rows]
+
+
+@pytest.fixture
+def running_container(engine: DockerDaemon) -> Iterator[str]:
+    """A container someone else started (not labelled by mcp-run): ``exec`` enters it."""
+    name = "mcp-run-test-target"
+    mounts = [item for mount in python_mounts() for item in ("-v", f"{mount}:ro")]
+    engine.docker("run", "-d", "--rm", "--name", name, "--network", "none", *mounts, IMAGE, "sleep", "600")
+    try:
+        yield name
+    finally:
+        engine.docker("rm", "-f", name, check=False)
+
+
+async def test_a_server_execd_into_a_running_container_ends_with_the_run_and_leaves_the_container(
+    tmp_path: Path, state_dir: Path, engine: DockerDaemon, running_container: str
+) -> None:
+    spec = specs.process(
+        sys.executable, str(script("probe")),
+        container={"exec": running_container}, env={"GREETING": "inside"},
+    )
+    async with open_fleet({"probe": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        greeting = await fleet.connections["probe"].call_tool("env", {"name": "GREETING"})
+        during = processes_in(engine, running_container)
+    after = processes_in(engine, running_container)
+    assert text(greeting) == "inside"
+    assert len(during) == 2 and after == ["sleep 600"]  # the server ended when its stdin closed
+
+
+async def test_exec_into_a_container_that_is_not_running_is_a_clear_start_error(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    spec = specs.process(sys.executable, container={"exec": "mcp-run-nowhere"}, required=True)
+    with anyio.fail_after(60):
+        message = await start_error(spec, tmp_path, state_dir)
+    assert "container 'mcp-run-nowhere' is not running" in message
 
 
 async def test_a_missing_image_is_a_clear_start_error(tmp_path: Path, state_dir: Path) -> None:

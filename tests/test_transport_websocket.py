@@ -92,7 +92,7 @@ async def test_a_websocket_url_nobody_serves_is_a_start_error(tmp_path: Path, st
     with anyio.fail_after(30), pytest.raises(ServerStartError) as raised:
         async with open_fleet({"ws": spec}, base_dir=tmp_path, state_dir=state_dir):
             pass
-    assert "ws" == raised.value.server
+    assert raised.value.server == "ws" and "ConnectionRefusedError" in str(raised.value)
 
 
 def test_mcp_run_call_reaches_a_websocket_server(ws_url: str, tmp_path: Path) -> None:
@@ -106,3 +106,14 @@ def test_mcp_run_call_reaches_a_websocket_server(ws_url: str, tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert "via the cli" in done.stdout and "s3cret" not in done.stdout + done.stderr
+
+
+async def test_a_websocket_server_without_the_library_names_the_extra_to_install(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "websockets.asyncio.client", None)  # as if it were not installed
+    spec = specs.http("ws://127.0.0.1:9/ws", required=True)
+    with anyio.fail_after(30), pytest.raises(ServerStartError) as raised:
+        async with open_fleet({"ws": spec}, base_dir=tmp_path, state_dir=state_dir):
+            pass
+    assert "pip install 'mcp-run[websocket]'" in str(raised.value) and raised.value.permanent
