@@ -203,11 +203,17 @@ def _engine_environment() -> dict[str, str]:
 async def _check(engine: str, env: dict[str, str], args: list[str], *, what: str, expect: str = "") -> None:
     """Run an inspect command; a failure becomes an IsolationUnavailable that says what to fix."""
     engine_name = Path(engine).name
-    with anyio.fail_after(ENGINE_COMMAND_TIMEOUT):
+    result = None
+    with anyio.move_on_after(ENGINE_COMMAND_TIMEOUT):
         try:
             result = await anyio.run_process([engine, *args], env=env, check=False)
         except OSError as exc:
             raise IsolationUnavailable(f"cannot run {engine_name}: {exc.strerror or exc}") from exc
+    if result is None:
+        raise IsolationUnavailable(
+            f"{engine_name} did not answer within {ENGINE_COMMAND_TIMEOUT:g}s (is its daemon stuck?)",
+            permanent=False,
+        )
     output = result.stdout.decode(errors="replace").strip()
     if result.returncode == 0 and (not expect or output == expect):
         return
