@@ -39,6 +39,9 @@ ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
 # A stdio command spelled like this runs the interpreter running mcp-run (and its packages).
 PYTHON_COMMANDS = ("python", "python3")
+# The built-in models (no provider, no network).
+OFFLINE_ID = "offline"
+SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
 CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
 

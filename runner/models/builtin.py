@@ -39,11 +39,10 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, ModelError, Problem
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID
 
 logger = logging.getLogger(__name__)
 
-OFFLINE_ID = "offline"
-SCRIPTED_ID = "scripted"
 _RESULT_PREVIEW_CHARS = 500
 
 
@@ -198,8 +197,9 @@ def _offline_help(tools: list[dict[str, Any]]) -> str:
             suffix = f"  - {summary[0]}" if summary else ""
             lines.append(f"  /call {tool['name']} {_args_example(_required_args(tool))}{suffix}")
         lines.append(
-            "Call one with /call NAME {\"arg\": value}, or NAME {...}; "
-            "NAME alone works when it needs no arguments."
+            "Call one with /call NAME {\"arg\": value} or NAME {...}, in the chat or with "
+            "mcp-run FILE -p; NAME alone works when it needs no arguments. In the chat, /call "
+            "calls the tool directly (with any model) and /help lists the chat commands."
         )
     else:
         lines.append("No tools are available.")
