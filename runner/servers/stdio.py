@@ -4,6 +4,8 @@ Why not ``mcp.client.stdio.stdio_client``: the runner needs the process id, stde
 log (not the user's terminal), an allow-listed environment, exit detection that does not wait for
 the next request, tolerance of junk on stdout, and a kill-now path for stale servers. The JSON-RPC
 layer stays the SDK's: this module only moves ``SessionMessage`` objects between pipes and streams.
+What is spawned (the command itself, a container engine's client, or ``bwrap``) is decided by
+``isolation.prepare_launch``; a container left running by a killed client is removed at the end.
 
 Shutdown escalates, every step bounded and shielded from cancellation: close stdin -> SIGTERM to
 the process group -> SIGKILL to the group. Servers start in their own session, so the group also
