@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 
 from runner.manifest import ContainerSpec, SandboxSpec, StdioServerSpec
-from runner.servers.environment import server_environment, working_directory
+from runner.servers.environment import allowlisted_environment, server_environment, working_directory
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def _find_engine(wanted: str | None) -> str:
 
 
 def _engine_environment() -> dict[str, str]:
-    env = server_environment(StdioServerSpec(command="engine"))
+    env = allowlisted_environment()
     env.update({name: value for name, value in os.environ.items() if name.startswith(ENGINE_ENV_PREFIXES)})
     return env
 
