@@ -54,13 +54,17 @@ def _first_line(process: subprocess.Popen[str], timeout: float) -> int:
     return int(process.stdout.readline())
 
 
-async def test_a_websocket_server_lists_and_calls_tools(ws_url: str, tmp_path: Path, state_dir: Path) -> None:
-    async with open_fleet({"ws": specs.http(ws_url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+async def test_a_websocket_server_lists_and_calls_tools_and_gets_the_headers(
+    ws_url: str, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = specs.http(ws_url, headers={"X-Token": "abc"})
+    async with open_fleet({"ws": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
         connection = fleet.connections["ws"]
         names = {tool.name for tool in connection.catalogue.tools}
         result = await connection.call_tool("echo", {"text": "over the socket"})
-    assert {"echo", "hang", "drop", "connections"} <= names
-    assert result.content[0].text == "over the socket"
+        token = await connection.call_tool("header", {"name": "X-Token"})
+    assert {"echo", "hang", "drop", "connections", "header"} <= names
+    assert result.content[0].text == "over the socket" and token.content[0].text == "abc"
 
 
 async def test_a_dropped_websocket_connection_is_reopened(

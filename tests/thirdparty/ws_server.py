@@ -3,7 +3,7 @@
     .venv-ws/bin/python ws_server.py     # binds 127.0.0.1 on a free port, prints it, then serves /ws
 
 Tools: echo, hang (never returns), drop (closes the websocket it was called on), connections (how
-many websocket connections the server has accepted).
+many websocket connections the server has accepted), header (a request header of the latest one).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from starlette.routing import WebSocketRoute
 server = FastMCP("ws")
 accepted = 0
 open_scopes: list[anyio.CancelScope] = []
+latest_headers: dict[str, str] = {}
 
 
 @server.tool()
@@ -46,6 +47,12 @@ async def drop() -> str:
 
 
 @server.tool()
+def header(name: str) -> str:
+    """A header of the latest websocket upgrade request, or '<absent>'."""
+    return latest_headers.get(name.lower(), "<absent>")
+
+
+@server.tool()
 def connections() -> int:
     """Websocket connections accepted so far."""
     return accepted
@@ -54,6 +61,8 @@ def connections() -> int:
 async def endpoint(websocket) -> None:  # type: ignore[no-untyped-def]
     global accepted
     accepted += 1
+    latest_headers.clear()
+    latest_headers.update({key.lower(): value for key, value in websocket.headers.items()})
     lowlevel = server._mcp_server
     with anyio.CancelScope() as scope:
         open_scopes.append(scope)
