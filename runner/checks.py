@@ -114,6 +114,8 @@ def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list
     for key, spec in sorted(loaded.manifest.servers.items()):
         if not isinstance(spec, StdioServerSpec) or spec.command in PYTHON_COMMANDS:
             continue
+        if spec.container is not None:  # the command is the image's, not the host's
+            continue
         folder = loaded.base_dir / spec.cwd if spec.cwd else loaded.base_dir
         reason = _unrunnable(spec.command, folder, spec.env.get("PATH", environ.get("PATH", os.defpath)))
         if reason:

@@ -212,6 +212,63 @@ class ServerBase(ServerSettings):
         return self.model_copy(update=unset)
 
 
+def _mount_from_text(value: Any) -> Any:
+    """``host:container`` or ``host:container:rw`` (``:ro`` is the default) -> a mount mapping."""
+    if not isinstance(value, str):
+        return value
+    parts = value.split(":")
+    if len(parts) == 3 and parts[2] in ("ro", "rw"):
+        return {"source": parts[0], "target": parts[1], "writable": parts[2] == "rw"}
+    if len(parts) == 2:
+        return {"source": parts[0], "target": parts[1]}
+    raise ValueError("a mount is 'host:container', 'host:container:rw' or a mapping")
+
+
+class MountSpec(Spec):
+    source: str = Field(min_length=1, description="Host path, relative to the manifest.")
+    target: str = Field(pattern=r"^/", description="Absolute path inside the container.")
+    writable: bool = Field(False, description="Mounted read-only unless true.")
+
+
+class ContainerSpec(Spec):
+    """Run the server's command in a container: a fresh one from ``image``, or ``exec`` in a running one."""
+
+    image: str | None = Field(None, min_length=1, description="Image of a fresh container (run --rm -i).")
+    exec_: str | None = Field(
+        None, alias="exec", min_length=1, description="Name of a running container to exec into."
+    )
+    engine: Literal["docker", "podman"] | None = Field(
+        None, description="Container engine; found on PATH when omitted (docker, then podman)."
+    )
+    mounts: list[Annotated[MountSpec, BeforeValidator(_mount_from_text)]] = Field(
+        default_factory=list,
+        description="Host paths made visible ('host:container[:rw]'), read-only unless marked.",
+    )
+    network: str = Field("none", min_length=1, description="Container network (default none: no network).")
+    workdir: str | None = Field(None, pattern=r"^/", description="Working directory inside the container.")
+    user: str | None = Field(None, min_length=1, description="User (name or uid[:gid]) inside the container.")
+    args: list[str] = Field(default_factory=list, description="Extra arguments for the engine's run/exec.")
+
+    @model_validator(mode="after")
+    def _image_or_exec(self) -> ContainerSpec:
+        if (self.image is None) == (self.exec_ is None):
+            raise ValueError("a container needs either 'image' (a fresh container) or 'exec' (a running one)")
+        if self.exec_ is not None and (self.mounts or "network" in self.model_fields_set):
+            raise ValueError(
+                "'mounts' and 'network' belong to the container 'exec' enters, not to the server"
+            )
+        return self
+
+
+class SandboxSpec(Spec):
+    """Run the server's command under bubblewrap: read-only host, private /tmp, no network."""
+
+    network: bool = Field(False, description="Allow network access (default: none, not even loopback).")
+    writable: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Paths the server may write, relative to the manifest."
+    )
+
+
 class StdioServerSpec(ServerBase):
     transport: Annotated[Literal["stdio"], RESTARTS] = Field(
         "stdio", validation_alias=AliasChoices("transport", "type"), description="stdio"
@@ -225,6 +282,18 @@ class StdioServerSpec(ServerBase):
         default_factory=list, description="Host variables passed through beyond the allow-list."
     )
     cwd: Annotated[str | None, RESTARTS] = Field(None, description="Working directory, relative to the manifest.")
+    container: Annotated[ContainerSpec | None, RESTARTS] = Field(
+        None, description="Run the command inside a container (docker or podman)."
+    )
+    sandbox: Annotated[SandboxSpec | None, RESTARTS] = Field(
+        None, description="Run the command under bubblewrap (bwrap), without a container engine."
+    )
+
+    @model_validator(mode="after")
+    def _one_isolation(self) -> StdioServerSpec:
+        if self.container is not None and self.sandbox is not None:
+            raise ValueError("a server runs in a 'container' or in a 'sandbox', not both")
+        return self
 
 
 class AuthSpec(Spec):
@@ -269,18 +338,39 @@ class AuthSpec(Spec):
 
 
 class HttpServerSpec(ServerBase):
-    transport: Annotated[Literal["http", "sse"], RESTARTS] = Field(
+    transport: Annotated[Literal["http", "sse", "websocket"], RESTARTS] = Field(
         "http",
         validation_alias=AliasChoices("transport", "type"),
-        description="http (streamable HTTP) or sse (legacy); 'type' is accepted too",
+        description="http (streamable HTTP), sse (legacy) or websocket; 'type' is accepted too",
     )
-    url: Annotated[str, RESTARTS] = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
+    url: Annotated[str, RESTARTS] = Field(
+        pattern=r"^(https?|wss?)://[^\s/]+",
+        description="Streamable HTTP (or SSE) endpoint, or a ws:// / wss:// websocket endpoint.",
+    )
     headers: Annotated[dict[str, str], RESTARTS] = Field(
         default_factory=dict, repr=False, description="Request headers (values are secret)."
     )
     auth: Annotated[AuthSpec | None, RESTARTS] = Field(
         None, repr=False, description="OAuth authorization (log in once with `mcp-run auth login`)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _websocket_from_url(cls, value: Any) -> Any:
+        """A ``ws://`` or ``wss://`` url without a declared transport means websocket."""
+        if isinstance(value, dict) and "transport" not in value and "type" not in value:
+            url = value.get("url")
+            if isinstance(url, str) and url.startswith(("ws://", "wss://")):
+                return {**value, "transport": "websocket"}
+        return value
+
+    @model_validator(mode="after")
+    def _scheme_matches_transport(self) -> HttpServerSpec:
+        websocket_url = self.url.startswith(("ws://", "wss://"))
+        if websocket_url != (self.transport == "websocket"):
+            wanted = "ws:// or wss://" if self.transport == "websocket" else "http:// or https://"
+            raise ValueError(f"transport {self.transport} needs a {wanted} url")
+        return self
 
 
 _TRANSPORT_ALIASES = {
@@ -290,6 +380,8 @@ _TRANSPORT_ALIASES = {
     "streamable_http": "http",
     "streamableHttp": "http",
     "sse": "sse",
+    "websocket": "websocket",
+    "ws": "websocket",
 }
 
 
@@ -314,7 +406,9 @@ def _normalise_transport(value: Any) -> Any:
         if "transport" in value and "type" in value:
             raise ValueError("give either 'transport' or 'type', not both")
         if "command" in value and "url" in value:
-            raise ValueError("a server has either 'command' (stdio) or 'url' (http, sse), not both")
+            raise ValueError(
+                "a server has either 'command' (stdio) or 'url' (http, sse, websocket), not both"
+            )
         if isinstance(declared, str) and declared in _TRANSPORT_ALIASES:
             key = "transport" if "transport" in value else "type"
             value = {**value, key: _TRANSPORT_ALIASES[declared]}
@@ -327,8 +421,8 @@ ServerSpec = Annotated[
         _transport_tag,
         custom_error_type="server_kind",
         custom_error_message=(
-            "a server needs 'command' (stdio) or 'url' (http); 'transport' is one of "
-            "stdio, http, sse"
+            "a server needs 'command' (stdio) or 'url' (http, ws); 'transport' is one of "
+            "stdio, http, sse, websocket"
         ),
     ),
     BeforeValidator(_normalise_transport),
@@ -507,7 +601,7 @@ def manifest_json_schema() -> dict[str, Any]:
         properties = schema["$defs"][name]["properties"]
         spellings = [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind == tag]
         if tag == "http":
-            spellings.append("sse")
+            spellings += [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind in ("sse", "websocket")]
         properties["transport"] = {
             "enum": spellings, "description": properties["transport"].get("description", tag)
         }

@@ -35,7 +35,6 @@ from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
     ServerSummary,
-    SystemTemplate,
     ToolSummary,
     build_prompt_catalog,
     fetch_prompt_messages,
@@ -58,8 +57,11 @@ ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:
-    """``python`` in a stdio command means the interpreter running mcp-run (and its packages)."""
-    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS:
+    """``python`` in a stdio command means the interpreter running mcp-run (and its packages).
+
+    Not in a container: there ``python`` is the image's own.
+    """
+    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS and spec.container is None:
         return spec.model_copy(update={"command": sys.executable})
     return spec
 

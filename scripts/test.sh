@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# System tools of the isolation tests: bubblewrap (sandbox) and docker.io (a daemon the tests start
+# on a socket of their own). apt-get update runs once, and only when something is missing.
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v dockerd >/dev/null || missing+=(docker.io)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+    else
+        echo "missing ${missing[*]}: install them (the container tests are skipped without a daemon)" >&2
+    fi
+fi
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -25,6 +26,7 @@ if str(TESTS_DIR) not in sys.path:  # `servers` (tests/servers) is importable fr
 
 pytest_plugins = ["pytester"]
 
+import engines  # noqa: E402
 from servers._serve import http_app  # noqa: E402
 from servers.loopback import serve_app  # noqa: E402
 
@@ -84,6 +86,46 @@ def no_orphan_processes() -> Iterator[None]:
     leftovers = guard.leftovers()
     if leftovers:
         pytest.fail("the test left child processes running:\n" + "\n".join(leftovers))
+
+
+@pytest.fixture(scope="session")
+def docker_daemon() -> Iterator[engines.DockerDaemon]:
+    """A private dockerd (own socket and data folder) with the test image; DOCKER_HOST points at it.
+
+    Tests that use it are skipped, with the reason, when the daemon truly cannot start here.
+    """
+    try:
+        daemon = engines.start_docker_daemon()
+    except engines.EngineUnavailable as exc:
+        pytest.skip(f"no container engine: {exc}")
+    patch = pytest.MonkeyPatch()
+    try:
+        engines.import_test_image(daemon)
+        patch.setenv("DOCKER_HOST", daemon.host)
+        engines.ACTIVE = daemon
+        yield daemon
+    finally:
+        engines.ACTIVE = None
+        patch.undo()
+        engines.stop_docker_daemon(daemon)
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_containers() -> Iterator[None]:
+    """Fails a test that leaves a container of mcp-run behind (removing it), as for processes."""
+    yield
+    if engines.ACTIVE is not None:
+        leftovers = engines.ACTIVE.remove_run_containers()
+        assert not leftovers, f"containers outlived the test: {leftovers}"
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A TCP port on the host's loopback that accepts connections."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
 
 
 @pytest.fixture

@@ -247,3 +247,16 @@ def test_checked_agent_warns_from_the_environment_it_is_given(tmp_path: Path) ->
     assert (warning.line, warning.column, warning.path) == (3, 8, "model")
     assert "ANTHROPIC_API_KEY, which is not set" in warning.message
     assert checked_agent(path, environ={"ANTHROPIC_API_KEY": "set"}).warnings == []
+
+
+def test_a_containerised_command_is_not_looked_up_on_the_host(tmp_path: Path) -> None:
+    from runner.checks import checked_agent
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nservers:\n  s: {command: /srv/absent-server}\n")
+    (warning,) = checked_agent(path, environ={}).warnings
+    assert "does not exist" in warning.message
+    path.write_text(
+        "version: 1\nname: a\nservers:\n  s: {command: /srv/absent-server, container: {image: x}}\n"
+    )
+    assert checked_agent(path, environ={}).warnings == []

@@ -79,6 +79,19 @@ async def test_editing_one_servers_args_restarts_only_that_server(folder: Path) 
         assert "b__echo" in runtime.catalog.entries
 
 
+async def test_putting_one_server_in_a_sandbox_restarts_only_that_server(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo(), "b": demo()})
+    async with load_agent(path) as runtime:
+        before = pids(runtime)
+        write_manifest(folder, {"a": demo(), "b": demo(sandbox={})})
+        report = await reload_runtime(runtime)
+        after = pids(runtime)
+        assert report.restarted == ["b"]
+        assert after["a"] == before["a"] and after["b"] != before["b"]
+        write_manifest(folder, {"a": demo(), "b": demo(sandbox={"network": True})})
+        assert (await reload_runtime(runtime)).restarted == ["b"]
+
+
 async def test_an_args_only_edit_restarts_that_server_and_claims_nothing_else(folder: Path) -> None:
     path = write_manifest(folder, {"a": demo(), "b": demo()})
     async with load_agent(path) as runtime:
@@ -102,8 +115,8 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
     from runner.manifest import HttpServerSpec, StdioServerSpec, restart_fields
 
     assert restart_fields(StdioServerSpec) == {
-        "transport", "command", "args", "env", "env_passthrough", "cwd", "startup_timeout",
-        "heartbeat", "restart"}
+        "transport", "command", "args", "env", "env_passthrough", "cwd", "container", "sandbox",
+        "startup_timeout", "heartbeat", "restart"}
     assert restart_fields(HttpServerSpec) == {
         "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart"}
 

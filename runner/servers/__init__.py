@@ -1,4 +1,4 @@
-"""The server fleet: persistent, supervised MCP connections over stdio, streamable HTTP and SSE.
+"""The server fleet: persistent, supervised MCP connections over stdio, HTTP, SSE and websocket.
 
     async with open_fleet(manifest.servers, base_dir=manifest_dir, state_dir=state_dir) as fleet:
         demo = fleet.connections["demo"]
@@ -8,12 +8,13 @@
                 ...
 
 Modules: ``translation`` (the one table from SDK, anyio, httpx and pydantic errors to runner
-errors), ``environment`` (what a stdio server inherits), ``stdio`` (the subprocess transport),
-``transports`` (per-attempt transport and liveness facts), ``eras`` (the protocol era each server
-spoke last, kept in the state folder), ``catalogue`` (listing, diffing,
-debouncing), ``connection`` (state and requests), ``supervision`` (the lifetime task), ``fleet``
-(start, stop, and :meth:`ServerFleet.update`: restart or live update, as the manifest's
-``RESTARTS`` fields say).
+errors), ``environment`` (what a stdio server inherits), ``isolation`` (a stdio server's command
+run directly, in a container or under bubblewrap), ``stdio`` (the subprocess transport),
+``websocket`` (the websocket transport), ``transports`` (per-attempt transport and liveness
+facts), ``eras`` (the protocol era each server spoke last, kept in the state folder),
+``catalogue`` (listing, diffing, debouncing), ``connection`` (state and requests),
+``supervision`` (the lifetime task), ``fleet`` (start, stop, and :meth:`ServerFleet.update`:
+restart or live update, as the manifest's ``RESTARTS`` fields say).
 """
 
 from runner.servers.catalogue import Catalogue, CatalogueChange, CatalogueKind

@@ -34,8 +34,8 @@ from runner.servers.catalogue import (
 )
 from runner.servers.eras import EraMemory
 from runner.servers.stdio import StderrLog
-from runner.servers.transports import Link
 from runner.servers.translation import Boundary, timed_out, translated
+from runner.servers.transports import Link
 
 logger = logging.getLogger(__name__)
 

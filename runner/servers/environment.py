@@ -40,15 +40,21 @@ def _allowed(name: str) -> bool:
     return name in HOST_ENV_ALLOWLIST or (sys.platform != "win32" and name.startswith(LOCALE_PREFIX))
 
 
-def server_environment(spec: StdioServerSpec, host: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The complete environment of a stdio server process (values are secret: never log them)."""
+def allowlisted_environment(
+    host: Mapping[str, str] | None = None, passthrough: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """The host variables of the allow-list (and ``passthrough``), never exported shell functions."""
     host = os.environ if host is None else host
-    passthrough = set(spec.env_passthrough)
-    env = {
+    return {
         name: value
         for name, value in host.items()
         if (_allowed(name) or name in passthrough) and not value.startswith("()")
     }
+
+
+def server_environment(spec: StdioServerSpec, host: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The complete environment of a stdio server process (values are secret: never log them)."""
+    env = allowlisted_environment(host, frozenset(spec.env_passthrough))
     env.update(spec.env)
     return env
 

@@ -4,6 +4,8 @@ Why not ``mcp.client.stdio.stdio_client``: the runner needs the process id, stde
 log (not the user's terminal), an allow-listed environment, exit detection that does not wait for
 the next request, tolerance of junk on stdout, and a kill-now path for stale servers. The JSON-RPC
 layer stays the SDK's: this module only moves ``SessionMessage`` objects between pipes and streams.
+What is spawned (the command itself, a container engine's client, or ``bwrap``) is decided by
+``isolation.prepare_launch``; a container left running by a killed client is removed at the end.
 
 Shutdown escalates, every step bounded and shielded from cancellation: close stdin -> SIGTERM to
 the process group -> SIGKILL to the group. Servers start in their own session, so the group also
@@ -37,7 +39,8 @@ from pydantic import ValidationError
 
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
-from runner.servers.environment import server_environment, working_directory
+from runner.servers.isolation import Launch, prepare_launch, remove_container
+from runner.servers.translation import Boundary, translated
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +118,7 @@ class StdioProcess:
         self.kill_on_close = False  # set for stale servers: SIGKILL at once
         self.handshake_done = False  # only a server that answered once gets time to exit by itself
         self._process: anyio.abc.Process | None = None
+        self.launch: Launch | None = None  # what was spawned: argv, and a container to remove
 
     def transport(self) -> Transport:
         return self._open()
@@ -135,20 +139,20 @@ class StdioProcess:
         return f"{what}; last stderr lines:\n{tail}" if tail else f"{what} (no stderr output)"
 
     async def _spawn(self) -> anyio.abc.Process:
-        cwd = working_directory(self.key, self.spec, self.base_dir)
-        command = [self.spec.command, *self.spec.args]
+        with translated(Boundary(self.key, "starting")):
+            self.launch = await prepare_launch(self.key, self.spec, self.base_dir)
         try:
             # Shielded: cancelled between the fork and the pipes' connection (a required server
             # failing while this one spawns), asyncio kills the child but leaves it unreaped, and
             # its child watcher then warns "Loop ... that handles pid N is closed" at exit.
             with anyio.CancelScope(shield=True):
                 return await anyio.open_process(
-                    command,
+                    self.launch.command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    cwd=cwd,
-                    env=server_environment(self.spec),
+                    cwd=self.launch.cwd,
+                    env=self.launch.env,
                     start_new_session=True,
                 )
         except FileNotFoundError as exc:
@@ -333,6 +337,8 @@ class StdioProcess:
             await process.wait()  # let the event loop reap it: no zombie, no warning
         if self.returncode is None:
             self.returncode = process.returncode
+        if self.launch is not None:
+            await remove_container(self.launch)  # a killed engine client leaves its container running
 
     async def _wait_exited(self, process: anyio.abc.Process, timeout: float) -> bool:
         if self.exited.is_set() or process.returncode is not None:

@@ -44,8 +44,8 @@ from runner.errors import (
 )
 from runner.servers.catalogue import KINDS, fetch_catalogue
 from runner.servers.connection import ServerConnection
-from runner.servers.transports import Link, public_url
 from runner.servers.translation import Boundary, describe, leaves, root_cause, translate, translated
+from runner.servers.transports import Link, public_url
 
 logger = logging.getLogger(__name__)
 

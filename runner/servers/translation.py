@@ -31,6 +31,7 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from runner.servers.isolation import IsolationUnavailable
 
 
 def _never() -> bool:
@@ -97,6 +98,10 @@ def _os_error(boundary: Boundary, exc: OSError) -> ServerError:
     return ServerClosedError(boundary.server, f"{boundary.what} failed: {describe(exc)}")
 
 
+def _isolation(boundary: Boundary, exc: IsolationUnavailable) -> ServerError:
+    return ServerStartError(boundary.server, str(exc), permanent=exc.permanent)
+
+
 def _sdk_state(boundary: Boundary, exc: RuntimeError) -> ServerError:
     """The SDK's "not connected" and result-validation failures."""
     if boundary.session_gone():
@@ -109,6 +114,7 @@ Translation = Callable[[Boundary, "Exception"], ServerError]
 # In order: the first matching entry wins (TimeoutError before OSError, of which it is a subclass).
 TRANSLATIONS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Translation], ...] = (
     (MCPError, _answer),  # type: ignore[list-item]
+    (IsolationUnavailable, _isolation),  # type: ignore[list-item]
     (TimeoutError, _timeout),  # type: ignore[list-item]
     ((anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream), _closed),
     (ValidationError, _invalid),  # type: ignore[list-item]

@@ -1,4 +1,4 @@
-"""One connection attempt's transport (stdio, streamable HTTP or SSE), and what the supervisor watches.
+"""One connection attempt's transport (stdio, HTTP, SSE or websocket), and what the supervisor watches.
 
 A :class:`Link` wraps the SDK transport so that every inbound message stamps ``last_inbound``
 (the heartbeat's notion of traffic) and the end of the read stream fires ``closed`` (the connection
@@ -30,6 +30,7 @@ from runner.auth.flow import http_auth
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
 from runner.servers.stdio import StderrLog, StdioProcess
+from runner.servers.websocket import websocket_transport
 
 HTTP_CONNECT_TIMEOUT = 30.0
 # Liveness is the heartbeat's job; a long read timeout only bounds a silently dead stream.
@@ -164,6 +165,11 @@ class Link:
         if self.process is not None:
             return self.process.transport()
         assert isinstance(self.spec, HttpServerSpec)
+        if self.spec.transport == "websocket":
+            return websocket_transport(
+                self.key, self.spec.url, headers=self.spec.headers, open_timeout=HTTP_CONNECT_TIMEOUT,
+                on_http_failure=self._remember_upgrade_refusal,
+            )
         if self.spec.transport == "sse":
             return sse_client(
                 self.spec.url,
@@ -204,6 +210,9 @@ class Link:
             event_hooks={"response": [remember_failure]},
             trust_env=True,
         )
+
+    def _remember_upgrade_refusal(self, status: int, reason: str) -> None:
+        self.http_failure = HttpFailure(status, reason)
 
     def idle_for(self) -> float:
         return anyio.current_time() - self.last_inbound if not self.closed.is_set() else math.inf

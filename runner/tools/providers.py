@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from runner.errors import StrictSchemaError, UnusableSchemaError
+from runner.errors import StrictSchemaError
 from runner.tools.schemas import (
     Schema,
     append_description,

@@ -21,3 +21,5 @@ install_venv() {  # install_venv FOLDER REQUIREMENTS
 }
 install_venv .venv requirements.txt
 install_venv .venv-mcp1 requirements-mcp1.txt
+# An MCP server over websocket: the SDK 1.x still ships one (2.x dropped it), in its own venv.
+install_venv .venv-ws requirements-ws.txt
