@@ -72,7 +72,7 @@ async def test_server_log_messages_are_forwarded_to_logging(
     async with demo_connection(demo_urls, tmp_path, legacy=legacy) as connection:
         await connection.call_tool("log", {"message": "disk almost full"})
     records = [r for r in caplog.records if r.name == "runner.servers.log.demo"]
-    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "disk almost full")]
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "[demo] warning: disk almost full")]
 
 
 @ERAS

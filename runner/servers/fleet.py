@@ -81,8 +81,10 @@ class ServerFleet:
     def needs_restart(self, key: str, spec: ServerSpecType) -> bool:
         """Whether bringing server ``key`` to ``spec`` restarts it (a ``RESTARTS`` field differs)."""
         current = self.connections[key].spec
-        return type(current) is not type(spec) or any(
-            getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec))
+        return (
+            type(current) is not type(spec)
+            or any(getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec)))
+            or bool(current.roots) != bool(spec.roots)  # the roots capability is declared on connect
         )
 
     async def update(self, key: str, spec: ServerSpecType) -> Literal["restarted", "updated", "unchanged"]:
@@ -97,7 +99,7 @@ class ServerFleet:
         if self.needs_restart(key, spec):
             await self.replace(key, spec)
             return "restarted"
-        connection.spec = spec  # timeouts, filters, fallbacks: read at each request
+        await connection.apply_live(spec)  # timeouts, filters, fallbacks, roots
         return "updated"
 
     async def aclose(self) -> None:
