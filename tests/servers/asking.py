@@ -1,7 +1,7 @@
 """A server that asks the client for things, in both protocol eras.
 
 Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
-roots), levels (one log message per level), flood (``count`` log messages, then an answer),
+roots), slow (progress every ``interval`` seconds), levels (one log message per level), flood (``count`` log messages, then an answer),
 elicitations_seen (the last answers it got, newest last).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
@@ -19,6 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the `servers` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -104,6 +105,14 @@ def build(name: str = "asking") -> MCPServer:
             for index in range(count):
                 await ctx.log("info", f"message {index} " + "x" * 200)
         return f"flooded {count}"
+
+    @server.tool()
+    async def slow(steps: int, interval: float, ctx: Context) -> str:
+        """``steps`` progress notifications ``interval`` seconds apart, then the answer."""
+        for step in range(1, steps + 1):
+            await anyio.sleep(interval)
+            await ctx.report_progress(step, steps, f"step {step}")
+        return f"slow done {steps}"
 
     @server.tool()
     def elicitations_seen() -> list[str]:
