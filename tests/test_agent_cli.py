@@ -17,15 +17,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def agent_dir(tmp_path: Path) -> Path:
+def copy_bundled_agent(folder: Path) -> Path:
+    """The bundled agent (manifest, notes server, templates, schema) copied into ``folder``."""
     for name in ("agent.yaml", "examples", "prompts", "schemas"):
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, tmp_path / name)
+            shutil.copytree(source, folder / name)
         else:
-            shutil.copy(source, tmp_path / name)
-    return tmp_path
+            shutil.copy(source, folder / name)
+    return folder
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    return copy_bundled_agent(tmp_path)
 
 
 def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -91,10 +96,12 @@ def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
 
 
 @contextmanager
-def chat_in_a_terminal(agent_dir: Path) -> Iterator[pexpect.spawn]:
-    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(agent_dir),
+def chat_in_a_terminal(agent_dir: Path, *options: str) -> Iterator[pexpect.spawn]:
+    """The chat of ``agent_dir/agent.yaml`` in a pseudo-terminal, at its first prompt; /exit at the end."""
+    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", *options], cwd=str(agent_dir),
                          encoding="utf-8", timeout=60, dimensions=(40, 200))
     try:
+        chat.expect("/help for commands")
         chat.expect("> ")
         yield chat
         chat.sendline("/exit")

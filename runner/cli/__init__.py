@@ -1,24 +1,20 @@
 """The command line: the only package that prints for people and knows exit codes.
 
-    mcp-run FILE [-p TEXT] [--json] [--thread ID] [--yes] [--watch]   chat, or one turn with -p
-    mcp-run validate FILE           check the manifest, its templates and import paths
-    mcp-run schema                  print the manifest's JSON Schema
-    mcp-run tools FILE [--json]     the tools the model sees
-    mcp-run call FILE NAME JSON     call one tool the way the agent does
-    mcp-run prompts FILE            the prompt commands
-    mcp-run prompt FILE NAME k=v…   render a prompt's messages
-
-Exit codes: 0 success, 1 runtime failure (a server, the model, a tool), 2 invalid input
-(manifest, arguments), 130 interrupted.
+``mcp-run FILE`` chats with the agent of FILE (``runner.cli.chat``); every other first word is a
+command. ``mcp-run --help`` lists the commands from their own definitions, so the list cannot go
+stale. Exit codes: 0 done, 1 runtime failure (a server, the model, a tool), 2 invalid input
+(manifest, arguments, user input), 130 interrupted.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -66,40 +62,78 @@ def reports_errors(command: F) -> F:
     return run  # type: ignore[return-value]
 
 
-# Commands that need the servers, LangChain and LangGraph live in modules imported on first use,
-# so that `validate` and `schema` answer quickly.
-_LAZY_COMMANDS = {
-    "run": "runner.cli.chat",
-    **dict.fromkeys(("tools", "call", "prompts", "prompt", "watch"), "runner.cli.inspect"),
+# The commands defined outside this module, by module: each is imported on first use, so that
+# `validate` and `schema` answer without loading the MCP SDK, LangChain or LangGraph. A new command
+# module is one line here; importing a module that defines other commands than its line says fails
+# (and tests/test_cli_registry.py imports every module of this package to check the table).
+COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
+    "runner.cli.inspect": ("tools", "call", "prompts", "prompt", "watch"),
+    "runner.cli.starting": ("init", "import", "config"),
 }
+# `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
+# or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.
+FILE_MODULE = "runner.cli.chat"
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+class CommandRegistryError(RuntimeError):
+    """A command module and COMMAND_MODULES disagree: a programming error, found at first use."""
 
 
 class _FileOrCommand(click.Group):
-    """``mcp-run FILE …`` runs the agent; ``mcp-run COMMAND …`` runs a sub-command."""
+    """``mcp-run FILE …`` runs the agent; ``mcp-run COMMAND …`` runs a command."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(self.commands) | set(_LAZY_COMMANDS))
+        return sorted(set(self.commands) | {name for names in COMMAND_MODULES.values() for name in names})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
-            importlib.import_module(_LAZY_COMMANDS[cmd_name])  # registers its commands on main
+        if cmd_name not in self.commands:
+            module = next((module for module, names in COMMAND_MODULES.items() if cmd_name in names), None)
+            if module is not None:
+                load_command_module(module)
         return self.commands.get(cmd_name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.list_commands(ctx) and not args[0].startswith("-"):
-            return "run", self.get_command(ctx, "run"), args
-        return super().resolve_command(ctx, args)
+        if not args or args[0].startswith("-") or args[0] in self.list_commands(ctx):
+            return super().resolve_command(ctx, args)
+        word = args[0]
+        if Path(word).exists() or word.endswith(MANIFEST_SUFFIXES):
+            # The file's name stands where a command name would: error hints say `mcp-run FILE -h`.
+            return word, importlib.import_module(FILE_MODULE).run_file, args
+        commands = [self.get_command(ctx, name) for name in self.list_commands(ctx)]
+        visible = [command.name for command in commands if command is not None and not command.hidden]
+        close = difflib.get_close_matches(word, visible, n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'?" if close else f"commands: {', '.join(visible)}"
+        raise click.UsageError(
+            f"no such command '{word}'; {hint} (mcp-run FILE starts the agent of a manifest)", ctx
+        )
 
 
-@click.group(cls=_FileOrCommand, context_settings={"help_option_names": ["-h", "--help"]})
+def load_command_module(module: str) -> None:
+    """Import a command module and check that it defined exactly the commands COMMAND_MODULES says."""
+    if module in sys.modules:
+        return
+    before = set(main.commands)
+    importlib.import_module(module)
+    defined = set(main.commands) - before
+    declared = set(COMMAND_MODULES[module])
+    if defined != declared:
+        raise CommandRegistryError(
+            f"{module} defines the commands {sorted(defined)}, but COMMAND_MODULES lists {sorted(declared)}"
+        )
+
+
+@click.group(cls=_FileOrCommand, context_settings={"help_option_names": ["-h", "--help"]},
+             subcommand_metavar="FILE [OPTIONS] | COMMAND [ARGS]...")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(package_name="mcp-run")
 def main(debug: bool) -> None:
     """Run an agent declared in a YAML manifest, with tools from MCP servers.
 
-    mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn.
+    mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn
+    (mcp-run FILE -h lists its options).
     """
     # Warnings (a skipped server, a filter entry that matches nothing) are the runner talking to
     # the person at the terminal; with --debug they say where they come from.

@@ -1,8 +1,10 @@
-"""``mcp-run FILE``: the interactive chat, and one-shot turns with ``-p``.
+"""``mcp-run FILE``: the chat (a person at a terminal, or a program speaking JSON lines with
+``--json``) and one-shot turns with ``-p``.
 
 The chat streams the model's tokens, shows each tool call with a short preview of its result,
-asks before tools that need approval, and takes slash commands. Ctrl-C stops the current turn; a
-second Ctrl-C (or one at the prompt) exits. Servers are always shut down on the way out.
+asks before tools that need approval, and takes chat commands (``CHAT_COMMANDS``) and prompt
+commands. Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits. Servers
+are always shut down on the way out.
 """
 
 from __future__ import annotations
@@ -10,41 +12,47 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import uuid
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 import anyio
 import click
 from langgraph.types import Command
-from rich.console import Console
 
-from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, main, reports_errors, stderr, stdout
-from runner.errors import ManifestError, PromptError, RunnerError
+from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
+from runner.errors import ManifestError, RunnerError, ToolError
 from runner.graph import MAX_STEPS_REASON
+from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import Runtime, load_agent, stream_turn
 from runner.servers import stop_on_signals
 
-PREVIEW_CHARS = 160
+
+class _FileCommand(click.Command):
+    """Its usage reads ``mcp-run FILE [OPTIONS]``: the file stands where a command name would."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.parent.command_path if ctx.parent else "mcp-run", "FILE [OPTIONS]")
 
 
-def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
-
-
-@main.command(hidden=True)
+@click.command(cls=_FileCommand)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-p", "--prompt", "text", help="Run one turn with TEXT and print the final answer.")
-@click.option("--json", "as_json", is_flag=True, help="With -p: print the turn's events as JSON lines.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Events as JSON lines: with -p the turn's; without, a chat that reads JSON lines.")
 @click.option("--thread", "thread_id", help="Resume the conversation with this thread id.")
-@click.option("--yes", is_flag=True, help="With -p: approve tools that need approval.")
+@click.option("--yes", is_flag=True, help="Approve tools that need approval without asking.")
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
 @reports_errors
-def run(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool, watch: bool) -> None:
+def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool,
+             watch: bool) -> None:
     """Chat with the agent of FILE, or run one turn with -p."""
     if text is None:
-        code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch))
+        code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch, as_json, yes))
     else:
         code = anyio.run(_until_signalled, partial(_one_shot, file, text, thread_id, as_json, yes))
     sys.exit(code)
@@ -72,10 +80,11 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
                 if as_json:
                     click.echo(json.dumps(event, default=str))
                 elif event["type"] == "tool_call":
-                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False,
+                                 style="cyan")
                 elif event["type"] == "tool_result":
                     style = "red" if event["status"] == "error" else "dim"
-                    stderr.print(f"← {_preview(event['text'])}", markup=False, style=style)
+                    stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
                 if event["type"] == "approval":
                     approval = event
                 elif event["type"] == "final":
@@ -101,28 +110,18 @@ class _Interrupts:
 
     def __init__(self) -> None:
         self.turn: anyio.CancelScope | None = None
-        self.exit = False
 
     def __call__(self, *_: Any) -> None:
         if self.turn is not None and not self.turn.cancel_called:
             self.turn.cancel()
         else:
-            self.exit = True
             raise KeyboardInterrupt
 
 
-async def _read_line(prompt: str) -> str | None:
-    try:
-        return await anyio.to_thread.run_sync(input, prompt, abandon_on_cancel=True)
-    except EOFError:
-        return None
-
-
-async def _chat(file: str, thread_id: str | None, watch: bool) -> int:
-    console = stdout
+async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool) -> int:
     interrupts = _Interrupts()
     previous = signal.signal(signal.SIGINT, interrupts)
-    spinner = console.status("starting servers…") if console.is_terminal else None
+    spinner = stdout.status("starting servers…") if stdout.is_terminal and not as_json else None
     if spinner is not None:
         spinner.start()
     try:
@@ -130,17 +129,7 @@ async def _chat(file: str, thread_id: str | None, watch: bool) -> int:
             if spinner is not None:
                 spinner.stop()
                 spinner = None
-            if not watch:
-                return await _converse(runtime, console, interrupts)
-            stop = anyio.Event()
-            async with anyio.create_task_group() as group:
-                group.start_soon(partial(watch_and_reload, runtime, partial(print_reload, console),
-                                         stop=stop))
-                try:
-                    return await _converse(runtime, console, interrupts)
-                finally:
-                    stop.set()
-                    group.cancel_scope.cancel()
+            return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -149,139 +138,224 @@ async def _chat(file: str, thread_id: str | None, watch: bool) -> int:
         signal.signal(signal.SIGINT, previous)
 
 
-async def _converse(runtime: Runtime, console: Console, interrupts: _Interrupts) -> int:
-    runtime.listeners.append(lambda change: console.print(_change_line(change), style="dim", markup=False))
-    console.print(
-        f"{runtime.manifest.name} — {len(runtime.catalog.entries)} tools, model "
-        f"{runtime.manifest.model.id}, thread {runtime.thread_id}. /help for commands.",
-        style="dim", markup=False,
-    )
-    while True:
-        line = await _read_line("> ")
-        if line is None or line.strip() in ("/exit", "/quit"):
-            return EXIT_OK
-        line = line.strip()
-        if not line:
-            continue
-        message: Any = line
-        if line.startswith("/"):
-            handled = await _slash_command(runtime, console, line)
-            if handled is True:
-                continue
-            message = handled
-        with anyio.CancelScope() as scope:
-            interrupts.turn = scope
-            await _turn(runtime, console, message)
-        interrupts.turn = None
-        if scope.cancelled_caught:
-            console.print("\n(turn interrupted)", style="yellow")
-
-
-async def _slash_command(runtime: Runtime, console: Console, line: str) -> Any:
-    """Handle a chat command; True when handled, else the messages to send to the model."""
-    word = line.split()[0]
-    if word == "/help":
-        console.print("/tools  /prompts  /thread [ID|new]  /exit, and the prompt commands below:",
-                      markup=False)
-        for command in runtime.prompt_catalog:
-            console.print(f"  {command.usage}", markup=False)
-        return True
-    if word == "/tools":
-        for entry in runtime.catalog.entries.values():
-            first = (entry.description or "").strip().splitlines()
-            console.print(f"{entry.name}  {first[0] if first else ''}", markup=False)
-        return True
-    if word == "/prompts":
-        for command in runtime.prompt_catalog:
-            console.print(f"{command.usage}  ({command.server}: {command.prompt.name})", markup=False)
-        return True
-    if word == "/thread":
-        parts = line.split()
-        if len(parts) > 1:
-            import uuid
-
-            runtime.thread_id = uuid.uuid4().hex[:12] if parts[1] == "new" else parts[1]
-        console.print(f"thread {runtime.thread_id}", markup=False)
-        return True
-    if word == "/reload":
+async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, as_json: bool,
+                    yes: bool) -> int:
+    code = EXIT_OK
+    error: BaseException | None = None
+    async with anyio.create_task_group() as group:  # the watcher, with --watch
+        reader = LineReader(stdout)
+        view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader)
+        session = ChatSession(runtime, view, interrupts, yes=yes)
+        if watch:  # the chat starts once edits are seen, so that none is missed
+            watching = anyio.Event()
+            group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event(),
+                                     ready=watching))
+            await watching.wait()
         try:
-            print_reload(console, (report := await reload_runtime(runtime)).event()
-                         | {"summary": report.summary()})
-        except ManifestError as exc:
-            print_reload(console, {"type": "reload_error", "problems": [str(p) for p in exc.problems]})
-        return True
-    try:
-        return await runtime.prompt_messages(line)
-    except PromptError as exc:
-        console.print(f"{exc}", style="red", markup=False)
-        return True
-    except RunnerError as exc:
-        console.print(f"error: {exc}", style="red", markup=False)
-        return True
+            code = await session.run()
+        except BaseException as exc:  # re-raised below unwrapped, once the group has stopped
+            error = exc
+        finally:
+            group.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return code
 
 
-async def _turn(runtime: Runtime, console: Console, message: Any) -> None:
-    streamed = False
-    while True:
-        approval = None
-        async for event in stream_turn(runtime, message):
-            kind = event["type"]
-            if kind == "token":
-                console.print(event["text"], end="", markup=False)
-                streamed = True
-            elif kind == "tool_call":
-                if streamed:
-                    console.print()
-                    streamed = False
-                console.print(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
-            elif kind == "tool_result":
-                style = "red" if event["status"] == "error" else "dim"
-                console.print(f"← {_preview(event['text'])}", style=style, markup=False)
-            elif kind == "approval":
-                approval = event
-            elif kind == "final" and not streamed and event["text"]:
-                console.print(event["text"], markup=False)
-        if streamed:
-            console.print()
-            streamed = False
-        if approval is None:
-            return
-        message = Command(resume=await _ask_approval(console, approval))
+# What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
+# not take them), and tests/test_cli_chat.py checks that each has a description and a handler.
+CHAT_COMMAND_HELP = {
+    "help": ("/help", "this list"),
+    "tools": ("/tools", "the tools the model sees"),
+    "prompts": ("/prompts", "the prompt commands"),
+    "call": ("/call NAME {json}",
+             "call a tool directly, without the model (asks first if it needs approval)"),
+    "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
+    "reload": ("/reload", "reload the manifest, templates and modules now"),
+    "exit": ("/exit", "leave the chat (or Ctrl-D)"),
+    "quit": ("/quit", "leave the chat"),
+}
+LEAVE_COMMANDS = ("exit", "quit")
+
+Handler = Callable[["ChatSession", str], Awaitable[None]]
+CHAT_HANDLERS: dict[str, Handler] = {}
 
 
-async def _ask_approval(console: Console, approval: dict[str, Any]) -> dict[str, Any]:
-    console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
-                  style="yellow", markup=False)
-    while True:
-        answer = (await _read_line("approve? [y]es / [n]o / [e]dit: ") or "n").strip().lower()
-        if answer in ("y", "yes"):
-            return {"action": "approve"}
-        if answer in ("n", "no"):
-            reason = await _read_line("reason (optional): ")
-            return {"action": "deny", "reason": reason or "denied by the user"}
-        if answer in ("e", "edit"):
-            raw = await _read_line("arguments as JSON: ")
-            try:
-                args = json.loads(raw or "")
-            except json.JSONDecodeError as exc:
-                console.print(f"not JSON: {exc}", style="red", markup=False)
+def chat_command(name: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        CHAT_HANDLERS[name] = handler
+        return handler
+
+    return register
+
+
+class ChatSession:
+    """One chat over a running agent, shown through a view (a terminal or JSON lines)."""
+
+    def __init__(self, runtime: Runtime, view: ChatView, interrupts: _Interrupts, *,
+                 yes: bool = False) -> None:
+        self.runtime = runtime
+        self.view = view
+        self.interrupts = interrupts
+        self.yes = yes
+        self.direct_calls = 0
+        runtime.listeners.append(self._show_change)
+
+    async def run(self) -> int:
+        runtime = self.runtime
+        self.view.show({"type": "ready", "name": runtime.manifest.name, "model": runtime.manifest.model.id,
+                        "thread": runtime.thread_id, "tools": sorted(runtime.catalog.entries)})
+        while True:
+            line = await self.view.read()
+            if line is None:
+                return EXIT_OK
+            line = line.strip()
+            if not line:
                 continue
-            if isinstance(args, dict):
-                return {"action": "edit", "args": args}
-            console.print("arguments must be a JSON object", style="red")
+            if not line.startswith("/"):
+                await self._interruptible(partial(self._turn, line))
+                continue
+            name = line[1:].split(maxsplit=1)[0] if line[1:].strip() else ""
+            if name in LEAVE_COMMANDS:
+                return EXIT_OK
+            if name in CHAT_HANDLERS:
+                await self._interruptible(partial(CHAT_HANDLERS[name], self, line))
+            elif name in runtime.prompt_catalog:
+                await self._prompt_command(line)
+            else:
+                self.error(self._unknown_command(name))
+
+    def error(self, message: str) -> None:
+        self.view.show({"type": "error", "message": message})
+
+    def _unknown_command(self, name: str) -> str:
+        prompts = [command.name for command in self.runtime.prompt_catalog]
+        hint = did_you_mean(name, [*CHAT_COMMANDS, *prompts])
+        known = ", ".join(f"/{command}" for command in CHAT_COMMANDS)
+        if prompts:
+            known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
+        return f"unknown command '/{name}'{hint}; commands: {known}"
+
+    async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
+        with anyio.CancelScope() as scope:
+            self.interrupts.turn = scope
+            await work()
+        self.interrupts.turn = None
+        if scope.cancelled_caught:
+            self.view.show({"type": "interrupted"})
+
+    async def _prompt_command(self, line: str) -> None:
+        try:
+            messages = await self.runtime.prompt_messages(line)
+        except RunnerError as exc:
+            self.error(str(exc))
+            return
+        await self._interruptible(partial(self._turn, messages))
+
+    async def _turn(self, message: Any) -> None:
+        while True:
+            approval = None
+            async for event in stream_turn(self.runtime, message):
+                if event["type"] == "approval":
+                    approval = event
+                else:
+                    self.view.show(event)
+            if approval is None:
+                return
+            message = Command(resume=await self.approve(approval))
+
+    async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
+        if self.yes:
+            return {"action": "approve"}
+        return await self.view.ask_approval(approval)
+
+    def _show_change(self, change: Any) -> None:
+        self.view.show({"type": "change", "server": change.server, "kind": change.kind,
+                        "added": list(change.added), "removed": list(change.removed),
+                        "changed": list(change.changed)})
+
+    def show_reload(self, event: dict[str, Any]) -> None:
+        if event["type"] == "reload":
+            event = event | {"tools": sorted(self.runtime.catalog.entries)}
+        self.view.show(event)
 
 
-def print_reload(console: Console, event: dict[str, Any]) -> None:
-    """One line per reload; the located problems of an invalid edit (the agent keeps running)."""
-    if event["type"] == "reload":
-        console.print(event["summary"], style="green", markup=False)
+@chat_command("help")
+async def _help(session: ChatSession, line: str) -> None:
+    commands = [{"command": f"/{name}", "usage": CHAT_COMMAND_HELP[name][0],
+                 "description": CHAT_COMMAND_HELP[name][1]} for name in CHAT_COMMANDS]
+    session.view.show({"type": "help", "commands": commands, "prompts": prompt_rows(session.runtime)})
+
+
+@chat_command("tools")
+async def _tools(session: ChatSession, line: str) -> None:
+    rows = [{key: row[key] for key in ("name", "server", "original", "description", "approval")}
+            for row in tool_rows(session.runtime)]
+    session.view.show({"type": "tools", "tools": rows})
+
+
+@chat_command("prompts")
+async def _prompts(session: ChatSession, line: str) -> None:
+    session.view.show({"type": "prompts", "prompts": prompt_rows(session.runtime)})
+
+
+@chat_command("thread")
+async def _thread(session: ChatSession, line: str) -> None:
+    parts = line.split()
+    if len(parts) > 1:
+        session.runtime.thread_id = uuid.uuid4().hex[:12] if parts[1] == "new" else parts[1]
+    session.view.show({"type": "thread", "thread": session.runtime.thread_id})
+
+
+@chat_command("reload")
+async def _reload(session: ChatSession, line: str) -> None:
+    try:
+        report = await reload_runtime(session.runtime)
+    except ManifestError as exc:
+        session.show_reload({"type": "reload_error", "problems": [str(problem) for problem in exc.problems]})
         return
-    for problem in event["problems"]:
-        console.print(problem, style="red", markup=False)
-    console.print("the manifest has problems; still running the last good version", style="yellow")
+    session.show_reload(report.event() | {"summary": report.summary()})
 
 
-def _change_line(change: Any) -> str:
-    parts = [f"+{name}" for name in change.added] + [f"−{name}" for name in change.removed]
-    parts += [f"~{name}" for name in change.changed]
-    return f"{change.server} {change.kind}: {' '.join(parts)}"
+@chat_command("call")
+async def _call(session: ChatSession, line: str) -> None:
+    """``/call NAME {json}``: the tool through the catalog (validation, timeout, fallback), as
+    ``mcp-run call`` does; outside the conversation, so the model does not see it."""
+    name, _, raw = line.removeprefix("/call").strip().partition(" ")
+    catalog = session.runtime.catalog
+    if not name:
+        session.error('usage: /call NAME {"arg": value}; /tools lists the tools')
+        return
+    if name not in catalog.entries:
+        available = ", ".join(sorted(catalog.entries)) or "none"
+        session.error(f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}")
+        return
+    try:
+        args = json.loads(raw.strip() or "{}")
+    except json.JSONDecodeError as exc:
+        session.error(f"the arguments of /call must be a JSON object: {exc}")
+        return
+    if not isinstance(args, dict):
+        session.error("the arguments of /call must be a JSON object")
+        return
+    session.direct_calls += 1
+    call_id = f"direct_{session.direct_calls}"
+    session.view.show({"type": "tool_call", "name": name, "args": args, "id": call_id})
+    if catalog.needs_approval(name):
+        answer = await session.approve({"type": "approval", "tool": name, "args": args, "id": call_id})
+        if answer["action"] == "deny":
+            session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
+                               "text": f"denied: {answer['reason']}"}, in_full=True)
+            return
+        args = answer.get("args", args)
+    try:
+        output = await catalog.call(name, args)
+    except ToolError as exc:
+        session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
+                           "text": str(exc)}, in_full=True)
+        return
+    text, structured = output_text(output, output_limit(session.runtime, name))
+    if structured is not None:
+        text = f"{text}\nstructured content:\n{structured}" if text else structured
+    session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "success",
+                       "text": text}, in_full=True)

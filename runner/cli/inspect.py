@@ -1,21 +1,50 @@
-"""Commands that look at an agent without chatting: tools, call, prompts, prompt."""
+"""Commands that look at an agent without chatting: tools, call, prompts, prompt, watch.
+
+Every text from the manifest or a server reaches rich as ``Text`` or with ``markup=False``.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import shlex
+import sys
+from typing import Any, NoReturn
 
 import anyio
 import click
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
-from runner.errors import ToolError
+from runner.cli.rows import first_line, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.terminal import LineReader
+from runner.errors import PromptError, ToolError
+from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 
 
 def _run(function: Any, *args: Any) -> Any:
     return anyio.run(function, *args)
+
+
+def _invalid(message: str) -> NoReturn:
+    stderr.print(f"error: {message}", markup=False, style="red")
+    raise SystemExit(EXIT_INVALID)
+
+
+def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A table whose columns but the last are never cut: wider than the terminal if need be (the
+    terminal wraps the line; a name stays whole, to copy). The last column wraps."""
+    widths = [max([len(header), *(len(row[index]) for row in rows)]) for index, header in enumerate(headers)]
+    needed = sum(widths[:-1]) + 2 * len(headers) + min(widths[-1], 40)
+    console = Console(file=stdout.file, width=max(stdout.width, needed), highlight=False)
+    table = Table(*headers, box=None, show_edge=False)
+    for column in table.columns[:-1]:
+        column.no_wrap = True
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)
 
 
 @main.command()
@@ -27,31 +56,17 @@ def tools(file: str, as_json: bool) -> None:
 
     async def list_tools() -> list[dict[str, Any]]:
         async with load_agent(file, model=False) as runtime:
-            return [
-                {
-                    "name": entry.name,
-                    "server": entry.origin.server,
-                    "original": entry.origin.name,
-                    "description": entry.description,
-                    "approval": runtime.catalog.needs_approval(entry.name),
-                    "input_schema": entry.tool.tool_call_schema
-                    if isinstance(entry.tool.tool_call_schema, dict)
-                    else entry.tool.tool_call_schema.model_json_schema(),
-                }
-                for entry in runtime.catalog.entries.values()
-            ]
+            return tool_rows(runtime)
 
     rows = _run(list_tools)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("name", "server", "original", "description", box=None, show_edge=False)
-    for row in rows:
-        description = (row["description"] or "").strip().splitlines()
-        marker = " (approval)" if row["approval"] else ""
-        table.add_row(row["name"], row["server"] or "local", row["original"],
-                      (description[0] if description else "") + marker)
-    stdout.print(table)
+    print_table(("name", "server", "original", "description"), [
+        (row["name"], row["server"] or "local", row["original"],
+         first_line(row["description"]) + (" (approval)" if row["approval"] else ""))
+        for row in rows
+    ])
     stdout.print(f"{len(rows)} tool{'s' if len(rows) != 1 else ''}", style="dim")
 
 
@@ -59,57 +74,74 @@ def tools(file: str, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("name")
 @click.argument("arguments", default="{}")
+@click.option("--yes", is_flag=True, help="Approve a tool that needs approval without asking.")
 @reports_errors
-def call(file: str, name: str, arguments: str) -> None:
-    """Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result."""
+def call(file: str, name: str, arguments: str, yes: bool) -> None:
+    """Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.
+
+    A tool under tools.approve asks first on a terminal, and is denied otherwise unless --yes.
+    """
     try:
         parsed = json.loads(arguments)
     except json.JSONDecodeError as exc:
-        stderr.print(f"error: ARGUMENTS is not valid JSON: {exc}", markup=False, style="red")
-        raise SystemExit(EXIT_INVALID) from None
+        _invalid(f"ARGUMENTS is not valid JSON: {exc}")
     if not isinstance(parsed, dict):
-        stderr.print("error: ARGUMENTS must be a JSON object", style="red")
-        raise SystemExit(EXIT_INVALID)
+        _invalid("ARGUMENTS must be a JSON object")
 
-    async def call_tool() -> tuple[Any, Any]:
+    async def call_tool() -> tuple[str, str | None] | str:
         async with load_agent(file, model=False) as runtime:
-            output = await runtime.catalog.call(name, parsed)
-            return output.content, output.artifact
+            catalog = runtime.catalog
+            if name not in catalog.entries:
+                available = ", ".join(sorted(catalog.entries)) or "none"
+                return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
+            if catalog.needs_approval(name) and not yes and not await _approved(name, parsed):
+                stderr.print(f"denied {name}: needs approval (pass --yes to allow)", markup=False,
+                             style="yellow")
+                raise SystemExit(EXIT_FAILURE)
+            output = await catalog.call(name, parsed)
+            return output_text(output, output_limit(runtime, name))
 
     try:
-        content, artifact = _run(call_tool)
+        result = _run(call_tool)
     except ToolError as exc:
         stderr.print(str(exc), markup=False, style="red")
         raise SystemExit(EXIT_FAILURE) from None
-    if isinstance(content, str):
-        click.echo(content)
-    else:
-        for block in content:
-            if block.get("type") == "text":
-                click.echo(block.get("text", ""))
-            else:
-                click.echo(f"[{block.get('type')} {block.get('mime_type', '')}]".replace(" ]", "]"))
-    if artifact is not None:
+    if isinstance(result, str):
+        _invalid(result)
+    text, structured = result
+    click.echo(text)
+    if structured is not None:
         stderr.print("structured content:", style="dim")
-        click.echo(json.dumps(artifact, indent=2, default=str), err=True)
+        click.echo(structured, err=True)
+
+
+async def _approved(name: str, arguments: dict[str, Any]) -> bool:
+    """Ask on a terminal (the same rule as the agent's); without one, nobody can approve."""
+    if not sys.stdin.isatty():
+        return False
+    stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
+    answer = await LineReader(stderr).read("approve? [y/N]: ")
+    return (answer or "").strip().lower() in ("y", "yes")
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @reports_errors
-def prompts(file: str) -> None:
+def prompts(file: str, as_json: bool) -> None:
     """List the prompt commands: alias or namespaced name, server, original name, arguments."""
 
-    async def list_prompts() -> list[Any]:
+    async def list_prompts() -> list[dict[str, Any]]:
         async with load_agent(file, model=False) as runtime:
-            return list(runtime.prompt_catalog)
+            return prompt_rows(runtime)
 
-    commands = _run(list_prompts)
-    table = Table("command", "server", "original", "arguments", box=None, show_edge=False)
-    for command in commands:
-        table.add_row(f"/{command.name}", command.server, command.prompt.name, command.usage)
-    stdout.print(table)
-    stdout.print(f"{len(commands)} prompt command{'s' if len(commands) != 1 else ''}", style="dim")
+    rows = _run(list_prompts)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    print_table(("command", "server", "original", "arguments"),
+                [(row["command"], row["server"], row["original"], row["arguments"]) for row in rows])
+    stdout.print(f"{len(rows)} prompt command{'s' if len(rows) != 1 else ''}", style="dim")
 
 
 @main.command()
@@ -119,16 +151,18 @@ def prompts(file: str) -> None:
 @reports_errors
 def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
     """Render prompt NAME with key=value ARGUMENTS and print its messages."""
-    import shlex
-
     line = "/" + name.lstrip("/") + "".join(" " + shlex.quote(argument) for argument in arguments)
 
     async def render() -> list[Any]:
         async with load_agent(file, model=False) as runtime:
             return await runtime.prompt_messages(line)
 
-    for message in _run(render):
-        stdout.print(f"[{message.type}]", style="bold")
+    try:
+        messages = _run(render)
+    except PromptError as exc:  # an unknown prompt, a missing or malformed argument
+        _invalid(str(exc))
+    for message in messages:
+        stdout.print(Text(f"[{message.type}]", style="bold"))
         content = message.content
         if isinstance(content, str):
             click.echo(content)
@@ -146,7 +180,7 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
 @reports_errors
 def watch(file: str, as_json: bool) -> None:
     """Edit FILE without running the model: re-validate and list the tools on every save."""
-    from runner.reload import watch_and_reload
+    from runner.reload import ReloadReport, watch_and_reload
 
     def show(runtime: Runtime, event: dict[str, Any]) -> None:
         if as_json:
@@ -163,11 +197,7 @@ def watch(file: str, as_json: bool) -> None:
 
     async def follow() -> None:
         async with load_agent(file, model=False) as runtime:
-            show(runtime, {"type": "reload", "summary": "watching; tools:", "started": [], "stopped": [],
-                           "restarted": [], "rebuilt": []})
+            show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())
 
-    try:
-        _run(follow)
-    except KeyboardInterrupt:
-        pass
+    _run(follow)  # Ctrl-C: reports_errors says "interrupted" and exits 130

@@ -198,8 +198,9 @@ def _offline_help(tools: list[dict[str, Any]]) -> str:
             suffix = f"  - {summary[0]}" if summary else ""
             lines.append(f"  /call {tool['name']} {_args_example(_required_args(tool))}{suffix}")
         lines.append(
-            "Call one with /call NAME {\"arg\": value}, or NAME {...}; "
-            "NAME alone works when it needs no arguments."
+            "Call one with /call NAME {\"arg\": value} or NAME {...}, in the chat or with "
+            "mcp-run FILE -p; NAME alone works when it needs no arguments. In the chat, /call "
+            "calls the tool directly (with any model) and /help lists the chat commands."
         )
     else:
         lines.append("No tools are available.")

@@ -1,0 +1,70 @@
+"""What the commands and the chat show of a running agent, as JSON-ready rows: its tools, its
+prompt commands and a tool's output (cut to the server's ``max_output_chars``, all of it)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runner.runtime import Runtime
+from runner.tools.content import ToolOutput, guard_text
+
+
+def tool_rows(runtime: Runtime) -> list[dict[str, Any]]:
+    rows = []
+    for entry in runtime.catalog.entries.values():
+        schema = entry.tool.tool_call_schema
+        rows.append({
+            "name": entry.name,
+            "server": entry.origin.server,
+            "original": entry.origin.name,
+            "description": entry.description,
+            "approval": runtime.catalog.needs_approval(entry.name),
+            "input_schema": schema if isinstance(schema, dict) else schema.model_json_schema(),
+        })
+    return rows
+
+
+def prompt_rows(runtime: Runtime) -> list[dict[str, Any]]:
+    return [
+        {
+            "command": f"/{command.name}",
+            "server": command.server,
+            "original": command.prompt.name,
+            "arguments": command.usage.removeprefix(f"/{command.name}").strip(),
+            "description": command.description,
+        }
+        for command in runtime.prompt_catalog
+    ]
+
+
+def first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def output_limit(runtime: Runtime, tool: str) -> int:
+    entry = runtime.catalog.entries.get(tool)
+    server = runtime.manifest.servers.get(entry.origin.server or "") if entry is not None else None
+    limit = server.max_output_chars if server is not None else None
+    return limit or runtime.manifest.defaults.max_output_chars
+
+
+def output_text(output: ToolOutput, limit: int) -> tuple[str, str | None]:
+    """The output's text (media as ``[image image/png]`` markers) and its structured content as
+    indented JSON (or None), each cut to ``limit`` characters."""
+    content = output.content
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content:
+            if isinstance(block, str) or block.get("type") == "text":
+                parts.append(block if isinstance(block, str) else block.get("text", ""))
+            else:
+                parts.append(f"[{block.get('type')} {block.get('mime_type', '')}]".replace(" ]", "]"))
+        text = "\n".join(parts)
+    structured = None
+    if output.artifact is not None:
+        structured = guard_text(json.dumps(output.artifact, indent=2, default=str), limit)
+    return guard_text(text, limit), structured

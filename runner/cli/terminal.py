@@ -1,0 +1,232 @@
+"""The two faces of the chat: a person at a terminal, or a program speaking JSON lines.
+
+Both read stdin through one :class:`LineReader`, so a question and the prompt never compete for
+a line. Every text from a manifest, a server or a model is printed with ``markup=False``: it is
+never read as rich markup, so a server cannot style or hide output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from typing import Any, Protocol
+
+import anyio
+import click
+from rich.console import Console
+
+PREVIEW_CHARS = 160
+APPROVAL_ANSWERS = ("approve", "deny", "edit")
+
+
+def preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+class LineReader:
+    """The only reader of stdin, inside the event loop: a line is read only while someone waits
+    for one. A question cancelled by Ctrl-C (an approval when the turn is interrupted) takes
+    nothing, the line typed next goes to the next reader, and no thread is left blocked in a read
+    (which would keep the process from exiting)."""
+
+    def __init__(self, console: Console, fd: int | None = None) -> None:
+        self._console = console
+        self._fd = sys.stdin.fileno() if fd is None else fd
+        mode = os.fstat(self._fd).st_mode
+        # A terminal, pipe or socket can be waited on; a file or /dev/null never blocks a read.
+        self._pollable = os.isatty(self._fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        self._buffer = b""
+        self._ended = False
+        self.waiting_prompt: str | None = None  # the prompt shown while a read waits
+
+    async def read(self, prompt: str) -> str | None:
+        """The next line without its newline, or None at the end of input."""
+        self.write(prompt)
+        self.waiting_prompt = prompt
+        try:
+            while b"\n" not in self._buffer and not self._ended:
+                if self._pollable:
+                    await anyio.wait_readable(self._fd)
+                chunk = os.read(self._fd, 65536)
+                self._buffer += chunk
+                self._ended = not chunk
+        finally:
+            self.waiting_prompt = None
+        if not self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace").removesuffix("\r")
+
+    def write(self, text: str) -> None:
+        self._console.file.write(text)
+        self._console.file.flush()
+
+
+class ChatView(Protocol):
+    async def read(self) -> str | None:
+        """The next message or /command, or None at the end of input."""
+
+    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+        """Show one event (README: "Chat events"); ``in_full``: a tool result not cut to a preview."""
+
+    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+        """The answer to an ``approval`` event: {action: approve|deny|edit, reason?, args?}."""
+
+
+class TerminalView:
+    """The chat for a person: streamed tokens, one line a tool call, approval questions."""
+
+    def __init__(self, console: Console, reader: LineReader) -> None:
+        self.console = console
+        self.reader = reader
+        self._midline = False  # tokens were printed and the line is not finished
+
+    async def read(self) -> str | None:
+        return await self.reader.read("> ")
+
+    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+        prompt = self.reader.waiting_prompt
+        if prompt is not None:  # output while the person is at the prompt (a reload, a change)
+            self.reader.write("\r\x1b[2K" if self.console.is_terminal else "\n")
+        self._render(event, in_full)
+        if prompt is not None:
+            self.reader.write(prompt)
+
+    def _render(self, event: dict[str, Any], in_full: bool) -> None:
+        kind, say = event["type"], self.console.print
+        if kind == "token":
+            say(event["text"], end="", markup=False)
+            self._midline = True
+            return
+        if self._midline:
+            say()
+            self._midline = False
+            if kind == "final":
+                return
+        if kind == "final":
+            if event["text"]:
+                say(event["text"], markup=False)
+        elif kind == "tool_call":
+            say(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
+        elif kind == "tool_result":
+            text = event["text"] if in_full else f"← {preview(event['text'])}"
+            say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
+        elif kind == "ready":
+            say(f"{event['name']} — {len(event['tools'])} tools, model {event['model']}, thread "
+                f"{event['thread']}. /help for commands.", style="dim", markup=False)
+        elif kind == "help":
+            self._help(event)
+        elif kind == "tools":
+            for tool in event["tools"]:
+                marker = "  (asks for approval)" if tool["approval"] else ""
+                say(f"{tool['name']}  {tool['description']}{marker}", markup=False)
+        elif kind == "prompts":
+            for row in event["prompts"]:
+                usage = f"{row['command']} {row['arguments']}".strip()
+                say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
+        elif kind == "thread":
+            say(f"thread {event['thread']}", markup=False)
+        elif kind == "reload":
+            say(event["summary"], style="green", markup=False)
+        elif kind == "reload_error":
+            for problem in event["problems"]:
+                say(problem, style="red", markup=False)
+            say("the manifest has problems; still running the last good version", style="yellow")
+        elif kind == "change":
+            changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
+                       + [f"~{n}" for n in event["changed"]])
+            say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
+        elif kind == "interrupted":
+            say("(turn interrupted)", style="yellow")
+        elif kind == "error":
+            say(event["message"], style="red", markup=False)
+
+    def _help(self, event: dict[str, Any]) -> None:
+        say = self.console.print
+        say("Chat commands:", markup=False)
+        for command in event["commands"]:
+            say(f"  {command['usage']:<28} {command['description']}", markup=False)
+        if event["prompts"]:
+            say("Prompt commands (their messages go to the model):", markup=False)
+            for row in event["prompts"]:
+                say(f"  {(row['command'] + ' ' + row['arguments']).strip():<28} {row['description']}",
+                    markup=False)
+        say("Anything else is a message to the model.", markup=False)
+
+    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+        self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
+                           style="yellow", markup=False)
+        while True:
+            answer = (await self.reader.read("approve? [y]es / [n]o / [e]dit: ") or "n").strip().lower()
+            if answer in ("y", "yes"):
+                return {"action": "approve"}
+            if answer in ("n", "no"):
+                reason = await self.reader.read("reason (optional): ")
+                return {"action": "deny", "reason": reason or "denied by the user"}
+            if answer in ("e", "edit"):
+                raw = await self.reader.read("arguments as JSON: ")
+                try:
+                    args = json.loads(raw or "")
+                except json.JSONDecodeError as exc:
+                    self.console.print(f"not JSON: {exc}", style="red", markup=False)
+                    continue
+                if isinstance(args, dict):
+                    return {"action": "edit", "args": args}
+                self.console.print("arguments must be a JSON object", style="red")
+
+
+class JsonLinesView:
+    """The chat for a program: one JSON object a line in, one event a line out (README)."""
+
+    def __init__(self, reader: LineReader) -> None:
+        self.reader = reader
+
+    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+        click.echo(json.dumps(event, default=str))
+        sys.stdout.flush()
+
+    async def _next_object(self) -> dict[str, Any] | None:
+        while True:
+            line = await self.reader.read("")
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                self.show({"type": "error", "message": f"an input line must be a JSON object: {exc}"})
+                continue
+            if isinstance(value, dict):
+                return value
+            self.show({"type": "error", "message": "an input line must be a JSON object"})
+
+    async def read(self) -> str | None:
+        while True:
+            value = await self._next_object()
+            if value is None:
+                return None
+            if isinstance(value.get("text"), str):
+                return str(value["text"])
+            self.show({"type": "error",
+                       "message": 'expected {"text": "a message or a /command"}'})
+
+    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+        self.show({"type": "approval", "tool": approval["tool"], "args": approval["args"],
+                   "id": approval["id"]})
+        while True:
+            value = await self._next_object()
+            if value is None:
+                return {"action": "deny", "reason": "the input ended"}
+            action = value.get("action")
+            if action == "approve":
+                return {"action": "approve"}
+            if action == "deny":
+                return {"action": "deny", "reason": str(value.get("reason") or "denied")}
+            if action == "edit" and isinstance(value.get("args"), dict):
+                return {"action": "edit", "args": value["args"]}
+            self.show({"type": "error", "message": 'expected an approval answer: {"action": "approve"}, '
+                       '{"action": "deny", "reason": "..."} or {"action": "edit", "args": {...}}'})

@@ -1,0 +1,1 @@
+"""Getting started: starter folders, imports from other tools' MCP configs, effective settings."""

@@ -1,0 +1,206 @@
+"""The chat: its own commands, /call, Ctrl-C at an approval question, the prompt redrawn after a
+reload, and the JSON-lines chat whose events are the ones the README documents."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from test_agent_cli import chat_in_a_terminal, copy_bundled_agent
+
+from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
+from runner.manifest import CHAT_COMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+MCP_RUN = Path(sys.executable).parent / "mcp-run"
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    return copy_bundled_agent(tmp_path)
+
+
+def test_every_chat_command_has_a_handler_and_a_help_line() -> None:
+    assert set(CHAT_HANDLERS) | set(LEAVE_COMMANDS) == set(CHAT_COMMANDS)
+    assert set(CHAT_COMMAND_HELP) == set(CHAT_COMMANDS)
+
+
+def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline("/bogus")
+        session.expect(r"unknown command '/bogus'; commands: (.*)\r\n")
+        listed = session.match.group(1)
+        assert all(f"/{name}" in listed for name in CHAT_COMMANDS) and "/summary" in listed
+        session.expect("> ")
+        session.sendline("/relaod")
+        session.expect("did you mean 'reload'")
+        session.expect("> ")
+        session.sendline("/help")
+        session.expect("Anything else is a message to the model.")
+        shown = session.before
+        session.expect("> ")
+    for name in CHAT_COMMANDS:
+        assert re.search(rf"^  /{name}\b", shown, re.MULTILINE), name
+    assert "/summary [style=<style>]" in shown
+
+
+def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_approval(
+    agent_dir: Path,
+) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline('/call notes__calculate {"expression": "6*7"}')
+        session.expect("→ notes__calculate")
+        session.expect("42")
+        session.expect("> ")
+        session.sendline('/call notes__delete_note {"title": "ghost"}')
+        session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        session.sendline("n")
+        session.expect("reason")
+        session.sendline("not now")
+        session.expect("denied: not now")
+        session.expect("> ")
+
+
+def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(
+    agent_dir: Path,
+) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline('notes__delete_note {"title": "ghost"}')
+        session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        session.sendcontrol("c")
+        session.expect("turn interrupted")
+        session.expect("> ")
+        for number in (5, 6, 7):  # the abandoned question's reader must not take any of them
+            session.sendline(f'notes__calculate {{"expression": "{number}*{number}"}}')
+            session.expect(f"returned: {number * number}")
+            session.expect("> ")
+    assert session.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_leaves_the_chat_with_130(agent_dir: Path) -> None:
+    session = pexpect.spawn(str(MCP_RUN), ["agent.yaml"], cwd=str(agent_dir), encoding="utf-8", timeout=60)
+    try:
+        session.expect("> ")
+        session.sendcontrol("c")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
+    assert session.exitstatus == 130
+
+
+def test_in_watch_mode_the_prompt_is_redrawn_after_a_reload_line(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir, "--watch") as session:
+        manifest = agent_dir / "agent.yaml"
+        manifest.write_text(manifest.read_text().replace("tone: concise", "tone: friendly"))
+        session.expect("reloaded in")
+        session.expect("\r\n> ")
+        session.sendline('notes__calculate {"expression": "2+2"}')
+        session.expect("returned: 4")
+        session.expect("> ")
+
+
+# --------------------------------------------------------------------------- JSON lines
+
+
+def documented_events() -> dict[str, set[str]]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Chat events", 1)[1].split("\n## ", 1)[0]
+    events = {}
+    for row in re.findall(r"^\| `(\w+)` \|([^|]*)\|", section, re.MULTILINE):
+        events[row[0]] = set(re.findall(r"`(\w+)`", row[1])) | {"type"}
+    return events
+
+
+class JsonChat:
+    def __init__(self, cwd: Path) -> None:
+        self.process = subprocess.Popen([str(MCP_RUN), "agent.yaml", "--json"], cwd=cwd, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL)
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.events.put(json.loads(line))
+
+    def send(self, value: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write((value if isinstance(value, str) else json.dumps(value)) + "\n")
+        self.process.stdin.flush()
+
+    def wait_for(self, kind: str) -> dict[str, Any]:
+        while True:
+            event = self.events.get(timeout=60)
+            self.seen.append(event)
+            if event["type"] == kind:
+                return event
+
+
+def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
+    (agent_dir / "agent.yaml").write_text(
+        "version: 1\nname: events\nmodel: offline\ncheckpointer: memory\nservers:\n"
+        "  notes: {command: python, args: [examples/notes_server.py], env: {NOTES_FILE: notes.json},"
+        " tools: {approve: [delete_note]}}\n"
+        f"  dyn: {{command: python, args: ['{TESTS / 'servers' / 'dynamic.py'}']}}\n"
+        f"  demo: {{command: python, args: ['{TESTS / 'servers' / 'demo.py'}']}}\n"
+    )
+    chat = JsonChat(agent_dir)
+    try:
+        assert "notes__calculate" in chat.wait_for("ready")["tools"]
+        for command, kind in (("/help", "help"), ("/tools", "tools"), ("/prompts", "prompts"),
+                              ("/thread", "thread"), ("/reload", "reload"), ("/bogus", "error")):
+            chat.send({"text": command})
+            chat.wait_for(kind)
+        chat.send("not json")
+        assert "JSON object" in chat.wait_for("error")["message"]
+        chat.send({"text": 'notes__calculate {"expression": "6*7"}'})
+        assert chat.wait_for("final")["text"] == "notes__calculate returned: 42"
+        chat.send({"text": 'notes__delete_note {"title": "x"}'})
+        assert chat.wait_for("approval")["tool"] == "notes__delete_note"
+        chat.send({"action": "deny", "reason": "no"})
+        assert "denied" in chat.wait_for("final")["text"]
+        chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
+        assert chat.wait_for("change")["added"] == ["fresh"]
+        manifest = agent_dir / "agent.yaml"
+        good = manifest.read_text()
+        manifest.write_text(good + "bogus_key: 1\n")
+        chat.send({"text": "/reload"})
+        assert "bogus_key" in chat.wait_for("reload_error")["problems"][0]
+        manifest.write_text(good)
+        chat.send({"text": 'demo__sleep {"seconds": 60}'})
+        chat.wait_for("tool_call")
+        chat.process.send_signal(signal.SIGINT)
+        chat.wait_for("interrupted")
+        chat.send({"text": "/exit"})
+        assert chat.process.wait(timeout=60) == 0
+    finally:
+        if chat.process.poll() is None:  # SIGTERM stops the servers too
+            chat.process.terminate()
+            chat.process.wait(timeout=60)
+    documented = documented_events()
+    emitted: dict[str, set[str]] = {}
+    for event in chat.seen:
+        emitted.setdefault(event["type"], set()).update(event)
+    assert emitted == documented
+
+
+def test_one_shot_json_events_are_documented_with_their_fields(agent_dir: Path) -> None:
+    result = subprocess.run([str(MCP_RUN), "agent.yaml", "-p", 'notes__calculate {"expression": "1+1"}',
+                             "--json"], capture_output=True, text=True, cwd=agent_dir, timeout=120)
+    assert result.returncode == 0, result.stderr
+    documented = documented_events()
+    for event in map(json.loads, result.stdout.splitlines()):
+        assert set(event) == documented[event["type"]], event

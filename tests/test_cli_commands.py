@@ -1,0 +1,177 @@
+"""The inspection commands as a person runs them: exit codes, approval for `call`, the output
+limit, tables that never cut a name, `prompts --json`, and server text never read as markup."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from test_agent_cli import chat_in_a_terminal
+
+TESTS = Path(__file__).resolve().parent
+MCP_RUN = Path(sys.executable).parent / "mcp-run"
+
+MARKUP_SERVER = f'''
+import sys
+sys.path.insert(0, {str(TESTS)!r})
+from mcp.server.mcpserver import MCPServer
+from servers._serve import main
+
+def build(name: str = "markup") -> MCPServer:
+    server = MCPServer(name)
+
+    @server.tool(description="[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden")
+    def shout(text: str) -> str:
+        return "[bold]" + text + "[/]"
+
+    @server.tool(description="A tool whose name is long.")
+    def a_tool_with_a_rather_long_name_that_cannot_fit_in_a_narrow_column() -> str:
+        return "ok"
+
+    @server.prompt(description="[italic]Review[/] some code")
+    def review(code: str, focus: str = "all") -> str:
+        return f"[bold]Review[/] {{code}} [link=https://evil.example]now[/link] focus={{focus}}"
+
+    return server
+
+main(build)
+'''
+
+
+def mcp_run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MCP_RUN), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    """An agent with the demo server (max_output_chars 60, `fail` needs approval) and a server
+    whose descriptions and prompt text are full of rich markup."""
+    (tmp_path / "markup_server.py").write_text(MARKUP_SERVER)
+    demo = TESTS / "servers" / "demo.py"
+    (tmp_path / "agent.yaml").write_text(
+        "version: 1\nname: cli\nmodel: offline\ncheckpointer: memory\nservers:\n"
+        f"  demo:\n    command: python\n    args: ['{demo}']\n    max_output_chars: 60\n"
+        "    tools: {approve: [echo]}\n"
+        "  a-rather-long-server-key:\n    command: python\n    args: [markup_server.py]\n"
+    )
+    return tmp_path
+
+
+def test_a_malformed_or_missing_prompt_argument_and_an_unknown_prompt_exit_2(agent: Path) -> None:
+    for args in (("demo__greet", "=x"), ("demo__greet",), ("demo__nothing", "name=x")):
+        result = mcp_run("prompt", "agent.yaml", *args, cwd=agent)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith("error: ")
+
+
+def test_call_exits_2_for_an_unknown_tool_or_arguments_that_are_not_a_json_object(agent: Path) -> None:
+    unknown = mcp_run("call", "agent.yaml", "demo__ad", "{}", cwd=agent)
+    assert unknown.returncode == 2 and "unknown tool 'demo__ad' (did you mean 'demo__add'?)" in unknown.stderr
+    assert mcp_run("call", "agent.yaml", "demo__add", "{a: 1}", cwd=agent).returncode == 2
+    assert mcp_run("call", "agent.yaml", "demo__add", "[1, 2]", cwd=agent).returncode == 2
+
+
+def test_call_exits_1_when_the_tool_itself_fails(agent: Path) -> None:
+    result = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "broken"}', cwd=agent)
+    assert result.returncode == 1 and "broken" in result.stderr
+
+
+def test_call_of_a_tool_needing_approval_is_denied_without_a_terminal_unless_yes(agent: Path) -> None:
+    denied = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', cwd=agent)
+    assert denied.returncode == 1 and denied.stdout == ""
+    assert "denied demo__echo: needs approval (pass --yes to allow)" in denied.stderr
+    allowed = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', "--yes", cwd=agent)
+    assert allowed.returncode == 0 and allowed.stdout.strip() == "hi"
+
+
+@pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
+def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer: str, code: int) -> None:
+    call = pexpect.spawn(str(MCP_RUN), ["call", "agent.yaml", "demo__echo", '{"text": "hi"}'],
+                         cwd=str(agent), encoding="utf-8", timeout=60)
+    try:
+        call.expect("demo__echo wants to run with")
+        call.expect(r"approve\? \[y/N\]: ")
+        call.sendline(answer)
+        call.expect(pexpect.EOF)
+    finally:
+        call.close(force=True)
+    assert call.exitstatus == code
+    assert ("hi" in call.before) == (code == 0)
+
+
+def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> None:
+    result = mcp_run("call", "agent.yaml", "demo__env", '{"name": "PATH"}', cwd=agent)
+    assert result.returncode == 0, result.stderr
+    structured = result.stderr.split("structured content:", 1)[1].strip()
+    assert 0 < len(structured) <= 60 + 80  # the head and the tail, and the marker between them
+    big = mcp_run("call", "agent.yaml", "demo__big_output", '{"chars": 5000}', cwd=agent)
+    assert big.returncode == 0 and len(big.stdout) < 200
+
+
+def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
+    env = {**__import__("os").environ, "COLUMNS": "80"}
+    listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)
+    table = mcp_run("tools", "agent.yaml", cwd=agent, env=env)
+    assert table.returncode == 0, table.stderr
+    for row in listed:
+        assert any(line.split()[:3] == [row["name"], row["server"], row["original"]]
+                   for line in table.stdout.splitlines()), row["name"]
+    prompts = mcp_run("prompts", "agent.yaml", cwd=agent, env=env)
+    line = next(line for line in prompts.stdout.splitlines() if "/demo__review" in line)
+    assert line.split() == ["/demo__review", "demo", "review", "code=<code>", "[language=<language>]"]
+
+
+def test_prompts_json_lists_every_prompt_command_with_its_arguments(agent: Path) -> None:
+    result = mcp_run("prompts", "agent.yaml", "--json", cwd=agent)
+    assert result.returncode == 0, result.stderr
+    rows = {row["command"]: row for row in json.loads(result.stdout)}
+    assert rows["/demo__greet"] == {"command": "/demo__greet", "server": "demo", "original": "greet",
+                                    "arguments": "name=<name>", "description": "Greet someone."}
+    assert rows["/a-rather-long-server-key__review"]["arguments"] == "code=<code> [focus=<focus>]"
+
+
+def test_text_from_a_server_is_printed_as_it_is_never_read_as_markup(agent: Path) -> None:
+    tools = mcp_run("tools", "agent.yaml", cwd=agent, env={**__import__("os").environ, "COLUMNS": "200"})
+    words = " ".join(tools.stdout.split())
+    assert "[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden" in words
+    prompts = mcp_run("prompts", "agent.yaml", cwd=agent)
+    assert "[focus=<focus>]" in prompts.stdout
+    rendered = mcp_run("prompt", "agent.yaml", "a-rather-long-server-key__review", "code=x", cwd=agent)
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout.splitlines() == [
+        "[human]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
+    called = mcp_run("call", "agent.yaml", "a-rather-long-server-key__shout", '{"text": "[/]"}', cwd=agent)
+    assert called.stdout.strip() == "[bold][/][/]"
+
+
+def test_watch_exits_130_on_ctrl_c(agent: Path) -> None:
+    watch = pexpect.spawn(str(MCP_RUN), ["watch", "agent.yaml"], cwd=str(agent), encoding="utf-8",
+                          timeout=60)
+    try:
+        watch.expect("watching")
+        watch.kill(signal.SIGINT)
+        watch.expect(pexpect.EOF)
+    finally:
+        watch.close(force=True)
+    assert watch.exitstatus == 130
+
+
+def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> None:
+    with chat_in_a_terminal(agent) as chat:
+        chat.sendline("/tools")
+        chat.expect(re.escape("[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden"))
+        chat.expect("> ")
+        chat.sendline("/help")
+        chat.expect(re.escape("code=<code> [focus=<focus>]") + r"\s+"
+                    + re.escape("[italic]Review[/] some code"))
+        chat.expect("> ")
+        chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
+        chat.expect(re.escape("[bold][red]x[/]"))
+        chat.expect("> ")
