@@ -217,10 +217,12 @@ class ServerBase(ServerSettings):
         "ask", description="Requests for input from the server: ask the user, or decline them."
     )
     sampling: Annotated[Literal["ask", "allow", "deny"] | None, RESTARTS] = Field(
-        None, description="Completions the server asks of the model (default ask in the chat, deny elsewhere).",
+        None,
+        description="Completions the server asks of the model (default ask in the chat, deny elsewhere).",
     )
     roots: list[Annotated[str, Field(min_length=1)]] | None = Field(
-        None, description="Folders offered to the server as roots, relative to the manifest (default: the top-level roots).",
+        None,
+        description="Folders offered to the server as roots, relative to the manifest (default: top-level roots).",
     )
     logging: Annotated[ServerLoggingSpec, RESTARTS] = Field(
         default_factory=ServerLoggingSpec, description="Log level asked of the server, and shown."

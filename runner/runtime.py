@@ -27,7 +27,7 @@ from langgraph.types import Command
 
 from runner.checks import CheckedAgent, checked_agent
 from runner.errors import BuildError, RunnerError, ServerStartError
-from runner.graph import build_graph, open_checkpointer
+from runner.graph import ask_by_interrupt, build_graph, open_checkpointer
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
 from runner.models import ModelChain, build_model_chain
@@ -113,6 +113,7 @@ class Runtime:
     checkpointer: Any
     thread_id: str
     with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
+    interactive: bool = True  # False: servers' requests for input are declined at once (one-shot runs)
     listeners: list[ChangeListener] = field(default_factory=list)
     _generation: Generation | None = field(default=None, init=False)
 
@@ -225,6 +226,7 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
+        catalog.answer = ask_by_interrupt if self.interactive else None
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
         if model is not None:
             generation.graph = build_graph(
@@ -348,8 +350,13 @@ async def load_agent(
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     model: bool = True,
+    interactive: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
+
+    ``interactive=False`` (one-shot runs): a server's request for input during a tool call is
+    declined at once, and the tool result tells the model so. Otherwise the request interrupts
+    the graph (an ``elicitation`` event) until it is resumed with the answer.
 
     Server logs and the default conversation store go to the state folder
     (:func:`runner.state.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
@@ -369,7 +376,8 @@ async def load_agent(
             checkpointer = await stack.enter_async_context(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
-        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model)
+        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
+                          interactive=interactive)
         await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
@@ -404,7 +412,10 @@ async def stream_turn(
     """Run one turn (or resume one) and yield its events as JSON-ready dicts:
 
     ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),
-    ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —, and
+    ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
+    ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
+    and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
+    cancel —, and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)
@@ -420,7 +431,8 @@ async def stream_turn(
         for node, update in data.items():
             if node == "__interrupt__":
                 for pending in update:
-                    yield {**pending.value, "type": "approval"}
+                    kind = "elicitation" if pending.value.get("type") == "elicitation" else "approval"
+                    yield {**pending.value, "type": kind}
                 continue
             for item in (update or {}).get("messages", []):
                 if isinstance(item, AIMessage) and item.tool_calls and node == "model":

@@ -72,7 +72,8 @@ async def test_server_log_messages_are_forwarded_to_logging(
     async with demo_connection(demo_urls, tmp_path, legacy=legacy) as connection:
         await connection.call_tool("log", {"message": "disk almost full"})
     records = [r for r in caplog.records if r.name == "runner.servers.log.demo"]
-    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "[demo] warning: disk almost full")]
+    shown = [(r.levelno, r.getMessage()) for r in records]
+    assert shown == [(logging.WARNING, "[demo] warning: disk almost full")]
 
 
 @ERAS
@@ -120,7 +121,8 @@ async def test_with_max_timeout_a_call_without_progress_ends_after_the_idle_time
     demo_urls, tmp_path: Path
 ) -> None:
     async with demo_connection(demo_urls, tmp_path, timeout=0.3, max_timeout=30) as connection:
-        before = (await connection.call_tool("cancellations_seen", {}, timeout=5)).structured_content["result"]
+        counted = await connection.call_tool("cancellations_seen", {}, timeout=5)
+        before = counted.structured_content["result"]
         with anyio.fail_after(10):
             with pytest.raises(ServerTimeoutError) as raised:
                 await connection.call_tool("hang", {})

@@ -70,7 +70,8 @@ async def _until_signalled(body: Any) -> int:
 
 
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
-    async with load_agent(file, thread_id=thread_id) as runtime:
+    # Nobody answers a server's request for input here: it is declined at once, the model told.
+    async with load_agent(file, thread_id=thread_id, interactive=False) as runtime:
         stderr.print(f"thread {runtime.thread_id}", style="dim")
         message: str | Command = text
         final: dict[str, Any] | None = None

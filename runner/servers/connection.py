@@ -72,7 +72,9 @@ class ServerConnection:
         self.stderr_log = (
             StderrLog(key, state_dir / "logs" / f"{key}.log") if isinstance(spec, StdioServerSpec) else None
         )
-        self.requests = ServerRequests(key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log")
+        self.requests = ServerRequests(
+            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log"
+        )
         self.changes = ChangeSignal()
         self._publish = publish
         self._client: Client | None = None
@@ -301,10 +303,13 @@ class ServerConnection:
         a change of roots is announced to the live session."""
         self.spec = spec
         client = self._client
-        if not self.requests.update(spec) or client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if not self.requests.update(spec) or client is None:
+            return
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return  # 2026-07-28 servers receive the roots with each request for them
+        boundary = Boundary(self.key, "notifications/roots/list_changed")
         try:
-            with translated(Boundary(self.key, "notifications/roots/list_changed")), warnings.catch_warnings():
+            with translated(boundary), warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated in 2026, current in 2025
                 await client.session.send_roots_list_changed()
         except ServerClosedError as exc:  # the session is ending; its successor lists anew

@@ -14,7 +14,8 @@ answered by the one that started last. Accepted answers are completed with the s
 (SEP-1034): a field the user left out and the schema gives a default for is sent with it.
 
 Log messages (``notifications/message``) at or above ``logging.level`` (the level asked of the
-server on connect, enforced here too for servers that ignore it) are appended to the server's log file with their level
+server on connect, enforced here too for servers that ignore it) are appended to the server's log
+file with their level
 and logger, at any rate the server sends them (one line write each, nothing queued); those at or
 above ``logging.terminal`` are also logged to ``runner.servers.log.<key>`` for the terminal.
 """

@@ -31,7 +31,9 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
+from runner.servers.requests import Ask
 from runner.tools.arguments import format_problems, validate_arguments
+from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.filters import (
     apply_filter_function,
@@ -63,7 +65,9 @@ class Connection(Protocol):
     @property
     def resource_templates(self) -> list[types.ResourceTemplate]: ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None
+    ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
 
@@ -101,6 +105,8 @@ class ToolCatalog:
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
+    # Answers servers' requests for input during calls, in the calling task (None: decline them).
+    answer: Answer | None = None
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)
@@ -321,16 +327,20 @@ class ToolCatalog:
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
-        result = await self._call_with_fallbacks(server, original, arguments)
+        result, answered = await call_answering(
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask), self.answer
+        )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
         output = convert_result(result, max_output_chars=spec.max_output_chars, provider=self.provider)
+        if note := answered.note():  # the model hears why the server got no input
+            output = output.with_note(note)
         if output.is_error:
             raise ToolError(output.content if isinstance(output.content, str) else str(output.content))
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any]
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -341,7 +351,7 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments)
+                    return await connection.call_tool(tool, arguments, ask=ask)
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()

@@ -1,8 +1,8 @@
 """A server that asks the client for things, in both protocol eras.
 
 Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
-roots), slow (progress every ``interval`` seconds), levels (one log message per level), flood (``count`` log messages, then an answer),
-elicitations_seen (the last answers it got, newest last).
+roots), slow (progress every ``interval`` seconds), levels (one log message per level), flood
+(``count`` log messages, then an answer), elicitations_seen (the answers it got, newest last).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
 2026-07-28 ones the tool returns a result asking for input and reads the answers when the client
@@ -39,7 +39,9 @@ def build(name: str = "asking") -> MCPServer:
     server = MCPServer(name)
     answers: list[str] = []
 
-    async def ask(ctx: Context, request: types.ElicitRequest) -> types.ElicitResult | types.InputRequiredResult:
+    async def ask(
+        ctx: Context, request: types.ElicitRequest
+    ) -> types.ElicitResult | types.InputRequiredResult:
         """The answer to ``request``: a request to the client (2025) or a result asking (2026)."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             responses = ctx.input_responses or {}
@@ -123,4 +125,6 @@ def build(name: str = "asking") -> MCPServer:
 
 
 if __name__ == "__main__":
-    build().run()
+    from servers._serve import main
+
+    main(build)
