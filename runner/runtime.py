@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
@@ -40,7 +41,9 @@ from runner.prompts import (
     fetch_prompt_messages,
     parse_command_line,
 )
+from runner.sampling import approve_by_interrupt, complete
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
+from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
 from runner.tools.catalog import ToolCatalog
 
@@ -226,7 +229,7 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
-        catalog.answer = ask_by_interrupt if self.interactive else None
+        catalog.answer = self._answer if self.interactive else None
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
         if model is not None:
             generation.graph = build_graph(
@@ -238,6 +241,20 @@ class Runtime:
                 checkpointer=self.checkpointer,
             )
         self._generation = generation
+
+    async def _answer(self, server: str, request: Question) -> Reply:
+        """A server's question during a tool call, answered through a graph interrupt."""
+        if isinstance(request, types.CreateMessageRequestParams):
+            if not approve_by_interrupt(server, request):
+                return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
+            return await self.sample(server, request)
+        return ask_by_interrupt(server, request)
+
+    async def sample(
+        self, server: str, request: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        """A completion for server ``server`` from the manifest's model."""
+        return await complete(self.model, request)
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}
@@ -378,6 +395,8 @@ async def load_agent(
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
                           interactive=interactive)
+        fleet.sampling_default = "ask" if interactive else "deny"
+        fleet.sample = runtime.sample if model else None
         await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
@@ -415,7 +434,8 @@ async def stream_turn(
     ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
     ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
     and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
-    cancel —, and
+    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
+    — resumed with ``{"action": "approve"}`` or deny —, and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)
@@ -431,7 +451,8 @@ async def stream_turn(
         for node, update in data.items():
             if node == "__interrupt__":
                 for pending in update:
-                    kind = "elicitation" if pending.value.get("type") == "elicitation" else "approval"
+                    kind = pending.value.get("type")
+                    kind = kind if kind in ("elicitation", "sampling") else "approval"
                     yield {**pending.value, "type": kind}
                 continue
             for item in (update or {}).get("messages", []):

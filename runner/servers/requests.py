@@ -28,15 +28,21 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
 
 from runner.manifest import HttpServerSpec, StdioServerSpec
 
-Ask = Callable[[str, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
-"""``ask(server_key, request)``: the user's answer to one elicitation."""
+Question = types.ElicitRequestParams | types.CreateMessageRequestParams
+Reply = types.ElicitResult | types.CreateMessageResult | types.ErrorData
+Ask = Callable[[str, Question], Awaitable[Reply]]
+"""``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
+(its completion, or an error when the user refused it)."""
+Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
+"""``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
+SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PYTHON_LEVELS = {
@@ -71,6 +77,8 @@ class ServerRequests:
         self.base_dir = base_dir
         self.log_path = log_path
         self.fallback_ask: Ask | None = None  # answers requests no call is waiting for (tests, tools)
+        self.sampling_default: Literal["ask", "deny"] = "deny"  # when the spec says nothing
+        self.sample: Sample | None = None
         self._askers: list[Ask] = []
         self._log: TextIO | None = None
         self._terminal = logging.getLogger(f"runner.servers.log.{key}")
@@ -87,7 +95,13 @@ class ServerRequests:
             options["elicitation_callback"] = self.on_elicit
         if self.spec.roots:
             options["list_roots_callback"] = self.on_list_roots
+        if self.sampling != "deny":
+            options["sampling_callback"] = self.on_sample
         return options
+
+    @property
+    def sampling(self) -> Literal["ask", "allow", "deny"]:
+        return self.spec.sampling or self.sampling_default
 
     def update(self, spec: StdioServerSpec | HttpServerSpec) -> bool:
         """A reload changed settings that apply live; True when the roots changed."""
@@ -116,11 +130,31 @@ class ServerRequests:
         if self.spec.elicitation != "ask" or ask is None:
             return declined("no one is there to answer")
         answer = await ask(self.key, params)
+        if not isinstance(answer, types.ElicitResult):
+            return declined()
         if answer.action == "accept" and isinstance(params, types.ElicitRequestFormParams):
             answer = answer.model_copy(
                 update={"content": with_defaults(params.requested_schema, answer.content)}
             )
         return answer
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    async def on_sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        """``allow``: the model answers; ``ask``: the user sees the request first (through the call's
+        ``ask``); no call asking, no model, or ``deny``: refused."""
+        if self.sampling == "allow" and self.sample is not None:
+            return await self.sample(self.key, params)
+        ask = self._askers[-1] if self._askers else None
+        if self.sampling != "ask" or ask is None:
+            refused = "sampling was refused: no one can approve it"
+            return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
+        reply = await ask(self.key, params)
+        if isinstance(reply, types.ElicitResult):
+            return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused")
+        return reply
 
     # -- roots -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A tool call during which the server may ask the user for input.
+"""A tool call during which the server may ask the user for input (or to approve a completion).
 
 The server's question arrives in the SDK's task (2025-11-25) or in the call's own (2026-07-28);
 the answer must come from the task that runs the tool, because that is where LangGraph's
@@ -18,9 +18,9 @@ from typing import TypeVar
 import anyio
 import mcp_types as types
 
-from runner.servers.requests import Ask, declined
+from runner.servers.requests import SAMPLING_REFUSED, Ask, Question, Reply, declined
 
-Answer = Callable[[str, types.ElicitRequestParams], types.ElicitResult]
+Answer = Callable[[str, Question], Awaitable[Reply]]
 """``answer(server_key, request)``, run in the tool's task; may raise to pause the graph."""
 
 _Result = TypeVar("_Result")
@@ -29,9 +29,9 @@ _Result = TypeVar("_Result")
 @dataclass
 class _Question:
     server: str
-    request: types.ElicitRequestParams
+    request: Question
     answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: types.ElicitResult | None = None
+    answer: Reply | None = None
 
 
 @dataclass
@@ -55,7 +55,10 @@ async def call_answering(
     answered = Answered()
     if answer is None:
 
-        async def decline(server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
+        async def decline(server: str, request: Question) -> Reply:
+            if isinstance(request, types.CreateMessageRequestParams):
+                answered.declined.append("a completion from the model")
+                return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused: not interactive")
             answered.declined.append(request.message)
             return declined("the run is not interactive")
 
@@ -65,7 +68,7 @@ async def call_answering(
     outcome: list[_Result] = []
     failure: Exception | None = None
 
-    async def ask(server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
+    async def ask(server: str, request: Question) -> Reply:
         question = _Question(server, request)
         await send.send(question)
         await question.answered.wait()
@@ -86,7 +89,7 @@ async def call_answering(
         async with receive:
             async for question in receive:
                 try:
-                    question.answer = answer(question.server, question.request)
+                    question.answer = await answer(question.server, question.request)
                 except Exception as exc:  # the graph pauses (or the answer was invalid): stop the call
                     failure = exc
                     tg.cancel_scope.cancel()

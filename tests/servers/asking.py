@@ -1,8 +1,8 @@
 """A server that asks the client for things, in both protocol eras.
 
 Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
-roots), slow (progress every ``interval`` seconds), levels (one log message per level), flood
-(``count`` log messages, then an answer), elicitations_seen (the answers it got, newest last).
+roots), summarize (sampling), slow (progress every ``interval`` seconds), levels (one log message
+per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
 2026-07-28 ones the tool returns a result asking for input and reads the answers when the client
@@ -89,6 +89,25 @@ def build(name: str = "asking") -> MCPServer:
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
                 listed = await ctx.request_context.session.list_roots()
         return "\n".join(str(root.uri) for root in listed.roots) or "no roots"
+
+    @server.tool()
+    async def summarize(text: str, ctx: Context) -> Any:
+        """Ask the client's model for a summary of ``text`` (sampling)."""
+        request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            system_prompt="Summarize in five words.", max_tokens=50, stop_sequences=["END"],
+        ))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = (ctx.input_responses or {}).get("summary")
+            if answer is None:
+                return types.InputRequiredResult(input_requests={"summary": request})
+            completion = types.CreateMessageResult.model_validate(answer.model_dump(by_alias=True))
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                session = ctx.request_context.session
+                completion = await session.send_request(request, types.CreateMessageResult)
+        return f"summary: {completion.content.text}"
 
     @server.tool()
     async def levels(ctx: Context) -> str:
