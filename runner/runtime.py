@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
@@ -230,6 +231,7 @@ class Runtime:
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
         catalog.answer = self._answer if self.interactive else None
+        catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
         if model is not None:
             generation.graph = build_graph(
@@ -435,13 +437,18 @@ async def stream_turn(
     ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
     and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
     cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
-    — resumed with ``{"action": "approve"}`` or deny —, and
+    — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
+    total, message: a running tool call's progress notification), and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)
     names: dict[str, str] = {}
-    stream = runtime.graph.astream(turn_input(message), config, stream_mode=["messages", "updates"])
+    modes = ["messages", "updates", "custom"]
+    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
     async for mode, data in stream:
+        if mode == "custom":  # progress of a running tool call
+            yield data
+            continue
         if mode == "messages":
             chunk, metadata = data
             if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
@@ -467,6 +474,14 @@ async def stream_turn(
                 elif isinstance(item, ToolMessage):
                     yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
                            "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+
+
+def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
+    """The running graph's custom stream (progress events), or None outside a graph run."""
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return None
 
 
 def _message_text(message: BaseMessage) -> str:

@@ -9,6 +9,7 @@ conversion of the result. Failures meant for the model are raised as :class:`Too
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 from collections import Counter
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 import anyio
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ConfigDict
 
 from runner.errors import (
@@ -66,7 +68,8 @@ class Connection(Protocol):
     def resource_templates(self) -> list[types.ResourceTemplate]: ...
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None
+        self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
@@ -107,6 +110,8 @@ class ToolCatalog:
     warnings: list[str] = field(default_factory=list, init=False)
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
     answer: Answer | None = None
+    # Where a call's progress goes, looked up in the calling task (None there: nowhere).
+    progress_sink: Callable[[], Callable[[dict[str, Any]], None] | None] = lambda: None
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)
@@ -327,8 +332,9 @@ class ToolCatalog:
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
+        progress = self._progress_reporter(name, server)
         result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask), self.answer
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress), self.answer
         )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
@@ -340,7 +346,7 @@ class ToolCatalog:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -351,7 +357,7 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments, ask=ask)
+                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress)
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
@@ -363,6 +369,19 @@ class ToolCatalog:
                 await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
+
+    def _progress_reporter(self, name: str, server: str) -> ProgressFnT:
+        """Every call asks for progress (so it carries a progress token); it goes to the sink."""
+        sink = self.progress_sink()
+        # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
+        caller = contextvars.copy_context()
+
+        async def report(done: float, total: float | None, message: str | None) -> None:
+            if sink is not None:
+                caller.run(sink, {"type": "progress", "tool": name, "server": server, "progress": done,
+                                  "total": total, "message": message})
+
+        return report
 
     async def drained(self, servers: set[str]) -> None:
         """Wait until no call made through this catalog is in flight on ``servers``."""
