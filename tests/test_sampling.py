@@ -94,3 +94,18 @@ async def test_a_one_shot_run_refuses_sampling_unless_the_manifest_allows_it(tmp
         events = await turn(runtime, "summarize it")
     assert [e["status"] for e in events if e["type"] == "tool_result"] == ["error"]
     assert [e for e in events if e["type"] == "sampling"] == []
+
+
+def test_the_chat_shows_what_the_server_asks_the_model_before_it_is_sent(tmp_path: Path) -> None:
+    from test_agent_cli import chat_in_a_terminal
+
+    write_agent(tmp_path, legacy=True, script=[CALL, "cat story", "done"])
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.sendline("summarize it")
+        chat.expect(r"\[asking\] asks the model for a completion \(at most 50 tokens\):")
+        chat.expect("system: Summarize in five words.")
+        chat.expect("user: a long story about a cat")
+        chat.expect(r"send it to the model\? \[y\]es / \[n\]o: ")
+        chat.sendline("y")
+        chat.expect("summary: cat story")
+        chat.expect("> ")

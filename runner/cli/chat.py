@@ -22,6 +22,7 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
 from runner.errors import ManifestError, RunnerError, ToolError
@@ -255,15 +256,18 @@ class ChatSession:
 
     async def _turn(self, message: Any) -> None:
         while True:
-            approval = None
+            pending = None  # an interrupt: a tool call to approve, or a server's question
             async for event in stream_turn(self.runtime, message):
-                if event["type"] == "approval":
-                    approval = event
+                if event["type"] in ("approval", *QUESTION_EVENTS):
+                    pending = event
                 else:
                     self.view.show(event)
-            if approval is None:
+            if pending is None:
                 return
-            message = Command(resume=await self.approve(approval))
+            if pending["type"] == "approval":
+                message = Command(resume=await self.approve(pending))
+            else:
+                message = Command(resume=await answer_question(self.view, pending))
 
     async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
         if self.yes:
