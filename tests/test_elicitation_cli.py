@@ -100,3 +100,15 @@ def test_the_json_lines_chat_asks_with_an_elicitation_event_and_reads_the_answer
     [question] = [e for e in events if e["type"] == "elicitation"]
     assert question["schema"]["required"] == ["date"]
     assert any(e["type"] == "tool_result" and e["text"] == "booked sunday for 2" for e in events)
+
+
+def test_server_log_lines_on_the_terminal_name_the_server_and_start_at_its_terminal_level(
+    tmp_path: Path,
+) -> None:
+    write_agent(tmp_path, legacy=True, logging={"level": "debug", "terminal": "warning"})
+    result = mcp_run("agent.yaml", "-p", "asking__levels", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = [line for line in result.stderr.splitlines() if "message" in line]
+    assert shown == ["[asking] warning: a warning message", "[asking] error: a error message"]
+    log = (tmp_path / ".mcp-run" / "logs" / "asking.log").read_text()
+    assert "debug [asking.levels]: a debug message" in log
