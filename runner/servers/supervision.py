@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from typing import Literal
 
 import anyio
@@ -33,7 +34,7 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner.errors import (
@@ -187,7 +188,9 @@ async def _set_log_level(connection: ServerConnection, client: Client) -> None:
         return
     try:
         with translated(Boundary(connection.key, "logging/setLevel")):
-            await client.session.set_logging_level(connection.spec.logging.level)
+            with warnings.catch_warnings():  # deprecated in 2026-07-28, current in 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.session.set_logging_level(connection.spec.logging.level)
     except ServerRequestError as exc:  # the server's own default level stays: worth a warning only
         logger.warning("server %s", exc)
 
