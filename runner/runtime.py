@@ -51,6 +51,7 @@ from runner.tools.catalog import ToolCatalog
 logger = logging.getLogger(__name__)
 
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
+CLOSE_LIMIT = 5.0  # seconds a stopped turn waits for its graph run (and tool calls) to be cancelled
 WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
@@ -445,35 +446,41 @@ async def stream_turn(
     names: dict[str, str] = {}
     modes = ["messages", "updates", "custom"]
     stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
-    async for mode, data in stream:
-        if mode == "custom":  # progress of a running tool call
-            yield data
-            continue
-        if mode == "messages":
-            chunk, metadata = data
-            if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
-                if text := chunk.text:
-                    yield {"type": "token", "text": text}
-            continue
-        for node, update in data.items():
-            if node == "__interrupt__":
-                for pending in update:
-                    kind = pending.value.get("type")
-                    kind = kind if kind in ("elicitation", "sampling") else "approval"
-                    yield {**pending.value, "type": kind}
+    try:
+        async for mode, data in stream:
+            if mode == "custom":  # progress of a running tool call
+                yield data
                 continue
-            for item in (update or {}).get("messages", []):
-                if isinstance(item, AIMessage) and item.tool_calls and node == "model":
-                    for call in item.tool_calls:
-                        names[call["id"]] = call["name"]
-                        yield {"type": "tool_call", "name": call["name"], "args": call["args"],
-                               "id": call["id"]}
-                elif isinstance(item, AIMessage) and node == "model":
-                    reason = item.response_metadata.get("finish_reason")
-                    yield {"type": "final", "text": item.text, "reason": reason}
-                elif isinstance(item, ToolMessage):
-                    yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
-                           "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+            if mode == "messages":
+                chunk, metadata = data
+                if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
+                    if text := chunk.text:
+                        yield {"type": "token", "text": text}
+                continue
+            for node, update in data.items():
+                if node == "__interrupt__":
+                    for pending in update:
+                        kind = pending.value.get("type")
+                        kind = kind if kind in ("elicitation", "sampling") else "approval"
+                        yield {**pending.value, "type": kind}
+                    continue
+                for item in (update or {}).get("messages", []):
+                    if isinstance(item, AIMessage) and item.tool_calls and node == "model":
+                        for call in item.tool_calls:
+                            names[call["id"]] = call["name"]
+                            yield {"type": "tool_call", "name": call["name"], "args": call["args"],
+                                   "id": call["id"]}
+                    elif isinstance(item, AIMessage) and node == "model":
+                        reason = item.response_metadata.get("finish_reason")
+                        yield {"type": "final", "text": item.text, "reason": reason}
+                    elif isinstance(item, ToolMessage):
+                        yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
+                               "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+    finally:
+        # A stopped turn (Ctrl-C, a cancelled task) closes the graph run now, which cancels its
+        # tool calls (and so their requests on the servers) instead of leaving them running.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+            await stream.aclose()
 
 
 def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
