@@ -20,7 +20,7 @@ from pathlib import Path
 
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
-from runner.manifest import PYTHON_COMMANDS, Manifest, StdioServerSpec
+from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec
 from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
 from runner.tools.filters import ImportPathError, load_import_path
 
@@ -88,8 +88,6 @@ def _order(problem: Problem) -> tuple[str, int, int, str]:
 def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
     """(problems, warnings) of every model id: a provider init_chat_model does not know is a
     problem; its package not installed or its API key variable not set is a warning."""
-    from runner.models.builtin import OFFLINE_ID, SCRIPTED_ID
-
     model = loaded.manifest.model
     written_as_mapping = ("model", "id") in loaded.source.values
     ids = [(("model", "id") if written_as_mapping else ("model",), model.id, True)]

@@ -4,6 +4,8 @@
     ├── ManifestError              the manifest (or a template it names) is wrong; carries Problems
     ├── ServerError                one MCP server misbehaved; carries the server key
     │   ├── ServerStartError       it could not be started or did not finish the handshake
+    │   │   └── AuthError          its OAuth authorization failed (permanent: a restart fails alike)
+    │   │       └── LoginRequiredError  no usable token and nobody to ask: ``mcp-run auth login``
     │   ├── ServerClosedError      its connection is gone (process exited, stream closed)
     │   ├── ServerTimeoutError     a request got no answer in time (carries the timeout)
     │   └── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
@@ -16,7 +18,9 @@
     │       └── StrictSchemaError  ... in OpenAI strict mode (it may still be offered without it)
     ├── ModelError                 the chat model cannot be created or answered with an error
     ├── CheckpointerError          the conversation store cannot be opened
-    └── StateError                 the state folder (logs, conversations) cannot be created
+    ├── StateError                 the state folder (logs, conversations) cannot be created
+    ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
+    └── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``; for everything said to or by an MCP server
@@ -95,6 +99,21 @@ class ServerStartError(ServerError):
     def __init__(self, server: str, message: str, *, permanent: bool = False) -> None:
         self.permanent = permanent
         super().__init__(server, message)
+
+
+class AuthError(ServerStartError):
+    """Authorizing with server ``server`` failed (metadata, registration, token, state, issuer)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(server, message, permanent=True)
+
+
+class LoginRequiredError(AuthError):
+    """Server ``server`` needs a login and this run cannot ask for one; ``command`` is what to run."""
+
+    def __init__(self, server: str, command: str) -> None:
+        self.command = command
+        super().__init__(server, f"needs a login: run `{command}`")
 
 
 class ServerClosedError(ServerError):
@@ -197,3 +216,11 @@ class CheckpointerError(RunnerError):
 
 class StateError(RunnerError):
     """The state folder (server logs, the conversation store) cannot be created or written."""
+
+
+class CassetteDrift(RunnerError):
+    """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
+
+
+class CaseSaveError(RunnerError):
+    """A case could not be written (a bad name, a file already there, nothing to save)."""

@@ -12,7 +12,7 @@ problem for the whole string, which is then left as written.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 MAX_NESTING = 64
 MALFORMED = "malformed variable reference; use ${NAME}, ${NAME:-default} or $${ for a literal '${'"
@@ -30,6 +30,34 @@ def expand_variables(text: str, environ: Mapping[str, str]) -> tuple[str, list[s
     except _MalformedReference:
         return text, [*expansion.problems, MALFORMED]
     return value, expansion.problems
+
+
+def referenced_variables(text: str) -> set[str]:
+    """The names ``text`` references, defaults included (a variable that may be used at all)."""
+    names = _Names()
+    try:
+        _Expansion(text, names).until(0, evaluate=True, depth=0)
+    except _MalformedReference:
+        pass  # the references read before the malformed one are named still
+    return names.looked_up
+
+
+class _Names(Mapping[str, str]):
+    """An environment where nothing is set, so every default is expanded too; it remembers the
+    names looked up."""
+
+    def __init__(self) -> None:
+        self.looked_up: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.looked_up.add(name)
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 class _MalformedReference(Exception):

@@ -254,14 +254,16 @@ class _Converter:
         return value
 
 
-def _located(error: ErrorDetails, data: Any, source: SourceMap) -> Problem:
+def _located(
+    error: ErrorDetails, data: Any, source: SourceMap, root: type[BaseModel] = Manifest
+) -> Problem:
     """A pydantic error -> a Problem at the right place with a message for people."""
     path, missing = _document_path(error["loc"], data)
     kind, message = error["type"], error["msg"]
     context = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        hint = did_you_mean(str(path[-1]), _allowed_keys(path[:-1], data))
-        if not hint and path[:-1] == ("model",):
+        hint = did_you_mean(str(path[-1]), _allowed_keys(path[:-1], data, root))
+        if not hint and root is Manifest and path[:-1] == ("model",):
             hint = " (settings for the model itself go under 'params')"
         return source.problem(path, f"unknown key '{path[-1]}'{hint}", at_key=True)
     if kind == "missing":
@@ -312,9 +314,9 @@ def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:
     return tuple(path), key_error
 
 
-def _allowed_keys(path: Path_, data: Any) -> set[str]:
-    """The keys the manifest accepts at ``path`` (for 'did you mean')."""
-    annotation: Any = Manifest
+def _allowed_keys(path: Path_, data: Any, root: type[BaseModel] = Manifest) -> set[str]:
+    """The keys the document accepts at ``path`` (for 'did you mean')."""
+    annotation: Any = root
     cursor: Any = data
     for part in path:
         cursor = cursor.get(part) if isinstance(cursor, dict) else None
@@ -350,3 +352,25 @@ def _flatten(annotation: Any) -> list[Any]:
     if origin in (typing.Union, types.UnionType):
         return [m for arg in typing.get_args(annotation) for m in _flatten(arg)]
     return [annotation]
+
+
+# --------------------------------------------------------------------------- other YAML documents
+
+
+def read_located_yaml(
+    raw: bytes | str, *, file: str, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], SourceMap, list[Problem]]:
+    """Any YAML mapping read the way the manifest is: the data, where each path starts, and the
+    problems found while reading (duplicate keys, unset variables). Raises ManifestError when the
+    text cannot be read at all."""
+    source = SourceMap(file)
+    problems: list[Problem] = []
+    data = _read_document(raw, source, os.environ if environ is None else environ, problems)
+    return data, source, problems
+
+
+def located_problems(
+    exc: ValidationError, data: Any, source: SourceMap, *, root: type[BaseModel]
+) -> list[Problem]:
+    """The errors of validating ``data`` against ``root``, located and worded like the manifest's."""
+    return [_located(error, data, source, root) for error in exc.errors()]

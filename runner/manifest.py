@@ -39,8 +39,11 @@ ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".md", ".txt")
 # A stdio command spelled like this runs the interpreter running mcp-run (and its packages).
 PYTHON_COMMANDS = ("python", "python3")
+# The built-in models (no provider, no network).
+OFFLINE_ID = "offline"
+SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
-CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "exit", "quit")
+CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "save", "exit", "quit")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -253,6 +256,47 @@ class StdioServerSpec(ServerBase):
     cwd: Annotated[str | None, RESTARTS] = Field(None, description="Working directory, relative to the manifest.")
 
 
+class AuthSpec(Spec):
+    """OAuth 2.1 authorization of an http/sse server (the MCP authorization flow); all optional.
+
+    Without ``client_id`` the client registers itself (a Client ID Metadata Document when
+    ``client_metadata_url`` is given and the server supports it, else Dynamic Client Registration).
+    """
+
+    grant: Literal["authorization_code", "client_credentials"] = Field(
+        "authorization_code",
+        description="authorization_code (a person logs in once) or client_credentials (unattended).",
+    )
+    client_id: str | None = Field(None, min_length=1, description="A pre-registered client id.")
+    client_secret: str | None = Field(
+        None, min_length=1, repr=False, description="Its secret (secret; use ${VAR})."
+    )
+    client_metadata_url: str | None = Field(
+        None,
+        pattern=r"^https://[^\s/]+/\S+",
+        description="HTTPS URL of a Client ID Metadata Document, used as client id where supported.",
+    )
+    scopes: UniqueNames | None = Field(
+        None, description="Scopes to request (default: what the server asks for or supports)."
+    )
+    callback_port: int | None = Field(
+        None, ge=1, le=65535, description="Port of the login redirect on 127.0.0.1 (default 33418)."
+    )
+    issuer: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s/]+",
+        description="client_credentials: the authorization server the credentials belong to.",
+    )
+
+    @model_validator(mode="after")
+    def _grant_needs(self) -> AuthSpec:
+        if self.grant == "client_credentials" and not (self.client_id and self.client_secret):
+            raise ValueError("grant client_credentials needs client_id and client_secret")
+        if self.client_secret and not self.client_id:
+            raise ValueError("client_secret needs client_id")
+        return self
+
+
 class HttpServerSpec(ServerBase):
     transport: Annotated[Literal["http", "sse"], RESTARTS] = Field(
         "http",
@@ -262,6 +306,9 @@ class HttpServerSpec(ServerBase):
     url: Annotated[str, RESTARTS] = Field(pattern=r"^https?://[^\s/]+", description="Streamable HTTP (or SSE) endpoint.")
     headers: Annotated[dict[str, str], RESTARTS] = Field(
         default_factory=dict, repr=False, description="Request headers (values are secret)."
+    )
+    auth: Annotated[AuthSpec | None, RESTARTS] = Field(
+        None, repr=False, description="OAuth authorization (log in once with `mcp-run auth login`)."
     )
 
 

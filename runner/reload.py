@@ -2,7 +2,9 @@
 
 This module only watches: on a change it forgets the changed Python modules, checks the manifest
 again and hands it to :meth:`runner.runtime.Runtime.apply`, which decides what restarts and what
-is rebuilt. An invalid manifest changes nothing; the last good generation keeps running.
+is rebuilt. An invalid manifest changes nothing; the last good generation keeps running. The
+token files of http/sse servers are watched too: a login stored meanwhile starts a server that
+waited for it, and token refreshes of running servers reload nothing.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ async def watch_and_reload(
                     ready.set()
                 continue
             changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O, cheap)
+            if runtime.only_token_refreshes(changed):
+                continue  # running servers refreshed their tokens: nothing to reload
             try:
                 report = await reload_runtime(runtime, changed_files=changed)
             except ManifestError as exc:

@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,12 @@ from langgraph.config import get_stream_writer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
-from runner.errors import BuildError, RunnerError, ServerStartError
+from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
 from runner.graph import ask_by_interrupt, build_graph, open_checkpointer
 from runner.loading import LoadedManifest
-from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
+from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
 from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
@@ -46,7 +47,8 @@ from runner.sampling import approve_by_interrupt, complete
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
-from runner.tools.catalog import ToolCatalog
+from runner.tools.catalog import ToolCall, ToolCatalog
+from runner.tools.content import ToolOutput
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
+# open_fleet's signature: an empty fleet the runtime starts the manifest's servers in.
+ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
 
 
 def launch_spec(spec: ServerSpec) -> ServerSpec:
@@ -63,6 +67,28 @@ def launch_spec(spec: ServerSpec) -> ServerSpec:
     if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS:
         return spec.model_copy(update={"command": sys.executable})
     return spec
+
+
+class GenerationAdapter:
+    """What a caller changes in every generation the runtime builds, at start-up and at each
+    reload: the agent as checked, the model chain, and every tool call the model makes.
+
+    The evals run the agent this way (a memory checkpointer, their model recording or replaying,
+    the case's template variables, recorded tool results). This base class changes nothing.
+    """
+
+    def agent(self, checked: CheckedAgent) -> CheckedAgent:
+        """The agent as it is run. ``load_agent`` calls it once more on the first manifest, to
+        open the checkpointer it names: it must depend on ``checked`` alone."""
+        return checked
+
+    def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
+        """The model chain of ``spec``; called when the model spec changed, not at every reload."""
+        return build_model_chain(spec, base_dir=base_dir)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
+        """A call the model makes to the tool ``name``; ``call`` is the catalog's own."""
+        return await call(name, arguments)
 
 
 @dataclass
@@ -73,6 +99,7 @@ class Generation:
     catalog: ToolCatalog
     model: ModelChain | None  # None: started without a model (listing and calling only)
     prompt_catalog: PromptCatalog
+    logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
 
     @property
@@ -119,6 +146,7 @@ class Runtime:
     thread_id: str
     with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
     interactive: bool = True  # False: servers' requests for input are declined at once (one-shot runs)
+    adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
     listeners: list[ChangeListener] = field(default_factory=list)
     _generation: Generation | None = field(default=None, init=False)
 
@@ -141,8 +169,20 @@ class Runtime:
 
     @property
     def files(self) -> frozenset[Path]:
-        """The manifest and every file the current generation was built from (watch mode follows)."""
-        return self.generation.checked.files
+        """The manifest, every file the current generation was built from, and the token files of
+        its http/sse servers that log in (watch mode follows them all)."""
+        return self.generation.checked.files | frozenset(self.generation.logins.values())
+
+    def waits_for_login(self, key: str) -> bool:
+        """Whether server ``key`` is not running because its authorization failed."""
+        connection = self.fleet.connections.get(key)
+        return connection is not None and isinstance(connection.error, AuthError)
+
+    def only_token_refreshes(self, changed: Set[Path]) -> bool:
+        """Whether ``changed`` holds only token files of running servers: their own refreshes,
+        which change nothing the agent is built from."""
+        running = {path for key, path in self.generation.logins.items() if not self.waits_for_login(key)}
+        return bool(changed) and {path.resolve() for path in changed} <= running
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -172,9 +212,12 @@ class Runtime:
         their in-flight calls end, the others take their new settings live. At start-up (nothing
         applied yet) a required server that cannot start raises ServerStartError; later it is
         reported in ``failed`` and the rest goes on. ``changed_files`` (templates, local modules)
-        count as changes of what they feed.
+        count as changes of what they feed; a changed token file restarts its server if that one
+        waits for a login (``mcp-run auth login`` ran meanwhile).
         """
         began = time.perf_counter()
+        if self.adapter is not None:
+            checked = self.adapter.agent(checked)
         previous = self._generation
         manifest = checked.loaded.manifest
         model = self._model_for(checked, previous)
@@ -182,21 +225,26 @@ class Runtime:
         running = set(self.fleet.connections)
         report = ReloadReport(started=sorted(set(specs) - running), stopped=sorted(running - set(specs)))
         kept = sorted(running & set(specs))
-        restarting = {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
+        changed = {path.resolve() for path in changed_files}
+        logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
+        restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
         if previous is None:
             await self.fleet.start_all({key: specs[key] for key in report.started})
         else:
             await previous.catalog.drained(set(report.stopped) | restarting)
-            await self._reconcile(specs, kept, report)
+            await self._reconcile(specs, kept, report, logged_in)
         report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
-        self._install(checked, model, previous)
+        self._install(checked, model, previous, logins)
         report.seconds = time.perf_counter() - began
         return report
 
-    async def _reconcile(self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport) -> None:
+    async def _reconcile(
+        self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport, logged_in: Set[str]
+    ) -> None:
         async def update(key: str) -> None:
             try:
-                if await self.fleet.update(key, specs[key]) == "restarted":
+                if await self.fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
                     report.restarted.append(key)
             except ServerStartError as exc:  # a required server: reported, the rest goes on
                 report.restarted.append(key)
@@ -223,17 +271,26 @@ class Runtime:
         spec = checked.loaded.manifest.model
         if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
             return previous.model  # keep the client (and its connection pool)
+        if self.adapter is not None:
+            return self.adapter.model(spec, checked.loaded.base_dir)
         return build_model_chain(spec, base_dir=checked.loaded.base_dir)
 
-    def _install(self, checked: CheckedAgent, model: ModelChain | None, previous: Generation | None) -> None:
+    def _install(
+        self,
+        checked: CheckedAgent,
+        model: ModelChain | None,
+        previous: Generation | None,
+        logins: Mapping[str, Path],
+    ) -> None:
         """Build a generation from ``checked`` over the servers as they are, and make it current."""
         manifest = checked.loaded.manifest
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
-                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {})
+                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
         catalog.answer = self._answer if self.interactive else None
         catalog.progress_sink = _stream_writer
-        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest))
+        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         if model is not None:
             generation.graph = build_graph(
                 model,
@@ -371,6 +428,8 @@ async def load_agent(
     environ: Mapping[str, str] | None = None,
     model: bool = True,
     interactive: bool = True,
+    adapter: GenerationAdapter | None = None,
+    open_servers: ServersOpener = open_fleet,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
 
@@ -383,13 +442,16 @@ async def load_agent(
 
     ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
     its credentials needed) and ``runtime.graph`` raises RunnerError.
+
+    ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
+    in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
     """
     checked = checked_agent(path, environ=environ)
-    loaded = checked.loaded
+    loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
     state_dir = state_folder(loaded, environ=environ)
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
-            open_fleet({}, base_dir=loaded.base_dir, state_dir=state_dir)
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
         checkpointer = None
         if model:
@@ -397,7 +459,7 @@ async def load_agent(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
-                          interactive=interactive)
+                          interactive=interactive, adapter=adapter)
         fleet.sampling_default = "ask" if interactive else "deny"
         fleet.sample = runtime.sample if model else None
         await runtime.apply(checked)

@@ -4,7 +4,6 @@ interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offli
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,19 +12,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from builders import copy_bundled_agent, server, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def copy_bundled_agent(folder: Path) -> Path:
-    """The bundled agent (manifest, notes server, templates, schema) copied into ``folder``."""
-    for name in ("agent.yaml", "examples", "prompts", "schemas"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, folder / name)
-        else:
-            shutil.copy(source, folder / name)
-    return folder
 
 
 @pytest.fixture
@@ -133,11 +122,7 @@ def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> Non
 
 
 def sleepy_agent(folder: Path) -> None:
-    demo = Path(__file__).resolve().parent / "servers" / "demo.py"
-    (folder / "agent.yaml").write_text(
-        "version: 1\nname: sleepy\nmodel: offline\ncheckpointer: memory\n"
-        f"servers:\n  demo: {{command: python, args: ['{demo}']}}\n"
-    )
+    write_manifest(folder, {"demo": server("demo")}, name="sleepy", model="offline", checkpointer="memory")
 
 
 def child_pids(pid: int) -> list[int]:

@@ -16,13 +16,13 @@ from typing import Any
 import pexpect
 import pytest
 
-from test_agent_cli import chat_in_a_terminal, copy_bundled_agent
+from builders import copy_bundled_agent, server, write_manifest
+from test_agent_cli import chat_in_a_terminal
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 
@@ -70,6 +70,29 @@ def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_a
         session.sendline("not now")
         session.expect("denied: not now")
         session.expect("> ")
+
+
+def test_save_writes_the_conversation_as_a_case_that_mcp_run_test_then_passes(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline("/save sums")
+        session.expect("no user message yet")  # a CaseSaveError is printed and the chat goes on
+        session.expect("> ")
+        session.sendline('notes__calculate {"expression": "6*7"}')
+        session.expect("returned: 42")
+        session.expect("> ")
+        session.sendline("/save sums")
+        session.expect("saved the case sums to ")
+        session.expect("> ")
+        session.sendline("/save sums")
+        session.expect("already exists")
+        session.expect("> ")
+    saved = agent_dir / "evals" / "sums.yaml"
+    case = saved.read_text()
+    assert "notes__calculate" in case and "6*7" in case
+    result = subprocess.run([str(MCP_RUN), "test", "agent.yaml", "evals/sums.yaml", "--json"], cwd=agent_dir,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("sums", "passed")]
 
 
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(
@@ -150,14 +173,11 @@ class JsonChat:
 
 
 def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
-    (agent_dir / "agent.yaml").write_text(
-        "version: 1\nname: events\nmodel: offline\ncheckpointer: memory\nservers:\n"
-        "  notes: {command: python, args: [examples/notes_server.py], env: {NOTES_FILE: notes.json},"
-        " tools: {approve: [delete_note]}}\n"
-        f"  dyn: {{command: python, args: ['{TESTS / 'servers' / 'dynamic.py'}']}}\n"
-        f"  demo: {{command: python, args: ['{TESTS / 'servers' / 'demo.py'}']}}\n"
-        f"  asking: {{command: python, args: ['{TESTS / 'servers' / 'asking.py'}', --legacy]}}\n"
-    )
+    notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
+             "tools": {"approve": ["delete_note"]}}
+    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
+                               "asking": server("asking", "--legacy")},
+                   name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
         assert "notes__calculate" in chat.wait_for("ready")["tools"]
@@ -169,6 +189,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert "JSON object" in chat.wait_for("error")["message"]
         chat.send({"text": 'notes__calculate {"expression": "6*7"}'})
         assert chat.wait_for("final")["text"] == "notes__calculate returned: 42"
+        chat.send({"text": "/save sums"})
+        assert chat.wait_for("saved")["path"].endswith("sums.yaml")
         chat.send({"text": 'notes__delete_note {"title": "x"}'})
         assert chat.wait_for("approval")["tool"] == "notes__delete_note"
         chat.send({"action": "deny", "reason": "no"})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from builders import server, write_manifest
 from test_agent_cli import chat_in_a_terminal
 
 TESTS = Path(__file__).resolve().parent
@@ -54,13 +55,10 @@ def agent(tmp_path: Path) -> Path:
     """An agent with the demo server (max_output_chars 60, `fail` needs approval) and a server
     whose descriptions and prompt text are full of rich markup."""
     (tmp_path / "markup_server.py").write_text(MARKUP_SERVER)
-    demo = TESTS / "servers" / "demo.py"
-    (tmp_path / "agent.yaml").write_text(
-        "version: 1\nname: cli\nmodel: offline\ncheckpointer: memory\nservers:\n"
-        f"  demo:\n    command: python\n    args: ['{demo}']\n    max_output_chars: 60\n"
-        "    tools: {approve: [echo]}\n"
-        "  a-rather-long-server-key:\n    command: python\n    args: [markup_server.py]\n"
-    )
+    write_manifest(tmp_path, {
+        "demo": server("demo", max_output_chars=60, tools={"approve": ["echo"]}),
+        "a-rather-long-server-key": {"command": "python", "args": ["markup_server.py"]},
+    }, name="cli", model="offline", checkpointer="memory")
     return tmp_path
 
 

@@ -9,22 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from builders import server, write_manifest
 
 from runner.errors import RunnerError
 from runner.runtime import load_agent
 
-TESTS = Path(__file__).resolve().parent
-
 
 def write_agent(folder: Path) -> Path:
-    document = {
-        "version": 1, "name": "no-model", "model": "openai:gpt-4.1-mini",
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "servers" / "demo.py")]}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return write_manifest(folder, {"demo": server("demo")}, name="no-model", model="openai:gpt-4.1-mini")
 
 
 def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from builders import copy_bundled_agent
 from click.testing import CliRunner, Result
 
 from runner.checks import check_agent
@@ -159,9 +159,7 @@ def test_an_existing_output_is_replaced_only_with_force(tmp_path: Path) -> None:
 
 
 def test_merge_adds_servers_and_leaves_every_existing_line_as_it_was(tmp_path: Path) -> None:
-    for name in ("agent.yaml", "examples", "prompts"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    copy_bundled_agent(tmp_path)
     manifest = tmp_path / "agent.yaml"
     before = manifest.read_text().splitlines()
     config = tmp_path / "mcp.json"
@@ -231,9 +229,7 @@ def test_each_readme_example_runs_as_written(index: int, tmp_path: Path) -> None
     import sys
 
     path, text, command = readme_examples()[index]
-    for name in ("agent.yaml", "examples", "prompts"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    copy_bundled_agent(tmp_path)
     (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / path).write_text(text)
     environ = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -6,7 +6,6 @@ One fleet serves the whole module's single test: the servers start once."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_openai import ChatOpenAI
+from provider_names import ANTHROPIC_NAME, GEMINI_NAME, OPENAI_NAME
 from thirdparty import interop
 
 from runner.loading import load_manifest
@@ -28,11 +28,8 @@ from runner.tools.catalog import ToolCatalog
 pytestmark = pytest.mark.anyio
 
 START_BOUND = 90.0
-OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 OPENAI_MAX_TOOLS = 128
-ANTHROPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 ANTHROPIC_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 # Gemini's Schema object (an OpenAPI 3.0 subset): anything else is refused by the API.
 GEMINI_KEYWORDS = {
     "type", "format", "title", "description", "nullable", "enum", "items", "minItems", "maxItems",

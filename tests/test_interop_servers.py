@@ -1,7 +1,9 @@
 """Third-party servers driven through real manifests: server-filesystem, server-memory (npm, legacy
-era) and mcp-server-time, mcp-server-git (PyPI, 2026-07-28 era). Every tool is listed under a
-provider-safe namespaced name and called with real arguments on temporary folders, files and
-repositories."""
+era), server-github (npm, built on the oldest SDK: 2024-11-05), mcp-server-time, mcp-server-git
+(PyPI, 2026-07-28 era), mcp-server-time behind mcp-proxy (mcp 1.x) over streamable HTTP and SSE, and
+mcp-server-sqlite from an environment of its own with mcp<2, as the README's troubleshooting says.
+Every tool is listed under a provider-safe namespaced name and called with real arguments on
+temporary folders, files and repositories."""
 
 from __future__ import annotations
 
@@ -13,13 +15,17 @@ from pathlib import Path
 import pytest
 from thirdparty.interop import (
     LEGACY_ERA,
+    MCP1_VENV,
     MODERN_ERA,
+    OLDEST_ERA,
     PIXEL_PNG,
     filesystem,
     git,
+    github,
     make_repository,
     memory,
     time_server,
+    time_server_behind_proxy,
     write_manifest,
 )
 
@@ -43,6 +49,17 @@ GIT_TOOLS = {
     "git_reset", "git_log", "git_create_branch", "git_checkout", "git_show", "git_branch",
 }
 TIME_TOOLS = {"get_current_time", "convert_time"}
+SQLITE_TOOLS = {
+    "read_query", "write_query", "create_table", "list_tables", "describe_table", "append_insight",
+}
+GITHUB_TOOLS = {
+    "create_or_update_file", "search_repositories", "create_repository", "get_file_contents", "push_files",
+    "create_issue", "create_pull_request", "fork_repository", "create_branch", "list_commits", "list_issues",
+    "update_issue", "add_issue_comment", "search_code", "search_issues", "search_users", "get_issue",
+    "get_pull_request", "list_pull_requests", "create_pull_request_review", "merge_pull_request",
+    "get_pull_request_files", "get_pull_request_status", "update_pull_request_branch",
+    "get_pull_request_comments", "get_pull_request_reviews",
+}
 
 
 def assert_offered(runtime: Runtime, server: str, era: str, expected: set[str]) -> None:
@@ -197,3 +214,48 @@ async def test_time_tools_answer_in_the_2026_era_and_report_bad_zones_to_the_mod
         assert converted.artifact["time_difference"] == "+9.0h"
         with pytest.raises(ToolError, match="Mars/Olympus"):
             await runtime.catalog.call("time__get_current_time", {"timezone": "Mars/Olympus"})
+
+
+async def test_the_github_server_on_the_oldest_sdk_is_probed_once_and_then_started_in_2024_11_05(
+    tmp_path: Path,
+) -> None:
+    manifest = write_manifest(tmp_path / "agent", {"github": github()})
+    for _ in range(2):  # the second start goes straight to the remembered handshake era
+        async with load_agent(manifest) as runtime:
+            assert_offered(runtime, "github", OLDEST_ERA, GITHUB_TOOLS)
+            assert runtime.fleet.connections["github"].restarts == 0
+    assert OLDEST_ERA in json.loads((tmp_path / "agent" / ".mcp-run" / "eras.json").read_text()).values()
+
+
+async def test_a_python_server_behind_mcp_proxy_answers_over_streamable_http_and_sse(tmp_path: Path) -> None:
+    with time_server_behind_proxy() as base:
+        servers = {"overhttp": {"url": f"{base}/mcp"}, "oversse": {"url": f"{base}/sse", "transport": "sse"}}
+        async with load_agent(write_manifest(tmp_path / "agent", servers)) as runtime:
+            for key in servers:
+                assert_offered(runtime, key, LEGACY_ERA, TIME_TOOLS)
+                converted = await runtime.catalog.call(f"{key}__convert_time", {
+                    "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+                assert "21:00:00+09:00" in str(converted.content)
+                with pytest.raises(ToolError, match="Mars/Olympus"):
+                    await runtime.catalog.call(f"{key}__get_current_time", {"timezone": "Mars/Olympus"})
+
+
+async def test_an_old_pypi_server_that_does_not_pin_mcp_runs_from_its_own_environment_with_mcp_below_2(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    # What the README's `python3 -m venv .venv-sqlite` and `pip install mcp-server-sqlite 'mcp<2'`
+    # make in a project folder; install.sh has built it (without a network in the test).
+    (project / ".venv-sqlite").symlink_to(MCP1_VENV, target_is_directory=True)
+    servers = {"sqlite": {"command": ".venv-sqlite/bin/mcp-server-sqlite", "args": ["--db-path", "notes.db"]}}
+    async with load_agent(write_manifest(project, servers)) as runtime:
+        assert_offered(runtime, "sqlite", LEGACY_ERA, SQLITE_TOOLS)
+
+        async def call(tool: str, **arguments: object) -> str:
+            return await text_of(runtime, f"sqlite__{tool}", arguments)
+
+        await call("create_table", query="CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        await call("write_query", query="INSERT INTO notes (body) VALUES ('first note')")
+        assert "first note" in await call("read_query", query="SELECT body FROM notes")
+    assert (project / "notes.db").stat().st_size > 0

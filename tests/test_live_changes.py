@@ -8,22 +8,18 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
+from builders import server, write_manifest
 
 from runner.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
-TESTS = Path(__file__).resolve().parent
 
 
 def write_agent(folder: Path, turns: list, *, legacy: bool) -> Path:
-    args = [str(TESTS / "servers" / "dynamic.py")] + (["--legacy"] if legacy else [])
     (folder / "script.yaml").write_text(yaml.safe_dump(turns))
-    (folder / "agent.yaml").write_text(yaml.safe_dump({
-        "version": 1, "name": "live", "checkpointer": "memory",
-        "model": {"id": "scripted", "script": "script.yaml"},
-        "servers": {"dyn": {"command": "python", "args": args}},
-    }))
-    return folder / "agent.yaml"
+    dynamic = server("dynamic", *(["--legacy"] if legacy else []))
+    return write_manifest(folder, {"dyn": dynamic}, name="live", checkpointer="memory",
+                          model={"id": "scripted", "script": "script.yaml"})
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["2026-era", "legacy-era"])

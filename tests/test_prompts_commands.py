@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
@@ -18,8 +17,7 @@ from runner.prompts import (
     namespaced_name,
     parse_command_line,
 )
-
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+from runner.tools.naming import NAME_PATTERN
 
 
 def prompt(name: str, *required: str, optional: tuple[str, ...] = ()) -> types.Prompt:
@@ -85,7 +83,7 @@ def test_namespaced_names_replace_unsafe_characters() -> None:
 )
 def test_namespaced_names_are_always_safe_and_stable(server: str, separator: str, name: str) -> None:
     generated = namespaced_name(server, separator, name)
-    assert NAME.match(generated)
+    assert NAME_PATTERN.match(generated)
     assert generated == namespaced_name(server, separator, name)
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import anyio
 import pytest
+from builders import copy_bundled_agent
 
 import runner
 from runner import langgraph as graph_factory
@@ -17,11 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def agent_copy(tmp_path: Path) -> Path:
-    for name in ("examples", "prompts"):
-        shutil.copytree(ROOT / name, tmp_path / name)
-    text = (ROOT / "agent.yaml").read_text() + "checkpointer: memory\n"
-    (tmp_path / "agent.yaml").write_text(text)
-    return tmp_path / "agent.yaml"
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    manifest.write_text(manifest.read_text() + "checkpointer: memory\n")
+    return manifest
 
 
 async def test_load_agent_runs_a_turn_through_the_bundled_server(agent_copy: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from test_agent_cli import copy_bundled_agent
+from builders import copy_bundled_agent
 
 from runner.cli import main
 from runner.manifest import CHAT_COMMANDS
@@ -26,24 +26,67 @@ MCP_RUN = Path(sys.executable).parent / "mcp-run"
 PLACEHOLDERS = {
     "call": {"NAME": "notes__calculate", "JSON": '{"expression": "2+3"}'},
     "prompt": {"NAME": "summary", "k=v…": "style=short"},
+    "test": {"[CASE_FILES…]": "evals/notes.yaml"},
+    "import": {"FILE": str(ROOT / "tests/configs/claude-desktop/basic.json"), "agent.yaml": "imported.yaml"},
+    "auth": {"SERVER": "github"},
     None: {"FILE": "agent.yaml", "TEXT": 'notes__calculate {"expression": "2+3"}', "ID": "t1"},
 }
 
 
+# Sections whose commands other tests run as written, each in the setting its text describes.
+RUN_ELSEWHERE = {
+    "Coming from Claude Desktop / VS Code / Cursor": "tests/test_import.py",
+    "Shell completion": "test_each_completion_line_prints_a_completion_script below",
+    "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
+    "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
+}
+# Commands of the other sections that need what the bundled agent lacks (an http server that asks
+# for a login), by their first words; the test named runs them as written.
+COMMANDS_RUN_ELSEWHERE = {
+    "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+}
+
+
+def readme_sections() -> dict[str, str]:
+    """README.md's level-two sections by title."""
+    parts = re.split(r"^## (.+)\n", (ROOT / "README.md").read_text(), flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
 def shown_commands() -> list[str]:
-    """The text after `mcp-run ` of each command in README.md and agent.yaml comments."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
-    prose = re.sub(r"^```[a-z]*\n.*?^```", "", readme, flags=re.MULTILINE | re.DOTALL)
+    """The text after `mcp-run ` of each command in README.md (but the sections that other tests run)
+    and agent.yaml comments."""
+    sections = readme_sections()
+    assert set(RUN_ELSEWHERE) <= set(sections)
+    readme = "".join(text for title, text in sections.items() if title not in RUN_ELSEWHERE)
+    comments = [line for line in (ROOT / "agent.yaml").read_text().splitlines()
+                if line.lstrip().startswith("#") and "mcp-run " in line]
+    return sorted(set(commands_in(readme)) | {after_mcp_run(line) for line in comments})
+
+
+def commands_in(text: str) -> list[str]:
+    """The text after `mcp-run ` of each command of a README text: in backticks, and each line of
+    a code block that has one (without its trailing comment)."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    prose = re.sub(r"^```[a-z]*\n.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
     texts = re.findall(r"`([^`\n]*\bmcp-run [^`\n]*)`", prose)
-    texts += [line for block in blocks for line in block.splitlines() if "mcp-run " in line]
-    texts += [line for line in (ROOT / "agent.yaml").read_text().splitlines()
-              if line.lstrip().startswith("#") and "mcp-run " in line]
-    return sorted({text[text.rindex("mcp-run ") + len("mcp-run "):].strip() for text in texts})
+    lines = [line for block in blocks for line in block.splitlines()]
+    texts += [line.split("  #", 1)[0] for line in lines if "mcp-run " in line]
+    return [after_mcp_run(text) for text in texts]
+
+
+def after_mcp_run(text: str) -> str:
+    return text[text.rindex("mcp-run ") + len("mcp-run "):].strip()
 
 
 def filled_in(command: str) -> list[str]:
-    words = [word.strip("[]") if word.startswith("[-") else word for word in shlex.split(command)]
+    words, optional = [], False  # words of an optional group ("[-o agent.yaml]") lose their brackets
+    for word in shlex.split(command):
+        optional = optional or word.startswith("[-")
+        words.append(word.strip("[]") if optional else word)
+        optional = optional and not word.endswith("]")
     names = {**PLACEHOLDERS[None], **PLACEHOLDERS.get(words[0], {})}
     return [names.get(word, word) for word in words]
 
@@ -76,12 +119,21 @@ def agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_bundled_agent(tmp_path_factory.mktemp("bundled"))
 
 
-@pytest.mark.parametrize("command", [c for c in shown_commands() if not never_ends(filled_in(c))])
+def runs_elsewhere(args: list[str]) -> bool:
+    return " ".join(args[:2]) in COMMANDS_RUN_ELSEWHERE
+
+
+@pytest.mark.parametrize("command", [c for c in shown_commands()
+                                     if not never_ends(filled_in(c)) and not runs_elsewhere(filled_in(c))])
 def test_a_shown_command_runs_as_written_on_the_bundled_agent(command: str, agent_dir: Path) -> None:
     result = subprocess.run([str(MCP_RUN), *filled_in(command)], capture_output=True, text=True,
                             timeout=120, cwd=agent_dir, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip()
+    args = filled_in(command)
+    if "-o" in args:  # the output went to a file
+        assert (agent_dir / args[args.index("-o") + 1]).read_text().strip()
+    else:
+        assert result.stdout.strip()
     if "-p" in filled_in(command) and "--json" not in command:
         assert "returned: " in result.stdout  # a tool was called, not the offline model's help
 
@@ -92,3 +144,16 @@ def test_every_chat_command_the_readme_shows_exists() -> None:
     first_cells = [row.split("|")[1] for row in table.splitlines()[2:]]
     shown = {name for cell in first_cells for name in re.findall(r"`/(\w+)", cell)}
     assert shown == set(CHAT_COMMANDS)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_each_completion_line_prints_a_completion_script(shell: str) -> None:
+    section = readme_sections()["Shell completion"]
+    line = next(line for line in section.splitlines() if f"={shell}_source mcp-run" in line)
+    variable = re.search(r"(_MCP_RUN_COMPLETE=\w+)", line).group(1)
+    name, _, value = variable.partition("=")
+    environ = {**__import__("os").environ, name: value}
+    result = subprocess.run([str(MCP_RUN)], capture_output=True, text=True, timeout=60, env=environ,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "_MCP_RUN_COMPLETE" in result.stdout and "mcp-run" in result.stdout

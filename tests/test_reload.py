@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import builders
 import pytest
 import yaml
 
@@ -16,22 +17,18 @@ from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import Runtime, load_agent
 
 pytestmark = pytest.mark.anyio
-TESTS = Path(__file__).resolve().parent
 FAST = {"timeout": "10s", "startup_timeout": "30s",
         "restart": {"max_attempts": 2, "backoff": "50ms", "max_backoff": "100ms"}}
+RELOADING = {"name": "reloading", "defaults": FAST, "model": {"id": "scripted", "script": "script.yaml"},
+             "prompts": {"system": "system.md.j2"}, "checkpointer": "memory"}
 
 
 def demo(*args: str, **settings: Any) -> dict[str, Any]:
-    return {"command": "python", "args": [str(TESTS / "servers" / "demo.py"), *args], **settings}
+    return builders.server("demo", *args, **settings)
 
 
 def write_manifest(folder: Path, servers: dict[str, Any], **top: Any) -> Path:
-    document = {"version": 1, "name": "reloading", "defaults": FAST, "servers": servers,
-                "model": {"id": "scripted", "script": "script.yaml"},
-                "prompts": {"system": "system.md.j2"}, "checkpointer": "memory", **top}
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return builders.write_manifest(folder, servers, **{**RELOADING, **top})
 
 
 def write_script(folder: Path, turns: int = 20) -> None:
@@ -108,7 +105,7 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
         "transport", "command", "args", "env", "env_passthrough", "cwd", "startup_timeout",
         "heartbeat", "restart", "elicitation", "sampling", "logging"}
     assert restart_fields(HttpServerSpec) == {
-        "transport", "url", "headers", "startup_timeout", "heartbeat", "restart", "elicitation",
+        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart", "elicitation",
         "sampling", "logging"}
 
 

@@ -198,3 +198,34 @@ async def test_an_optional_server_that_fails_is_skipped(serve_http, tmp_path: Pa
         assert "exited with code 5" in str(fleet.connections["broken"].error)
         result = await fleet.connections["good"].call_tool("static", {})
         assert result.structured_content == {"result": "static"}
+
+
+async def test_a_handshake_era_server_is_probed_once_and_later_started_in_its_era(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    wire = specs.stdio("wire", env={"API_TOKEN": "s3cret-value"})
+    for start in range(2):
+        async with open_fleet({"old": wire}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+            assert fleet.connections["old"].era == LEGACY
+        requests = (state_dir / "logs" / "old.log").read_text().split("--- mcp-run")
+        probes = [part for part in requests if "started pid" in part and "received server/discover" in part]
+        assert len(probes) == 1, f"start {start}: {len(probes)} probes"  # the first start only
+    remembered = (state_dir / "eras.json").read_text()
+    assert LEGACY in remembered and "s3cret" not in remembered and "API_TOKEN" not in remembered
+    async with open_fleet({"modern": specs.stdio("demo")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        assert fleet.connections["modern"].era == MODERN  # other launch settings: probed
+
+
+async def test_a_server_that_no_longer_speaks_its_remembered_era_is_probed_again(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    from runner.servers.eras import EraMemory
+
+    state_dir.mkdir(parents=True)
+    modern_only = specs.stdio("modern")
+    EraMemory(state_dir).remember(modern_only, LEGACY)  # it spoke 2025-11-25 before an upgrade
+    async with open_fleet({"upgraded": modern_only}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        upgraded = fleet.connections["upgraded"]
+        assert (upgraded.status, upgraded.era, upgraded.restarts) == ("ready", MODERN, 0)
+        assert "initialize refused" in (state_dir / "logs" / "upgraded.log").read_text()
+    assert EraMemory(state_dir).connect_mode(modern_only) == "auto"

@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import (
+    AuthError,
     ErrorKind,
     RunnerError,
     ServerClosedError,
@@ -84,3 +85,9 @@ def test_translated_chains_the_foreign_error_and_lets_others_through() -> None:
     with pytest.raises(ServerStartError) as passed, translated(BOUNDARY):
         raise start
     assert passed.value is start
+
+
+def test_an_authorization_failure_leaves_a_group_as_itself_before_any_connection_error() -> None:
+    refused = AuthError("demo", "authorization failed: invalid_client")
+    group = ExceptionGroup("transport", [httpx2.ConnectError("reset"), refused])
+    assert translate(BOUNDARY, group) is refused

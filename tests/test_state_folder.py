@@ -9,19 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
-TESTS = Path(__file__).resolve().parent
+from builders import server, write_manifest
 
 
 def write_agent(folder: Path) -> Path:
-    document = {
-        "version": 1, "name": "stateful", "model": "offline",
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "servers" / "demo.py")]}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return write_manifest(folder, {"demo": server("demo")}, name="stateful", model="offline")
 
 
 def mcp_run(*args: str, cwd: Path, xdg: Path) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from runner.tools import (
     ArgumentValidator,
     drop_strict_nulls,
+    fill_defaults,
     format_path,
     format_problems,
     normalise_schema,
@@ -52,7 +53,6 @@ def test_every_problem_is_listed_with_its_path() -> None:
         {"customer": "", "items": [{"quantity": 0}, {"sku": 5}], "colour": "red"},
     )
     assert problems == [
-        "(arguments): Additional properties are not allowed ('colour' was unexpected)",
         "customer: '' should be non-empty",
         "items[0]: 'sku' is a required property",
         "items[0].quantity: 0 is less than the minimum of 1",
@@ -169,3 +169,71 @@ def test_strict_nulls_are_dropped_at_every_depth_but_required_ones_stay() -> Non
     generic = normalise_schema(ORDER_SCHEMA)
     arguments = {"customer": None, "items": [{"sku": "A", "quantity": None}], "note": None}
     assert drop_strict_nulls(arguments, generic) == {"customer": None, "items": [{"sku": "A"}]}
+
+
+SCREENSHOT_SCHEMA: dict[str, Any] = {  # the shape of Playwright MCP's browser_take_screenshot
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "enum": ["png", "jpeg"], "default": "png"},
+        "scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+        "clip": {
+            "type": "object",
+            "properties": {"x": {"type": "number"}, "unit": {"type": "string", "default": "px"}},
+            "required": ["x", "unit"],
+        },
+        "fullPage": {"type": "boolean"},
+    },
+    "required": ["type", "scale"],
+    "additionalProperties": False,
+}
+
+
+def test_a_required_property_with_a_default_counts_as_given_and_its_default_is_sent() -> None:
+    assert validate_arguments(SCREENSHOT_SCHEMA, {"type": "png"}) == []
+    assert validate_arguments(SCREENSHOT_SCHEMA, {"clip": {"x": 1}}) == []
+    assert fill_defaults(SCREENSHOT_SCHEMA, {"type": "jpeg", "clip": {"x": 1}}) == {
+        "type": "jpeg", "clip": {"x": 1, "unit": "px"}, "scale": "css",
+    }
+    assert validate_arguments(SCREENSHOT_SCHEMA, {"clip": {}}) == ["clip: 'x' is a required property"]
+    [problem] = validate_arguments(SCREENSHOT_SCHEMA, {"scale": "huge"})
+    assert problem.startswith("scale: 'huge' is not one of")
+
+
+def test_defaults_are_filled_inside_arrays_and_leave_the_arguments_unchanged() -> None:
+    schema = {"type": "object", "properties": {"shots": {"type": "array", "items": SCREENSHOT_SCHEMA}}}
+    arguments = {"shots": [{"type": "png"}]}
+    assert fill_defaults(schema, arguments) == {"shots": [{"type": "png", "scale": "css"}]}
+    assert arguments == {"shots": [{"type": "png"}]}
+    assert fill_defaults(schema, "not an object") == "not an object"
+
+
+def test_unknown_properties_are_left_to_the_server_as_zod_and_pydantic_servers_drop_them() -> None:
+    extras = {"colour": "red", "clip": {"x": 1, "unit": "px", "y": 2}}
+    assert validate_arguments(SCREENSHOT_SCHEMA, extras) == []
+    typed_extras = {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert validate_arguments(typed_extras, {"n": "one"}) == ["n: 'one' is not of type 'integer'"]
+
+
+def test_openapi_nullable_admits_null() -> None:
+    schema = {"type": "object", "properties": {
+        "note": {"type": "string", "nullable": True}, "n": {"type": "string"},
+        "size": {"type": "string", "enum": ["s", "m"], "nullable": True},
+    }}
+    assert validate_arguments(schema, {"note": None, "size": None}) == []
+    assert validate_arguments(schema, {"size": "xl"})[0].startswith("size: 'xl' is not one of")
+    assert validate_arguments(schema, {"n": None}) == ["n: None is not of type 'string'"]
+
+
+def test_an_integral_float_is_an_integer_in_every_draft() -> None:
+    drafts = ("http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema")
+    for dialect in drafts:
+        schema = {"$schema": dialect, "type": "object", "properties": {"n": {"type": "integer"}}}
+        assert validate_arguments(schema, {"n": 3.0}) == []
+        assert validate_arguments(schema, {"n": 3.5}) == ["n: 3.5 is not of type 'integer'"]
+
+
+def test_formats_are_not_asserted() -> None:
+    schema = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"},
+                                                "when": {"type": "string", "format": "date-time"}}}
+    assert validate_arguments(schema, {"url": "example.com/page", "when": "tomorrow"}) == []

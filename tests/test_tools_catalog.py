@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
+from builders import server, write_manifest
 from fixtures import hooks
 
 from runner.errors import BuildError, ToolError
@@ -33,17 +33,16 @@ FAST = {"timeout": "10s", "startup_timeout": "30s",
 
 
 def demo(**settings: Any) -> dict[str, Any]:
-    return {"command": "python", "args": [str(TESTS / "servers" / "demo.py")], **settings}
+    return server("demo", **settings)
 
 
-def manifest_text(servers: dict[str, Any], **top: Any) -> str:
-    return yaml.safe_dump({"version": 1, "name": "t", "defaults": FAST, "servers": servers, **top})
+def write_agent(folder: Path, servers: dict[str, Any], **top: Any) -> Path:
+    return write_manifest(folder, servers, name="t", defaults=FAST, **top)
 
 
 @asynccontextmanager
 async def catalog_for(tmp_path: Path, servers: dict[str, Any], **top: Any) -> AsyncIterator[ToolCatalog]:
-    path = tmp_path / "agent.yaml"
-    path.write_text(manifest_text(servers, **top))
+    path = write_agent(tmp_path, servers, **top)
     loaded = parse_manifest(path.read_text(), file=str(path), path=path)
     specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
     with anyio.fail_after(60):
@@ -89,6 +88,17 @@ async def test_invalid_arguments_are_listed_for_the_model_without_calling_the_se
             await catalog.call("demo__add", {"a": "one", "c": 3})
         text = str(caught.value)
         assert "a:" in text and "'b' is a required property" in text
+
+
+async def test_a_required_property_with_a_default_may_be_left_out_as_playwright_tools_allow(
+    tmp_path: Path,
+) -> None:
+    screenshots = {"command": "python", "args": [str(TESTS / "servers" / "screenshots.py")]}
+    async with catalog_for(tmp_path, {"browser": screenshots}) as catalog:
+        output = await catalog.call("browser__browser_take_screenshot", {"type": "jpeg", "fullPage": True})
+        assert output.content == "screenshot type=jpeg scale=css fullPage=True"
+        with pytest.raises(ToolError, match="scale: 'huge' is not one of"):
+            await catalog.call("browser__browser_take_screenshot", {"scale": "huge"})
 
 
 async def test_a_domain_error_reaches_the_model_and_never_falls_back(tmp_path: Path) -> None:
@@ -209,7 +219,7 @@ def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Path) -> None:
-    (tmp_path / "agent.yaml").write_text(manifest_text({"demo": demo(tools={"only": ["echo", "add"]})}))
+    write_agent(tmp_path, {"demo": demo(tools={"only": ["echo", "add"]})})
     result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
@@ -218,7 +228,7 @@ def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Pat
 
 
 def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path: Path) -> None:
-    (tmp_path / "agent.yaml").write_text(manifest_text({"demo": demo()}))
+    write_agent(tmp_path, {"demo": demo()})
     ok = mcp_run("call", "agent.yaml", "demo__add", '{"a": 2, "b": 40}', cwd=tmp_path)
     assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
     bad = mcp_run("call", "agent.yaml", "demo__add", '{"a": "x"}', cwd=tmp_path)
@@ -228,7 +238,7 @@ def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path
 
 
 async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) -> None:
-    paginated = {"command": "python", "args": [str(TESTS / "servers" / "paginated.py")], "expose": False}
+    paginated = server("paginated", expose=False)
     servers = {"primary": demo(fallback="other", tools={"only": ["echo"]}), "other": paginated}
     async with catalog_for(tmp_path, servers) as catalog:
         assert "primary__echo" in catalog.entries

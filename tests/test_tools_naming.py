@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import types as mcp_types
+from provider_names import ANTHROPIC_NAME, GEMINI_NAME, OPENAI_NAME
 
 from runner.errors import BuildError
 from runner.manifest import SERVER_KEY_PATTERN, NameFilterSpec, ToolFilterSpec
@@ -27,10 +28,6 @@ from runner.tools import (
     needs_approval,
     select_names,
 )
-
-OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-ANTHROPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
-GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 
 
 def assert_every_provider_accepts(name: str) -> None:

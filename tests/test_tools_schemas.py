@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -15,6 +14,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 from mcp.server.mcpserver import MCPServer
+from provider_names import ANTHROPIC_NAME, OPENAI_NAME
 from pydantic import BaseModel, Field
 
 from runner.tools import (
@@ -28,8 +28,6 @@ from runner.tools import (
     schema_for_provider,
 )
 
-OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-ANTHROPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 
 
 # --- a real server whose tools have the schemas pydantic writes ---------------------------------

@@ -40,6 +40,10 @@ def reports_errors(command: F) -> F:
     @wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         debug = click.get_current_context().find_root().params.get("debug", False)
+        if isinstance(kwargs.get("file"), str):  # "needs a login" hints name this manifest
+            from runner.auth.context import set_manifest_file
+
+            set_manifest_file(kwargs["file"])
         try:
             return command(*args, **kwargs)
         except ManifestError as exc:
@@ -69,6 +73,8 @@ def reports_errors(command: F) -> F:
 COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.inspect": ("tools", "call", "prompts", "prompt", "watch"),
     "runner.cli.starting": ("init", "import", "config"),
+    "runner.cli.auth": ("auth",),
+    "runner.cli.evals": ("test",),
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.

@@ -1,9 +1,10 @@
 """``mcp-run FILE``: the chat (a person at a terminal, or a program speaking JSON lines with
 ``--json``) and one-shot turns with ``-p``.
 
-The chat streams the model's tokens, shows each tool call with a short preview of its result,
-asks before tools that need approval, and takes chat commands (``CHAT_COMMANDS``) and prompt
-commands. Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits. Servers
+On a terminal, the chat first offers to log in to each server it had to skip for want of a login
+(``runner.cli.logins``). It streams the model's tokens, shows each tool call with a short preview
+of its result, asks before tools that need approval, and takes chat commands (``CHAT_COMMANDS``)
+and prompt commands. Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits. Servers
 are always shut down on the way out.
 """
 
@@ -22,10 +23,12 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.logins import offer_logins
 from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
-from runner.errors import ManifestError, RunnerError, ToolError
+from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
+from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
 from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
@@ -148,6 +151,8 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
         reader = LineReader(stdout)
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader)
         session = ChatSession(runtime, view, interrupts, yes=yes)
+        if not as_json and sys.stdin.isatty():  # before watching: a login started here is no edit
+            await offer_logins(runtime, reader.read)
         if watch:  # the chat starts once edits are seen, so that none is missed
             watching = anyio.Event()
             group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event(),
@@ -174,6 +179,7 @@ CHAT_COMMAND_HELP = {
              "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
     "reload": ("/reload", "reload the manifest, templates and modules now"),
+    "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
     "quit": ("/quit", "leave the chat"),
 }
@@ -320,6 +326,23 @@ async def _reload(session: ChatSession, line: str) -> None:
         session.show_reload({"type": "reload_error", "problems": [str(problem) for problem in exc.problems]})
         return
     session.show_reload(report.event() | {"summary": report.summary()})
+
+
+@chat_command("save")
+async def _save(session: ChatSession, line: str) -> None:
+    """``/save NAME``: the thread so far as a case for ``mcp-run test``, beside the manifest."""
+    name = line.removeprefix("/save").strip()
+    if not name:
+        session.error("usage: /save NAME (the case is written to evals/NAME.yaml)")
+        return
+    runtime = session.runtime
+    state = await runtime.graph.aget_state(runtime.config())
+    try:
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []))
+    except CaseSaveError as exc:
+        session.error(str(exc))
+        return
+    session.view.show({"type": "saved", "case": name, "path": str(path)})
 
 
 @chat_command("call")

@@ -98,13 +98,16 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 stderr.print(f"denied {name}: needs approval (pass --yes to allow)", markup=False,
                              style="yellow")
                 raise SystemExit(EXIT_FAILURE)
-            output = await catalog.call(name, parsed)
+            try:
+                output = await catalog.call(name, parsed)
+            except ToolError as exc:  # said now, not once the servers have been stopped
+                stderr.print(str(exc), markup=False, style="red")
+                raise
             return output_text(output, output_limit(runtime, name))
 
     try:
         result = _run(call_tool)
-    except ToolError as exc:
-        stderr.print(str(exc), markup=False, style="red")
+    except ToolError:
         raise SystemExit(EXIT_FAILURE) from None
     if isinstance(result, str):
         _invalid(result)

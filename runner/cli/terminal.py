@@ -137,6 +137,8 @@ class TerminalView:
                 say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
         elif kind == "thread":
             say(f"thread {event['thread']}", markup=False)
+        elif kind == "saved":
+            say(f"saved the case {event['case']} to {event['path']}", style="green", markup=False)
         elif kind == "reload":
             say(event["summary"], style="green", markup=False)
         elif kind == "reload_error":

@@ -39,11 +39,10 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, ModelError, Problem
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID
 
 logger = logging.getLogger(__name__)
 
-OFFLINE_ID = "offline"
-SCRIPTED_ID = "scripted"
 _RESULT_PREVIEW_CHARS = 500
 
 

@@ -9,7 +9,8 @@
 
 Modules: ``translation`` (the one table from SDK, anyio, httpx and pydantic errors to runner
 errors), ``environment`` (what a stdio server inherits), ``stdio`` (the subprocess transport),
-``transports`` (per-attempt transport and liveness facts), ``catalogue`` (listing, diffing,
+``transports`` (per-attempt transport and liveness facts), ``eras`` (the protocol era each server
+spoke last, kept in the state folder), ``catalogue`` (listing, diffing,
 debouncing), ``connection`` (state and requests), ``supervision`` (the lifetime task), ``fleet``
 (start, stop, and :meth:`ServerFleet.update`: restart or live update, as the manifest's
 ``RESTARTS`` fields say).

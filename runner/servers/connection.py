@@ -35,6 +35,7 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
+from runner.servers.eras import EraMemory
 from runner.servers.requests import Ask, ServerRequests
 from runner.servers.stdio import StderrLog
 from runner.servers.transports import Link
@@ -75,6 +76,7 @@ class ServerConnection:
         self.requests = ServerRequests(
             key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log"
         )
+        self.eras = EraMemory(state_dir)  # which era to start in: supervision reads and records it
         self.changes = ChangeSignal()
         self._publish = publish
         self._client: Client | None = None

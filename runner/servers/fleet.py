@@ -91,16 +91,19 @@ class ServerFleet:
             or bool(current.roots) != bool(spec.roots)  # the roots capability is declared on connect
         )
 
-    async def update(self, key: str, spec: ServerSpecType) -> Literal["restarted", "updated", "unchanged"]:
+    async def update(
+        self, key: str, spec: ServerSpecType, *, restart: bool = False
+    ) -> Literal["restarted", "updated", "unchanged"]:
         """Bring running server ``key`` to ``spec``: restart it when a field marked ``RESTARTS``
-        changed (after its in-flight calls are drained by the caller), else apply ``spec`` live.
+        changed or ``restart`` asks for it (a server that waited for a login that has now been
+        stored), after its in-flight calls are drained by the caller; else apply ``spec`` live.
 
         A restart raises ServerStartError as :meth:`add` does.
         """
         connection = self.connections[key]
-        if connection.spec == spec:
+        if not restart and connection.spec == spec:
             return "unchanged"
-        if self.needs_restart(key, spec):
+        if restart or self.needs_restart(key, spec):
             await self.replace(key, spec)
             return "restarted"
         await connection.apply_live(spec)  # timeouts, filters, fallbacks, roots

@@ -91,9 +91,15 @@ async def _lifetime(connection: ServerConnection) -> None:
             await anyio.sleep(delay)
             connection.restarts += 1
         started_at = anyio.current_time()
+        mode = connection.eras.connect_mode(connection.spec)
         try:
-            error = await _run_session(connection)
+            error = await _run_session(connection, mode)
         except ServerStartError as exc:
+            if mode == "legacy" and not exc.permanent and connection.eras.forget(connection.spec):
+                logger.info(
+                    "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
+                )
+                continue  # not counted: the next start probes the era as a first start does
             connection.error = exc
             first_start = not connection.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
@@ -113,8 +119,12 @@ async def _lifetime(connection: ServerConnection) -> None:
         attempts += 1
 
 
-async def _run_session(connection: ServerConnection) -> ServerError:
-    """One session from spawn to end; the error describing why it ended (or ServerStartError)."""
+async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
+    """One session from spawn to end; the error describing why it ended (or ServerStartError).
+
+    ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` (a server remembered as
+    speaking the handshake era) starts with ``initialize`` at once.
+    """
     spec = connection.spec
     assert spec.startup_timeout is not None and spec.timeout is not None
     link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
@@ -128,7 +138,7 @@ async def _run_session(connection: ServerConnection) -> ServerError:
             ) from exc
     client = Client(
         link.transport(),
-        mode="auto",
+        mode=mode,
         cache=None,  # the catalogue is the cache; lists must reach the server
         read_timeout_seconds=spec.timeout,
         message_handler=connection.on_message,
@@ -148,6 +158,7 @@ async def _run_session(connection: ServerConnection) -> ServerError:
                     link.process.handshake_done = True
                 connection.attach(client, link, listing)
                 attached = True
+                connection.eras.remember(connection.spec, client.protocol_version)
                 try:
                     ending = await _watch(connection, client, link)
                 finally:

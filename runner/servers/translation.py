@@ -8,6 +8,8 @@ Every place that talks to a server through the SDK goes through :func:`translate
 ``ServerError`` classes of ``runner.errors``, chained to its cause. As in httpx's
 ``map_exceptions``, the mapping is an ordered table: the first entry whose type matches wins, and
 inside an exception group (the SDK's task groups raise them) the most telling leaf is translated.
+The OAuth flow (``runner.auth.flow``, the ``httpx2.Auth`` of an http/sse server) is a boundary of
+its own: it raises ``AuthError``, a ``ServerError`` that passes through here unchanged.
 """
 
 from __future__ import annotations

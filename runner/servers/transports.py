@@ -26,6 +26,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from runner.auth.flow import http_auth
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
 from runner.servers.stdio import StderrLog, StdioProcess
@@ -143,6 +144,8 @@ class Link:
         self.http_failure: HttpFailure | None = None
         self.session_expired = False
         self.listings = ToolListingFilter(key)
+        # OAuth for http/sse servers (runner.auth): a 401 with a Bearer challenge starts the flow.
+        self.auth = http_auth(key, spec) if isinstance(spec, HttpServerSpec) else None
 
     @property
     def pid(self) -> int | None:
@@ -168,13 +171,14 @@ class Link:
                 timeout=HTTP_CONNECT_TIMEOUT,
                 sse_read_timeout=HTTP_READ_TIMEOUT,
                 httpx_client_factory=self._http_client,
+                auth=self.auth,
             )
         return self._streamable_http()
 
     @asynccontextmanager
     async def _streamable_http(self) -> AsyncIterator[TransportStreams]:
         assert isinstance(self.spec, HttpServerSpec)
-        async with self._http_client(headers=dict(self.spec.headers)) as client:
+        async with self._http_client(headers=dict(self.spec.headers), auth=self.auth) as client:
             async with streamable_http_client(self.spec.url, http_client=client) as streams:
                 yield streams
 

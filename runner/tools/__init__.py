@@ -26,6 +26,7 @@ _EXPORTS = {
     "apply_filter_function": "runner.tools.filters",
     "convert_result": "runner.tools.content",
     "drop_strict_nulls": "runner.tools.arguments",
+    "fill_defaults": "runner.tools.arguments",
     "error_text": "runner.tools.content",
     "filter_problems": "runner.tools.filters",
     "format_path": "runner.tools.arguments",

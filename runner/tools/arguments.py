@@ -6,10 +6,18 @@ the only check before the server sees them. Every problem is reported, each as `
 so the model can fix them all in one retry. The draft comes from ``$schema`` (2020-12 when absent).
 A schema that is itself invalid is not used: validation then reports nothing and leaves the
 checking to the server, with one warning per schema.
+
+The check is never stricter than the servers that wrote the schemas (:func:`lenient`): a required
+property with a ``default`` counts as given (:func:`fill_defaults` sends the default), an object
+with ``additionalProperties: false`` accepts unknown properties (zod and pydantic servers drop
+them), ``nullable: true`` admits null, an integral float is an integer in every draft, and
+``format`` is never asserted.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
 import re
@@ -22,7 +30,7 @@ import jsonschema
 import referencing.exceptions
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +53,69 @@ def _problem(error: ValidationError) -> str:
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
     return f"{format_path(error.absolute_path)}: {message}"
+
+
+def _has_default(schema: Any, name: str) -> bool:
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    found = properties.get(name) if isinstance(properties, dict) else None
+    return isinstance(found, dict) and "default" in found
+
+
+@functools.cache
+def lenient(validator_class: type[Validator]) -> type[Validator]:
+    """``validator_class`` relaxed where servers accept what their own schemas forbid."""
+    checks = validator_class.VALIDATORS
+    strict_required, strict_type, strict_enum = checks["required"], checks["type"], checks["enum"]
+    strict_additional = checks["additionalProperties"]
+
+    def required(validator: Validator, names: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if isinstance(names, list):
+            names = [name for name in names if not _has_default(schema, name)]
+        yield from strict_required(validator, names, instance, schema)
+
+    def additional_properties(validator: Validator, extra: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if extra is not False:  # a schema for the extra properties still applies to them
+            yield from strict_additional(validator, extra, instance, schema)
+
+    def type_(validator: Validator, types: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if instance is None and schema.get("nullable") is True:  # OpenAPI's way of saying "or null"
+            return
+        yield from strict_type(validator, types, instance, schema)
+
+    def enum(validator: Validator, values: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if instance is None and schema.get("nullable") is True:
+            return
+        yield from strict_enum(validator, values, instance, schema)
+
+    integral = jsonschema.Draft202012Validator.TYPE_CHECKER.is_type
+    return extend(
+        validator_class,
+        validators={
+            "required": required, "additionalProperties": additional_properties, "type": type_, "enum": enum,
+        },
+        type_checker=validator_class.TYPE_CHECKER.redefine(
+            "integer", lambda _checker, value: integral(value, "integer")
+        ),
+    )
+
+
+def fill_defaults(schema: Any, arguments: Any) -> Any:
+    """``arguments`` with the default of each missing required property added, at every depth.
+
+    A server lists such a property as required and still expects clients to send its default
+    (Playwright's ``browser_take_screenshot`` does this with ``type`` and ``scale``).
+    """
+    if isinstance(arguments, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
+        return [fill_defaults(schema["items"], item) for item in arguments]
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(arguments, dict) or not isinstance(properties, dict):
+        return arguments
+    filled = {name: fill_defaults(properties.get(name), value) for name, value in arguments.items()}
+    required = schema.get("required")
+    for name in required if isinstance(required, list) else []:
+        if isinstance(name, str) and name not in filled and _has_default(schema, name):
+            filled[name] = copy.deepcopy(properties[name]["default"])
+    return filled
 
 
 class ArgumentValidator:
@@ -87,7 +158,7 @@ class ArgumentValidator:
             )
         try:
             validator_class.check_schema(schema)
-            compiled: Validator | str = validator_class(schema)
+            compiled: Validator | str = lenient(validator_class)(schema)
         except jsonschema.SchemaError as exc:
             compiled = f"{format_path(exc.absolute_path)}: {exc.message}"
             logger.warning("input schema is invalid, arguments go unchecked: %s", compiled)

@@ -13,7 +13,7 @@ import contextvars
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +34,7 @@ from runner.errors import (
 )
 from runner.manifest import Manifest, ServerBase
 from runner.servers.requests import Ask
-from runner.tools.arguments import format_problems, validate_arguments
+from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.filters import (
@@ -74,6 +74,11 @@ class Connection(Protocol):
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
 
+ToolCall = Callable[[str, dict[str, Any]], Awaitable[ToolOutput]]
+# Wraps every call the model makes: gets the tool's name, the arguments and the catalog's own call.
+ToolCallHook = Callable[[str, dict[str, Any], ToolCall], Awaitable[ToolOutput]]
+
+
 @dataclass(frozen=True)
 class FallbackEvent:
     """Passed to a server's ``on_fallback`` hook before the call is retried elsewhere."""
@@ -106,6 +111,7 @@ class ToolCatalog:
     provider: str = field(init=False)
     # Converted schemas by definition; the catalog of the next reload may take this one's over.
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
+    call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
@@ -247,7 +253,10 @@ class ToolCatalog:
         """The LangChain tool the model calls: every call goes through :meth:`call`."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            output = await self.call(name, arguments)
+            if self.call_hook is None:
+                output = await self.call(name, arguments)
+            else:
+                output = await self.call_hook(name, arguments, self.call)
             return output.content, output.artifact
 
         return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
@@ -329,6 +338,7 @@ class ToolCatalog:
         if original in _RESOURCE_TOOLS and entry.definition is None:
             return await self._resource_call(server, original, arguments)
         assert entry.definition is not None
+        arguments = fill_defaults(entry.definition.input_schema, arguments)
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")

@@ -20,39 +20,35 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import builders
 import psutil
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "tests"
-SERVERS = TESTS / "servers"
+SERVERS = builders.SERVERS
 # Quick restarts, short waits and rare heartbeats, as in the other suites.
 FAST = {"timeout": "10s", "startup_timeout": "30s",
         "heartbeat": {"interval": "30s", "stale_after": "60s"},
         "restart": {"max_attempts": 3, "backoff": "50ms", "max_backoff": "200ms"}}
+FAULT_SUITE = {"name": "faults", "defaults": FAST, "checkpointer": "memory"}
 REAP_TIMEOUT = 10.0
 POLL_INTERVAL = 0.02  # only to poll for process exit, which has no event to wait on
 
 
 def wire(*args: str, **settings: Any) -> dict[str, Any]:
     """A manifest entry for the hand-written misbehaving server (tests/servers/wire.py)."""
-    return {"command": "python", "args": [str(SERVERS / "wire.py"), *args], **settings}
+    return builders.server("wire", *args, **settings)
 
 
 def demo(*args: str, **settings: Any) -> dict[str, Any]:
     """A manifest entry for the SDK demo server (tests/servers/demo.py)."""
-    return {"command": "python", "args": [str(SERVERS / "demo.py"), *args], **settings}
+    return builders.server("demo", *args, **settings)
 
 
 def manifest_document(servers: Mapping[str, Any], **top: Any) -> dict[str, Any]:
-    return {"version": 1, "name": "faults", "defaults": FAST, "checkpointer": "memory",
-            "servers": dict(servers), **top}
+    return builders.manifest_document(servers, **{**FAULT_SUITE, **top})
 
 
 def write_manifest(folder: Path, servers: Mapping[str, Any], **top: Any) -> Path:
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(manifest_document(servers, **top), sort_keys=False))
-    return path
+    return builders.write_manifest(folder, servers, **{**FAULT_SUITE, **top})
 
 
 def mcp_run(*args: str, cwd: Path, env: Mapping[str, str] | None = None,

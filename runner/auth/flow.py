@@ -1,0 +1,340 @@
+"""The SDK's OAuth provider, wired to the token store, the login interaction and the error tree.
+
+``http_auth(key, spec)`` is the one call the server layer makes: the ``httpx2.Auth`` for an
+http/sse server (or None when its manifest entry has no ``auth`` block). The MCP authorization flow
+itself - discovery of protected resource and authorization server metadata, PKCE, ``state``,
+``resource``, the RFC 9207 ``iss`` check, CIMD / dynamic registration, scope selection and step-up
+- is the SDK's ``mcp.client.auth.OAuthClientProvider`` (``ClientCredentialsOAuthProvider`` for
+``grant: client_credentials``). What this module adds, in :class:`_RunnerAuth`:
+
+- the stored token's absolute expiry is loaded with it (the SDK keeps expiry only in memory), and
+  the access token counts as expired ``REFRESH_MARGIN`` early, so it is refreshed before it lapses;
+- requests with a valid token go out without the SDK's lock, which it holds from sending a
+  request until the answer's headers arrive (so one slow call would hold up every other);
+- a 401 on a request that carried a token triggers one refresh before a new authorization;
+- a server without an ``auth`` block is only authorized after a 401 with a Bearer challenge;
+- a refresh that fails drops the stored tokens (a new login is needed, not a crash);
+- a pre-registered client authenticates at the token endpoint the way the server's metadata
+  allows (``client_secret_basic``, ``client_secret_post`` or ``none``);
+- the SDK's flow errors leave as ``AuthError``; its own traceback log of them is dropped (the
+  runner reports the translated error once).
+
+Who answers the authorization request is the context's ``Interaction`` (``runner.auth.context``):
+by default nobody (``LoginRequiredError``, naming ``mcp-run auth login``), the browser for
+``mcp-run auth login``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import AsyncGenerator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyUrl
+
+from runner.auth.callback import DEFAULT_CALLBACK_PORT, redirect_uri
+from runner.auth.context import current_interaction
+from runner.auth.store import DIR_MODE, TokenRecord, token_dir
+from runner.errors import AuthError
+from runner.manifest import AuthSpec, HttpServerSpec
+
+REFRESH_MARGIN = 60.0  # seconds before expiry an access token is refreshed (at most half its life)
+CLIENT_NAME = "mcp-run"
+
+
+def client_name(auth: AuthSpec) -> str:
+    """Which client a stored record belongs to: the configured id, else how it registers."""
+    if auth.client_id:
+        return f"{auth.grant}:{auth.client_id}"
+    return f"{auth.grant}:{auth.client_metadata_url or 'registered'}"
+
+
+def effective_auth(spec: HttpServerSpec) -> AuthSpec | None:
+    """The server's ``auth`` block; without one, the defaults - unless a static token is configured."""
+    if spec.auth is not None:
+        return spec.auth
+    if any(name.lower() == "authorization" for name in spec.headers):
+        return None  # `headers: {Authorization: ...}` is the user's own token: leave it alone
+    return AuthSpec.model_validate({})
+
+
+def token_record(spec: HttpServerSpec) -> TokenRecord | None:
+    """The stored login of ``spec`` (None when it uses a static Authorization header)."""
+    auth = effective_auth(spec)
+    return TokenRecord(spec.url, client_name(auth)) if auth is not None else None
+
+
+def login_files(servers: Mapping[str, object]) -> dict[str, Path]:
+    """The token file of each http/sse server that can log in, by server key (watch mode watches
+    them: a login in another terminal restarts a server that was waiting for one). The token
+    folder is created (0700) so that it can be watched before the first login."""
+    files = {
+        key: record.path
+        for key, spec in servers.items()
+        if isinstance(spec, HttpServerSpec) and (record := token_record(spec)) is not None
+    }
+    if files:
+        token_dir().mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return files
+
+
+def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:
+    """The ``httpx2.Auth`` of server ``key``; None when it sends a static Authorization header.
+
+    A server without an ``auth`` block gets one with the defaults that acts only on a 401 carrying
+    a ``WWW-Authenticate: Bearer`` challenge (or when a login for it is stored).
+    """
+    auth, record = effective_auth(spec), token_record(spec)
+    if auth is None or record is None:
+        return None
+    scope = " ".join(auth.scopes) if auth.scopes else None
+    if auth.grant == "client_credentials":
+        assert auth.client_id and auth.client_secret, "the manifest checks this"
+        with warnings.catch_warnings():
+            # Without `issuer` the SDK warns that it trusts the server's choice of authorization
+            # server; that is the manifest's documented default, not news for every run.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            machine = MachineAuth(
+                key,
+                record,
+                server_url=spec.url,
+                storage=record,
+                client_id=auth.client_id,
+                client_secret=auth.client_secret,
+                scope=scope,
+                issuer=auth.issuer,
+            )
+        machine.fixed_scope = scope
+        return machine
+    port = auth.callback_port or DEFAULT_CALLBACK_PORT
+    redirect = [AnyUrl(redirect_uri(port))]
+    preregistered = None
+    if auth.client_id:
+        preregistered = OAuthClientInformationFull(
+            client_id=auth.client_id,
+            client_secret=auth.client_secret,
+            redirect_uris=redirect,
+            token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+        )
+    metadata = OAuthClientMetadata(
+        client_name=CLIENT_NAME,
+        redirect_uris=redirect,
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope=scope,
+    )
+    provider = LoginAuth(
+        key,
+        record,
+        server_url=spec.url,
+        client_metadata=metadata,
+        storage=record,
+        client_metadata_url=auth.client_metadata_url,
+    )
+    provider.prepare(port=port, preregistered=preregistered)
+    provider.fixed_scope = scope
+    provider.challenge_only = spec.auth is None
+    return provider
+
+
+class _RunnerAuth:
+    """What the runner adds to the SDK's providers (see the module docstring). A mixin."""
+
+    context: Any  # the SDK provider's OAuthContext
+    _initialized: bool  # the SDK provider's: tokens and client loaded from the store
+
+    def __init__(self, key: str, record: TokenRecord, **kwargs: Any) -> None:
+        self.key = key
+        self.record = record
+        self._preregistered: OAuthClientInformationFull | None = None
+        self.fixed_scope: str | None = None  # the manifest's scopes
+        self._stepping_up = False
+        self.challenge_only = False  # no auth block: only a Bearer challenge starts a flow
+        super().__init__(**kwargs)
+
+    def _apply_fixed_scope(self) -> None:
+        """The manifest's scopes replace the server's suggestion; a step-up adds to them."""
+        if self.fixed_scope is None:
+            return
+        current = self.context.client_metadata.scope
+        wanted = union_scopes(self.fixed_scope, current) if self._stepping_up else self.fixed_scope
+        self.context.client_metadata.scope = wanted
+
+    async def _initialize(self) -> None:
+        await super()._initialize()  # type: ignore[misc]
+        if self._preregistered is not None:
+            self.context.client_info = self._preregistered
+        expires_at = self.record.expires_at()
+        if self.context.current_tokens is not None and expires_at is not None:
+            lifetime = self.context.current_tokens.expires_in or 0
+            self.context.token_expiry_time = expires_at - min(REFRESH_MARGIN, lifetime / 2)
+
+    def _margin_expiry(self) -> None:
+        tokens = self.context.current_tokens
+        if tokens is not None and tokens.expires_in is not None:
+            margin = min(REFRESH_MARGIN, tokens.expires_in / 2)
+            self.context.token_expiry_time = time.time() + tokens.expires_in - margin
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)  # type: ignore[misc]
+        self._margin_expiry()
+        metadata = self.context.oauth_metadata
+        endpoint = metadata.revocation_endpoint if metadata is not None else None
+        self.record.set_revocation_endpoint(str(endpoint) if endpoint else None)
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        refreshed = await super()._handle_refresh_response(response)  # type: ignore[misc]
+        if refreshed:
+            self._margin_expiry()
+        else:
+            self.record.forget_tokens()
+        return refreshed
+
+    def _choose_token_endpoint_auth(self) -> None:
+        """A pre-registered client authenticates the way the server's metadata allows."""
+        client, metadata = self.context.client_info, self.context.oauth_metadata
+        if self._preregistered is None or client is None or metadata is None:
+            return
+        supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+        if client.client_secret:
+            preferences = ["client_secret_basic", "client_secret_post", "none"]
+        else:
+            preferences = ["none"]
+        chosen = next((method for method in preferences if method in supported), preferences[0])
+        self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": chosen})
+
+    async def _refresh_token(self) -> httpx2.Request:
+        self._choose_token_endpoint_auth()
+        return await super()._refresh_token()  # type: ignore[misc]
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """Send with the current token; the SDK's flow only when the answer asks for authorization.
+
+        The SDK's flow holds one lock from sending a request until its answer's headers arrive,
+        which would line up every request of a session behind a long call (servers that answer
+        in plain JSON send headers last). Here a request with a valid token (or with nothing to
+        send, when only a challenge starts a flow) goes out without the lock; a 401 on a token
+        tries one refresh; what still needs authorizing enters the SDK's flow with that answer.
+        """
+        async with self.context.lock:
+            if not self._initialized:
+                await self._initialize()
+        response: httpx2.Response | None = None
+        self._stepping_up = False
+        nothing_to_send = self.challenge_only and self.context.current_tokens is None
+        if self.context.is_token_valid() or nothing_to_send:
+            if self.context.is_token_valid():
+                self._add_auth_header(request)  # type: ignore[attr-defined]
+            response = yield request
+            if not self._asks_for_authorization(response):
+                return
+            sent = request.headers.get("Authorization")
+            if response.status_code == 401 and sent is not None:
+                async with self.context.lock:  # one refresh, even when many requests got a 401
+                    tokens = self.context.current_tokens
+                    stale = tokens is not None and sent == f"Bearer {tokens.access_token}"
+                    if stale and self.context.can_refresh_token():
+                        await self._handle_refresh_response((yield await self._refresh_token()))
+                if self.context.is_token_valid() and request.headers.get("Authorization") != (
+                    f"Bearer {self.context.current_tokens.access_token}"
+                ):
+                    self._add_auth_header(request)  # type: ignore[attr-defined]
+                    response = yield request
+                    if not self._asks_for_authorization(response):
+                        return
+            self._stepping_up = response.status_code == 403
+        flow = super()._auth_flow(request)  # type: ignore[misc]
+        try:
+            outgoing = await flow.__anext__()
+            if response is not None and outgoing is request:
+                outgoing = await flow.asend(response)  # the answer this request already got
+            while True:
+                outgoing = await flow.asend((yield outgoing))
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+    def _asks_for_authorization(self, response: httpx2.Response) -> bool:
+        """A 401 or a 403 ``insufficient_scope`` (without an ``auth`` block: with a Bearer challenge)."""
+        if response.status_code == 403:
+            asked = extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        else:
+            asked = response.status_code == 401
+        return asked and (not self.challenge_only or _bearer_challenge(response))
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """The flow with the SDK's errors translated into ``AuthError``."""
+        flow = super().async_auth_flow(request)  # type: ignore[misc]
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        except OAuthFlowError as exc:
+            raise AuthError(self.key, f"authorization failed: {exc}") from exc
+        finally:
+            await flow.aclose()
+
+
+class LoginAuth(_RunnerAuth, OAuthClientProvider):
+    """Authorization code with PKCE; the redirect goes to the context's :class:`Interaction`."""
+
+    def prepare(self, *, port: int, preregistered: OAuthClientInformationFull | None) -> None:
+        self._port = port
+        self._preregistered = preregistered
+        self._result: AuthorizationCodeResult | None = None
+        self.context.redirect_handler = self._redirect
+        self.context.callback_handler = self._callback
+
+    async def _redirect(self, url: str) -> None:
+        self._result = await current_interaction().authorize(self.key, url, self._port)
+
+    async def _callback(self) -> AuthorizationCodeResult:
+        result, self._result = self._result, None
+        if result is None:
+            raise AuthError(self.key, "the login redirect carried no authorization code")
+        return result
+
+    async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> httpx2.Request:
+        self._choose_token_endpoint_auth()
+        return await super()._exchange_token_authorization_code(auth_code, code_verifier)
+
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        self._apply_fixed_scope()
+        return await super()._perform_authorization_code_grant()
+
+
+class MachineAuth(_RunnerAuth, ClientCredentialsOAuthProvider):
+    """``grant: client_credentials``: no person, no redirect; a new token whenever one is needed."""
+
+    async def _exchange_token_client_credentials(self) -> httpx2.Request:
+        self._apply_fixed_scope()
+        return await super()._exchange_token_client_credentials()
+
+
+def _bearer_challenge(response: httpx2.Response) -> bool:
+    return response.headers.get("www-authenticate", "").strip().lower().startswith("bearer")
+
+
+class _DropTranslatedFlowErrors(logging.Filter):
+    """The SDK logs every flow error with a traceback before raising it; the runner reports it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "OAuth flow error"
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_DropTranslatedFlowErrors())

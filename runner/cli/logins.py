@@ -1,0 +1,65 @@
+"""Logging in to an http/sse server from the CLI: ``mcp-run auth login`` and the chat's offer.
+
+A login connects to the server exactly as a run does (``open_fleet``), with the browser as the
+context's interaction, so the tokens it stores are the ones every later run uses. No command is
+defined here, so the chat can offer logins without registering ``mcp-run auth``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from runner.auth import BrowserLogin, has_display, interacting, login_files
+from runner.auth.login import LOGIN_TIMEOUT
+from runner.cli import stderr, stdout
+from runner.errors import AuthError, LoginRequiredError
+from runner.loading import LoadedManifest
+from runner.manifest import HttpServerSpec
+from runner.reload import reload_runtime
+from runner.runtime import Runtime
+from runner.servers import open_fleet
+
+
+async def connect_alone(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> int:
+    """Start server ``key`` alone (required, no restarts); its tool count."""
+    async with open_fleet({key: spec}, base_dir=loaded.base_dir, state_dir=loaded.state_dir) as fleet:
+        return len(fleet.connections[key].tools)
+
+
+async def log_in(
+    loaded: LoadedManifest, key: str, spec: HttpServerSpec, *, browser: bool, timeout: float
+) -> int:
+    """Log in to server ``key`` (the URL is shown, the browser opened when ``browser``); its tool count."""
+    assert spec.startup_timeout is not None
+
+    def show(url: str) -> None:
+        stderr.print(f"Open this URL in a browser to log in to {key}:", markup=False)
+        stderr.print(url, markup=False, crop=False, overflow="ignore")
+
+    launch = spec.model_copy(update={"required": True, "startup_timeout": spec.startup_timeout + timeout})
+    with interacting(BrowserLogin(show, open_browser=browser and has_display(), timeout=timeout)):
+        return await connect_alone(loaded, key, launch)
+
+
+async def offer_logins(runtime: Runtime, read_line: Callable[[str], Awaitable[str | None]]) -> None:
+    """The chat's offer: log in now to each server that was skipped for want of a login."""
+    waiting = {
+        key: connection.spec for key, connection in runtime.fleet.connections.items()
+        if isinstance(connection.error, LoginRequiredError) and isinstance(connection.spec, HttpServerSpec)
+    }
+    logged_in: set[Path] = set()
+    files = login_files(waiting)
+    for key, spec in waiting.items():
+        answer = await read_line(f"{key} needs a login. Log in now? [Y/n] ")
+        if answer is None or answer.strip().lower() not in ("", "y", "yes"):
+            continue
+        try:
+            count = await log_in(runtime.loaded, key, spec, browser=True, timeout=LOGIN_TIMEOUT)
+        except AuthError as exc:
+            stderr.print(f"error: {exc}", style="red", markup=False)
+            continue
+        stdout.print(f"{key}: logged in, {count} tool{'s' if count != 1 else ''}", markup=False)
+        logged_in.add(files[key].resolve())
+    if logged_in:  # start them in the running agent, as watch mode does after a login elsewhere
+        await reload_runtime(runtime, changed_files=logged_in)

@@ -1,0 +1,221 @@
+"""Case files: what a case says, how it is read (located errors like the manifest's), and where
+case files are found.
+
+    # yaml-language-server: $schema=../schemas/evals.schema.json
+    cases:
+      - name: adds-a-note
+        input: 'notes__add_note {"title": "milk"}'
+        expect:
+          tools: [{name: notes__add_note, args: {title: milk}}]
+          match: strict
+          answer: {contains: saved}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from runner.errors import ManifestError, Problem
+from runner.loading import SourceMap, located_problems, read_located_yaml
+from runner.manifest import ModelSpec
+
+CASES_FOLDER = "evals"
+CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+MatchMode = Literal["strict", "unordered", "subset", "superset"]
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _calls_from_names(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    return [{"name": call} if isinstance(call, str) else call for call in value]
+
+
+def _model_from_id(value: Any) -> Any:
+    return {"id": value} if isinstance(value, str) else value
+
+
+def _regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return pattern
+
+
+Text = Annotated[str, Field(min_length=1)]
+Texts = Annotated[list[Text], BeforeValidator(_as_list, json_schema_input_type=Text | list[Text])]
+
+
+class EvalSpec(BaseModel):
+    """Base of the case models: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExpectedCall(EvalSpec):
+    name: str = Field(min_length=1, description="The tool's generated name, e.g. notes__add_note.")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Arguments to check: equal values for the keys given, or {matches: REGEX}.",
+    )
+
+    @field_validator("args")
+    @classmethod
+    def _regexes_compile(cls, args: dict[str, Any]) -> dict[str, Any]:
+        for value in args.values():
+            if is_regex_matcher(value):
+                _regex(value["matches"])
+        return args
+
+
+class AnswerSpec(EvalSpec):
+    contains: Texts = Field(default_factory=list, description="Text the answer must contain.")
+    not_contains: Texts = Field(default_factory=list, description="Text the answer must not contain.")
+    matches: Annotated[str, BeforeValidator(_regex)] | None = Field(
+        None, description="A regular expression the answer must match (searched, not anchored)."
+    )
+    json_schema: dict[str, Any] | None = Field(
+        None, description="The answer must be JSON valid against this schema."
+    )
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_is_valid(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        return schema
+
+
+class ExpectSpec(EvalSpec):
+    tools: Annotated[list[ExpectedCall], BeforeValidator(
+        _calls_from_names, json_schema_input_type=list[Text | ExpectedCall])] | None = Field(
+        None, description="The expected tool calls (a name, or {name, args})."
+    )
+    match: MatchMode = Field(
+        "subset",
+        description="How 'tools' compares to the calls made: strict (same calls, same order), "
+        "unordered (same calls), subset (no call beyond those), superset (at least those).",
+    )
+    answer: AnswerSpec | None = Field(None, description="Checks on the final answer.")
+    no_tool_errors: bool = Field(False, description="Every tool call must succeed.")
+    max_tool_calls: int | None = Field(None, ge=0, description="At most this many tool calls.")
+
+
+class JudgeSpec(EvalSpec):
+    criteria: str = Field(min_length=1, description="What a good conversation does, for the judge.")
+    model: Annotated[ModelSpec, BeforeValidator(
+        _model_from_id, json_schema_input_type=Text | ModelSpec)] | None = Field(
+        None, description="The judge's model (default: the manifest's)."
+    )
+
+
+class CaseSpec(EvalSpec):
+    name: str = Field(pattern=CASE_NAME_PATTERN, description="Unique name; names its cassette file.")
+    description: str | None = None
+    input: Annotated[Texts, Field(min_length=1)] = Field(
+        description="One user message, or a list of turns.")
+    vars: dict[str, Any] = Field(default_factory=dict, description="Overrides prompts.vars.")
+    max_steps: int | None = Field(None, ge=1, description="Model calls allowed per turn.")
+    expect: ExpectSpec = Field(default_factory=ExpectSpec)
+    judge: JudgeSpec | None = Field(None, description="Criteria graded by a model.")
+
+
+class CaseFileSpec(EvalSpec):
+    cases: list[CaseSpec] = Field(min_length=1, description="The cases of this file.")
+
+
+def is_regex_matcher(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"matches"} and isinstance(value["matches"], str)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A case and the file it was read from."""
+
+    spec: CaseSpec
+    file: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def cassette_path(self) -> Path:
+        return self.file.parent / "cassettes" / f"{self.name}.yaml"
+
+
+def find_case_files(manifest_path: Path) -> list[Path]:
+    """The case files in the ``evals/`` folder next to the manifest."""
+    folder = manifest_path.parent / CASES_FOLDER
+    return sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+
+
+def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -> list[Case]:
+    """Every case of ``paths``; every problem of every file at once (ManifestError)."""
+    problems: list[Problem] = []
+    cases: list[Case] = []
+    first_seen: dict[str, Problem] = {}
+    for path in paths:
+        try:
+            found, source = _load_file(path, environ)
+        except ManifestError as exc:
+            problems += exc.problems
+            continue
+        for index, case in enumerate(found):
+            at = source.problem(("cases", index, "name"), "")
+            if case.name in first_seen:
+                seen = first_seen[case.name]
+                problems.append(source.problem(("cases", index, "name"), f"case name '{case.name}' "
+                                               f"is used twice (first at {seen.file}:{seen.line})"))
+                continue
+            first_seen[case.name] = at
+            cases.append(Case(case, path.resolve()))
+    if problems:
+        raise ManifestError(problems)
+    return cases
+
+
+def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[CaseSpec], SourceMap]:
+    display = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ManifestError([Problem(display, 1, 1, "", f"cannot read the case file: {reason}")]) from exc
+    if not raw.strip():
+        raise ManifestError([Problem(display, 1, 1, "", "the case file is empty; it needs 'cases:'")])
+    data, source, problems = read_located_yaml(raw, file=display, environ=environ)
+    try:
+        parsed = CaseFileSpec.model_validate(data)
+    except ValidationError as exc:
+        reported = {p.path for p in problems}
+        located = located_problems(exc, data, source, root=CaseFileSpec)
+        raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
+    if problems:
+        raise ManifestError(problems)
+    return list(parsed.cases), source
+
+
+def evals_json_schema() -> dict[str, Any]:
+    """The JSON Schema of case files, for editors (yaml-language-server) and docs."""
+    schema = CaseFileSpec.model_json_schema(by_alias=True)
+    schema["patternProperties"] = {"^x-": {}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://mcp-run.dev/schemas/evals.schema.json",
+        **schema,
+    }

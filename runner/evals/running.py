@@ -1,0 +1,249 @@
+"""Running cases: each on its own thread, in parallel, over one runtime (one fleet of servers).
+
+    results = await run_suite(Path("agent.yaml"), cases, RunOptions(mode="replay"))
+
+Live runs use the manifest's model and servers; ``record`` does the same and writes each case's
+cassette; ``replay`` starts no server and builds no model. ``watch_suite`` runs the cases again
+whenever the manifest, a template, a named module or a case file changes, reconciling the
+running servers the way watch mode does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from langgraph.types import Command
+from watchfiles import awatch
+
+from runner.errors import CassetteDrift, ManifestError, RunnerError
+from runner.evals.cases import Case
+from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
+from runner.evals.judge import grade
+from runner.evals.matching import ObservedCall, Observation, expectation_differences
+from runner.evals.replay import listing_of, listings_of, replay_servers
+from runner.evals.sessions import EvalSessions, Mode
+from runner.reload import reload_runtime
+from runner.runtime import Runtime, load_agent, stream_turn
+
+Status = Literal["passed", "failed", "drift", "error"]
+DEFAULT_JOBS = 4
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    mode: Mode = "live"
+    model_id: str | None = None
+    jobs: int = DEFAULT_JOBS
+    environ: Mapping[str, str] | None = None
+
+
+@dataclass
+class CaseResult:
+    """How one case went; ``differences[0]`` is the first difference the report shows."""
+
+    case: Case
+    status: Status
+    seconds: float
+    observed: Observation = field(default_factory=Observation)
+    differences: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.case.name
+
+
+def select_cases(cases: list[Case], pattern: str | None) -> list[Case]:
+    """Cases whose name contains ``pattern``, or matches it as a glob (``add-*``)."""
+    if not pattern:
+        return cases
+    if any(char in pattern for char in "*?["):
+        return [case for case in cases if fnmatch.fnmatchcase(case.name, pattern)]
+    return [case for case in cases if pattern in case.name]
+
+
+async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions) -> list[CaseResult]:
+    """Start the agent once and run ``cases`` over it."""
+    sessions = EvalSessions(options.mode, model_id=options.model_id, environ=options.environ)
+    cassettes: dict[str, Cassette | ManifestError] = {}
+    extra: dict[str, Any] = {}
+    if options.mode == "replay":
+        for case in cases:
+            try:
+                cassettes[case.name] = read_cassette(case.cassette_path)
+            except ManifestError as exc:
+                cassettes[case.name] = exc
+        found = [c for c in cassettes.values() if isinstance(c, Cassette)]
+        extra["open_servers"] = replay_servers(listings_of(found))
+    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra) as runtime:
+        return await run_cases(runtime, cases, sessions, jobs=options.jobs, cassettes=cassettes)
+
+
+async def run_cases(
+    runtime: Runtime,
+    cases: list[Case],
+    sessions: EvalSessions,
+    *,
+    jobs: int = DEFAULT_JOBS,
+    cassettes: Mapping[str, Cassette | ManifestError] | None = None,
+) -> list[CaseResult]:
+    """Run ``cases`` at most ``jobs`` at a time; results in the order of ``cases``."""
+    limiter = anyio.CapacityLimiter(max(1, jobs))
+    results: list[CaseResult | None] = [None] * len(cases)
+
+    async def run_one(index: int, case: Case) -> None:
+        async with limiter:
+            results[index] = await run_case(runtime, case, sessions, (cassettes or {}).get(case.name))
+
+    async with anyio.create_task_group() as group:
+        for index, case in enumerate(cases):
+            group.start_soon(run_one, index, case)
+    return [result for result in results if result is not None]
+
+
+async def run_case(
+    runtime: Runtime, case: Case, sessions: EvalSessions, cassette: Cassette | ManifestError | None
+) -> CaseResult:
+    began = time.perf_counter()
+    if isinstance(cassette, ManifestError):
+        return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
+    recording: Cassette | None = None
+    now = cassette.now if cassette is not None else None
+    if sessions.mode == "record":
+        # UTC: a zone name would not survive the round trip through the file on another machine.
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        listings = {key: listing_of(connection) for key, connection in runtime.fleet.connections.items()
+                    if connection.status != "failed"}
+        recording = Cassette(case=case.name, now=now, servers=listings)
+    thread_id = f"eval-{case.name}-{uuid.uuid4().hex[:8]}"
+    run = sessions.start(case, thread_id, cassette or recording, now)
+    observed = Observation()
+    result = CaseResult(case, "passed", 0.0, observed)
+    try:
+        for text in case.spec.input:
+            run.turn_calls = 0
+            await _run_turn(runtime, text, thread_id, observed)
+        if run.drift is not None:
+            raise CassetteDrift(run.drift)
+        result.differences = expectation_differences(case.spec.expect, observed)
+        if case.spec.judge is not None:
+            result.verdict = await _verdict(runtime, case, cassette, observed)
+            if not result.verdict.passed:
+                result.differences.append(f"the judge failed the case: {result.verdict.reasoning}")
+        result.status = "failed" if result.differences else "passed"
+    except CassetteDrift as exc:
+        result.status, result.differences = "drift", [f"drift: {exc}"]
+    except RunnerError as exc:
+        result.status, result.differences = "error", [f"{type(exc).__name__}: {exc}"]
+    finally:
+        sessions.runs.pop(thread_id, None)
+    observed.steps = run.model_calls
+    result.seconds = time.perf_counter() - began
+    if recording is not None and result.status in ("passed", "failed"):
+        recording.judge = result.verdict
+        write_cassette(case.cassette_path, recording, sessions.secrets)
+    return result
+
+
+async def _run_turn(runtime: Runtime, text: str, thread_id: str, observed: Observation) -> None:
+    """One user message; calls that need approval are approved (a case runs unattended)."""
+    message: str | Command = text
+    positions: dict[str, int] = {}
+    while True:
+        approval = None
+        async for event in stream_turn(runtime, message, thread_id=thread_id):
+            kind = event["type"]
+            if kind == "tool_call":
+                positions[event["id"]] = len(observed.calls)
+                observed.calls.append(ObservedCall(event["name"], dict(event["args"])))
+            elif kind == "tool_result" and event["id"] in positions:
+                index = positions[event["id"]]
+                call = observed.calls[index]
+                observed.calls[index] = ObservedCall(call.name, call.args, event["status"] or "success",
+                                                     event["text"])
+            elif kind == "final":
+                observed.answer = event["text"]
+            elif kind == "approval":
+                approval = event
+        if approval is None:
+            return
+        message = Command(resume={"action": "approve"})
+
+
+async def _verdict(runtime: Runtime, case: Case, cassette: Cassette | None,
+                   observed: Observation) -> Verdict:
+    assert case.spec.judge is not None
+    if cassette is not None:  # replaying
+        if cassette.judge is None:
+            raise CassetteDrift("the recording has no judge verdict; record the case again")
+        return cassette.judge
+    return await grade(case.spec.judge, runtime.manifest.model, runtime.loaded.base_dir,
+                       list(case.spec.input), observed)
+
+
+# --------------------------------------------------------------------------- watch
+
+
+async def watch_suite(
+    manifest_path: Path,
+    load_cases: Callable[[], list[Case]],
+    case_folders: set[Path],
+    options: RunOptions,
+    report: Callable[[list[CaseResult] | RunnerError], Any],
+    *,
+    stop: anyio.Event,
+    watching: Callable[[], Any] | None = None,
+) -> None:
+    """Run the cases, then again after every relevant edit, until ``stop`` is set.
+
+    ``load_cases`` reads the case files again each time; an invalid case file or manifest is
+    reported and the last good agent keeps running. ``watching`` is called now and then while
+    the files are being watched (tests wait on it before editing).
+    """
+    sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
+    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False) as runtime:
+
+        async def run_all() -> None:
+            try:
+                cases = load_cases()
+            except ManifestError as exc:
+                report(exc)
+                return
+            report(await run_cases(runtime, cases, sessions, jobs=options.jobs))
+
+        await run_all()
+        while not stop.is_set():
+            files = set(runtime.files)
+            folders = {path.resolve() for path in case_folders}
+
+            def relevant(change: Any, raw: str, files: set[Path] = files) -> bool:
+                path = Path(raw).resolve()
+                return path in files or (path.parent in folders and path.suffix in (".yaml", ".yml"))
+
+            roots = {path.parent for path in files} | {f for f in folders if f.exists()}
+            watcher = awatch(*roots, watch_filter=relevant, debounce=int(runtime.manifest.watch.debounce
+                                                                          * 1000),
+                             step=20, stop_event=stop, recursive=False, rust_timeout=200,
+                             yield_on_timeout=True)
+            async for changes in watcher:
+                if not changes:
+                    if watching is not None:
+                        watching()
+                    continue
+                changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O)
+                if changed & files:
+                    try:
+                        await reload_runtime(runtime, changed_files=changed)
+                    except RunnerError as exc:  # the last good agent keeps running
+                        report(exc)
+                        continue
+                await run_all()
+                break  # the files to watch may have changed: watch the new set

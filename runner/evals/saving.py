@@ -1,0 +1,65 @@
+"""``/save NAME`` in the chat: the current thread written as a case, ready to run and to edit.
+
+The case holds the user's turns, the tool calls the agent made (``match: unordered``) and an
+excerpt of the last answer under ``answer.contains``, to be edited into what matters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from runner.errors import CaseSaveError
+from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
+
+EXCERPT_CHARS = 60
+
+
+def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """The case (as YAML-ready data) that replays the conversation in ``messages``."""
+    inputs = [str(m.text) for m in messages if isinstance(m, HumanMessage) and str(m.text).strip()]
+    if not inputs:
+        raise CaseSaveError("the conversation has no user message yet: nothing to save")
+    calls: list[dict[str, Any]] = []
+    answer = ""
+    for message in messages:
+        if isinstance(message, AIMessage):
+            calls += [{"name": c["name"], "args": c["args"]} if c["args"] else {"name": c["name"]}
+                      for c in message.tool_calls]
+            if not message.tool_calls:
+                answer = str(message.text)
+    expect: dict[str, Any] = {"tools": calls, "match": "unordered"}
+    first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
+    if first_line:
+        expect["answer"] = {"contains": first_line[:EXCERPT_CHARS].strip()}
+    return {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
+
+
+def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -> Path:
+    """Write ``evals/NAME.yaml`` next to the manifest; returns its path. Never overwrites."""
+    if not re.match(CASE_NAME_PATTERN, name):
+        raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
+                            "'_' and '-', starting with a letter or digit")
+    case = case_from_thread(name, messages)
+    path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
+    if path.exists():
+        raise CaseSaveError(f"{path} already exists: choose another name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (
+        "# yaml-language-server: $schema=../schemas/evals.schema.json\n"
+        "# Saved from the chat: edit the expectations to what matters, then run\n"
+        f"# `mcp-run test {manifest_path.name} -k {name}`.\n"
+        + yaml.safe_dump({"cases": [case]}, sort_keys=False, allow_unicode=True, width=100)
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def saved_case(path: Path) -> Case:
+    """The case just saved, read back as ``mcp-run test`` reads it."""
+    return load_cases([path])[0]
