@@ -175,7 +175,8 @@ class JsonChat:
 def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
-    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo")},
+    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
+                               "asking": server("asking", "--legacy")},
                    name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
@@ -194,6 +195,21 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert chat.wait_for("approval")["tool"] == "notes__delete_note"
         chat.send({"action": "deny", "reason": "no"})
         assert "denied" in chat.wait_for("final")["text"]
+        chat.send({"text": "asking__book"})
+        assert chat.wait_for("elicitation")["mode"] == "form"
+        chat.send({"action": "accept", "content": {"date": "today"}})
+        assert "booked today for 2" in chat.wait_for("final")["text"]
+        chat.send({"text": "asking__visit"})
+        assert chat.wait_for("elicitation")["mode"] == "url"
+        chat.send({"action": "decline"})
+        chat.wait_for("final")
+        chat.send({"text": 'asking__summarize {"text": "a story"}'})
+        assert chat.wait_for("sampling")["server"] == "asking"
+        chat.send({"action": "deny"})
+        chat.wait_for("final")
+        chat.send({"text": 'asking__slow {"steps": 1, "interval": 0.01}'})
+        assert chat.wait_for("progress")["total"] == 1
+        chat.wait_for("final")
         chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
         assert chat.wait_for("change")["added"] == ["fresh"]
         manifest = agent_dir / "agent.yaml"

@@ -116,9 +116,10 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
 
     assert restart_fields(StdioServerSpec) == {
         "transport", "command", "args", "env", "env_passthrough", "cwd", "container", "sandbox",
-        "startup_timeout", "heartbeat", "restart"}
+        "startup_timeout", "heartbeat", "restart", "elicitation", "sampling", "logging"}
     assert restart_fields(HttpServerSpec) == {
-        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart"}
+        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart", "elicitation",
+        "sampling", "logging"}
 
 
 async def test_the_runtime_follows_the_files_the_checked_agent_names(folder: Path) -> None:

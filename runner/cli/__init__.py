@@ -150,6 +150,18 @@ def main(debug: bool) -> None:
     )
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.ERROR, "error")
+    # Servers' own log messages ("[server] level: message", already at or above each server's
+    # logging.terminal) are shown dim, apart from mcp-run's diagnostics.
+    server_logs = logging.getLogger("runner.servers.log")
+    server_logs.propagate = False
+    server_logs.setLevel(logging.DEBUG)
+    if not server_logs.handlers:
+        server_logs.addHandler(_ServerLogLines())
+
+
+class _ServerLogLines(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        stderr.print(record.getMessage(), style="dim", markup=False, highlight=False)
 
 
 def summary(loaded: LoadedManifest) -> str:

@@ -89,7 +89,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         _invalid("ARGUMENTS must be a JSON object")
 
     async def call_tool() -> tuple[str, str | None] | str:
-        async with load_agent(file, model=False) as runtime:
+        async with load_agent(file, model=False, interactive=False) as runtime:
             catalog = runtime.catalog
             if name not in catalog.entries:
                 available = ", ".join(sorted(catalog.entries)) or "none"

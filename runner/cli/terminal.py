@@ -65,6 +65,14 @@ class LineReader:
         self._console.file.flush()
 
 
+def progress_line(event: dict[str, Any]) -> str:
+    """``… tool: 2/4 (50%) message`` for a progress event."""
+    done, total = event["progress"], event.get("total")
+    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
+    message = f" {event['message']}" if event.get("message") else ""
+    return f"… {event['tool']}: {amount}{message}"
+
+
 class ChatView(Protocol):
     async def read(self) -> str | None:
         """The next message or /command, or None at the end of input."""
@@ -141,6 +149,8 @@ class TerminalView:
             changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                        + [f"~{n}" for n in event["changed"]])
             say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
+        elif kind == "progress":
+            say(progress_line(event), style="dim", markup=False)
         elif kind == "interrupted":
             say("(turn interrupted)", style="yellow")
         elif kind == "error":
@@ -190,7 +200,7 @@ class JsonLinesView:
         click.echo(json.dumps(event, default=str))
         sys.stdout.flush()
 
-    async def _next_object(self) -> dict[str, Any] | None:
+    async def next_object(self) -> dict[str, Any] | None:
         while True:
             line = await self.reader.read("")
             if line is None:
@@ -208,7 +218,7 @@ class JsonLinesView:
 
     async def read(self) -> str | None:
         while True:
-            value = await self._next_object()
+            value = await self.next_object()
             if value is None:
                 return None
             if isinstance(value.get("text"), str):
@@ -220,7 +230,7 @@ class JsonLinesView:
         self.show({"type": "approval", "tool": approval["tool"], "args": approval["args"],
                    "id": approval["id"]})
         while True:
-            value = await self._next_object()
+            value = await self.next_object()
             if value is None:
                 return {"action": "deny", "reason": "the input ended"}
             action = value.get("action")
