@@ -14,7 +14,7 @@ import click
 import pytest
 
 import runner.cli
-from runner.cli import COMMAND_MODULES, FILE_MODULE, CommandRegistryError, load_command_module, main
+from runner.cli import COMMAND_MODULES, COMMAND_SUMMARIES, FILE_MODULE, CommandRegistryError, load_command_module, main
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
@@ -75,6 +75,30 @@ def test_validate_and_schema_import_neither_the_sdk_nor_langchain() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
                             timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_help_lists_the_commands_without_importing_their_modules_or_the_runtime() -> None:
+    script = (
+        "import sys\nfrom runner.cli import COMMAND_MODULES, main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "loaded = sorted(m for m in sys.modules if m in COMMAND_MODULES\n"
+        "                or m.split('.')[0] in ('mcp', 'langchain_core', 'langgraph'))\n"
+        "print(loaded, file=sys.stderr)\nassert not loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Call tool NAME with ARGUMENTS" in result.stdout
+
+
+def test_the_help_summary_of_every_lazy_command_is_its_docstring_summary() -> None:
+    for module in sorted(COMMAND_MODULES):
+        load_command_module(module)
+    for name in sorted(COMMAND_SUMMARIES):
+        for limit in (45, 300):
+            assert click.utils.make_default_short_help(COMMAND_SUMMARIES[name], limit) == (
+                main.commands[name].get_short_help_str(limit)), name
+    assert set(COMMAND_SUMMARIES) == {name for names in COMMAND_MODULES.values() for name in names}
 
 
 @pytest.mark.parametrize(("typed", "suggested"), [("valdiate", "validate"), ("tool", "tools"),
