@@ -131,3 +131,31 @@ def test_an_existing_file_without_a_yaml_suffix_runs_its_agent(tmp_path: Path) -
     result = mcp_run("agent", "-p", "hello", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "offline model" in result.stdout
+
+
+# A Ctrl-C raised while a module is being imported, as it is when pressed during start-up.
+_INTERRUPTING_IMPORT = (
+    "import sys\n"
+    "interrupted_module = sys.argv[1]\n"
+    "class Interrupting:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == interrupted_module:\n"
+    "            raise KeyboardInterrupt\n"
+    "sys.meta_path.insert(0, Interrupting())\n"
+    "sys.argv = ['mcp-run', *sys.argv[2:]]\n"
+    "from runner.__main__ import main\n"
+    "main()\n"
+)
+
+
+@pytest.mark.parametrize("module", ["runner.cli", FILE_MODULE])
+def test_ctrl_c_during_start_up_says_interrupted_and_exits_130_without_a_traceback(module: str) -> None:
+    result = subprocess.run([sys.executable, "-c", _INTERRUPTING_IMPORT, module, "agent.yaml", "-p", "hi"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 130, result.stderr
+    assert "interrupted" in result.stderr
+    assert "Traceback" not in result.stderr and "Aborted" not in result.stderr
+
+
+def test_the_console_script_is_the_entry_point_that_handles_ctrl_c() -> None:
+    assert 'mcp-run = "runner.__main__:main"' in (ROOT / "pyproject.toml").read_text()

@@ -107,6 +107,14 @@ class _FileOrCommand(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | {name for names in COMMAND_MODULES.values() for name in names})
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            stderr.print("interrupted", style="yellow")
+            sys.exit(EXIT_INTERRUPTED)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
         rows = []
