@@ -102,6 +102,8 @@ def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer:
         call.close(force=True)
     assert call.exitstatus == code
     assert ("hi" in call.before) == (code == 0)
+    if answer == "n":
+        assert "denied demo__echo: by you" in call.before and "--yes" not in call.before
 
 
 def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> None:
@@ -173,3 +175,15 @@ def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> No
         chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
         chat.expect(re.escape("[bold][red]x[/]"))
         chat.expect("> ")
+
+
+def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_the_readme_says(
+    agent: Path,
+) -> None:
+    failing = mcp_run("agent.yaml", "-p", 'demo__fail {"message": "broken"}', cwd=agent)
+    assert failing.returncode == 0, failing.stderr
+    denied = mcp_run("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
+    assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert "for `mcp-run call`, a tool that fails" in readme
+    assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme

@@ -94,9 +94,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if name not in catalog.entries:
                 available = ", ".join(sorted(catalog.entries)) or "none"
                 return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
-            if catalog.needs_approval(name) and not yes and not await _approved(name, parsed):
-                stderr.print(f"denied {name}: needs approval (pass --yes to allow)", markup=False,
-                             style="yellow")
+            answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
+            if not answer:
+                reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
+                stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
             try:
                 output = await catalog.call(name, parsed)
@@ -118,10 +119,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         click.echo(structured, err=True)
 
 
-async def _approved(name: str, arguments: dict[str, Any]) -> bool:
-    """Ask on a terminal (the same rule as the agent's); without one, nobody can approve."""
+async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
+    """Ask on a terminal (the same rule as the agent's); None when there is none to ask on."""
     if not sys.stdin.isatty():
-        return False
+        return None
     stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
     answer = await LineReader(stderr).read("approve? [y/N]: ")
     return (answer or "").strip().lower() in ("y", "yes")
