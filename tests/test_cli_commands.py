@@ -187,3 +187,23 @@ def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_t
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert "for `mcp-run call`, a tool that fails" in readme
     assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme
+
+
+def test_prompt_with_an_unknown_name_says_unknown_prompt_with_a_suggestion(agent: Path) -> None:
+    result = mcp_run("prompt", "agent.yaml", "demo__gret", cwd=agent)
+    assert result.returncode == 2
+    assert "unknown prompt 'demo__gret' (did you mean 'demo__greet'?)" in result.stderr
+    assert "command" not in result.stderr
+
+
+def test_a_reload_error_in_the_terminal_speaks_of_the_agents_files() -> None:
+    import io
+
+    from rich.console import Console
+
+    from runner.cli.terminal import LineReader, TerminalView
+
+    console = Console(file=io.StringIO(), width=200)
+    view = TerminalView(console, LineReader(console, fd=0))
+    view.show({"type": "reload_error", "problems": ["prompts/system.md.j2:1:4: unexpected '}'"]})
+    assert "the agent's files have problems; still running the last good version" in console.file.getvalue()

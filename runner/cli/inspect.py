@@ -159,6 +159,12 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
 
     async def render() -> list[Any]:
         async with load_agent(file, model=False) as runtime:
+            prompts = runtime.prompt_catalog
+            wanted = name.lstrip("/")
+            if wanted not in prompts:  # the catalog speaks of chat commands; here it is a prompt
+                names = [command.name for command in prompts]
+                raise PromptError(f"unknown prompt '{wanted}'{did_you_mean(wanted, names)}; "
+                                  f"prompts: {', '.join(names) or 'none'}")
             return await runtime.prompt_messages(line)
 
     try:

@@ -136,7 +136,7 @@ class TerminalView:
         elif kind == "reload_error":
             for problem in event["problems"]:
                 say(problem, style="red", markup=False)
-            say("the manifest has problems; still running the last good version", style="yellow")
+            say("the agent's files have problems; still running the last good version", style="yellow")
         elif kind == "change":
             changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                        + [f"~{n}" for n in event["changed"]])
