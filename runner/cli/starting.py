@@ -204,7 +204,8 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
         _report(imported, target=str(folder / MANIFEST))
     stdout.print(f"wrote {', '.join(written)} in {folder}", markup=False)
     manifest = folder / MANIFEST
-    stdout.print(f"next: mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False)
+    first = f"set {', '.join(sorted(imported.variables))}, then run " if imported and imported.variables else ""
+    stdout.print(f"next: {first}mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False)
 
 
 @main.command()
