@@ -289,3 +289,17 @@ def test_a_repeated_merge_lists_only_the_variables_of_the_servers_it_writes(tmp_
     assert again.exit_code == 0, again.stderr
     assert "already in the manifest" in again.stderr
     assert "set these variables" not in again.stderr
+
+
+def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_file_name(tmp_path: Path) -> None:
+    servers = {"remote": {"url": "https://example.invalid/mcp"}, "time": {"command": "uvx", "args": ["t"]}}
+    assert detect_format({"mcpServers": servers, "globalShortcut": "Ctrl+Space"}) == "claude-desktop"
+    assert detect_format({"mcpServers": servers}, "claude_desktop_config.json") == "claude-desktop"
+    assert detect_format({"mcpServers": servers}, "servers.json") == "claude-code"
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": servers}))
+    guessed = mcp_run("import", str(config))
+    assert guessed.exit_code == 0, guessed.stderr
+    assert "from Claude Desktop into stdout (the format told from the file; mcp-run import --format" in guessed.stderr
+    forced = mcp_run("import", str(config), "--format", "claude-code")
+    assert "from Claude Code into stdout\n" in forced.stderr
