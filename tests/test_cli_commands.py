@@ -207,3 +207,17 @@ def test_a_reload_error_in_the_terminal_speaks_of_the_agents_files() -> None:
     view = TerminalView(console, LineReader(console, fd=0))
     view.show({"type": "reload_error", "problems": ["prompts/system.md.j2:1:4: unexpected '}'"]})
     assert "the agent's files have problems; still running the last good version" in console.file.getvalue()
+
+
+def test_a_primary_that_fails_to_start_is_reported_as_served_by_its_fallback(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {
+        "primary": {"command": "python", "args": ["-c", "import sys; sys.exit(3)"], "fallback": "backup",
+                    "restart": {"max_attempts": 1}},
+        "backup": server("demo", expose=False),
+    }, model="offline")
+    result = mcp_run("call", "agent.yaml", "primary__add", '{"a": 1, "b": 2}', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "warning: primary failed to start; its tools are served by backup (" in result.stderr
+    assert "optional server skipped" not in result.stderr
+    assert ("warning: primary: add failed, falling back to backup: tools/call 'add': the server has failed "
+            "(the server exited with code 3") in result.stderr

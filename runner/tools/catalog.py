@@ -359,7 +359,8 @@ class ToolCatalog:
                 fallback = self.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
                     raise ToolError(f"{tool} failed: {exc}") from exc
-                logger.warning("%s: %s failed (%s); falling back to %s", current, tool, exc, fallback)
+                logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
+                               str(exc).removeprefix(f"{current}: "))
                 await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
