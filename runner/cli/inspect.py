@@ -207,7 +207,10 @@ def watch(file: str, as_json: bool) -> None:
 
     async def follow() -> None:
         async with load_agent(file, model=False) as runtime:
-            show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
+            if as_json:
+                click.echo(json.dumps({"type": "watching", "tools": sorted(runtime.catalog.entries)}))
+            else:
+                show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())
 
     _run(follow)  # Ctrl-C: reports_errors says "interrupted" and exits 130

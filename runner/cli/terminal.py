@@ -213,8 +213,9 @@ class JsonLinesView:
                 return None
             if isinstance(value.get("text"), str):
                 return str(value["text"])
+            pending = "no approval is pending; " if "action" in value else ""
             self.show({"type": "error",
-                       "message": 'expected {"text": "a message or a /command"}'})
+                       "message": pending + 'expected {"text": "a message or a /command"}'})
 
     async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
         self.show({"type": "approval", "tool": approval["tool"], "args": approval["args"],
@@ -229,6 +230,9 @@ class JsonLinesView:
             if action == "deny":
                 return {"action": "deny", "reason": str(value.get("reason") or "denied")}
             if action == "edit" and isinstance(value.get("args"), dict):
+                # The call now runs with other arguments than its approval event showed: say so.
+                self.show({"type": "tool_call", "name": approval["tool"], "args": value["args"],
+                           "id": approval["id"], "edited": True})
                 return {"action": "edit", "args": value["args"]}
             self.show({"type": "error", "message": 'expected an approval answer: {"action": "approve"}, '
                        '{"action": "deny", "reason": "..."} or {"action": "edit", "args": {...}}'})
