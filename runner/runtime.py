@@ -281,7 +281,8 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
-                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None,
+                              warned=previous.catalog.warnings if previous is not None else ())
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         if model is not None:
             generation.graph = build_graph(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -105,11 +105,13 @@ class ToolCatalog:
     # Converted schemas by definition; the catalog of the next reload may take this one's over.
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
+    warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)
+        self.warnings = list(self.warned)
         self._in_flight: Counter[str] = Counter()
         self._calls_ended = anyio.Event()
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
