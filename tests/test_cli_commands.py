@@ -221,3 +221,30 @@ def test_a_primary_that_fails_to_start_is_reported_as_served_by_its_fallback(tmp
     assert "optional server skipped" not in result.stderr
     assert ("warning: primary: add failed, falling back to backup: tools/call 'add': the server has failed "
             "(the server exited with code 3") in result.stderr
+
+
+def test_a_log_line_during_start_up_clears_the_spinner_first_and_the_spinner_stays_off() -> None:
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from runner.cli.terminal import StartupSpinner
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    handler = logging.StreamHandler(screen)
+    logging.getLogger().addHandler(handler)
+    try:
+        spinner = StartupSpinner(console, "starting servers…")
+        spinner.start()
+        console.file.write("")  # the spinner's line is on the screen now
+        logging.getLogger("runner.test").warning("everything: tool 'x' skipped")
+        spinner.stop()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    drawn, after_warning = screen.getvalue().split("everything: tool 'x' skipped", 1)
+    assert "starting servers" in drawn
+    last_line = drawn.rsplit("\n", 1)[-1]
+    assert "\x1b[2K" in last_line or "starting servers" not in last_line, repr(last_line)
+    assert "starting servers" not in after_warning

@@ -8,6 +8,7 @@ never read as rich markup, so a server cannot style or hide output.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import sys
@@ -19,6 +20,38 @@ from rich.console import Console
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
+
+
+class StartupSpinner:
+    """A spinner on a terminal while the agent starts; stopped (its line cleared) before any log
+    line is printed, so a warning never lands on the spinner's line."""
+
+    def __init__(self, console: Console, text: str) -> None:
+        self._status = console.status(text) if console.is_terminal else None
+        self._handlers: list[logging.Handler] = []
+
+    def start(self) -> None:
+        if self._status is None:
+            return
+        self._status.start()
+        self._handlers = list(logging.getLogger().handlers)
+        for handler in self._handlers:
+            handler.addFilter(self._before_log_line)
+
+    def stop(self) -> None:
+        for handler in self._handlers:
+            handler.removeFilter(self._before_log_line)
+        self._handlers = []
+        self._clear()
+
+    def _clear(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _before_log_line(self, record: logging.LogRecord) -> bool:
+        self._clear()  # the filters stay until stop(): a handler is iterating them now
+        return True
 
 
 def preview(text: str) -> str:
