@@ -4,6 +4,7 @@ limit, tables that never cut a name, `prompts --json`, and server text never rea
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -116,7 +117,7 @@ def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> No
 
 
 def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
-    env = {**__import__("os").environ, "COLUMNS": "80"}
+    env = {**os.environ, "COLUMNS": "80"}
     listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)
     table = mcp_run("tools", "agent.yaml", cwd=agent, env=env)
     assert table.returncode == 0, table.stderr
@@ -248,3 +249,17 @@ def test_a_log_line_during_start_up_clears_the_spinner_first_and_the_spinner_sta
     last_line = drawn.rsplit("\n", 1)[-1]
     assert "\x1b[2K" in last_line or "starting servers" not in last_line, repr(last_line)
     assert "starting servers" not in after_warning
+
+
+def test_validate_warns_when_the_state_folder_cannot_be_created_and_names_the_per_user_one(
+    tmp_path: Path,
+) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, model="offline")
+    (tmp_path / ".mcp-run").write_text("in the way")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: cannot use the state folder {tmp_path / '.mcp-run'} (" in result.stderr
+    assert f"runs will use {tmp_path / 'state' / 'mcp-run'}" in result.stderr
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert "runs use a per-user folder, `$XDG_STATE_HOME/mcp-run/<folder>-<hash>`" in readme

@@ -12,6 +12,7 @@ import difflib
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -211,6 +212,12 @@ def validate(file: str) -> None:
     for warning in checked.warnings:  # things to put right before the run; the manifest is valid
         stderr.print(str(replace(warning, message=f"warning: {warning.message}")), style="yellow",
                      markup=False)
+    from runner.state import unusable_state_folder, user_state_folder
+
+    if (problem := unusable_state_folder(checked.loaded)) is not None:
+        fallback = user_state_folder(checked.loaded.path, environ=os.environ)
+        stderr.print(f"warning: cannot use the state folder {checked.loaded.state_dir} ({problem}); "
+                     f"runs will use {fallback}", style="yellow", markup=False)
     stdout.print(summary(checked.loaded), markup=False)
 
 
