@@ -186,7 +186,7 @@ def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_t
     denied = mcp_run("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
     assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
-    assert "for `mcp-run call`, a tool that fails" in readme
+    assert "for the `call` command, a tool that fails" in readme
     assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme
 
 
