@@ -311,7 +311,8 @@ async def _execute(
     except GraphBubbleUp:
         raise
     except (RunnerError, ToolException) as exc:
-        return _error_message(call, f"Error: {exc}")
+        text = str(exc)  # a server's own message often says "Error executing tool ..." already
+        return _error_message(call, text if text.lower().startswith("error") else f"Error: {text}")
     except ValidationError as exc:
         if is_invalid_resume(exc):  # a bad answer to the tool's own interrupt: ask again
             raise

@@ -289,7 +289,8 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
-                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None,
+                              warned=previous.catalog.warnings if previous is not None else ())
         catalog.answer = self._answer if self.interactive else None
         catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)

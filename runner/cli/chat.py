@@ -26,7 +26,8 @@ from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, 
 from runner.cli.logins import offer_logins
 from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
-from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
+from runner.cli.terminal import (ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView,
+                                 preview)
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
 from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
@@ -126,7 +127,7 @@ class _Interrupts:
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool) -> int:
     interrupts = _Interrupts()
     previous = signal.signal(signal.SIGINT, interrupts)
-    spinner = stdout.status("starting servers…") if stdout.is_terminal and not as_json else None
+    spinner = StartupSpinner(stdout, "starting servers…") if not as_json else None
     if spinner is not None:
         spinner.start()
     try:

@@ -69,7 +69,7 @@ class ServerFleet:
             await self.remove(key)
             raise failure
         if failure is not None:
-            logger.warning("optional server skipped: %s", failure)
+            _warn_skipped(connection, failure)
         return connection
 
     async def remove(self, key: str) -> None:
@@ -150,7 +150,7 @@ class ServerFleet:
             raise failed_required[0]
         for connection in launched:
             if (failure := _start_failure(connection)) is not None:
-                logger.warning("optional server skipped: %s", failure)
+                _warn_skipped(connection, failure)
 
     def _publish(self, change: CatalogueChange) -> None:
         for subscriber in list(self._subscribers):
@@ -158,6 +158,15 @@ class ServerFleet:
                 subscriber.send_nowait(change)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.remove(subscriber)  # that subscriber closed its stream
+
+
+def _warn_skipped(connection: ServerConnection, failure: ServerStartError) -> None:
+    fallback = connection.spec.fallback
+    if fallback is None:
+        logger.warning("optional server skipped: %s", failure)
+    else:  # not skipped: its tools are still offered, and called through the fallback
+        reason = str(failure).removeprefix(f"{connection.key}: ")
+        logger.warning("%s failed to start; its tools are served by %s (%s)", connection.key, fallback, reason)
 
 
 def _start_failure(connection: ServerConnection) -> ServerStartError | None:

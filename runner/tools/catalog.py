@@ -13,7 +13,7 @@ import contextvars
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,6 +112,7 @@ class ToolCatalog:
     # Converted schemas by definition; the catalog of the next reload may take this one's over.
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
+    warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
@@ -121,6 +122,7 @@ class ToolCatalog:
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)
+        self.warnings = list(self.warned)
         self._in_flight: Counter[str] = Counter()
         self._calls_ended = anyio.Event()
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
@@ -375,7 +377,8 @@ class ToolCatalog:
                 fallback = self.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
                     raise ToolError(f"{tool} failed: {exc}") from exc
-                logger.warning("%s: %s failed (%s); falling back to %s", current, tool, exc, fallback)
+                logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
+                               str(exc).removeprefix(f"{current}: "))
                 await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
