@@ -270,6 +270,16 @@ def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
     assert "remote: logged in (scopes: mcp, token expires" in after.stdout
 
 
+def test_status_exits_1_when_a_server_cannot_be_reached(project: Path, protected: Protected) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    write_manifest(project, {"remote": remote(protected.url), "gone": {"url": nobody}})
+    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
+    assert status.returncode == 1, status.stdout
+    assert "remote: needs login" in status.stdout and "gone: cannot connect: " in status.stdout
+    write_manifest(project, {"remote": remote(protected.url)})
+    assert mcp_run("auth", "status", "agent.yaml", cwd=project).returncode == 0
+
+
 def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     project: Path, protected: Protected, token_folder: Path
 ) -> None:
