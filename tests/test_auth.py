@@ -611,3 +611,22 @@ def test_an_auth_block_is_validated_and_every_problem_located() -> None:
     secret = parse_manifest(with_secret, file="agent.yaml", environ={"S": "canary-secret"})
     spec = secret.manifest.servers["remote"]
     assert "canary-secret" not in repr(spec) and "canary-secret" not in repr(secret.manifest)
+
+
+@pytest.mark.parametrize(
+    ("server", "line", "message"),
+    [
+        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    auth:\n      grant: client-credentials\n", 7,
+         "(did you mean 'client_credentials'?)"),
+        ("  local:\n    command: echo\n    auth: {}\n", 6, "unknown key 'auth' ('auth' is for http/sse servers)"),
+        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: Bearer x}\n    auth: {}\n", 5,
+         "'auth' and an 'Authorization' header both authorize the requests: keep one"),
+    ],
+    ids=["a-misspelled-grant", "auth-on-a-stdio-server", "auth-beside-a-static-authorization-header"],
+)
+def test_a_misplaced_or_misspelled_auth_setting_is_a_located_error_that_says_what_to_do(
+    server: str, line: int, message: str
+) -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(f"version: 1\nname: x\nservers:\n{server}", file="agent.yaml")
+    assert [(problem.line, message in problem.message) for problem in caught.value.problems] == [(line, True)]
