@@ -159,6 +159,16 @@ def test_the_chat_offers_to_log_in_to_a_server_it_had_to_skip(
     assert protected.authority.authorizations == 1
 
 
+def test_ctrl_c_during_the_chats_login_cancels_that_login_and_goes_on_to_the_prompt(
+    project: Path, protected: Protected
+) -> None:
+    write_scripted_manifest(project, protected.url)
+    with chat_offering_a_login(project) as chat:
+        chat.sendintr()
+        chat.expect("remote: login cancelled")
+    assert protected.authority.authorizations == 0
+
+
 def test_the_readmes_login_commands_run_as_written(project: Path, protected: Protected) -> None:
     """Those of "Logging in to remote servers" and the auth rows of "Commands" (SERVER: github),
     logins first and the logout last, in a terminal without a display (the URL is printed)."""
