@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 MAX_NESTING = 64
 MALFORMED = "malformed variable reference; use ${NAME}, ${NAME:-default} or $${ for a literal '${'"
@@ -42,6 +43,33 @@ def referenced_variables(text: str) -> set[str]:
     return names.looked_up
 
 
+@dataclass(frozen=True)
+class Reference:
+    """One ``${NAME}`` or ``${NAME:-default}`` of a string, as written."""
+
+    name: str
+    default: str | None  # the default as written (references in it unexpanded); None without one
+    start: int  # where the reference is in the string: text[start:end]
+    end: int
+    nested: bool  # inside another reference's default: used only when that variable is unset
+
+
+def variable_references(text: str) -> list[Reference]:
+    """Every reference of ``text`` in order, nested ones included; none when ``text`` is malformed
+    (it is then left as written)."""
+    expansion = _Expansion(text, {})
+    try:
+        expansion.until(0, evaluate=False, depth=0)
+    except _MalformedReference:
+        return []
+    return sorted(expansion.references, key=lambda reference: reference.start)
+
+
+def required_variables(text: str) -> set[str]:
+    """The names ``text`` cannot do without: references outside any default and without one."""
+    return {ref.name for ref in variable_references(text) if ref.default is None and not ref.nested}
+
+
 class _Names(Mapping[str, str]):
     """An environment where nothing is set, so every default is expanded too; it remembers the
     names looked up."""
@@ -68,6 +96,7 @@ class _Expansion:
     def __init__(self, text: str, environ: Mapping[str, str]) -> None:
         self.text, self.environ = text, environ
         self.problems: list[str] = []
+        self.references: list[Reference] = []
 
     def until(self, start: int, *, evaluate: bool, depth: int) -> tuple[str, int]:
         """Expand from ``start`` to the end or, inside a default (``depth`` > 0), to the default's
@@ -102,12 +131,15 @@ class _Expansion:
             raise _MalformedReference
         name, index = match.group(0), match.end()
         default: str | None = None
+        written: str | None = None
         if self.text.startswith(":-", index):
             use_default = evaluate and name not in self.environ
-            default, index = self.until(index + 2, evaluate=use_default, depth=depth + 1)
+            default, end = self.until(index + 2, evaluate=use_default, depth=depth + 1)
+            written, index = self.text[index + 2:end], end
         elif not self.text.startswith("}", index):
             raise _MalformedReference
         index += 1  # the closing brace
+        self.references.append(Reference(name, written, start, index, nested=depth > 0))
         if not evaluate:
             return "", index
         if name in self.environ:

@@ -31,14 +31,17 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
+import jsonschema
+import mcp_types as types
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send, interrupt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
@@ -99,6 +102,64 @@ def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
             "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
             f"or {{'action': 'edit', 'args': {{...}}}}: {exc.errors()[0]['msg']}"
         ) from exc
+
+
+# --------------------------------------------------------------------------- elicitation
+
+
+class ElicitationAnswer(BaseModel):
+    """The answer to a server's request for input: accept (with the form's values), decline, cancel."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool | list[str] | None] | None = None
+
+
+def elicitation_request(server: str, request: types.ElicitRequestParams) -> dict[str, Any]:
+    """The interrupt payload for a server's request for input (form or URL mode)."""
+    payload: dict[str, Any] = {"type": "elicitation", "server": server, "message": request.message}
+    if isinstance(request, types.ElicitRequestURLParams):
+        return {**payload, "mode": "url", "url": request.url, "elicitation_id": request.elicitation_id}
+    return {**payload, "mode": "form", "schema": request.requested_schema}
+
+
+def _answer_schema(requested: dict[str, Any] | None) -> type[ElicitationAnswer]:
+    """ElicitationAnswer whose accepted content must match the requested schema, so a bad value
+    fails the resume (nothing is saved) and the same question can be answered again."""
+
+    class Answer(ElicitationAnswer):
+        @model_validator(mode="after")
+        def _content_matches(self) -> Answer:
+            if self.action == "accept" and requested:
+                # The schema's defaults count as given: the server receives them filled in.
+                given = {**_defaults(requested), **(self.content or {})}
+                problems = sorted(jsonschema.Draft202012Validator(requested).iter_errors(given), key=str)
+                if problems:
+                    where = ".".join(map(str, problems[0].absolute_path)) or "content"
+                    raise ValueError(f"{where}: {problems[0].message}")
+            return self
+
+    return Answer
+
+
+def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties") or {}
+    return {name: field["default"] for name, field in properties.items()
+            if isinstance(field, dict) and "default" in field}
+
+
+def ask_by_interrupt(server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
+    """Interrupt the graph with the request; resume with ``Command(resume={"action": "accept",
+    "content": {...}})`` (or decline / cancel). Outside a graph run no one can answer: declined."""
+    try:
+        get_config()
+    except RuntimeError:  # a direct call (the chat's /call, `mcp-run call`): not in a graph
+        return types.ElicitResult(action="decline")
+    schema = request.requested_schema if isinstance(request, types.ElicitRequestFormParams) else None
+    answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(schema))
+    if answer.action != "accept" or isinstance(request, types.ElicitRequestURLParams):
+        return types.ElicitResult(action=answer.action)
+    return types.ElicitResult(action="accept", content=answer.content or {})
 
 
 # --------------------------------------------------------------------------- the graph
@@ -250,7 +311,8 @@ async def _execute(
     except GraphBubbleUp:
         raise
     except (RunnerError, ToolException) as exc:
-        return _error_message(call, f"Error: {exc}")
+        text = str(exc)  # a server's own message often says "Error executing tool ..." already
+        return _error_message(call, text if text.lower().startswith("error") else f"Error: {text}")
     except ValidationError as exc:
         if is_invalid_resume(exc):  # a bad answer to the tool's own interrupt: ask again
             raise

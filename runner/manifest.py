@@ -166,10 +166,25 @@ def restart_fields(spec_type: type[BaseModel]) -> frozenset[str]:
     )
 
 
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class ServerLoggingSpec(Spec):
+    """What a server logs (``notifications/message``): all of it goes to the server's log file."""
+
+    level: LogLevel = Field("info", description="Level asked of the server when connecting.")
+    terminal: LogLevel = Field("warning", description="Messages at or above this level are also shown.")
+
+
 class ServerSettings(Spec):
     """Settings every server has; ``defaults`` gives them values, a server may override them."""
 
-    timeout: Duration | None = Field(None, description="Timeout of one request (default 30s).")
+    timeout: Duration | None = Field(
+        None, description="Timeout of one request (default 30s); with max_timeout, the idle limit."
+    )
+    max_timeout: Duration | None = Field(
+        None, description="Progress notifications extend a tool call's timeout up to this total.",
+    )
     startup_timeout: Annotated[Duration | None, RESTARTS] = Field(
         None, description="Time allowed to start and finish the handshake (default 20s)."
     )
@@ -201,6 +216,20 @@ class ServerBase(ServerSettings):
     tools: ToolFilterSpec = Field(default_factory=ToolFilterSpec)
     prompts: NameFilterSpec = Field(default_factory=NameFilterSpec)
     resources: bool = Field(False, description="Offer tools to list and read the server's resources.")
+    elicitation: Annotated[Literal["ask", "decline"], RESTARTS] = Field(
+        "ask", description="Requests for input from the server: ask the user, or decline them."
+    )
+    sampling: Annotated[Literal["ask", "allow", "deny"] | None, RESTARTS] = Field(
+        None,
+        description="Completions the server asks of the model (default ask in the chat, deny elsewhere).",
+    )
+    roots: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None,
+        description="Folders offered to the server as roots, relative to the manifest (default: top-level roots).",
+    )
+    logging: Annotated[ServerLoggingSpec, RESTARTS] = Field(
+        default_factory=ServerLoggingSpec, description="Log level asked of the server, and shown."
+    )
 
     def inherit(self, defaults: DefaultsSpec) -> ServerBase:
         """A copy with every unset setting taken from ``defaults``."""
@@ -529,10 +558,18 @@ class Manifest(Spec):
         None, description="memory, sqlite:///path or postgres://...; default SQLite in .mcp-run/."
     )
     watch: WatchSpec = Field(default_factory=WatchSpec)
+    roots: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Folders offered as roots to every server without its own."
+    )
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
-        resolved = {key: spec.inherit(self.defaults) for key, spec in self.servers.items()}
+        resolved = {
+            key: spec.inherit(self.defaults).model_copy(
+                update={} if spec.roots is not None else {"roots": list(self.roots)}
+            )
+            for key, spec in self.servers.items()
+        }
         object.__setattr__(self, "servers", resolved)
         if not (info.context or {}).get("defer_references"):
             problems = reference_problems(self)

@@ -20,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
-from runner.graph import build_graph, open_checkpointer
+from runner.graph import ask_by_interrupt, build_graph, open_checkpointer
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
 from runner.models import ModelChain, build_model_chain
@@ -40,7 +42,9 @@ from runner.prompts import (
     fetch_prompt_messages,
     parse_command_line,
 )
+from runner.sampling import approve_by_interrupt, complete
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
+from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput
@@ -48,6 +52,7 @@ from runner.tools.content import ToolOutput
 logger = logging.getLogger(__name__)
 
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
+CLOSE_LIMIT = 5.0  # seconds a stopped turn waits for its graph run (and tool calls) to be cancelled
 WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
@@ -142,6 +147,7 @@ class Runtime:
     checkpointer: Any
     thread_id: str
     with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
+    interactive: bool = True  # False: servers' requests for input are declined at once (one-shot runs)
     adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
     listeners: list[ChangeListener] = field(default_factory=list)
     _generation: Generation | None = field(default=None, init=False)
@@ -283,7 +289,10 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
-                              call_hook=self.adapter.call_tool if self.adapter is not None else None)
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None,
+                              warned=previous.catalog.warnings if previous is not None else ())
+        catalog.answer = self._answer if self.interactive else None
+        catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         if model is not None:
             generation.graph = build_graph(
@@ -295,6 +304,20 @@ class Runtime:
                 checkpointer=self.checkpointer,
             )
         self._generation = generation
+
+    async def _answer(self, server: str, request: Question) -> Reply:
+        """A server's question during a tool call, answered through a graph interrupt."""
+        if isinstance(request, types.CreateMessageRequestParams):
+            if not approve_by_interrupt(server, request):
+                return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
+            return await self.sample(server, request)
+        return ask_by_interrupt(server, request)
+
+    async def sample(
+        self, server: str, request: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        """A completion for server ``server`` from the manifest's model."""
+        return await complete(self.model, request)
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}
@@ -407,10 +430,15 @@ async def load_agent(
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     model: bool = True,
+    interactive: bool = True,
     adapter: GenerationAdapter | None = None,
     open_servers: ServersOpener = open_fleet,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
+
+    ``interactive=False`` (one-shot runs): a server's request for input during a tool call is
+    declined at once, and the tool result tells the model so. Otherwise the request interrupts
+    the graph (an ``elicitation`` event) until it is resumed with the answer.
 
     Server logs and the default conversation store go to the state folder
     (:func:`runner.state.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
@@ -434,7 +462,9 @@ async def load_agent(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
-                          adapter=adapter)
+                          interactive=interactive, adapter=adapter)
+        fleet.sampling_default = "ask" if interactive else "deny"
+        fleet.sample = runtime.sample if model else None
         await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
@@ -469,36 +499,61 @@ async def stream_turn(
     """Run one turn (or resume one) and yield its events as JSON-ready dicts:
 
     ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),
-    ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —, and
+    ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
+    ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
+    and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
+    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
+    — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
+    total, message: a running tool call's progress notification), and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)
     names: dict[str, str] = {}
-    stream = runtime.graph.astream(turn_input(message), config, stream_mode=["messages", "updates"])
-    async for mode, data in stream:
-        if mode == "messages":
-            chunk, metadata = data
-            if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
-                if text := chunk.text:
-                    yield {"type": "token", "text": text}
-            continue
-        for node, update in data.items():
-            if node == "__interrupt__":
-                for pending in update:
-                    yield {**pending.value, "type": "approval"}
+    modes = ["messages", "updates", "custom"]
+    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
+    try:
+        async for mode, data in stream:
+            if mode == "custom":  # progress of a running tool call
+                yield data
                 continue
-            for item in (update or {}).get("messages", []):
-                if isinstance(item, AIMessage) and item.tool_calls and node == "model":
-                    for call in item.tool_calls:
-                        names[call["id"]] = call["name"]
-                        yield {"type": "tool_call", "name": call["name"], "args": call["args"],
-                               "id": call["id"]}
-                elif isinstance(item, AIMessage) and node == "model":
-                    reason = item.response_metadata.get("finish_reason")
-                    yield {"type": "final", "text": item.text, "reason": reason}
-                elif isinstance(item, ToolMessage):
-                    yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
-                           "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+            if mode == "messages":
+                chunk, metadata = data
+                if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
+                    if text := chunk.text:
+                        yield {"type": "token", "text": text}
+                continue
+            for node, update in data.items():
+                if node == "__interrupt__":
+                    for pending in update:
+                        kind = pending.value.get("type")
+                        kind = kind if kind in ("elicitation", "sampling") else "approval"
+                        yield {**pending.value, "type": kind}
+                    continue
+                for item in (update or {}).get("messages", []):
+                    if isinstance(item, AIMessage) and item.tool_calls and node == "model":
+                        for call in item.tool_calls:
+                            names[call["id"]] = call["name"]
+                            yield {"type": "tool_call", "name": call["name"], "args": call["args"],
+                                   "id": call["id"]}
+                    elif isinstance(item, AIMessage) and node == "model":
+                        reason = item.response_metadata.get("finish_reason")
+                        yield {"type": "final", "text": item.text, "reason": reason}
+                    elif isinstance(item, ToolMessage):
+                        yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
+                               "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+    finally:
+        # A stopped turn (Ctrl-C, a cancelled task) closes the graph run now, which cancels its
+        # tool calls (and so their requests on the servers) instead of leaving them running.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+            await stream.aclose()
+
+
+def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
+    """The running graph's custom stream (progress events), or None outside a graph run."""
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return None
 
 
 def _message_text(message: BaseMessage) -> str:

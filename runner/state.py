@@ -42,6 +42,20 @@ def state_folder(loaded: LoadedManifest, *, environ: Mapping[str, str] | None = 
     return fallback
 
 
+def unusable_state_folder(loaded: LoadedManifest) -> str | None:
+    """Why the state folder beside the manifest could not be used, judged without creating
+    anything (``validate`` warns ahead of a run); None when it looks usable."""
+    folder = loaded.state_dir
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def user_state_folder(manifest: Path, *, environ: Mapping[str, str]) -> Path:
     """The per-user state folder of the manifest at ``manifest``: one per manifest path."""
     root = Path(environ["XDG_STATE_HOME"]) if environ.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"

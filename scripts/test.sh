@@ -30,8 +30,15 @@ bash tests/thirdparty/install.sh
 # The official MCP conformance suite (and the Node.js it needs), for the client conformance test.
 bash tests/conformance/install.sh
 
+# Two workers (the machines have 2 cores; most of a test's time is spent in server subprocesses),
+# whole files to one worker so module fixtures are shared. MCP_RUN_TEST_WORKERS=0 runs in one process.
+workers="${MCP_RUN_TEST_WORKERS:-2}"
+parallel=()
+if [ "$workers" != "0" ]; then
+    parallel=(-n "$workers" --dist loadfile)
+fi
 status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" "$@" || status=$?
 # pytest exits 5 when it collected no tests: that is a failure of the suite, not a pass.
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests" >&2

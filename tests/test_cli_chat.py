@@ -175,7 +175,8 @@ class JsonChat:
 def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
-    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo")},
+    write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
+                               "asking": server("asking", "--legacy")},
                    name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
@@ -194,6 +195,29 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert chat.wait_for("approval")["tool"] == "notes__delete_note"
         chat.send({"action": "deny", "reason": "no"})
         assert "denied" in chat.wait_for("final")["text"]
+        chat.send({"action": "approve"})
+        assert chat.wait_for("error")["message"].startswith("no approval is pending")
+        chat.send({"text": 'notes__delete_note {"title": "x"}'})
+        chat.wait_for("approval")
+        chat.send({"action": "edit", "args": {"title": "y"}})
+        edited = chat.wait_for("tool_call")
+        assert edited["args"] == {"title": "y"} and edited["edited"] is True
+        assert chat.wait_for("final")["reason"] == "stop"
+        chat.send({"text": "asking__book"})
+        assert chat.wait_for("elicitation")["mode"] == "form"
+        chat.send({"action": "accept", "content": {"date": "today"}})
+        assert "booked today for 2" in chat.wait_for("final")["text"]
+        chat.send({"text": "asking__visit"})
+        assert chat.wait_for("elicitation")["mode"] == "url"
+        chat.send({"action": "decline"})
+        chat.wait_for("final")
+        chat.send({"text": 'asking__summarize {"text": "a story"}'})
+        assert chat.wait_for("sampling")["server"] == "asking"
+        chat.send({"action": "deny"})
+        chat.wait_for("final")
+        chat.send({"text": 'asking__slow {"steps": 1, "interval": 0.01}'})
+        assert chat.wait_for("progress")["total"] == 1
+        chat.wait_for("final")
         chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
         assert chat.wait_for("change")["added"] == ["fresh"]
         manifest = agent_dir / "agent.yaml"
@@ -212,9 +236,18 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         if chat.process.poll() is None:  # SIGTERM stops the servers too
             chat.process.terminate()
             chat.process.wait(timeout=60)
+    watch = subprocess.Popen([str(MCP_RUN), "watch", "agent.yaml", "--json"], cwd=agent_dir, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert watch.stdout is not None
+        watching = json.loads(watch.stdout.readline())
+        assert watching["type"] == "watching" and "notes__calculate" in watching["tools"]
+    finally:
+        watch.terminate()
+        watch.wait(timeout=60)
     documented = documented_events()
     emitted: dict[str, set[str]] = {}
-    for event in chat.seen:
+    for event in [*chat.seen, watching]:
         emitted.setdefault(event["type"], set()).update(event)
     assert emitted == documented
 
@@ -224,5 +257,17 @@ def test_one_shot_json_events_are_documented_with_their_fields(agent_dir: Path) 
                              "--json"], capture_output=True, text=True, cwd=agent_dir, timeout=120)
     assert result.returncode == 0, result.stderr
     documented = documented_events()
-    for event in map(json.loads, result.stdout.splitlines()):
-        assert set(event) == documented[event["type"]], event
+    events = list(map(json.loads, result.stdout.splitlines()))
+    for event in events:
+        assert set(event) <= documented[event["type"]], event
+    final = events[-1]
+    assert final == {"type": "final", "text": final["text"], "reason": "stop"}
+    assert [e["text"] for e in events if e["type"] == "tool_result"] == ["2"]
+
+
+def test_a_tool_error_is_reported_once_without_a_doubled_error_prefix(agent_dir: Path) -> None:
+    result = subprocess.run([str(MCP_RUN), "agent.yaml", "-p", 'notes__calculate {"expression": "1/0"}',
+                             "--json"], capture_output=True, text=True, cwd=agent_dir, timeout=120)
+    assert result.returncode == 0, result.stderr
+    error = next(e for e in map(json.loads, result.stdout.splitlines()) if e["type"] == "tool_result")
+    assert error["status"] == "error" and error["text"].startswith("Error executing tool calculate: ")

@@ -4,6 +4,7 @@ limit, tables that never cut a name, `prompts --json`, and server text never rea
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -102,6 +103,8 @@ def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer:
         call.close(force=True)
     assert call.exitstatus == code
     assert ("hi" in call.before) == (code == 0)
+    if answer == "n":
+        assert "denied demo__echo: by you" in call.before and "--yes" not in call.before
 
 
 def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> None:
@@ -114,7 +117,7 @@ def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> No
 
 
 def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
-    env = {**__import__("os").environ, "COLUMNS": "80"}
+    env = {**os.environ, "COLUMNS": "80"}
     listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)
     table = mcp_run("tools", "agent.yaml", cwd=agent, env=env)
     assert table.returncode == 0, table.stderr
@@ -173,3 +176,90 @@ def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> No
         chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
         chat.expect(re.escape("[bold][red]x[/]"))
         chat.expect("> ")
+
+
+def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_the_readme_says(
+    agent: Path,
+) -> None:
+    failing = mcp_run("agent.yaml", "-p", 'demo__fail {"message": "broken"}', cwd=agent)
+    assert failing.returncode == 0, failing.stderr
+    denied = mcp_run("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
+    assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert "for the `call` command, a tool that fails" in readme
+    assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme
+
+
+def test_prompt_with_an_unknown_name_says_unknown_prompt_with_a_suggestion(agent: Path) -> None:
+    result = mcp_run("prompt", "agent.yaml", "demo__gret", cwd=agent)
+    assert result.returncode == 2
+    assert "unknown prompt 'demo__gret' (did you mean 'demo__greet'?)" in result.stderr
+    assert "command" not in result.stderr
+
+
+def test_a_reload_error_in_the_terminal_speaks_of_the_agents_files() -> None:
+    import io
+
+    from rich.console import Console
+
+    from runner.cli.terminal import LineReader, TerminalView
+
+    console = Console(file=io.StringIO(), width=200)
+    view = TerminalView(console, LineReader(console, fd=0))
+    view.show({"type": "reload_error", "problems": ["prompts/system.md.j2:1:4: unexpected '}'"]})
+    assert "the agent's files have problems; still running the last good version" in console.file.getvalue()
+
+
+def test_a_primary_that_fails_to_start_is_reported_as_served_by_its_fallback(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {
+        "primary": {"command": "python", "args": ["-c", "import sys; sys.exit(3)"], "fallback": "backup",
+                    "restart": {"max_attempts": 1}},
+        "backup": server("demo", expose=False),
+    }, model="offline")
+    result = mcp_run("call", "agent.yaml", "primary__add", '{"a": 1, "b": 2}', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "warning: primary failed to start; its tools are served by backup (" in result.stderr
+    assert "optional server skipped" not in result.stderr
+    assert ("warning: primary: add failed, falling back to backup: tools/call 'add': the server has failed "
+            "(the server exited with code 3") in result.stderr
+
+
+def test_a_log_line_during_start_up_clears_the_spinner_first_and_the_spinner_stays_off() -> None:
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from runner.cli.terminal import StartupSpinner
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    handler = logging.StreamHandler(screen)
+    logging.getLogger().addHandler(handler)
+    try:
+        spinner = StartupSpinner(console, "starting servers…")
+        spinner.start()
+        console.file.write("")  # the spinner's line is on the screen now
+        logging.getLogger("runner.test").warning("everything: tool 'x' skipped")
+        spinner.stop()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    drawn, after_warning = screen.getvalue().split("everything: tool 'x' skipped", 1)
+    assert "starting servers" in drawn
+    last_line = drawn.rsplit("\n", 1)[-1]
+    assert "\x1b[2K" in last_line or "starting servers" not in last_line, repr(last_line)
+    assert "starting servers" not in after_warning
+
+
+def test_validate_warns_when_the_state_folder_cannot_be_created_and_names_the_per_user_one(
+    tmp_path: Path,
+) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, model="offline")
+    (tmp_path / ".mcp-run").write_text("in the way")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: cannot use the state folder {tmp_path / '.mcp-run'} (" in result.stderr
+    assert f"runs will use {tmp_path / 'state' / 'mcp-run'}" in result.stderr
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert "runs use a per-user folder, `$XDG_STATE_HOME/mcp-run/<folder>-<hash>`" in readme

@@ -14,7 +14,7 @@ import click
 import pytest
 
 import runner.cli
-from runner.cli import COMMAND_MODULES, FILE_MODULE, CommandRegistryError, load_command_module, main
+from runner.cli import COMMAND_MODULES, COMMAND_SUMMARIES, FILE_MODULE, CommandRegistryError, load_command_module, main
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
@@ -77,6 +77,30 @@ def test_validate_and_schema_import_neither_the_sdk_nor_langchain() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_help_lists_the_commands_without_importing_their_modules_or_the_runtime() -> None:
+    script = (
+        "import sys\nfrom runner.cli import COMMAND_MODULES, main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "loaded = sorted(m for m in sys.modules if m in COMMAND_MODULES\n"
+        "                or m.split('.')[0] in ('mcp', 'langchain_core', 'langgraph'))\n"
+        "print(loaded, file=sys.stderr)\nassert not loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Call tool NAME with ARGUMENTS" in result.stdout
+
+
+def test_the_help_summary_of_every_lazy_command_is_its_docstring_summary() -> None:
+    for module in sorted(COMMAND_MODULES):
+        load_command_module(module)
+    for name in sorted(COMMAND_SUMMARIES):
+        for limit in (45, 300):
+            assert click.utils.make_default_short_help(COMMAND_SUMMARIES[name], limit) == (
+                main.commands[name].get_short_help_str(limit)), name
+    assert set(COMMAND_SUMMARIES) == {name for names in COMMAND_MODULES.values() for name in names}
+
+
 @pytest.mark.parametrize(("typed", "suggested"), [("valdiate", "validate"), ("tool", "tools"),
                                                   ("promts", "prompts")])
 def test_a_misspelled_command_says_there_is_no_such_command_and_suggests_the_closest(
@@ -107,3 +131,31 @@ def test_an_existing_file_without_a_yaml_suffix_runs_its_agent(tmp_path: Path) -
     result = mcp_run("agent", "-p", "hello", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "offline model" in result.stdout
+
+
+# A Ctrl-C raised while a module is being imported, as it is when pressed during start-up.
+_INTERRUPTING_IMPORT = (
+    "import sys\n"
+    "interrupted_module = sys.argv[1]\n"
+    "class Interrupting:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == interrupted_module:\n"
+    "            raise KeyboardInterrupt\n"
+    "sys.meta_path.insert(0, Interrupting())\n"
+    "sys.argv = ['mcp-run', *sys.argv[2:]]\n"
+    "from runner.__main__ import main\n"
+    "main()\n"
+)
+
+
+@pytest.mark.parametrize("module", ["runner.cli", FILE_MODULE])
+def test_ctrl_c_during_start_up_says_interrupted_and_exits_130_without_a_traceback(module: str) -> None:
+    result = subprocess.run([sys.executable, "-c", _INTERRUPTING_IMPORT, module, "agent.yaml", "-p", "hi"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 130, result.stderr
+    assert "interrupted" in result.stderr
+    assert "Traceback" not in result.stderr and "Aborted" not in result.stderr
+
+
+def test_the_console_script_is_the_entry_point_that_handles_ctrl_c() -> None:
+    assert 'mcp-run = "runner.__main__:main"' in (ROOT / "pyproject.toml").read_text()

@@ -99,7 +99,7 @@ def test_literal_secrets_are_hidden_and_harmless_values_shown(manifest: Path) ->
     assert "X-Static: (hidden)" in result.stdout and "DB_PASSWORD: (hidden)" in result.stdout
     assert "SALT: ${MCP_RUN_TEST_SALT:-…}" in result.stdout
     assert "Accept: application/json" in result.stdout and "TZ: UTC" in result.stdout
-    assert "args: [server.py, '${LITERAL}', 'postgresql://app:(hidden)@localhost/db', (hidden)]" \
+    assert "args: [server.py, '$${LITERAL}', 'postgresql://app:(hidden)@localhost/db', (hidden)]" \
         in result.stdout
 
 
@@ -208,3 +208,28 @@ def test_an_alias_bomb_stops_with_a_located_error_instead_of_expanding(tmp_path:
     path.write_text("version: 1\nname: bomb\n" + "\n".join(levels) + "\nprompts:\n  vars: {v: *l6}\n")
     result = config(str(path))
     assert result.exit_code == 2 and "more than 100,000 values" in result.stderr
+
+
+def test_nested_and_plain_defaults_and_escapes_are_shown_as_written_each_entry_with_its_source(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "version: 1\nname: t\nservers:\n  notes:\n    command: python\n    env:\n"
+        "      NOTES_FILE: ${MCP_RUN_TEST_A:-${MCP_RUN_TEST_B:-x.json}}\n"
+        "      PLAIN: ${MCP_RUN_TEST_C:-.mcp-run/notes.json}\n"
+        "      API_KEY: ${MCP_RUN_TEST_D:-CANARYsk-abcdefghijklmnopqrstuvwxyz}\n"
+        '      LITERAL: "$${NOT_A_VARIABLE}"\n'
+    )
+    result = CliRunner(env={"MCP_RUN_TEST_A": None, "MCP_RUN_TEST_B": "set", "MCP_RUN_TEST_C": None,
+                            "MCP_RUN_TEST_D": None}).invoke(main, ["config", str(path)],
+                                                            catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert f"NOTES_FILE: ${{MCP_RUN_TEST_A:-${{MCP_RUN_TEST_B:-x.json}}}}  # server {path}:7:19" in out
+    assert f"PLAIN: ${{MCP_RUN_TEST_C:-.mcp-run/notes.json}}  # server {path}:8:14" in out
+    assert "API_KEY: ${MCP_RUN_TEST_D:-…}" in out and "CANARY" not in out
+    assert "LITERAL: $${NOT_A_VARIABLE}" in out
+    assert "#   MCP_RUN_TEST_B: set — servers.notes.env.NOTES_FILE" in out
+    assert "#   MCP_RUN_TEST_A: unset, default used" in out
+    assert "NOT_A_VARIABLE:" not in out.split("# variables")[1]

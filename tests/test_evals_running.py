@@ -340,3 +340,20 @@ async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_
     assert result.status == "passed" and checkpointer == "memory"
     cassette = yaml.safe_load((tmp_path / "evals" / "cassettes" / "pirate.yaml").read_text())
     assert cassette["model_calls"][0]["system"] == "Speak in a pirate tone."
+
+
+async def test_a_server_asking_for_input_during_a_case_is_declined_without_waiting(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    asking = Path(__file__).parent / "servers" / "asking.py"
+    manifest.write_text(manifest.read_text().replace(
+        "prompts:\n", f'  asking:\n    command: python\n    args: ["{asking}"]\nprompts:\n'))
+    write_cases(tmp_path, """\
+cases:
+  - name: books
+    input: asking__book
+    expect:
+      tools: [asking__book]
+      answer: {contains: "not booked: the user chose decline"}
+""")
+    results = await run(manifest)
+    assert results["books"].status == "passed", results

@@ -270,3 +270,36 @@ def test_merging_the_same_config_twice_adds_nothing_the_second_time(tmp_path: Pa
     assert manifest.read_text() == once
     assert "mcpServers.github: already in the manifest as 'github': skipped" in second.stderr
     assert "0 servers from Claude Desktop" in second.stderr and "set these variables" not in second.stderr
+
+
+def test_a_repeated_merge_lists_only_the_variables_of_the_servers_it_writes(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("version: 1\nname: a\nservers: {}\n")
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "github": {"command": "npx", "args": ["-y", "server-github"],
+                   "env": {"GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}},
+        "api": {"url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}},
+    }}))
+    first = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    assert first.exit_code == 0, first.stderr
+    listed = first.stderr.split("set these variables before running", 1)[1]
+    assert "GITHUB_TOKEN" in listed and "API_TOKEN" in listed
+    again = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    assert again.exit_code == 0, again.stderr
+    assert "already in the manifest" in again.stderr
+    assert "set these variables" not in again.stderr
+
+
+def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_file_name(tmp_path: Path) -> None:
+    servers = {"remote": {"url": "https://example.invalid/mcp"}, "time": {"command": "uvx", "args": ["t"]}}
+    assert detect_format({"mcpServers": servers, "globalShortcut": "Ctrl+Space"}) == "claude-desktop"
+    assert detect_format({"mcpServers": servers}, "claude_desktop_config.json") == "claude-desktop"
+    assert detect_format({"mcpServers": servers}, "servers.json") == "claude-code"
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": servers}))
+    guessed = mcp_run("import", str(config))
+    assert guessed.exit_code == 0, guessed.stderr
+    assert "from Claude Desktop into stdout (the format told from the file; mcp-run import --format" in guessed.stderr
+    forced = mcp_run("import", str(config), "--format", "claude-code")
+    assert "from Claude Code into stdout\n" in forced.stderr

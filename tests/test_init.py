@@ -90,6 +90,15 @@ def test_from_imports_servers_with_secrets_as_variables(tmp_path: Path) -> None:
     assert set(servers) == {"github", "github-2", "filesystem", "time", "brave-search"}
 
 
+def test_the_next_step_after_an_import_says_to_set_its_variables_first_and_only_then(tmp_path: Path) -> None:
+    imported = mcp_run("init", str(tmp_path / "a"), "--from", str(CONFIGS / "claude-desktop/basic.json"))
+    assert imported.exit_code == 0, imported.stderr
+    assert (f"next: set BRAVE_API_KEY, GITHUB_PERSONAL_ACCESS_TOKEN, then run mcp-run {tmp_path / 'a' / 'agent.yaml'}"
+            in imported.stdout)
+    plain = mcp_run("init", str(tmp_path / "b"))
+    assert f"next: mcp-run {tmp_path / 'b' / 'agent.yaml'} -p 'hello'" in plain.stdout
+
+
 def test_the_model_flag_chooses_the_model(tmp_path: Path) -> None:
     assert mcp_run("init", str(tmp_path), "--model", "openai:gpt-4.1-mini").exit_code == 0
     assert check_agent(tmp_path / "agent.yaml").manifest.model.id == "openai:gpt-4.1-mini"
@@ -108,3 +117,21 @@ def test_a_malformed_server_option_is_refused_with_exit_code_2(option: str, mess
     result = mcp_run("init", str(tmp_path), "--server", option)
     assert result.exit_code == 2 and message in result.stderr
     assert files_in(tmp_path) == set()
+
+
+def test_every_mcp_run_command_in_the_starters_comments_runs(tmp_path: Path) -> None:
+    import re
+    import shlex
+
+    folder = tmp_path / "starter"
+    assert mcp_run("init", str(folder)).exit_code == 0
+    comments = [line for line in (folder / "agent.yaml").read_text().splitlines() if line.lstrip().startswith("#")]
+    commands = [match.group(0).strip() for line in comments
+                for match in re.finditer(r"mcp-run [^`()]*?(?=\s{2,}|\)|`|$)", line)]
+    assert any("import" in command for command in commands), commands
+    filled = {"FILE": str(CONFIGS / "claude-desktop/basic.json")}
+    for command in commands:
+        words = [filled.get(word, word) for word in shlex.split(command)[1:]]
+        result = subprocess.run([sys.executable, "-m", "runner", *words], capture_output=True, text=True,
+                                timeout=120, cwd=folder, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, (command, result.stderr)

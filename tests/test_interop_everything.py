@@ -19,10 +19,11 @@ from typing import Any
 
 import anyio
 import pytest
+from langgraph.types import Command
 from thirdparty.interop import LEGACY_ERA, everything, everything_over_http, write_manifest
 
 from runner.errors import PromptError, ToolError
-from runner.runtime import Runtime, load_agent
+from runner.runtime import Runtime, load_agent, stream_turn
 from runner.servers import ServerConnection
 from runner.tools.naming import NAME_PATTERN
 
@@ -36,6 +37,8 @@ ALWAYS_REGISTERED = {
     "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
     "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
 }
+# Registered only for clients declaring elicitation / sampling / roots (the chat declares the first two).
+ASKING_TOOLS = {"trigger-elicitation-request", "trigger-url-elicitation", "trigger-sampling-request"}
 PROMPTS = {"simple-prompt", "args-prompt", "completable-prompt", "resource-prompt"}
 HELLO_DATA_URI = "data:text/plain;base64," + base64.b64encode(b"hello").decode()
 
@@ -68,7 +71,7 @@ async def test_tools_are_listed_and_their_results_keep_text_images_links_and_str
         connection = runtime.fleet.connections["everything"]
         assert (connection.status, connection.era) == ("ready", LEGACY_ERA)
         listed = {tool.name for tool in connection.tools}
-        assert listed == ALWAYS_REGISTERED | {TASK_TOOL}  # with the one registered after initialize
+        assert listed == ALWAYS_REGISTERED | ASKING_TOOLS | {TASK_TOOL}  # registered after initialize
         assert all(NAME_PATTERN.match(name) for name in runtime.catalog.entries)
         offered = {f"everything__{name}" for name in listed - {TASK_TOOL}}  # task-only: skipped
         assert offered <= set(runtime.catalog.entries)
@@ -192,7 +195,7 @@ async def test_the_list_changed_burst_after_initialize_changes_nothing_and_resta
         # The tool registered after initialize was already in the first listing: the re-list
         # the announcement causes finds nothing new, and the session stays the first one.
         assert relisted[0] == ({"tools"}, [])
-        assert {tool.name for tool in connection.tools} == ALWAYS_REGISTERED | {TASK_TOOL}
+        assert {tool.name for tool in connection.tools} == ALWAYS_REGISTERED | ASKING_TOOLS | {TASK_TOOL}
         assert (connection.status, connection.sessions, connection.restarts) == ("ready", 1, 0)
 
 
@@ -224,3 +227,59 @@ async def test_a_textual_blob_in_a_prompt_reaches_the_model_as_text(
             "/everything__resource-prompt resourceType=Blob resourceId=3")
     assert all(block["type"] == "text" for block in message.content)
     assert any("Resource 3: This is a base64 blob" in block["text"] for block in message.content)
+
+
+async def turn_events(runtime: Runtime, message: Any) -> list[dict[str, Any]]:
+    with anyio.fail_after(60):
+        return [event async for event in stream_turn(runtime, message)]
+
+
+async def test_its_elicitation_tool_asks_through_the_graph_and_gets_the_answer(
+    tmp_path: Path, everything_spec: dict[str, Any]
+) -> None:
+    async with load_agent(agent_file(tmp_path, everything_spec)) as runtime:
+        events = await turn_events(runtime, "everything__trigger-elicitation-request")
+        [question] = [event for event in events if event["type"] == "elicitation"]
+        assert question["mode"] == "form" and question["schema"]["required"] == ["name"]
+        answer = {"action": "accept", "content": {"name": "Ada", "check": True}}
+        events = await turn_events(runtime, Command(resume=answer))
+    [result] = [event for event in events if event["type"] == "tool_result"]
+    assert "User provided the requested information" in result["text"]
+    assert '"firstLine": "It was a dark and stormy night."' in result["text"]  # a schema default
+
+
+async def test_its_sampling_tool_is_answered_by_the_scripted_model(
+    tmp_path: Path, everything_spec: dict[str, Any]
+) -> None:
+    (tmp_path / "script.yaml").write_text(json.dumps([
+        {"tool_calls": [{"name": "everything__trigger-sampling-request", "args": {"prompt": "hi"}}]},
+        "a sampled answer", "done",
+    ]))
+    path = write_manifest(tmp_path, {"everything": {**everything_spec, "sampling": "allow"}},
+                          model="scripted")
+    text = path.read_text().replace("id: scripted", "id: scripted\n  script: script.yaml")
+    path.write_text(text)
+    async with load_agent(path) as runtime:
+        events = await turn_events(runtime, "sample something")
+    [result] = [event for event in events if event["type"] == "tool_result"]
+    assert "LLM sampling result" in result["text"] and "a sampled answer" in result["text"]
+
+
+async def test_its_roots_tool_appears_with_roots_and_lists_the_manifest_folders(
+    tmp_path: Path, everything_spec: dict[str, Any]
+) -> None:
+    async with load_agent(agent_file(tmp_path, {**everything_spec, "roots": ["work"]})) as runtime:
+        assert "everything__get-roots-list" in runtime.catalog.entries
+        with anyio.fail_after(WAIT):
+            listing = await call(runtime, "get-roots-list")
+    assert (tmp_path / "work").as_uri() in listing.content
+
+
+async def test_its_long_running_tool_shows_progress_events(
+    tmp_path: Path, everything_spec: dict[str, Any]
+) -> None:
+    async with load_agent(agent_file(tmp_path, everything_spec)) as runtime:
+        events = await turn_events(
+            runtime, 'everything__trigger-long-running-operation {"duration": 0.2, "steps": 2}')
+    progress = [(event["progress"], event["total"]) for event in events if event["type"] == "progress"]
+    assert progress == [(1, 2), (2, 2)]

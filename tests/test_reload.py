@@ -116,9 +116,10 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
 
     assert restart_fields(StdioServerSpec) == {
         "transport", "command", "args", "env", "env_passthrough", "cwd", "container", "sandbox",
-        "startup_timeout", "heartbeat", "restart"}
+        "startup_timeout", "heartbeat", "restart", "elicitation", "sampling", "logging"}
     assert restart_fields(HttpServerSpec) == {
-        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart"}
+        "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart", "elicitation",
+        "sampling", "logging"}
 
 
 async def test_the_runtime_follows_the_files_the_checked_agent_names(folder: Path) -> None:
@@ -230,3 +231,17 @@ async def test_rapid_saves_settle_on_the_final_file(folder: Path) -> None:
         assert sorted(runtime.fleet.connections) == ["a", "b"]
         assert all(c.status == "ready" for c in runtime.fleet.connections.values())
         assert {"a__echo", "b__echo"} <= set(runtime.catalog.entries)
+
+
+async def test_a_catalog_warning_is_given_once_not_again_on_a_reload_that_changes_nothing(
+    folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_manifest(folder, {"a": demo(tools={"rename": {"no_such_tool": "x"}})})
+    wanted = "a: tools.rename names 'no_such_tool', which is not offered"
+    async with load_agent(path) as runtime:
+        assert [r.getMessage() for r in caplog.records].count(wanted) == 1
+        await reload_runtime(runtime)
+        (folder / "system.md.j2").write_text("You are version two.")
+        await reload_runtime(runtime, changed_files={folder / "system.md.j2"})
+        warned = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "warning")]
+        assert warned.count(wanted) == 1 and len(warned) == len(set(warned)), warned

@@ -72,7 +72,8 @@ async def test_server_log_messages_are_forwarded_to_logging(
     async with demo_connection(demo_urls, tmp_path, legacy=legacy) as connection:
         await connection.call_tool("log", {"message": "disk almost full"})
     records = [r for r in caplog.records if r.name == "runner.servers.log.demo"]
-    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "disk almost full")]
+    shown = [(r.levelno, r.getMessage()) for r in records]
+    assert shown == [(logging.WARNING, "[demo] warning: disk almost full")]
 
 
 @ERAS
@@ -90,6 +91,68 @@ async def test_a_hanging_tool_times_out_and_is_cancelled_on_the_server(
         seen = await connection.call_tool("cancellations_seen", {"at_least": before + 1}, timeout=5)
         assert seen.structured_content == {"result": before + 1}
         assert (await connection.call_tool("echo", {"text": "alive"})).content[0].text == "alive"
+
+
+@ERAS
+async def test_a_cancelled_caller_cancels_the_call_on_the_server(
+    demo_urls, tmp_path: Path, legacy: bool
+) -> None:
+    async with demo_connection(demo_urls, tmp_path, legacy=legacy) as connection:
+        before = (await connection.call_tool("cancellations_seen", {})).structured_content["result"]
+        hanging = anyio.Event()
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            hanging.set()  # the server is inside the handler
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await connection.call_tool("hang", {}, timeout=60, progress=on_progress)
+
+                tg.start_soon(call)
+                await hanging.wait()
+                tg.cancel_scope.cancel()  # what Ctrl-C does to a running turn
+            seen = await connection.call_tool("cancellations_seen", {"at_least": before + 1}, timeout=8)
+        assert seen.structured_content == {"result": before + 1}
+
+
+async def test_with_max_timeout_a_call_without_progress_ends_after_the_idle_timeout(
+    demo_urls, tmp_path: Path
+) -> None:
+    async with demo_connection(demo_urls, tmp_path, timeout=0.3, max_timeout=30) as connection:
+        counted = await connection.call_tool("cancellations_seen", {}, timeout=5)
+        before = counted.structured_content["result"]
+        with anyio.fail_after(10):
+            with pytest.raises(ServerTimeoutError) as raised:
+                await connection.call_tool("hang", {})
+            seen = await connection.call_tool("cancellations_seen", {"at_least": before + 1}, timeout=8)
+    assert raised.value.timeout == 0.3
+    assert seen.structured_content == {"result": before + 1}
+
+
+async def test_with_max_timeout_progress_keeps_a_call_alive_past_the_idle_timeout(
+    serve_http, tmp_path: Path
+) -> None:
+    from servers import asking
+
+    url = serve_http(asking.build())
+    spec = specs.http(url, timeout=1.5, max_timeout=30)
+    async with open_fleet({"asking": spec}, base_dir=tmp_path, state_dir=tmp_path / "state") as fleet:
+        with anyio.fail_after(20):
+            result = await fleet.connections["asking"].call_tool("slow", {"steps": 6, "interval": 0.5})
+    assert result.content[0].text == "slow done 6"
+
+
+async def test_max_timeout_is_the_hard_limit_even_with_progress(serve_http, tmp_path: Path) -> None:
+    from servers import asking
+
+    url = serve_http(asking.build())
+    spec = specs.http(url, timeout=2, max_timeout=2.5)
+    async with open_fleet({"asking": spec}, base_dir=tmp_path, state_dir=tmp_path / "state") as fleet:
+        with anyio.fail_after(20), pytest.raises(ServerTimeoutError) as raised:
+            await fleet.connections["asking"].call_tool("slow", {"steps": 40, "interval": 0.25})
+    assert raised.value.timeout == 2.5
 
 
 async def test_a_per_tool_timeout_overrides_the_server_timeout(demo_urls, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import difflib
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -76,6 +77,21 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.auth": ("auth",),
     "runner.cli.evals": ("test",),
 }
+# What `mcp-run --help` says of each command, so that listing the commands imports none of their
+# modules (tests/test_cli_registry.py checks each line against the command's own docstring).
+COMMAND_SUMMARIES: Mapping[str, str] = {
+    "auth": "Log in to remote servers that need OAuth; show or forget the stored logins.",
+    "call": "Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.",
+    "config": "Print the effective manifest of FILE: defaults applied, where each value comes from.",
+    "import": "Convert FILE (Claude Desktop, Claude Code, VS Code or Cursor MCP config) into a manifest.",
+    "init": "Write a starter agent in DIRECTORY (default .): agent.yaml, prompts/system.md.j2, "
+            "agent.schema.json, and .mcp-run/ in .gitignore.",
+    "prompt": "Render prompt NAME with key=value ARGUMENTS and print its messages.",
+    "prompts": "List the prompt commands: alias or namespaced name, server, original name, arguments.",
+    "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
+    "tools": "List the tools the model sees: generated name, server, original name, description.",
+    "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",
+}
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.
 FILE_MODULE = "runner.cli.chat"
@@ -91,6 +107,26 @@ class _FileOrCommand(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | {name for names in COMMAND_MODULES.values() for name in names})
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            stderr.print("interrupted", style="yellow")
+            sys.exit(EXIT_INTERRUPTED)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:  # not imported yet: its summary comes from the table
+                rows.append((name, click.utils.make_default_short_help(COMMAND_SUMMARIES[name], limit)))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
@@ -150,6 +186,18 @@ def main(debug: bool) -> None:
     )
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.ERROR, "error")
+    # Servers' own log messages ("[server] level: message", already at or above each server's
+    # logging.terminal) are shown dim, apart from mcp-run's diagnostics.
+    server_logs = logging.getLogger("runner.servers.log")
+    server_logs.propagate = False
+    server_logs.setLevel(logging.DEBUG)
+    if not server_logs.handlers:
+        server_logs.addHandler(_ServerLogLines())
+
+
+class _ServerLogLines(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        stderr.print(record.getMessage(), style="dim", markup=False, highlight=False)
 
 
 def summary(loaded: LoadedManifest) -> str:
@@ -176,6 +224,12 @@ def validate(file: str) -> None:
     for warning in checked.warnings:  # things to put right before the run; the manifest is valid
         stderr.print(str(replace(warning, message=f"warning: {warning.message}")), style="yellow",
                      markup=False)
+    from runner.state import unusable_state_folder, user_state_folder
+
+    if (problem := unusable_state_folder(checked.loaded)) is not None:
+        fallback = user_state_folder(checked.loaded.path, environ=os.environ)
+        stderr.print(f"warning: cannot use the state folder {checked.loaded.state_dir} ({problem}); "
+                     f"runs will use {fallback}", style="yellow", markup=False)
     stdout.print(summary(checked.loaded), markup=False)
 
 

@@ -24,8 +24,10 @@ from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
 from runner.cli.logins import offer_logins
+from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
-from runner.cli.terminal import ChatView, JsonLinesView, LineReader, TerminalView, preview
+from runner.cli.terminal import (ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView,
+                                 preview)
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
 from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
@@ -73,7 +75,8 @@ async def _until_signalled(body: Any) -> int:
 
 
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
-    async with load_agent(file, thread_id=thread_id) as runtime:
+    # Nobody answers a server's request for input here: it is declined at once, the model told.
+    async with load_agent(file, thread_id=thread_id, interactive=False) as runtime:
         stderr.print(f"thread {runtime.thread_id}", style="dim")
         message: str | Command = text
         final: dict[str, Any] | None = None
@@ -124,7 +127,7 @@ class _Interrupts:
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool) -> int:
     interrupts = _Interrupts()
     previous = signal.signal(signal.SIGINT, interrupts)
-    spinner = stdout.status("starting servers…") if stdout.is_terminal and not as_json else None
+    spinner = StartupSpinner(stdout, "starting servers…") if not as_json else None
     if spinner is not None:
         spinner.start()
     try:
@@ -260,15 +263,18 @@ class ChatSession:
 
     async def _turn(self, message: Any) -> None:
         while True:
-            approval = None
+            pending = None  # an interrupt: a tool call to approve, or a server's question
             async for event in stream_turn(self.runtime, message):
-                if event["type"] == "approval":
-                    approval = event
+                if event["type"] in ("approval", *QUESTION_EVENTS):
+                    pending = event
                 else:
                     self.view.show(event)
-            if approval is None:
+            if pending is None:
                 return
-            message = Command(resume=await self.approve(approval))
+            if pending["type"] == "approval":
+                message = Command(resume=await self.approve(pending))
+            else:
+                message = Command(resume=await answer_question(self.view, pending))
 
     async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
         if self.yes:

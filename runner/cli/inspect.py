@@ -89,14 +89,15 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         _invalid("ARGUMENTS must be a JSON object")
 
     async def call_tool() -> tuple[str, str | None] | str:
-        async with load_agent(file, model=False) as runtime:
+        async with load_agent(file, model=False, interactive=False) as runtime:
             catalog = runtime.catalog
             if name not in catalog.entries:
                 available = ", ".join(sorted(catalog.entries)) or "none"
                 return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
-            if catalog.needs_approval(name) and not yes and not await _approved(name, parsed):
-                stderr.print(f"denied {name}: needs approval (pass --yes to allow)", markup=False,
-                             style="yellow")
+            answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
+            if not answer:
+                reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
+                stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
             try:
                 output = await catalog.call(name, parsed)
@@ -118,10 +119,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         click.echo(structured, err=True)
 
 
-async def _approved(name: str, arguments: dict[str, Any]) -> bool:
-    """Ask on a terminal (the same rule as the agent's); without one, nobody can approve."""
+async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
+    """Ask on a terminal (the same rule as the agent's); None when there is none to ask on."""
     if not sys.stdin.isatty():
-        return False
+        return None
     stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
     answer = await LineReader(stderr).read("approve? [y/N]: ")
     return (answer or "").strip().lower() in ("y", "yes")
@@ -158,6 +159,12 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
 
     async def render() -> list[Any]:
         async with load_agent(file, model=False) as runtime:
+            prompts = runtime.prompt_catalog
+            wanted = name.lstrip("/")
+            if wanted not in prompts:  # the catalog speaks of chat commands; here it is a prompt
+                names = [command.name for command in prompts]
+                raise PromptError(f"unknown prompt '{wanted}'{did_you_mean(wanted, names)}; "
+                                  f"prompts: {', '.join(names) or 'none'}")
             return await runtime.prompt_messages(line)
 
     try:
@@ -200,7 +207,10 @@ def watch(file: str, as_json: bool) -> None:
 
     async def follow() -> None:
         async with load_agent(file, model=False) as runtime:
-            show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
+            if as_json:
+                click.echo(json.dumps({"type": "watching", "tools": sorted(runtime.catalog.entries)}))
+            else:
+                show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())
 
     _run(follow)  # Ctrl-C: reports_errors says "interrupted" and exits 130

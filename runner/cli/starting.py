@@ -102,9 +102,11 @@ def complete_tool(ctx: click.Context, param: click.Parameter, incomplete: str) -
 # --------------------------------------------------------------------------------------- report
 
 
-def _report(imported: Imported, *, target: str) -> None:
+def _report(imported: Imported, *, target: str, guessed: bool) -> None:
+    told = (f" (the format told from the file; mcp-run import --format {'|'.join(sorted(FORMATS))} "
+            "reads it as another)") if guessed else ""
     stderr.print(f"{imported.active} server{'s' if imported.active != 1 else ''} from "
-                 f"{FORMATS[imported.format]} into {target}", markup=False)
+                 f"{FORMATS[imported.format]} into {target}{told}", markup=False)
     for name, key in imported.renamed.items():
         stderr.print(f"  server '{name}' is '{key}'", markup=False)
     if imported.variables:
@@ -168,7 +170,7 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
         _write(target, text)
     else:
         click.echo(text, nl=False)
-    _report(imported, target=output or "stdout")
+    _report(imported, target=output or "stdout", guessed=format_ is None)
 
 
 @main.command()
@@ -201,10 +203,11 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
         stderr.print(f"error: cannot write in {folder}: {exc.strerror}", markup=False, style="red")
         raise SystemExit(EXIT_FAILURE) from None
     if imported:
-        _report(imported, target=str(folder / MANIFEST))
+        _report(imported, target=str(folder / MANIFEST), guessed=True)
     stdout.print(f"wrote {', '.join(written)} in {folder}", markup=False)
     manifest = folder / MANIFEST
-    stdout.print(f"next: mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False)
+    first = f"set {', '.join(sorted(imported.variables))}, then run " if imported and imported.variables else ""
+    stdout.print(f"next: {first}mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False)
 
 
 @main.command()

@@ -8,6 +8,7 @@ never read as rich markup, so a server cannot style or hide output.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import sys
@@ -19,6 +20,38 @@ from rich.console import Console
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
+
+
+class StartupSpinner:
+    """A spinner on a terminal while the agent starts; stopped (its line cleared) before any log
+    line is printed, so a warning never lands on the spinner's line."""
+
+    def __init__(self, console: Console, text: str) -> None:
+        self._status = console.status(text) if console.is_terminal else None
+        self._handlers: list[logging.Handler] = []
+
+    def start(self) -> None:
+        if self._status is None:
+            return
+        self._status.start()
+        self._handlers = list(logging.getLogger().handlers)
+        for handler in self._handlers:
+            handler.addFilter(self._before_log_line)
+
+    def stop(self) -> None:
+        for handler in self._handlers:
+            handler.removeFilter(self._before_log_line)
+        self._handlers = []
+        self._clear()
+
+    def _clear(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _before_log_line(self, record: logging.LogRecord) -> bool:
+        self._clear()  # the filters stay until stop(): a handler is iterating them now
+        return True
 
 
 def preview(text: str) -> str:
@@ -63,6 +96,14 @@ class LineReader:
     def write(self, text: str) -> None:
         self._console.file.write(text)
         self._console.file.flush()
+
+
+def progress_line(event: dict[str, Any]) -> str:
+    """``… tool: 2/4 (50%) message`` for a progress event."""
+    done, total = event["progress"], event.get("total")
+    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
+    message = f" {event['message']}" if event.get("message") else ""
+    return f"… {event['tool']}: {amount}{message}"
 
 
 class ChatView(Protocol):
@@ -136,11 +177,13 @@ class TerminalView:
         elif kind == "reload_error":
             for problem in event["problems"]:
                 say(problem, style="red", markup=False)
-            say("the manifest has problems; still running the last good version", style="yellow")
+            say("the agent's files have problems; still running the last good version", style="yellow")
         elif kind == "change":
             changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                        + [f"~{n}" for n in event["changed"]])
             say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
+        elif kind == "progress":
+            say(progress_line(event), style="dim", markup=False)
         elif kind == "interrupted":
             say("(turn interrupted)", style="yellow")
         elif kind == "error":
@@ -190,7 +233,7 @@ class JsonLinesView:
         click.echo(json.dumps(event, default=str))
         sys.stdout.flush()
 
-    async def _next_object(self) -> dict[str, Any] | None:
+    async def next_object(self) -> dict[str, Any] | None:
         while True:
             line = await self.reader.read("")
             if line is None:
@@ -208,19 +251,20 @@ class JsonLinesView:
 
     async def read(self) -> str | None:
         while True:
-            value = await self._next_object()
+            value = await self.next_object()
             if value is None:
                 return None
             if isinstance(value.get("text"), str):
                 return str(value["text"])
+            pending = "no approval is pending; " if "action" in value else ""
             self.show({"type": "error",
-                       "message": 'expected {"text": "a message or a /command"}'})
+                       "message": pending + 'expected {"text": "a message or a /command"}'})
 
     async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
         self.show({"type": "approval", "tool": approval["tool"], "args": approval["args"],
                    "id": approval["id"]})
         while True:
-            value = await self._next_object()
+            value = await self.next_object()
             if value is None:
                 return {"action": "deny", "reason": "the input ended"}
             action = value.get("action")
@@ -229,6 +273,9 @@ class JsonLinesView:
             if action == "deny":
                 return {"action": "deny", "reason": str(value.get("reason") or "denied")}
             if action == "edit" and isinstance(value.get("args"), dict):
+                # The call now runs with other arguments than its approval event showed: say so.
+                self.show({"type": "tool_call", "name": approval["tool"], "args": value["args"],
+                           "id": approval["id"], "edited": True})
                 return {"action": "edit", "args": value["args"]}
             self.show({"type": "error", "message": 'expected an approval answer: {"action": "approve"}, '
                        '{"action": "deny", "reason": "..."} or {"action": "edit", "args": {...}}'})

@@ -73,6 +73,7 @@ class _BuiltinChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         message = self._reply(messages, _offered_tools(kwargs))
+        message.response_metadata.setdefault("finish_reason", _finish_reason(message))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(
@@ -106,8 +107,13 @@ def _as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
             name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
         )
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[part]))
-    if not words and not message.tool_calls:
-        yield ChatGenerationChunk(message=AIMessageChunk(content=""))
+    # The last chunk says why the reply ended, as a provider's does ('final' events carry it).
+    yield ChatGenerationChunk(message=AIMessageChunk(
+        content="", response_metadata={"finish_reason": _finish_reason(message)}))
+
+
+def _finish_reason(message: AIMessage) -> str:
+    return "tool_calls" if message.tool_calls else "stop"
 
 
 # --------------------------------------------------------------------------- the offline model

@@ -235,10 +235,15 @@ class ModelChain:
         *,
         tools: Sequence[BaseTool],
         config: RunnableConfig | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AIMessage:
-        """One model call offering ``tools``; failures of the whole chain become ModelError."""
+        """One model call offering ``tools``; failures of the whole chain become ModelError.
+        ``options`` (``max_tokens``, ``stop``) are passed to the provider's call."""
         try:
-            reply = await self.bind_tools(tools).ainvoke(list(messages), config)
+            runnable = self.bind_tools(tools)
+            if options:
+                runnable = runnable.bind(**options)
+            reply = await runnable.ainvoke(list(messages), config)
         except RunnerError:
             raise
         except Exception as exc:  # the one boundary where provider errors are translated

@@ -12,6 +12,7 @@ server), ``ServerClosedError`` (the connection is gone, or the server failed for
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,8 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner.errors import ServerClosedError, ServerError
 from runner.manifest import HttpServerSpec, StdioServerSpec
@@ -33,6 +36,7 @@ from runner.servers.catalogue import (
     fetch_catalogue,
 )
 from runner.servers.eras import EraMemory
+from runner.servers.requests import Ask, ServerRequests
 from runner.servers.stdio import StderrLog
 from runner.servers.translation import Boundary, timed_out, translated
 from runner.servers.transports import Link
@@ -68,6 +72,9 @@ class ServerConnection:
         self.catalogue = Catalogue()
         self.stderr_log = (
             StderrLog(key, state_dir / "logs" / f"{key}.log") if isinstance(spec, StdioServerSpec) else None
+        )
+        self.requests = ServerRequests(
+            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log"
         )
         self.eras = EraMemory(state_dir)  # which era to start in: supervision reads and records it
         self.changes = ChangeSignal()
@@ -121,16 +128,45 @@ class ServerConnection:
         *,
         timeout: float | None = None,
         progress: ProgressFnT | None = None,
+        ask: Ask | None = None,
     ) -> types.CallToolResult:
-        """Call tool ``name``; ``progress(progress, total, message)`` receives its progress notifications."""
+        """Call tool ``name``; ``progress(progress, total, message)`` receives its progress
+        notifications and ``ask`` answers the server's requests for input while the call runs.
+
+        With ``max_timeout`` set, ``timeout`` is the idle limit: each progress notification gives
+        the call another ``timeout``, up to ``max_timeout`` in total.
+        """
         limit = self.tool_timeout(name) if timeout is None else timeout
-        return await self._request(
-            f"tools/call {name!r}",
-            limit,
-            lambda client, remaining: client.call_tool(
-                name, arguments, read_timeout_seconds=remaining, progress_callback=progress
-            ),
-            setting=f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout",
+        total = self.spec.max_timeout
+        setting = f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout"
+        if total is None or total <= limit:
+            with self.requests.asking(ask):
+                return await self._request(
+                    f"tools/call {name!r}",
+                    limit,
+                    lambda client, remaining: client.call_tool(
+                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress
+                    ),
+                    setting=setting,
+                )
+        idle = anyio.CancelScope(deadline=anyio.current_time() + limit)
+
+        async def on_progress(done: float, of: float | None, message: str | None) -> None:
+            idle.deadline = anyio.current_time() + limit  # progress shows the call is alive
+            if progress is not None:
+                await progress(done, of, message)
+
+        with self.requests.asking(ask), idle:  # leaving it cancels the request on the server
+            return await self._request(
+                f"tools/call {name!r}",
+                total,
+                lambda client, remaining: client.call_tool(
+                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress
+                ),
+                setting=f"servers.{self.key}.max_timeout",
+            )
+        raise timed_out(
+            Boundary(self.key, f"tools/call {name!r}", limit, setting), " without progress"
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> types.GetPromptResult:
@@ -188,8 +224,9 @@ class ServerConnection:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""
         while True:
             if self.status in ("failed", "stopped"):
-                reason = f": {self.error}" if self.error is not None else ""
-                raise ServerClosedError(self.key, f"{boundary.what}: the server is {self.status}{reason}")
+                reason = f" ({str(self.error).removeprefix(f'{self.key}: ')})" if self.error is not None else ""
+                state = "has failed" if self.status == "failed" else "is stopped"
+                raise ServerClosedError(self.key, f"{boundary.what}: the server {state}{reason}")
             if self.status == "ready" and self._client is not None:
                 return self._client
             changed = self._status_changed
@@ -264,20 +301,19 @@ class ServerConnection:
         elif isinstance(message, Exception):
             logger.debug("server %s transport reported %r", self.key, message)
 
-    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """Server log notifications go to the ``runner.servers.log.<key>`` logger."""
-        level = _LOG_LEVELS.get(params.level, logging.INFO)
-        source = f" [{params.logger}]" if params.logger else ""
-        logging.getLogger(f"runner.servers.log.{self.key}").log(level, "%s%s", params.data, source)
-
-
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
+    async def apply_live(self, spec: ServerSpecType) -> None:
+        """Settings that need no new session (timeouts, filters, roots): read at each request;
+        a change of roots is announced to the live session."""
+        self.spec = spec
+        client = self._client
+        if not self.requests.update(spec) or client is None:
+            return
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # 2026-07-28 servers receive the roots with each request for them
+        boundary = Boundary(self.key, "notifications/roots/list_changed")
+        try:
+            with translated(boundary), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated in 2026, current in 2025
+                await client.session.send_roots_list_changed()
+        except ServerClosedError as exc:  # the session is ending; its successor lists anew
+            logger.info("server %s", exc)

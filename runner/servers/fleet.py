@@ -26,6 +26,7 @@ from runner.errors import ServerStartError
 from runner.manifest import restart_fields
 from runner.servers.catalogue import CatalogueChange
 from runner.servers.connection import ServerConnection, ServerSpecType
+from runner.servers.requests import Sample
 from runner.servers.supervision import supervise
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ class ServerFleet:
         self.base_dir = base_dir
         self.state_dir = state_dir
         self._task_group = task_group
+        # Sampling: the policy of servers whose spec says nothing, and who completes (the runtime).
+        self.sampling_default: Literal["ask", "deny"] = "deny"
+        self.sample: Sample | None = None
         self._subscribers: list[MemoryObjectSendStream[CatalogueChange]] = []
 
     def subscribe(self) -> MemoryObjectReceiveStream[CatalogueChange]:
@@ -65,7 +69,7 @@ class ServerFleet:
             await self.remove(key)
             raise failure
         if failure is not None:
-            logger.warning("optional server skipped: %s", failure)
+            _warn_skipped(connection, failure)
         return connection
 
     async def remove(self, key: str) -> None:
@@ -81,8 +85,10 @@ class ServerFleet:
     def needs_restart(self, key: str, spec: ServerSpecType) -> bool:
         """Whether bringing server ``key`` to ``spec`` restarts it (a ``RESTARTS`` field differs)."""
         current = self.connections[key].spec
-        return type(current) is not type(spec) or any(
-            getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec))
+        return (
+            type(current) is not type(spec)
+            or any(getattr(current, name) != getattr(spec, name) for name in restart_fields(type(spec)))
+            or bool(current.roots) != bool(spec.roots)  # the roots capability is declared on connect
         )
 
     async def update(
@@ -100,7 +106,7 @@ class ServerFleet:
         if restart or self.needs_restart(key, spec):
             await self.replace(key, spec)
             return "restarted"
-        connection.spec = spec  # timeouts, filters, fallbacks: read at each request
+        await connection.apply_live(spec)  # timeouts, filters, fallbacks, roots
         return "updated"
 
     async def aclose(self) -> None:
@@ -119,6 +125,8 @@ class ServerFleet:
         connection = ServerConnection(
             key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish
         )
+        connection.requests.sampling_default = self.sampling_default
+        connection.requests.sample = self.sample
         self.connections[key] = connection
         self._task_group.start_soon(supervise, connection, name=f"mcp server {key}")
         return connection
@@ -142,7 +150,7 @@ class ServerFleet:
             raise failed_required[0]
         for connection in launched:
             if (failure := _start_failure(connection)) is not None:
-                logger.warning("optional server skipped: %s", failure)
+                _warn_skipped(connection, failure)
 
     def _publish(self, change: CatalogueChange) -> None:
         for subscriber in list(self._subscribers):
@@ -150,6 +158,15 @@ class ServerFleet:
                 subscriber.send_nowait(change)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.remove(subscriber)  # that subscriber closed its stream
+
+
+def _warn_skipped(connection: ServerConnection, failure: ServerStartError) -> None:
+    fallback = connection.spec.fallback
+    if fallback is None:
+        logger.warning("optional server skipped: %s", failure)
+    else:  # not skipped: its tools are still offered, and called through the fallback
+        reason = str(failure).removeprefix(f"{connection.key}: ")
+        logger.warning("%s failed to start; its tools are served by %s (%s)", connection.key, fallback, reason)
 
 
 def _start_failure(connection: ServerConnection) -> ServerStartError | None:

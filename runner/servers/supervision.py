@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from typing import Literal
 
 import anyio
@@ -33,12 +34,13 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner.errors import (
     ServerClosedError,
     ServerError,
+    ServerRequestError,
     ServerStartError,
     ServerTimeoutError,
 )
@@ -52,7 +54,6 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = types.Implementation(name="mcp-run", version="0.1.0")
 STABLE_AFTER = 60.0  # a session up this long resets the restart count
 RELISTEN_DELAY = 1.0  # before re-opening a listen stream the server closed
-SERVER_LOG_LEVEL: types.LoggingLevel = "info"  # 2026 servers send log messages only when asked
 
 Ending = Literal["lost", "stale"]
 
@@ -140,10 +141,9 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
         mode=mode,
         cache=None,  # the catalogue is the cache; lists must reach the server
         read_timeout_seconds=spec.timeout,
-        logging_callback=connection.on_log,
-        log_level=SERVER_LOG_LEVEL,
         message_handler=connection.on_message,
         client_info=CLIENT_INFO,
+        **connection.requests.client_options(),  # callbacks (and so capabilities) the spec enables
     )
     attached = False
     ending: Ending | None = None
@@ -153,6 +153,7 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
             async with client:
                 listing = await fetch_catalogue(connection.key, client)
                 startup.deadline = math.inf  # started: the scope stays, the deadline goes
+                await _set_log_level(connection, client)
                 if link.process is not None:
                     link.process.handshake_done = True
                 connection.attach(client, link, listing)
@@ -170,6 +171,7 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
             raise error from (error.__cause__ if error in leaves(exc) else exc)
         return ServerClosedError(connection.key, f"the connection failed: {describe(root_cause(exc))}")
     finally:
+        connection.requests.close()
         if connection.stderr_log is not None:
             connection.stderr_log.close()
     if not attached:
@@ -188,6 +190,20 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
     if link.process is not None:
         return ServerClosedError(connection.key, f"the server {link.process.describe_exit()}")
     return ServerClosedError(connection.key, "the connection closed")
+
+
+async def _set_log_level(connection: ServerConnection, client: Client) -> None:
+    """2025-11-25 servers get ``logging/setLevel`` (2026 ones read the level from each request)."""
+    capabilities = client.server_capabilities
+    if client.protocol_version in MODERN_PROTOCOL_VERSIONS or capabilities.logging is None:
+        return
+    try:
+        with translated(Boundary(connection.key, "logging/setLevel")):
+            with warnings.catch_warnings():  # deprecated in 2026-07-28, current in 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.session.set_logging_level(connection.spec.logging.level)
+    except ServerRequestError as exc:  # the server's own default level stays: worth a warning only
+        logger.warning("server %s", exc)
 
 
 async def _watch(connection: ServerConnection, client: Client, link: Link) -> Ending:

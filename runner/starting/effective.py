@@ -9,7 +9,6 @@ they are set; their values are never shown, and neither are literal secrets in `
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +16,13 @@ from typing import Any
 
 import yaml
 
+from runner.expansion import expand_variables, variable_references
 from runner.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest
 from runner.manifest import ServerSettings
 from runner.starting.importing import yaml_flow, yaml_scalar
 from runner.starting.secrets import URL_PASSWORD, looks_like_credential, secret_env, secret_header
 
 HIDDEN = "(hidden)"
-_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
                         "max_backoff", "debounce"})
 _SECRET_MAPS = ("env", "headers")
@@ -77,11 +76,12 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
     uses: dict[str, list[str]] = {}
     required: set[str] = set()
     for where, text in raw.templates.items():
-        for match in _REFERENCE.finditer(text):
-            if match.group(1):
-                uses.setdefault(match.group(1), []).append(format_path(where))
-                if not match.group(2):
-                    required.add(match.group(1))
+        for reference in variable_references(text):  # nested defaults' variables too
+            used_at = uses.setdefault(reference.name, [])
+            if format_path(where) not in used_at:
+                used_at.append(format_path(where))
+            if reference.default is None and not reference.nested:
+                required.add(reference.name)
     # An unset variable without a default stands for itself, so the manifest still loads.
     placeholders = {name: "${" + name + "}" for name in required if name not in environ}
     loaded = load_manifest(path, environ={**placeholders, **environ})
@@ -147,6 +147,8 @@ def _explain(value: Any, path: Path_, source: Any, raw: _RawDocument, sources: d
         return {key: _explain(item, (*path, key), source, raw, sources) for key, item in value.items()}
     sources[path] = _provenance(path, source, raw)
     if isinstance(value, dict):
+        for key in value:
+            sources[(*path, key)] = _provenance((*path, key), source, raw)
         return {key: _shown((*path, key), item, raw) for key, item in value.items()}
     if isinstance(value, list):
         return [_shown((*path, index), item, raw) for index, item in enumerate(value)]
@@ -158,17 +160,16 @@ def _is_secret_map(path: Path_) -> bool:
 
 
 def _shown(path: Path_, value: Any, raw: _RawDocument) -> Any:
-    """The value as shown: variables as written, literal secrets hidden."""
+    """The value as shown: variables and ``$${`` escapes as written, literal secrets hidden."""
     template = raw.templates.get(path)
-    if template is not None and not any(m.group(1) for m in _REFERENCE.finditer(template)):
-        template = None  # only '$${' escapes: the effective value says it best
+    if template is not None and "${" not in template:
+        template = None  # a '$' but no reference nor escape: the effective value says it
     if len(path) == 4 and path[0] == "servers" and path[2] in _SECRET_MAPS:
-        if template is not None:
-            # A default given inside a secret is a secret too.
-            return _REFERENCE.sub(lambda m: m.group(0) if not m.group(2) else "${" + m.group(1) + ":-…}",
-                                  template)
         secret = secret_env if path[2] == "env" else secret_header
-        return HIDDEN if secret(str(path[3]), str(value)) else value
+        references = variable_references(template) if template is not None else []
+        if not references:
+            return HIDDEN if secret(str(path[3]), str(value)) else (template or value)
+        return _without_secret_defaults(template, references, lambda text: secret(str(path[3]), text))
     if template is not None:
         return template
     if path[:1] == ("servers",) and path[2:3] in (("args",), ("url",)) and isinstance(value, str):
@@ -177,6 +178,21 @@ def _shown(path: Path_, value: Any, raw: _RawDocument) -> Any:
         if path[2] == "args" and looks_like_credential(value):
             return HIDDEN
     return value
+
+
+def _without_secret_defaults(template: str, references: list[Any], secret: Any) -> str:
+    """``template`` as written, but a default that would give a secret value reads ``…``."""
+    parts, index = [], 0
+    for reference in references:
+        if reference.nested or reference.start < index:
+            continue  # shown, or hidden, with the reference around it
+        parts.append(template[index:reference.start])
+        default = reference.default
+        if default is not None and secret(expand_variables(default, {})[0]):
+            default = "…"
+        parts.append("${" + reference.name + (f":-{default}" if default is not None else "") + "}")
+        index = reference.end
+    return "".join(parts) + template[index:]
 
 
 def _provenance(path: Path_, source: Any, raw: _RawDocument) -> Provenance:
@@ -231,7 +247,9 @@ def _render(value: dict[str, Any], path: Path_, depth: int, sources: dict[Path_,
         comment = f"  # {sources[here].describe()}"
         if isinstance(item, dict) and item:
             lines.append(f"{pad}{yaml_scalar(key)}:{comment}")
-            lines += [f"{pad}  {yaml_scalar(k)}: {yaml_scalar(v)}" for k, v in item.items()]
+            lines += [f"{pad}  {yaml_scalar(k)}: {yaml_scalar(v)}"
+                      + (f"  # {sources[(*here, k)].describe()}" if (*here, k) in sources else "")
+                      for k, v in item.items()]
         else:
             lines.append(f"{pad}{yaml_scalar(key)}: {_display(key, item)}{comment}")
 

@@ -81,7 +81,7 @@ def read_config(path: Path, *, format: str | None = None) -> ReadConfig:
     data, source = document.data, document.source
     if not isinstance(data, dict):
         raise ManifestError([source.problem((), "expected a JSON object with 'mcpServers' or 'servers'")])
-    chosen = format or detect_format(data)
+    chosen = format or detect_format(data, path.name)
     root, servers_key = _servers_location(data, chosen)
     servers = data.get(root, {}).get(servers_key) if root else data.get(servers_key)
     servers_path: Path_ = (root, servers_key) if root else (servers_key,)
@@ -107,8 +107,15 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else json.dumps(value)
 
 
-def detect_format(data: dict[str, Any]) -> str:
-    """The tool that wrote ``data``, told from its keys and variable syntax."""
+# Top-level keys only Claude Desktop's configuration has, beside its servers.
+_DESKTOP_KEYS = frozenset({"globalShortcut", "preferences", "isUsingBuiltInNodeForMcp"})
+_FILE_NAMES = {"claude_desktop_config.json": "claude-desktop", ".mcp.json": "claude-code",
+               ".claude.json": "claude-code"}
+
+
+def detect_format(data: dict[str, Any], file_name: str | None = None) -> str:
+    """The tool that wrote ``data``, told from its keys and variable syntax; when they cannot
+    tell, from the file's name (``claude_desktop_config.json``, ``.mcp.json``)."""
     if "servers" in data or "inputs" in data or isinstance(data.get("mcp"), dict):
         return "vscode"
     entries = data.get("mcpServers")
@@ -116,7 +123,12 @@ def detect_format(data: dict[str, Any]) -> str:
     text = repr(entries)
     if any("envFile" in e for e in entries) or _EDITOR_HINTS.search(text):
         return "cursor"
-    # Claude Desktop starts local programs only; remote servers and 'type' are Claude Code's.
+    if _DESKTOP_KEYS & set(data):
+        return "claude-desktop"
+    if file_name in _FILE_NAMES:
+        return _FILE_NAMES[file_name]
+    # Claude Desktop's own file gives remote servers through a program (mcp-remote); a 'type',
+    # 'url' or 'headers' entry in a file of no telling name is most likely Claude Code's.
     if any("type" in e or "url" in e or "headers" in e for e in entries):
         return "claude-code"
     return "claude-desktop"

@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 
 from runner.errors import ManifestError, Problem
+from runner.expansion import required_variables as expansion_required
+from runner.expansion import variable_references
 from runner.loading import LoadedManifest, parse_manifest
 from runner.manifest import ENV_NAME_PATTERN
 from runner.starting.formats import FORMATS, ReadConfig, SourceServer, read_config
@@ -33,7 +35,6 @@ from runner.starting.secrets import (
 
 SCHEMA_HEADER = "# yaml-language-server: $schema=agent.schema.json"
 KEY_LENGTH = 32
-_REFERENCE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 
 
 @dataclass
@@ -62,14 +63,12 @@ def import_config(
     secrets = _Secrets(config)
     blocks, active = [], 0
     for server in config.servers:
-        listed = dict(config.variables)
         settings = _settings(config, server, keys[server.name], secrets)
         if settings is None:
             continue
         if (twin := existing.connections.get(connection(settings))) is not None:
             config.warn(server.path, f"already in the manifest as '{twin}': skipped")
             keys[server.name] = twin
-            config.variables = listed  # the twin's variables are the manifest's business already
             continue
         indent = existing.indent
         block = server_entry_text(keys[server.name], settings, indent)
@@ -80,7 +79,13 @@ def import_config(
             active += 1
         blocks.append(block)
     warnings = sorted(config.warnings, key=lambda p: (p.line, p.column))
-    return Imported(config.format, "".join(blocks), keys, config.variables, warnings, active)
+    # Only the variables of the servers written now: a skipped twin's are the manifest's already.
+    written = "".join(blocks)
+    referenced = {ref.name for line in written.splitlines() for ref in variable_references(line)}
+    variables = {name: config.variables.get(name, "referenced by an imported server")
+                 for name in sorted(referenced)
+                 if name in config.variables or name in required_variables(written)}
+    return Imported(config.format, "".join(blocks), keys, variables, warnings, active)
 
 
 def server_keys(names: Iterable[str], taken: Iterable[str] = ()) -> dict[str, str]:
@@ -173,8 +178,13 @@ def validate_text(text: str, *, file: str) -> LoadedManifest:
 
 
 def required_variables(text: str) -> list[str]:
-    """Names of the ``${VAR}`` references without a default in ``text``."""
-    return sorted({m.group(1) for m in _REFERENCE.finditer(text) if m.group(2) is None})
+    """Names of the ``${VAR}`` references without a default in ``text`` (line by line: one
+    malformed reference hides only its own line's)."""
+    return sorted({name for line in text.splitlines() for name in expansion_required(line)})
+
+
+def _has_reference(value: str) -> bool:
+    return bool(variable_references(value))
 
 
 def _servers_block(manifest: str, file: str) -> tuple[int, yaml.MappingNode] | None:
@@ -260,7 +270,7 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
         if not re.match(ENV_NAME_PATTERN, name):
             config.warn((*server.path, "env", name), "not a variable name (letters, digits, '_'): left out")
             continue
-        if not _REFERENCE.search(value) and secret_env(name, value):
+        if not _has_reference(value) and secret_env(name, value):
             value = secrets.variable(variable_name(name), value, f"{where}.env.{name}")
         settings.setdefault("env", {})[name] = value
     for name, value in fields.get("headers", {}).items():
@@ -298,7 +308,7 @@ def _secret_args(args: list[str], key: str, where: str, secrets: _Secrets) -> li
     for index, arg in enumerate(args):
         flag = args[index - 1] if index else ""
         name, equals, value = arg.partition("=")
-        if _REFERENCE.search(arg):
+        if _has_reference(arg):
             result.append(arg)
         elif flag.startswith("-") and "=" not in flag and secret_name(flag) and not arg.startswith("-"):
             result.append(secrets.variable(variable_name(key, flag), arg, f"{where}[{index}]"))
@@ -321,7 +331,7 @@ def _secret_url(url: str, prefix: str, where: str, secrets: _Secrets) -> str:
 
     def query(match: re.Match[str]) -> str:
         name, value = match.group(2), match.group(3)
-        if _REFERENCE.search(value) or not (secret_name(name) or looks_like_credential(value)):
+        if _has_reference(value) or not (secret_name(name) or looks_like_credential(value)):
             return match.group(0)
         return match.group(1) + name + "=" + secrets.variable(variable_name(prefix, name), value, where)
 
@@ -329,7 +339,7 @@ def _secret_url(url: str, prefix: str, where: str, secrets: _Secrets) -> str:
 
 
 def _secret_header(name: str, value: str, key: str, where: str, secrets: _Secrets) -> str:
-    if _REFERENCE.search(value) or not secret_header(name, value):
+    if _has_reference(value) or not secret_header(name, value):
         return value
     if "$${" in value and not (secret_name(name) or looks_like_credential(value)):
         return value  # an editor variable without equivalent, kept as text: not a credential

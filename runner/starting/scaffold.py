@@ -49,7 +49,8 @@ _NO_SERVERS = """\
 #   remote:
 #     url: https://example.invalid/mcp
 #     headers: {Authorization: "Bearer ${REMOTE_TOKEN}"}   # a variable, never the token itself
-# Add servers with `mcp-run init --server NAME=COMMAND` or `mcp-run import FILE -o agent.yaml --merge`.
+# Add servers: write them under 'servers:' as above, or import an MCP config (Claude Desktop,
+# VS Code, Cursor, Claude Code) with `mcp-run import FILE -o agent.yaml --merge`.
 """
 
 

@@ -11,7 +11,7 @@ import re
 
 _SECRET_NAME = re.compile(
     r"(token|secret|passw(or)?d|passwd|pwd|api_?key|apikey|access_?key|private_?key|credential|"
-    r"auth|cookie|session|bearer|signature|(^|_)pat($|_)|(^|_)key($|_)|dsn|connection_?string)",
+    r"auth|cookie|session|bearer|signature|salt|(^|_)pat($|_)|(^|_)key($|_)|dsn|connection_?string)",
     re.IGNORECASE,
 )
 _HARMLESS_HEADERS = frozenset({

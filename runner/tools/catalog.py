@@ -9,10 +9,11 @@ conversion of the result. Failures meant for the model are raised as :class:`Too
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 import anyio
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ConfigDict
 
 from runner.errors import (
@@ -31,7 +33,9 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
+from runner.servers.requests import Ask
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
+from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.filters import (
     apply_filter_function,
@@ -63,7 +67,10 @@ class Connection(Protocol):
     @property
     def resource_templates(self) -> list[types.ResourceTemplate]: ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
 
@@ -105,11 +112,17 @@ class ToolCatalog:
     # Converted schemas by definition; the catalog of the next reload may take this one's over.
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
+    warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
+    # Answers servers' requests for input during calls, in the calling task (None: decline them).
+    answer: Answer | None = None
+    # Where a call's progress goes, looked up in the calling task (None there: nowhere).
+    progress_sink: Callable[[], Callable[[dict[str, Any]], None] | None] = lambda: None
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)
+        self.warnings = list(self.warned)
         self._in_flight: Counter[str] = Counter()
         self._calls_ended = anyio.Event()
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
@@ -331,16 +344,21 @@ class ToolCatalog:
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
-        result = await self._call_with_fallbacks(server, original, arguments)
+        progress = self._progress_reporter(name, server)
+        result, answered = await call_answering(
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress), self.answer
+        )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
         output = convert_result(result, max_output_chars=spec.max_output_chars, provider=self.provider)
+        if note := answered.note():  # the model hears why the server got no input
+            output = output.with_note(note)
         if output.is_error:
             raise ToolError(output.content if isinstance(output.content, str) else str(output.content))
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any]
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -351,7 +369,7 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments)
+                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress)
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
@@ -359,10 +377,24 @@ class ToolCatalog:
                 fallback = self.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
                     raise ToolError(f"{tool} failed: {exc}") from exc
-                logger.warning("%s: %s failed (%s); falling back to %s", current, tool, exc, fallback)
+                logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
+                               str(exc).removeprefix(f"{current}: "))
                 await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
+
+    def _progress_reporter(self, name: str, server: str) -> ProgressFnT:
+        """Every call asks for progress (so it carries a progress token); it goes to the sink."""
+        sink = self.progress_sink()
+        # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
+        caller = contextvars.copy_context()
+
+        async def report(done: float, total: float | None, message: str | None) -> None:
+            if sink is not None:
+                caller.run(sink, {"type": "progress", "tool": name, "server": server, "progress": done,
+                                  "total": total, "message": message})
+
+        return report
 
     async def drained(self, servers: set[str]) -> None:
         """Wait until no call made through this catalog is in flight on ``servers``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mcp.types as mcp_types
@@ -50,6 +50,12 @@ class ToolOutput:
     content: str | list[ContentBlock]
     artifact: Any
     is_error: bool
+
+    def with_note(self, note: str) -> ToolOutput:
+        """This output with ``note`` (text from mcp-run itself) after the tool's content."""
+        if isinstance(self.content, str):
+            return replace(self, content=self.content + note)
+        return replace(self, content=[*self.content, {"type": "text", "text": note.strip()}])
 
 
 def convert_result(

@@ -6,12 +6,13 @@ The suite starts a test server for a scenario, then runs this program with the s
 last argument and the scenario name in ``MCP_CONFORMANCE_SCENARIO``. The program does what the
 runner does with a manifest that names that URL: ``runner.loading.parse_manifest`` of a one-server
 manifest, ``runner.servers.open_fleet`` (transport, handshake, era negotiation, listing), then it
-calls every tool the server lists, through ``ServerConnection.call_tool``. In the ``auth/*``
-scenarios the server's ``auth`` block names the suite's Client ID Metadata Document URL and, when
-the suite hands them over in ``MCP_CONFORMANCE_CONTEXT``, pre-registered client credentials; the
-authorization URL is approved by an HTTP client (``tests/servers/approver.py``) in place of a person
-in a browser, and tokens are stored in a temporary folder. The suite judges what it
-saw on the wire; the exit status (0 ok, 1 the start or a call failed) is also logged as the last
+calls every tool the server lists, through ``ServerConnection.call_tool``, accepting every request
+for input as proposed (the runner fills in the schema's defaults, as the elicitation scenarios
+check). In the ``auth/*`` scenarios the server's ``auth`` block names the suite's Client ID
+Metadata Document URL and, when the suite hands them over in ``MCP_CONFORMANCE_CONTEXT``,
+pre-registered client credentials; the authorization URL is approved by an HTTP client
+(``tests/servers/approver.py``) in place of a person in a browser, and tokens are stored in a
+temporary folder. The suite judges what it saw on the wire; the exit status (0 ok, 1 the start or a call failed) is also logged as the last
 line of stderr (``EXIT_MARKER``), because the suite records a client's stderr but, when it runs a
 whole suite, not its exit status.
 """
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 
 ROOT = Path(__file__).resolve().parents[2]
 for folder in (ROOT, ROOT / "tests"):  # run as a script by the suite, from any working directory
@@ -72,12 +74,19 @@ def auth_block(scenario: str) -> dict[str, object] | None:
     return auth
 
 
+async def accept_as_proposed(server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
+    """A user who accepts every form without typing anything: the defaults are what is sent."""
+    logger.info("elicitation from %s: %s", server, request.message)
+    return types.ElicitResult(action="accept", content={})
+
+
 async def exercise(connection: ServerConnection) -> bool:
     """Call every listed tool once; True when every call returned a non-error result."""
     logger.info("connected (era %s); tools: %s", connection.era, [tool.name for tool in connection.tools])
     all_ok = True
     for tool in connection.tools:
-        result = await connection.call_tool(tool.name, TOOL_ARGUMENTS.get(tool.name, {}))
+        arguments = TOOL_ARGUMENTS.get(tool.name, {})
+        result = await connection.call_tool(tool.name, arguments, ask=accept_as_proposed)
         texts = [block.text for block in result.content if hasattr(block, "text")]
         logger.info("tool %s -> is_error=%s %s", tool.name, result.is_error, texts)
         all_ok = all_ok and not result.is_error

@@ -1,0 +1,200 @@
+"""What a server asks of the client: input (elicitation), the roots, and its log messages.
+
+One ``ServerRequests`` per connection builds the SDK callbacks its sessions use, and declares a
+capability only for what the server's spec enables (``elicitation: decline`` declares none, roots
+are declared only when some are configured). The callbacks serve both protocol eras: on 2025-11-25
+sessions the server sends ``elicitation/create`` / ``roots/list`` requests, on 2026-07-28 ones a
+tool result asks for input and the SDK retries the call with the answers; both arrive here.
+
+Who answers an elicitation: the caller waiting on a tool call registers an ``Ask`` for the call's
+duration (:meth:`ServerRequests.asking`); a request arriving while no call asks (or while the
+server is set to ``decline``) is declined at once, so nothing ever waits for an absent user. The
+SDK does not say which call a 2025-11-25 request belongs to, so concurrent calls on one server are
+answered by the one that started last. Accepted answers are completed with the schema's defaults
+(SEP-1034): a field the user left out and the schema gives a default for is sent with it.
+
+Log messages (``notifications/message``) at or above ``logging.level`` (the level asked of the
+server on connect, enforced here too for servers that ignore it) are appended to the server's log
+file with their level
+and logger, at any rate the server sends them (one line write each, nothing queued); those at or
+above ``logging.terminal`` are also logged to ``runner.servers.log.<key>`` for the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import mcp_types as types
+from mcp.client.session import ClientRequestContext
+
+from runner.manifest import HttpServerSpec, StdioServerSpec
+
+Question = types.ElicitRequestParams | types.CreateMessageRequestParams
+Reply = types.ElicitResult | types.CreateMessageResult | types.ErrorData
+Ask = Callable[[str, Question], Awaitable[Reply]]
+"""``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
+(its completion, or an error when the user refused it)."""
+Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
+"""``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
+SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
+
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+PYTHON_LEVELS = {
+    "debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
+    "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+MAX_LOG_DATA_CHARS = 4000  # one message's text in the log file; a flood must not fill the disk fast
+
+
+def declined(reason: str = "") -> types.ElicitResult:
+    return types.ElicitResult(action="decline", meta={"reason": reason} if reason else None)
+
+
+def with_defaults(schema: dict[str, Any] | None, content: dict[str, Any] | None) -> dict[str, Any]:
+    """``content`` completed with the defaults ``schema`` gives for the fields it leaves out."""
+    completed = dict(content or {})
+    for name, field in ((schema or {}).get("properties") or {}).items():
+        if name not in completed and isinstance(field, dict) and "default" in field:
+            completed[name] = field["default"]
+    return completed
+
+
+class ServerRequests:
+    """The client side of one server's requests; its callbacks go to every session of the server."""
+
+    def __init__(
+        self, key: str, spec: StdioServerSpec | HttpServerSpec, *, base_dir: Path, log_path: Path
+    ) -> None:
+        self.key = key
+        self.spec = spec
+        self.base_dir = base_dir
+        self.log_path = log_path
+        self.fallback_ask: Ask | None = None  # answers requests no call is waiting for (tests, tools)
+        self.sampling_default: Literal["ask", "deny"] = "deny"  # when the spec says nothing
+        self.sample: Sample | None = None
+        self._askers: list[Ask] = []
+        self._log: TextIO | None = None
+        self._terminal = logging.getLogger(f"runner.servers.log.{key}")
+
+    # -- what the sessions get ---------------------------------------------------------------
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``mcp.Client``: a callback per enabled capability."""
+        options: dict[str, Any] = {
+            "logging_callback": self.on_log,
+            "log_level": self.spec.logging.level,
+        }
+        if self.spec.elicitation == "ask":
+            options["elicitation_callback"] = self.on_elicit
+        if self.spec.roots:
+            options["list_roots_callback"] = self.on_list_roots
+        if self.sampling != "deny":
+            options["sampling_callback"] = self.on_sample
+        return options
+
+    @property
+    def sampling(self) -> Literal["ask", "allow", "deny"]:
+        return self.spec.sampling or self.sampling_default
+
+    def update(self, spec: StdioServerSpec | HttpServerSpec) -> bool:
+        """A reload changed settings that apply live; True when the roots changed."""
+        changed = spec.roots != self.spec.roots
+        self.spec = spec
+        return changed
+
+    # -- elicitation -------------------------------------------------------------------------
+
+    @contextmanager
+    def asking(self, ask: Ask | None) -> Iterator[None]:
+        """``ask`` answers this server's elicitations while the block runs (a call in flight)."""
+        if ask is None:
+            yield
+            return
+        self._askers.append(ask)
+        try:
+            yield
+        finally:
+            self._askers.remove(ask)
+
+    async def on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        ask = self._askers[-1] if self._askers else self.fallback_ask
+        if self.spec.elicitation != "ask" or ask is None:
+            return declined("no one is there to answer")
+        answer = await ask(self.key, params)
+        if not isinstance(answer, types.ElicitResult):
+            return declined()
+        if answer.action == "accept" and isinstance(params, types.ElicitRequestFormParams):
+            answer = answer.model_copy(
+                update={"content": with_defaults(params.requested_schema, answer.content)}
+            )
+        return answer
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    async def on_sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        """``allow``: the model answers; ``ask``: the user sees the request first (through the call's
+        ``ask``); no call asking, no model, or ``deny``: refused."""
+        if self.sampling == "allow" and self.sample is not None:
+            return await self.sample(self.key, params)
+        ask = self._askers[-1] if self._askers else None
+        if self.sampling != "ask" or ask is None:
+            refused = "sampling was refused: no one can approve it"
+            return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
+        reply = await ask(self.key, params)
+        if isinstance(reply, types.ElicitResult):
+            return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused")
+        return reply
+
+    # -- roots -------------------------------------------------------------------------------
+
+    def roots(self) -> list[types.Root]:
+        return [
+            types.Root(uri=(self.base_dir / path).resolve().as_uri(), name=path)
+            for path in self.spec.roots or ()
+        ]
+
+    async def on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=self.roots())
+
+    # -- logging -----------------------------------------------------------------------------
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if _rank(params.level) < _rank(self.spec.logging.level):
+            return  # below the level asked for: servers that ignore logging/setLevel still send them
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, default=str)
+        if len(data) > MAX_LOG_DATA_CHARS:
+            data = data[:MAX_LOG_DATA_CHARS] + f"… ({len(data) - MAX_LOG_DATA_CHARS} more characters)"
+        source = f" [{params.logger}]" if params.logger else ""
+        self._write(f"{datetime.now().isoformat(timespec='milliseconds')} {params.level}{source}: {data}")
+        if _rank(params.level) >= _rank(self.spec.logging.terminal):
+            self._terminal.log(
+                PYTHON_LEVELS.get(params.level, logging.INFO), "[%s] %s: %s", self.key, params.level, data,
+                extra={"server_log": self.key},
+            )
+
+    def _write(self, line: str) -> None:
+        if self._log is None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            # Line-buffered appends beside the server's stderr lines: readable during the run.
+            self._log = self.log_path.open("a", encoding="utf-8", buffering=1)
+        self._log.write(line.replace("\n", "\n    ") + "\n")
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else 1

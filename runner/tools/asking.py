@@ -1,0 +1,100 @@
+"""A tool call during which the server may ask the user for input (or to approve a completion).
+
+The server's question arrives in the SDK's task (2025-11-25) or in the call's own (2026-07-28);
+the answer must come from the task that runs the tool, because that is where LangGraph's
+``interrupt()`` works. ``call_answering`` relays each question to the tool's task and the answer
+back. An ``Answer`` either returns the user's answer, or raises (``GraphInterrupt``: the graph
+pauses, the call is cancelled on the server, and the tool runs again on resume, when the same
+question gets the saved answer). Without an ``Answer`` every question is declined at once and
+the declines are reported, so the result can tell the model why the server got no input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+import mcp_types as types
+
+from runner.servers.requests import SAMPLING_REFUSED, Ask, Question, Reply, declined
+
+Answer = Callable[[str, Question], Awaitable[Reply]]
+"""``answer(server_key, request)``, run in the tool's task; may raise to pause the graph."""
+
+_Result = TypeVar("_Result")
+
+
+@dataclass
+class _Question:
+    server: str
+    request: Question
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Reply | None = None
+
+
+@dataclass
+class Answered:
+    """What the user was asked during one call; ``declined`` holds the questions no one could answer."""
+
+    declined: list[str] = field(default_factory=list)
+
+    def note(self) -> str:
+        if not self.declined:
+            return ""
+        asked = "; ".join(f'"{message}"' for message in self.declined)
+        return (f"\n\n[mcp-run] The server asked the user for input ({asked}) and it was declined: "
+                "this run cannot ask the user.")
+
+
+async def call_answering(
+    call: Callable[[Ask], Awaitable[_Result]], answer: Answer | None
+) -> tuple[_Result, Answered]:
+    """Run ``call(ask)``; the questions ``ask`` receives are answered by ``answer`` in this task."""
+    answered = Answered()
+    if answer is None:
+
+        async def decline(server: str, request: Question) -> Reply:
+            if isinstance(request, types.CreateMessageRequestParams):
+                answered.declined.append("a completion from the model")
+                return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused: not interactive")
+            answered.declined.append(request.message)
+            return declined("the run is not interactive")
+
+        return await call(decline), answered
+
+    send, receive = anyio.create_memory_object_stream[_Question]()
+    outcome: list[_Result] = []
+    failure: Exception | None = None
+
+    async def ask(server: str, request: Question) -> Reply:
+        question = _Question(server, request)
+        await send.send(question)
+        await question.answered.wait()
+        assert question.answer is not None
+        return question.answer
+
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            nonlocal failure
+            try:
+                outcome.append(await call(ask))
+            except Exception as exc:  # re-raised below, outside the group, unwrapped
+                failure = exc
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run)
+        async with receive:
+            async for question in receive:
+                try:
+                    question.answer = await answer(question.server, question.request)
+                except Exception as exc:  # the graph pauses (or the answer was invalid): stop the call
+                    failure = exc
+                    tg.cancel_scope.cancel()
+                    break
+                question.answered.set()
+    if failure is not None:
+        raise failure
+    return outcome[0], answered

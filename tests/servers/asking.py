@@ -1,0 +1,149 @@
+"""A server that asks the client for things, in both protocol eras.
+
+Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
+roots), summarize (sampling), slow (progress every ``interval`` seconds), levels (one log message
+per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
+
+On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
+2026-07-28 ones the tool returns a result asking for input and reads the answers when the client
+retries the call.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the `servers` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+BOOKING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "date": {"type": "string", "description": "Day of the booking"},
+        "seats": {"type": "integer", "minimum": 1, "default": 2},
+    },
+    "required": ["date"],
+}
+
+
+def build(name: str = "asking") -> MCPServer:
+    server = MCPServer(name)
+    answers: list[str] = []
+
+    async def ask(
+        ctx: Context, request: types.ElicitRequest
+    ) -> types.ElicitResult | types.InputRequiredResult:
+        """The answer to ``request``: a request to the client (2025) or a result asking (2026)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            responses = ctx.input_responses or {}
+            answer = responses.get("question")
+            if answer is None:
+                return types.InputRequiredResult(input_requests={"question": request})
+            return types.ElicitResult.model_validate(answer.model_dump(by_alias=True))
+        return await ctx.request_context.session.send_request(request, types.ElicitResult)
+
+    @server.tool()
+    async def book(ctx: Context) -> Any:
+        """Book a table: asks for the date and the number of seats."""
+        answer = await ask(ctx, types.ElicitRequest(params=types.ElicitRequestFormParams(
+            message="Which day, for how many?", requested_schema=BOOKING_SCHEMA,
+        )))
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        answers.append(f"{answer.action} {answer.content}")
+        if answer.action != "accept" or answer.content is None:
+            return f"not booked: the user chose {answer.action}"
+        return f"booked {answer.content['date']} for {answer.content['seats']}"
+
+    @server.tool()
+    async def visit(ctx: Context) -> Any:
+        """Ask the user to visit a page (URL mode)."""
+        answer = await ask(ctx, types.ElicitRequest(params=types.ElicitRequestURLParams(
+            message="Sign in to the calendar", url="https://calendar.example/sign-in",
+            elicitation_id="sign-in-1",
+        )))
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        answers.append(answer.action)
+        return f"visit: {answer.action}"
+
+    @server.tool()
+    async def roots(ctx: Context) -> Any:
+        """The client's roots, one URI a line."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = (ctx.input_responses or {}).get("roots")
+            if answer is None:
+                return types.InputRequiredResult(input_requests={"roots": types.ListRootsRequest()})
+            listed = types.ListRootsResult.model_validate(answer.model_dump(by_alias=True))
+        else:
+            with warnings.catch_warnings():  # deprecated at 2026-07-28, current in 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                listed = await ctx.request_context.session.list_roots()
+        return "\n".join(str(root.uri) for root in listed.roots) or "no roots"
+
+    @server.tool()
+    async def summarize(text: str, ctx: Context) -> Any:
+        """Ask the client's model for a summary of ``text`` (sampling)."""
+        request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            system_prompt="Summarize in five words.", max_tokens=50, stop_sequences=["END"],
+        ))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = (ctx.input_responses or {}).get("summary")
+            if answer is None:
+                return types.InputRequiredResult(input_requests={"summary": request})
+            completion = types.CreateMessageResult.model_validate(answer.model_dump(by_alias=True))
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                session = ctx.request_context.session
+                completion = await session.send_request(request, types.CreateMessageResult)
+        return f"summary: {completion.content.text}"
+
+    @server.tool()
+    async def levels(ctx: Context) -> str:
+        """One log message at each of debug, info, warning and error (logger 'asking.levels')."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for level in ("debug", "info", "warning", "error"):
+                await ctx.log(level, f"a {level} message", logger_name="asking.levels")
+        return "logged"
+
+    @server.tool()
+    async def flood(count: int, ctx: Context) -> str:
+        """``count`` info log messages, then the answer."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for index in range(count):
+                await ctx.log("info", f"message {index} " + "x" * 200)
+        return f"flooded {count}"
+
+    @server.tool()
+    async def slow(steps: int, interval: float, ctx: Context) -> str:
+        """``steps`` progress notifications ``interval`` seconds apart, then the answer."""
+        for step in range(1, steps + 1):
+            await anyio.sleep(interval)
+            await ctx.report_progress(step, steps, f"step {step}")
+        return f"slow done {steps}"
+
+    @server.tool()
+    def elicitations_seen() -> list[str]:
+        """The answers the server got so far."""
+        return answers
+
+    return server
+
+
+if __name__ == "__main__":
+    from servers._serve import main
+
+    main(build)

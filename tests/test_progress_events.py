@@ -1,0 +1,34 @@
+"""A running tool call's progress reaches the turn's events and `--json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+from test_elicitation_cli import mcp_run
+from test_elicitation_graph import write_agent
+
+from runner.runtime import load_agent, stream_turn
+
+SLOW = 'asking__slow {"steps": 3, "interval": 0.01}'
+
+
+async def test_progress_notifications_become_progress_events_before_the_result(tmp_path: Path) -> None:
+    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+        with anyio.fail_after(40):
+            events = [event async for event in stream_turn(runtime, SLOW)]
+    kinds = [event["type"] for event in events if event["type"] in ("progress", "tool_result")]
+    assert kinds == ["progress", "progress", "progress", "tool_result"]
+    progress = [event for event in events if event["type"] == "progress"]
+    assert progress[0] == {"type": "progress", "tool": "asking__slow", "server": "asking", "progress": 1.0,
+                           "total": 3.0, "message": "step 1"}
+    assert [event["progress"] for event in progress] == [1.0, 2.0, 3.0]
+
+
+def test_json_output_carries_progress_events(tmp_path: Path) -> None:
+    write_agent(tmp_path, legacy=False)
+    result = mcp_run("agent.yaml", "-p", SLOW, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["message"] for e in events if e["type"] == "progress"] == ["step 1", "step 2", "step 3"]
