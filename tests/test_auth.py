@@ -352,8 +352,8 @@ def test_a_redirect_with_a_forged_state_is_ignored_and_the_login_waits_for_its_o
     forged = follow_login(url, lambda location: re.sub(r"state=[^&]+", "state=forged", location))
     assert forged.status_code == 400
     assert "not completed" in forged.text and "Logged in" not in forged.text
-    refused = follow_login(url, lambda location: re.sub(r"state=[^&]+&?", "", location) + "&error=access_denied")
-    assert refused.status_code == 400 and "Logged in" not in refused.text
+    stateless = follow_login(url, lambda location: re.sub(r"state=[^&]+&?", "", location) + "&error=denied")
+    assert stateless.status_code == 400 and "Logged in" not in stateless.text
     assert child.isalive()
     assert "Logged in" in follow_login(url).text
     status, output = finish(child)
@@ -628,8 +628,10 @@ def test_an_auth_block_is_validated_and_every_problem_located() -> None:
     [
         ("  remote:\n    url: http://127.0.0.1:1/mcp\n    auth:\n      grant: client-credentials\n", 7,
          "(did you mean 'client_credentials'?)"),
-        ("  local:\n    command: echo\n    auth: {}\n", 6, "unknown key 'auth' ('auth' is for http/sse servers)"),
-        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: Bearer x}\n    auth: {}\n", 5,
+        ("  local:\n    command: echo\n    auth: {}\n", 6,
+         "unknown key 'auth' ('auth' is for http/sse servers)"),
+        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: Bearer x}\n"
+         "    auth: {}\n", 5,
          "'auth' and an 'Authorization' header both authorize the requests: keep one"),
     ],
     ids=["a-misspelled-grant", "auth-on-a-stdio-server", "auth-beside-a-static-authorization-header"],
@@ -639,4 +641,5 @@ def test_a_misplaced_or_misspelled_auth_setting_is_a_located_error_that_says_wha
 ) -> None:
     with pytest.raises(ManifestError) as caught:
         parse_manifest(f"version: 1\nname: x\nservers:\n{server}", file="agent.yaml")
-    assert [(problem.line, message in problem.message) for problem in caught.value.problems] == [(line, True)]
+    problems = caught.value.problems
+    assert [(problem.line, message in problem.message) for problem in problems] == [(line, True)]

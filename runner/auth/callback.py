@@ -4,8 +4,9 @@
 arrive first), answers ``GET /callback?code=…&state=…[&iss=…]`` with a short page, and hands the
 parameters to the SDK's flow as an ``AuthorizationCodeResult``. Other paths get 404 and are
 ignored (browsers ask for ``/favicon.ico``), and so is a redirect whose ``state`` is not the one of
-this login (a forged or stray redirect gets an error page; the login goes on waiting for its own). It listens on the loopback interface only and for a
-bounded time: no redirect within ``timeout`` seconds is an ``AuthError`` saying so.
+this login (a forged or stray redirect gets an error page; the login goes on waiting for its own).
+It listens on the loopback interface only and for a bounded time: no redirect within ``timeout``
+seconds is an ``AuthError`` saying so.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ def redirect_uri(port: int) -> str:
 
 
 class CallbackListener:
-    """``async with CallbackListener(server, port, state) as listener``; then ``await listener.result(timeout)``.
-
-    ``state`` is the one the authorization URL carries: only a redirect bringing it back counts.
+    """``async with CallbackListener(server, port, state) as listener``; then ``await
+    listener.result(timeout)``. ``state`` is the one the authorization URL carries: only a redirect
+    bringing it back counts.
     """
 
     def __init__(self, server: str, port: int, state: str) -> None:
@@ -93,8 +94,8 @@ class CallbackListener:
             return None
         query = {name: values[0] for name, values in parse_qs(target.query).items()}
         if not secrets.compare_digest(query.get("state", "").encode(), self._state.encode()):
-            await _respond(stream, "400 Bad Request", "This redirect is not the one of the login in progress: "
-                           "it was ignored, and the login was not completed.")
+            await _respond(stream, "400 Bad Request", "This redirect is not the one of the login in "
+                           "progress: it was ignored, and the login was not completed.")
             return None
         if "error" in query:
             await _respond(stream, "400 Bad Request", "The login was not completed.")
