@@ -8,6 +8,7 @@ duplicate keys can be refused, and alias bombs or absurd nesting stop with a cle
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -265,15 +266,26 @@ def _located(
         hint = did_you_mean(str(path[-1]), _allowed_keys(path[:-1], data, root))
         if not hint and root is Manifest and path[:-1] == ("model",):
             hint = " (settings for the model itself go under 'params')"
+        if not hint and root is Manifest and len(path) == 3 and path[0] == "servers":
+            hint = _http_only_key(str(path[-1]))
         return source.problem(path, f"unknown key '{path[-1]}'{hint}", at_key=True)
     if kind == "missing":
         return source.problem(path, "missing required key")
+    if kind == "literal_error" and isinstance(error.get("input"), str):
+        choices = re.findall(r"'([^']*)'", str(context.get("expected", "")))
+        message += did_you_mean(error["input"], choices)
     if kind == "string_pattern_mismatch":
         message = _PATTERN_MESSAGES.get(context.get("pattern", ""), message)
         if missing:  # a mapping key that failed its pattern
             return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return source.problem(path, message)
+
+
+def _http_only_key(key: str) -> str:
+    """The hint for a key of http/sse servers found on a stdio server (say 'auth')."""
+    http_only = set(HttpServerSpec.model_fields) - set(StdioServerSpec.model_fields)
+    return f" ('{key}' is for http/sse servers)" if key in http_only else ""
 
 
 def _unknown_server_keys(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:

@@ -394,6 +394,15 @@ class HttpServerSpec(ServerBase):
         return value
 
     @model_validator(mode="after")
+    def _one_authorization(self) -> HttpServerSpec:
+        if self.auth is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError(
+                "'auth' and an 'Authorization' header both authorize the requests: keep one "
+                "(the header is a static token, 'auth' logs in with OAuth)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _scheme_matches_transport(self) -> HttpServerSpec:
         websocket_url = self.url.startswith(("ws://", "wss://"))
         if websocket_url != (self.transport == "websocket"):

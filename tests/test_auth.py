@@ -12,21 +12,26 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager as AsyncContextManager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import pexpect
 import pytest
 import yaml
+from mcp.shared.auth import AuthorizationCodeResult
 from reliability.support import mcp_run, write_manifest
 from servers.approver import Approver, follow_login
+from servers.loopback import serve_app
 from servers.oauth import TOKEN_PREFIX, Protected, free_port, serve_protected
+from starlette.types import Receive, Scope, Send
 from test_readme_commands import commands_in, filled_in, readme_sections
 
 from runner.auth.context import interacting
 from runner.auth.flow import token_record
-from runner.errors import LoginRequiredError, ManifestError, ServerRequestError
+from runner.errors import AuthError, LoginRequiredError, ManifestError, ServerRequestError
 from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec
 from runner.reload import reload_runtime, watch_and_reload
@@ -83,6 +88,26 @@ def spawn_login(project: Path, *extra: str) -> pexpect.spawn:
     )
 
 
+@contextmanager
+def chat_offering_a_login(project: Path) -> Iterator[pexpect.spawn]:
+    """The chat of ``agent.yaml`` (no display: the URL is printed), once it was told yes to log in
+    to ``remote`` and printed the URL. The block ends at the prompt; the chat must then /exit with 0."""
+    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(project),
+                         env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}, encoding="utf-8",
+                         timeout=LOGIN_WAIT, dimensions=(50, 400))
+    try:
+        chat.expect(r"remote needs a login\. Log in now\? \[Y/n\] ")
+        chat.sendline("y")
+        chat.expect(URL)
+        yield chat
+        chat.expect("> ")
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert chat.exitstatus == 0
+
+
 def finish(child: pexpect.spawn) -> tuple[int, str]:
     child.expect(pexpect.EOF)
     child.close()
@@ -125,25 +150,23 @@ def test_the_chat_offers_to_log_in_to_a_server_it_had_to_skip(
     project: Path, protected: Protected
 ) -> None:
     write_scripted_manifest(project, protected.url)
-    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(project),
-                         env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}, encoding="utf-8",
-                         timeout=LOGIN_WAIT, dimensions=(50, 400))
-    try:
-        chat.expect(r"remote needs a login\. Log in now\? \[Y/n\] ")
-        chat.sendline("y")
-        chat.expect(URL)
+    with chat_offering_a_login(project) as chat:
         follow_login(chat.after)
         chat.expect("remote: logged in, 4 tools")
         chat.expect("> ")
         chat.sendline("/tools")
         chat.expect("remote__whoami")
-        chat.expect("> ")
-        chat.sendline("/exit")
-        chat.expect(pexpect.EOF)
-    finally:
-        chat.close(force=True)
-    assert chat.exitstatus == 0
     assert protected.authority.authorizations == 1
+
+
+def test_ctrl_c_during_the_chats_login_cancels_that_login_and_goes_on_to_the_prompt(
+    project: Path, protected: Protected
+) -> None:
+    write_scripted_manifest(project, protected.url)
+    with chat_offering_a_login(project) as chat:
+        chat.sendintr()
+        chat.expect("remote: login cancelled")
+    assert protected.authority.authorizations == 0
 
 
 def test_the_readmes_login_commands_run_as_written(project: Path, protected: Protected) -> None:
@@ -257,6 +280,16 @@ def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
     assert "remote: logged in (scopes: mcp, token expires" in after.stdout
 
 
+def test_status_exits_1_when_a_server_cannot_be_reached(project: Path, protected: Protected) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    write_manifest(project, {"remote": remote(protected.url), "gone": {"url": nobody}})
+    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
+    assert status.returncode == 1, status.stdout
+    assert "remote: needs login" in status.stdout and "gone: cannot connect: " in status.stdout
+    write_manifest(project, {"remote": remote(protected.url)})
+    assert mcp_run("auth", "status", "agent.yaml", cwd=project).returncode == 0
+
+
 def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     project: Path, protected: Protected, token_folder: Path
 ) -> None:
@@ -298,23 +331,54 @@ def test_a_redirect_with_the_wrong_issuer_fails_the_login(project: Path) -> None
         assert record is not None and record.login() is None
 
 
-@pytest.mark.parametrize(
-    ("pattern", "replacement", "message"),
-    [
-        (r"state=[^&]+", "state=forged", "State parameter mismatch"),
-        (r"code=[^&]+", "error=access_denied&error_description=denied+by+the+user",
-         "the authorization server refused the login: denied by the user"),
-    ],
-    ids=["a-tampered-state", "a-refused-login"],
-)
-def test_a_redirect_that_is_not_a_good_answer_fails_the_login_and_says_why(
-    project: Path, protected: Protected, pattern: str, replacement: str, message: str
+def test_a_refused_login_fails_the_login_and_says_why(project: Path, protected: Protected) -> None:
+    write_manifest(project, {"remote": remote(protected.url)})
+    refuse = "error=access_denied&error_description=denied+by+the+user"
+    status, output, _ = login(project, tamper=lambda location: re.sub(r"code=[^&]+", refuse, location))
+    assert status == 1
+    assert "the authorization server refused the login: denied by the user" in output
+    assert protected.authority.issued_tokens() == []
+
+
+def test_a_redirect_with_a_forged_state_is_ignored_and_the_login_waits_for_its_own(
+    project: Path, protected: Protected
 ) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    status, output, _ = login(project, tamper=lambda location: re.sub(pattern, replacement, location))
+    child = spawn_login(project)
+    child.expect(URL)
+    url = child.after
+    state = re.search(r"state=([^&]+)", url)
+    assert state is not None
+    forged = follow_login(url, lambda location: re.sub(r"state=[^&]+", "state=forged", location))
+    assert forged.status_code == 400
+    assert "not completed" in forged.text and "Logged in" not in forged.text
+    stateless = follow_login(url, lambda location: re.sub(r"state=[^&]+&?", "", location) + "&error=denied")
+    assert stateless.status_code == 400 and "Logged in" not in stateless.text
+    assert child.isalive()
+    assert "Logged in" in follow_login(url).text
+    status, output = finish(child)
+    assert status == 0, output
+    assert "remote: logged in" in output
+    assert state.group(1) not in output.replace(url, "")
+
+
+async def _refuse_everything(scope: Scope, receive: Receive, send: Send) -> None:
+    """A server that wants a token and publishes no OAuth metadata at all (every path: 401)."""
+    if scope["type"] != "http":
+        return
+    headers = [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def test_a_login_to_a_server_without_oauth_metadata_warns_before_it_waits(project: Path) -> None:
+    with serve_app(_refuse_everything) as server:
+        write_manifest(project, {"remote": remote(server.url("/mcp"), client_id="pre-registered")})
+        child = spawn_login(project, "--timeout", "2")
+        child.expect("publishes no OAuth metadata")
+        child.expect(URL)
+        status, _ = finish(child)
     assert status == 1
-    assert message in output
-    assert protected.authority.issued_tokens() == []
 
 
 def test_a_redirect_that_never_comes_times_out_with_a_clear_message(
@@ -474,6 +538,51 @@ async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protect
     assert caught.value.server == "remote"
 
 
+async def test_a_state_mismatch_never_names_the_expected_state(project: Path, protected: Protected) -> None:
+    approver = Approver()
+
+    class Forger:
+        async def authorize(self, server: str, url: str, port: int) -> AuthorizationCodeResult:
+            approved = await approver.authorize(server, url, port)
+            return approved.model_copy(update={"state": "forged"})
+
+    with anyio.fail_after(60), interacting(Forger()), pytest.raises(AuthError) as caught:
+        async with open_remote(project, protected.url, required=True):
+            pass
+    expected = parse_qs(urlsplit(approver.urls[0]).query)["state"][0]
+    assert expected not in str(caught.value)
+    assert "state is not the one of this login" in str(caught.value)
+
+
+async def test_a_run_without_a_stored_login_never_registers_a_client(
+    project: Path, protected: Protected
+) -> None:
+    with anyio.fail_after(60), pytest.raises(LoginRequiredError):
+        async with open_remote(project, protected.url, required=True):
+            pass
+    assert protected.authority.clients == {}
+
+
+def test_status_and_runs_without_a_login_never_register_and_name_the_login_command(
+    project: Path, protected: Protected
+) -> None:
+    write_manifest(project, {"remote": {**remote(protected.url), "required": True}})
+    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
+    assert "remote: needs login (run `mcp-run auth login agent.yaml remote`)" in status.stdout
+    listed = mcp_run("tools", "agent.yaml", cwd=project)
+    assert listed.returncode == 1
+    assert "mcp-run auth login agent.yaml remote" in listed.stderr
+    assert protected.authority.clients == {}
+    assert login(project)[0] == 0
+    registered = dict(protected.authority.clients)
+    assert len(registered) == 1
+    spawn = spawn_login(project, "--force")
+    spawn.expect(URL)
+    follow_login(spawn.after)
+    assert finish(spawn)[0] == 0
+    assert protected.authority.clients == registered
+
+
 def test_no_token_appears_in_any_output_log_or_event(project: Path, protected: Protected) -> None:
     write_scripted_manifest(project, protected.url)
     status, output, _ = login(project)
@@ -512,3 +621,25 @@ def test_an_auth_block_is_validated_and_every_problem_located() -> None:
     secret = parse_manifest(with_secret, file="agent.yaml", environ={"S": "canary-secret"})
     spec = secret.manifest.servers["remote"]
     assert "canary-secret" not in repr(spec) and "canary-secret" not in repr(secret.manifest)
+
+
+@pytest.mark.parametrize(
+    ("server", "line", "message"),
+    [
+        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    auth:\n      grant: client-credentials\n", 7,
+         "(did you mean 'client_credentials'?)"),
+        ("  local:\n    command: echo\n    auth: {}\n", 6,
+         "unknown key 'auth' ('auth' is for http/sse servers)"),
+        ("  remote:\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: Bearer x}\n"
+         "    auth: {}\n", 5,
+         "'auth' and an 'Authorization' header both authorize the requests: keep one"),
+    ],
+    ids=["a-misspelled-grant", "auth-on-a-stdio-server", "auth-beside-a-static-authorization-header"],
+)
+def test_a_misplaced_or_misspelled_auth_setting_is_a_located_error_that_says_what_to_do(
+    server: str, line: int, message: str
+) -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(f"version: 1\nname: x\nservers:\n{server}", file="agent.yaml")
+    problems = caught.value.problems
+    assert [(problem.line, message in problem.message) for problem in problems] == [(line, True)]

@@ -3,12 +3,15 @@
 :class:`CallbackListener` binds before the authorization URL is shown (so the browser can never
 arrive first), answers ``GET /callback?code=…&state=…[&iss=…]`` with a short page, and hands the
 parameters to the SDK's flow as an ``AuthorizationCodeResult``. Other paths get 404 and are
-ignored (browsers ask for ``/favicon.ico``). It listens on the loopback interface only and for a
-bounded time: no redirect within ``timeout`` seconds is an ``AuthError`` saying so.
+ignored (browsers ask for ``/favicon.ico``), and so is a redirect whose ``state`` is not the one of
+this login (a forged or stray redirect gets an error page; the login goes on waiting for its own).
+It listens on the loopback interface only and for a bounded time: no redirect within ``timeout``
+seconds is an ``AuthError`` saying so.
 """
 
 from __future__ import annotations
 
+import secrets
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -32,11 +35,15 @@ def redirect_uri(port: int) -> str:
 
 
 class CallbackListener:
-    """``async with CallbackListener(server, port) as listener``; then ``await listener.result(timeout)``."""
+    """``async with CallbackListener(server, port, state) as listener``; then ``await
+    listener.result(timeout)``. ``state`` is the one the authorization URL carries: only a redirect
+    bringing it back counts.
+    """
 
-    def __init__(self, server: str, port: int) -> None:
+    def __init__(self, server: str, port: int, state: str) -> None:
         self.server = server
         self.port = port
+        self._state = state
         self._listener: anyio.abc.SocketListener | None = None
 
     async def __aenter__(self) -> CallbackListener:
@@ -86,6 +93,10 @@ class CallbackListener:
             await _respond(stream, "404 Not Found", "Not the login redirect.")
             return None
         query = {name: values[0] for name, values in parse_qs(target.query).items()}
+        if not secrets.compare_digest(query.get("state", "").encode(), self._state.encode()):
+            await _respond(stream, "400 Bad Request", "This redirect is not the one of the login in "
+                           "progress: it was ignored, and the login was not completed.")
+            return None
         if "error" in query:
             await _respond(stream, "400 Bad Request", "The login was not completed.")
             detail = query.get("error_description") or query["error"]

@@ -52,6 +52,11 @@ def current_interaction() -> Interaction:
     return _current().interaction
 
 
+def can_ask() -> bool:
+    """Whether somebody answers authorization requests here (else a login is not even started)."""
+    return not isinstance(current_interaction(), NoInteraction)
+
+
 @contextmanager
 def interacting(interaction: Interaction) -> Iterator[None]:
     """Within the block (and tasks started in it), authorization requests go to ``interaction``."""

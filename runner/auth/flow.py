@@ -13,6 +13,8 @@ itself - discovery of protected resource and authorization server metadata, PKCE
   request until the answer's headers arrive (so one slow call would hold up every other);
 - a 401 on a request that carried a token triggers one refresh before a new authorization;
 - a server without an ``auth`` block is only authorized after a 401 with a Bearer challenge;
+- where nobody can be asked, a needed login is a ``LoginRequiredError`` before any discovery or
+  dynamic client registration (only a login registers a client; the registration is stored);
 - a refresh that fails drops the stored tokens (a new login is needed, not a crash);
 - a pre-registered client authenticates at the token endpoint the way the server's metadata
   allows (``client_secret_basic``, ``client_secret_post`` or ``none``);
@@ -42,10 +44,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from runner.auth.callback import DEFAULT_CALLBACK_PORT, redirect_uri
-from runner.auth.context import current_interaction
+from runner.auth.context import can_ask, current_interaction, login_command
 from runner.auth.store import DIR_MODE, TokenRecord, token_dir
-from runner.errors import AuthError
+from runner.errors import AuthError, LoginRequiredError
 from runner.manifest import AuthSpec, HttpServerSpec
+
+logger = logging.getLogger(__name__)
 
 REFRESH_MARGIN = 60.0  # seconds before expiry an access token is refreshed (at most half its life)
 CLIENT_NAME = "mcp-run"
@@ -230,8 +234,9 @@ class _RunnerAuth:
                 await self._initialize()
         response: httpx2.Response | None = None
         self._stepping_up = False
-        nothing_to_send = self.challenge_only and self.context.current_tokens is None
-        if self.context.is_token_valid() or nothing_to_send:
+        # Without a token to refresh first, the request goes out as the SDK would send it; its
+        # answer decides whether a new authorization is needed (and possible: see below).
+        if self.context.is_token_valid() or not self.context.can_refresh_token():
             if self.context.is_token_valid():
                 self._add_auth_header(request)  # type: ignore[attr-defined]
             response = yield request
@@ -252,6 +257,10 @@ class _RunnerAuth:
                     if not self._asks_for_authorization(response):
                         return
             self._stepping_up = response.status_code == 403
+            if not self._can_authorize():
+                # Not even discovery or registration: a run or ``auth status`` must leave no
+                # registered client behind at the authorization server for a login never made.
+                raise LoginRequiredError(self.key, login_command(self.key))
         flow = super()._auth_flow(request)  # type: ignore[misc]
         try:
             outgoing = await flow.__anext__()
@@ -263,6 +272,10 @@ class _RunnerAuth:
             return
         finally:
             await flow.aclose()
+
+    def _can_authorize(self) -> bool:
+        """Whether a new authorization can be made here (a person may be needed: see LoginAuth)."""
+        return True
 
     def _asks_for_authorization(self, response: httpx2.Response) -> bool:
         """A 401 or a 403 ``insufficient_scope`` (without an ``auth`` block: with a Bearer challenge)."""
@@ -285,7 +298,7 @@ class _RunnerAuth:
         except StopAsyncIteration:
             return
         except OAuthFlowError as exc:
-            raise AuthError(self.key, f"authorization failed: {exc}") from exc
+            raise AuthError(self.key, f"authorization failed: {_without_secrets(exc)}") from exc
         finally:
             await flow.aclose()
 
@@ -299,6 +312,9 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
         self._result: AuthorizationCodeResult | None = None
         self.context.redirect_handler = self._redirect
         self.context.callback_handler = self._callback
+
+    def _can_authorize(self) -> bool:
+        return can_ask()
 
     async def _redirect(self, url: str) -> None:
         self._result = await current_interaction().authorize(self.key, url, self._port)
@@ -315,6 +331,15 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
 
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
         self._apply_fixed_scope()
+        if self.context.oauth_metadata is None:
+            # The 2025-03-26 fallback: default endpoints on the server's origin. A server that
+            # publishes no metadata may have no OAuth at all; say so before anybody waits.
+            origin = self.context.get_authorization_base_url(self.context.server_url)
+            logger.warning(
+                "%s publishes no OAuth metadata (protected resource or authorization server); "
+                "trying the default endpoint %s/authorize, which may not exist",
+                self.key, origin,
+            )
         return await super()._perform_authorization_code_grant()
 
 
@@ -324,6 +349,14 @@ class MachineAuth(_RunnerAuth, ClientCredentialsOAuthProvider):
     async def _exchange_token_client_credentials(self) -> httpx2.Request:
         self._apply_fixed_scope()
         return await super()._exchange_token_client_credentials()
+
+
+def _without_secrets(error: OAuthFlowError) -> str:
+    """The SDK's message, except that a state mismatch names both values (the expected one is secret)."""
+    message = str(error)
+    if message.startswith("State parameter mismatch"):
+        return "the login redirect's state is not the one of this login"
+    return message
 
 
 def _bearer_challenge(response: httpx2.Response) -> bool:

@@ -14,6 +14,7 @@ import sys
 import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -44,7 +45,8 @@ class BrowserLogin:
     timeout: float = LOGIN_TIMEOUT
 
     async def authorize(self, server: str, url: str, port: int) -> AuthorizationCodeResult:
-        async with CallbackListener(server, port) as listener:
+        state = parse_qs(urlsplit(url).query).get("state", [""])[0]
+        async with CallbackListener(server, port, state) as listener:
             self.show(url)
             if self.open_browser:
                 await anyio.to_thread.run_sync(webbrowser.open, url)

@@ -4,11 +4,12 @@ A login connects to the server exactly as a run does (``open_fleet``), with the 
 context's interaction, so the tokens it stores are the ones every later run, chat and watch mode
 uses (``runner.cli.logins``). It ends with the server's tool count. ``status`` connects to each
 http/sse server without asking anybody and says which of: no login needed, logged in, needs login,
-login failed.
+login failed, cannot connect (its state is unknown; the command then exits 1).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from functools import partial
 
@@ -17,7 +18,7 @@ import click
 
 from runner.auth import login_command, token_record
 from runner.auth.login import LOGIN_TIMEOUT, forget_login
-from runner.cli import main, reports_errors, stdout
+from runner.cli import EXIT_FAILURE, main, reports_errors, stdout
 from runner.cli.logins import connect_alone, log_in
 from runner.errors import AuthError, LoginRequiredError, ServerStartError
 from runner.loading import LoadedManifest, load_manifest
@@ -75,17 +76,24 @@ def login(file: str, server: str, no_browser: bool, timeout: float, force: bool)
 @click.argument("file", type=click.Path(dir_okay=False))
 @reports_errors
 def status(file: str) -> None:
-    """For each http/sse server of FILE: no login needed, logged in, needs login, or login failed."""
+    """For each http/sse server of FILE: no login needed, logged in, needs login, login failed, or
+    cannot connect (then the exit status is 1)."""
     loaded = load_manifest(file)
     servers = {key: spec for key, spec in loaded.manifest.servers.items() if isinstance(spec, HttpServerSpec)}
     if not servers:
         stdout.print("no http/sse servers", markup=False)
         return
+    unreachable = False
     for key, spec in servers.items():
-        stdout.print(f"{key}: {anyio.run(_status_of, loaded, key, spec)}", markup=False)
+        state, reached = anyio.run(_status_of, loaded, key, spec)
+        stdout.print(f"{key}: {state}", markup=False)
+        unreachable = unreachable or not reached
+    if unreachable:  # its state is unknown: a script must not read this listing as all well
+        sys.exit(EXIT_FAILURE)
 
 
-async def _status_of(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> str:
+async def _status_of(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> tuple[str, bool]:
+    """The server's state, and whether it was reached (else the state is unknown)."""
     assert spec.startup_timeout is not None
     probe = spec.model_copy(
         update={"required": True, "startup_timeout": min(spec.startup_timeout, STATUS_STARTUP_TIMEOUT)}
@@ -93,16 +101,16 @@ async def _status_of(loaded: LoadedManifest, key: str, spec: HttpServerSpec) -> 
     try:
         await connect_alone(loaded, key, probe)
     except LoginRequiredError as exc:
-        return f"needs login (run `{exc.command}`)"
+        return f"needs login (run `{exc.command}`)", True
     except AuthError as exc:
-        return f"login failed: {_reason(exc, key)}"
+        return f"login failed: {_reason(exc, key)}", True
     except ServerStartError as exc:
-        return f"cannot connect: {_reason(exc, key)}"
+        return f"cannot connect: {_reason(exc, key)}", False
     record = token_record(spec)
     stored = record.login() if record is not None else None
     if stored is None:
-        return "no login needed"
-    return f"logged in ({_describe_login(stored.scopes, stored.expires_at)})"
+        return "no login needed", True
+    return f"logged in ({_describe_login(stored.scopes, stored.expires_at)})", True
 
 
 def _reason(error: ServerStartError, key: str) -> str:

@@ -2,13 +2,18 @@
 
 A login connects to the server exactly as a run does (``open_fleet``), with the browser as the
 context's interaction, so the tokens it stores are the ones every later run uses. No command is
-defined here, so the chat can offer logins without registering ``mcp-run auth``.
+defined here, so the chat can offer logins without registering ``mcp-run auth``. Ctrl-C during
+one of the chat's logins cancels that login only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import anyio
 
 from runner.auth import BrowserLogin, has_display, interacting, login_files
 from runner.auth.login import LOGIN_TIMEOUT
@@ -55,11 +60,26 @@ async def offer_logins(runtime: Runtime, read_line: Callable[[str], Awaitable[st
         if answer is None or answer.strip().lower() not in ("", "y", "yes"):
             continue
         try:
-            count = await log_in(runtime.loaded, key, spec, browser=True, timeout=LOGIN_TIMEOUT)
+            with _cancelled_by_ctrl_c() as login:
+                count = await log_in(runtime.loaded, key, spec, browser=True, timeout=LOGIN_TIMEOUT)
         except AuthError as exc:
             stderr.print(f"error: {exc}", style="red", markup=False)
+            continue
+        if login.cancelled_caught:
+            stderr.print(f"{key}: login cancelled", style="yellow", markup=False)
             continue
         stdout.print(f"{key}: logged in, {count} tool{'s' if count != 1 else ''}", markup=False)
         logged_in.add(files[key].resolve())
     if logged_in:  # start them in the running agent, as watch mode does after a login elsewhere
         await reload_runtime(runtime, changed_files=logged_in)
+
+
+@contextmanager
+def _cancelled_by_ctrl_c() -> Iterator[anyio.CancelScope]:
+    """Ctrl-C cancels the block (one login) instead of leaving the chat; the handler is restored."""
+    with anyio.CancelScope() as scope:
+        previous = signal.signal(signal.SIGINT, lambda *_: scope.cancel())
+        try:
+            yield scope
+        finally:
+            signal.signal(signal.SIGINT, previous)
