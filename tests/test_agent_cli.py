@@ -162,3 +162,24 @@ def test_ctrl_c_interrupts_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None
         chat.expect("returned: after")
         chat.expect("> ")
     assert chat.exitstatus == 0
+
+
+def test_sigterm_during_call_stops_it_and_every_server(tmp_path: Path) -> None:
+    import psutil
+
+    sleepy_agent(tmp_path)
+    run = pexpect.spawn(sys.executable, ["-m", "runner", "call", "agent.yaml", "demo__sleep", '{"seconds": 60}'],
+                        cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    try:
+        deadline = __import__("time").monotonic() + 60
+        while not (servers := child_pids(run.pid)):  # the server is running: the call is under way
+            assert __import__("time").monotonic() < deadline, "the server never started"
+            run.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1)
+        run.kill(__import__("signal").SIGTERM)
+        run.expect("stopped by SIGTERM", timeout=20)
+        run.expect(pexpect.EOF, timeout=20)
+    finally:
+        run.close(force=True)
+    assert run.exitstatus == 128 + 15
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

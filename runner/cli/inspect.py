@@ -22,10 +22,19 @@ from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
+from runner.servers import stop_on_signals
 
 
 def _run(function: Any, *args: Any) -> Any:
-    return anyio.run(function, *args)
+    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped)."""
+
+    async def until_signalled() -> Any:
+        async with stop_on_signals() as stopped:
+            return await function(*args)
+        stderr.print(f"stopped by {stopped.received.name}", style="yellow")  # type: ignore[union-attr]
+        raise SystemExit(128 + int(stopped.received))  # type: ignore[arg-type]
+
+    return anyio.run(until_signalled)
 
 
 def _invalid(message: str) -> NoReturn:
