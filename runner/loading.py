@@ -137,7 +137,8 @@ def parse_manifest(
 
 
 def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:
-    """Working directories that do not exist: no server could start in them."""
+    """Working directories, sandbox writable paths and container mounts that do not exist: no server
+    could start with them."""
     problems: list[tuple[Path_, str]] = []
     for key, spec in sorted(manifest.servers.items()):
         if isinstance(spec, StdioServerSpec) and spec.cwd is not None:
@@ -146,6 +147,16 @@ def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str
                 what = "is not a folder" if folder.exists() else "does not exist"
                 relative = "" if Path(spec.cwd).is_absolute() else " (relative to the manifest's folder)"
                 problems.append((("servers", key, "cwd"), f"working directory '{spec.cwd}' {what}{relative}"))
+        if isinstance(spec, StdioServerSpec) and spec.sandbox is not None:
+            for index, entry in enumerate(spec.sandbox.writable):
+                if not (base_dir / entry).exists():
+                    problems.append((("servers", key, "sandbox", "writable", index),
+                                     f"'{entry}' does not exist (relative to the manifest's folder)"))
+        if isinstance(spec, StdioServerSpec) and spec.container is not None:
+            for index, mount in enumerate(spec.container.mounts):
+                if not (base_dir / mount.source).exists():
+                    problems.append((("servers", key, "container", "mounts", index),
+                                     f"'{mount.source}' does not exist (relative to the manifest's folder)"))
     return problems
 
 
