@@ -173,3 +173,14 @@ def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> No
         chat.sendline('/call a-rather-long-server-key__shout {"text": "[red]x"}')
         chat.expect(re.escape("[bold][red]x[/]"))
         chat.expect("> ")
+
+
+def test_call_of_a_tool_whose_optional_server_is_down_says_so_and_exits_1(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {
+        "demo": server("demo"),
+        "time-sse": {"url": "http://127.0.0.1:9/sse", "transport": "sse", "required": False},
+    }, name="cli", model="offline")
+    result = mcp_run("call", "agent.yaml", "time-sse__get_current_time", "{}", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "server time-sse is not available (" in result.stderr
+    assert "unknown tool" not in result.stderr
