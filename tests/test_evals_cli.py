@@ -208,3 +208,11 @@ def test_junit_xml_stays_well_formed_when_an_answer_holds_control_characters(tmp
     root = ET.fromstring(junit_xml([result], suite="agent"))
     check_junit(root)
     assert root.find("testsuite/testcase/system-out").text == "bell \ufffd escape \ufffd[31m"
+
+
+def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
+    done = mcp_run("test", "agent.yaml", "--replay", "-k", "calc", "-k", "explains")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "calculates" in done.stdout and "explains-without-a-tool" in done.stdout
+    assert "reports-a-failed-delete" not in done.stdout
+    assert re.search(r"2 cases: 2 passed", done.stdout)

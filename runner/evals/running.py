@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,13 +61,20 @@ class CaseResult:
         return self.case.name
 
 
-def select_cases(cases: list[Case], pattern: str | None) -> list[Case]:
-    """Cases whose name contains ``pattern``, or matches it as a glob (``add-*``)."""
-    if not pattern:
+def select_cases(cases: list[Case], patterns: str | Sequence[str] | None) -> list[Case]:
+    """Cases whose name matches any of ``patterns``: contains it, or matches it as a glob
+    (``add-*``). No pattern selects every case."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
         return cases
+    return [case for case in cases if any(_matches(case.name, pattern) for pattern in patterns)]
+
+
+def _matches(name: str, pattern: str) -> bool:
     if any(char in pattern for char in "*?["):
-        return [case for case in cases if fnmatch.fnmatchcase(case.name, pattern)]
-    return [case for case in cases if pattern in case.name]
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
 
 
 async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions) -> list[CaseResult]:
