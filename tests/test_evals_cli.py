@@ -216,3 +216,14 @@ def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
     assert "calculates" in done.stdout and "explains-without-a-tool" in done.stdout
     assert "reports-a-failed-delete" not in done.stdout
     assert re.search(r"2 cases: 2 passed", done.stdout)
+
+
+def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    built_in = mcp_run("test", str(manifest), "--model", "ofline")
+    assert built_in.returncode == 2, built_in.stdout + built_in.stderr
+    assert "'--model': model 'ofline' (did you mean 'offline'?) names no provider" in built_in.stderr
+    provider = mcp_run("test", str(manifest), "--model", "opnai:gpt-4o")
+    assert provider.returncode == 2
+    assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr

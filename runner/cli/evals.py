@@ -15,6 +15,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors, stderr, stdout
+from runner.checks import model_id_problem
 from runner.errors import ManifestError, RunnerError
 from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.report import json_report, junit_xml, print_results
@@ -45,6 +46,8 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
         raise click.UsageError("--watch runs live: it cannot --record or --replay")
     if replay and model_id:
         raise click.UsageError("--replay uses no model: --model does not apply")
+    if model_id and (problem := model_id_problem(model_id)):
+        raise click.BadParameter(problem, param_hint="'--model'")
     manifest = Path(file)
     paths = [Path(p) for p in case_files] or find_case_files(manifest)
     if not paths:
