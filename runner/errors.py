@@ -222,5 +222,9 @@ class CassetteDrift(RunnerError):
     """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
 
 
+class CassetteMissing(RunnerError):
+    """A case has no cassette to replay: it was never recorded."""
+
+
 class CaseSaveError(RunnerError):
     """A case could not be written (a bad name, a file already there, nothing to save)."""

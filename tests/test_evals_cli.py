@@ -162,7 +162,7 @@ def test_drift_is_a_junit_error_not_a_failure(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     done = mcp_run("test", str(manifest), "--replay", "--junit", str(junit))
     assert done.returncode == 1
-    assert "adds (drift): drift: prompt changed" in done.stdout
+    assert "adds (drift): prompt changed" in done.stdout
     root = ET.fromstring(junit.read_bytes())
     check_junit(root)
     assert [case.find("error").get("type") for case in root.iter("testcase")] == ["drift", "drift"]
@@ -227,3 +227,4 @@ def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) 
     provider = mcp_run("test", str(manifest), "--model", "opnai:gpt-4o")
     assert provider.returncode == 2
     assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
+

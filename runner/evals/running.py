@@ -23,7 +23,7 @@ import anyio
 from langgraph.types import Command
 from watchfiles import awatch
 
-from runner.errors import CassetteDrift, ManifestError, RunnerError
+from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
 from runner.evals.cases import Case
 from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
 from runner.evals.judge import grade
@@ -80,13 +80,13 @@ def _matches(name: str, pattern: str) -> bool:
 async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions) -> list[CaseResult]:
     """Start the agent once and run ``cases`` over it."""
     sessions = EvalSessions(options.mode, model_id=options.model_id, environ=options.environ)
-    cassettes: dict[str, Cassette | ManifestError] = {}
+    cassettes: dict[str, Cassette | RunnerError] = {}
     extra: dict[str, Any] = {}
     if options.mode == "replay":
         for case in cases:
             try:
-                cassettes[case.name] = read_cassette(case.cassette_path)
-            except ManifestError as exc:
+                cassettes[case.name] = read_cassette(case.cassette_path, manifest_path)
+            except (ManifestError, CassetteMissing) as exc:
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
@@ -100,7 +100,7 @@ async def run_cases(
     sessions: EvalSessions,
     *,
     jobs: int = DEFAULT_JOBS,
-    cassettes: Mapping[str, Cassette | ManifestError] | None = None,
+    cassettes: Mapping[str, Cassette | RunnerError] | None = None,
 ) -> list[CaseResult]:
     """Run ``cases`` at most ``jobs`` at a time; results in the order of ``cases``."""
     limiter = anyio.CapacityLimiter(max(1, jobs))
@@ -117,11 +117,13 @@ async def run_cases(
 
 
 async def run_case(
-    runtime: Runtime, case: Case, sessions: EvalSessions, cassette: Cassette | ManifestError | None
+    runtime: Runtime, case: Case, sessions: EvalSessions, cassette: Cassette | RunnerError | None
 ) -> CaseResult:
     began = time.perf_counter()
     if isinstance(cassette, ManifestError):
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
+    if isinstance(cassette, RunnerError):
+        return CaseResult(case, "error", 0.0, differences=[str(cassette)])
     recording: Cassette | None = None
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
@@ -147,7 +149,7 @@ async def run_case(
                 result.differences.append(f"the judge failed the case: {result.verdict.reasoning}")
         result.status = "failed" if result.differences else "passed"
     except CassetteDrift as exc:
-        result.status, result.differences = "drift", [f"drift: {exc}"]
+        result.status, result.differences = "drift", [str(exc)]  # the status already says drift
     except RunnerError as exc:
         result.status, result.differences = "error", [f"{type(exc).__name__}: {exc}"]
     finally:
