@@ -31,8 +31,18 @@ CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 MatchMode = Literal["strict", "unordered", "subset", "superset"]
 
 
-def _as_list(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
+def _as_text(value: Any) -> Any:
+    """A number is its text (``contains: 42`` means "42"); a boolean stays an error."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _as_list(value: Any) -> list[Any]:
+    """One text or a list of texts."""
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return [_as_text(value)]
+    raise ValueError("needs a text or a list of texts")
 
 
 def _calls_from_names(value: Any) -> Any:
@@ -54,7 +64,8 @@ def _regex(pattern: str) -> str:
 
 
 Text = Annotated[str, Field(min_length=1)]
-Texts = Annotated[list[Text], BeforeValidator(_as_list, json_schema_input_type=Text | list[Text])]
+Texts = Annotated[list[Text], BeforeValidator(
+    _as_list, json_schema_input_type=Text | float | list[Text | float])]
 
 
 class EvalSpec(BaseModel):
@@ -111,7 +122,7 @@ class ExpectSpec(EvalSpec):
         "unordered (same calls), subset (no call beyond those), superset (at least those).",
     )
     answer: AnswerSpec | None = Field(None, description="Checks on the final answer.")
-    no_tool_errors: bool = Field(False, description="Every tool call must succeed.")
+    no_tool_errors: bool = Field(False, strict=True, description="Every tool call must succeed (true or false).")
     max_tool_calls: int | None = Field(None, ge=0, description="At most this many tool calls.")
 
 
