@@ -191,7 +191,16 @@ def _module_file(module: str, base_dir: Path) -> Path | None:
 
 
 def system_location(loaded: LoadedManifest) -> SourceLocation:
+    """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
+    after its indicator, at its indentation."""
     line, column = loaded.source.locate(("prompts", "system"))
+    try:
+        lines = loaded.path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    if line < len(lines) and lines[line - 1][column - 1:column] in ("|", ">"):
+        following = lines[line]
+        return SourceLocation(loaded.source.file, line + 1, len(following) - len(following.lstrip()) + 1)
     return SourceLocation(loaded.source.file, line, column)
 
 

@@ -288,3 +288,19 @@ def test_template_files_still_lists_files_of_a_broken_template(folder: Path) -> 
     inline = manifest("inline {% include 'prompts/part.j2' %}")
     assert template_files(inline, folder) == {part.resolve()}
     assert template_files(manifest("prompts/missing.j2"), folder) == set()
+
+
+@pytest.mark.parametrize(("system", "located"), [
+    ("|\n    Hello\n    I am {{ agent.nme }}\n", "7:5"),  # a block scalar's text starts a line below
+    ('"Hi {{ agent.nme }}"\n', "5:11"),
+])
+def test_a_problem_of_inline_text_is_located_on_its_manifest_line(
+    folder: Path, system: str, located: str
+) -> None:
+    from runner.checks import check_agent
+
+    write(folder, "agent.yaml", f"version: 1\nname: x\nmodel: offline\nprompts:\n  system: {system}")
+    with pytest.raises(ManifestError) as caught:
+        check_agent(folder / "agent.yaml")
+    [problem] = caught.value.problems
+    assert str(problem).startswith(f"{folder / 'agent.yaml'}:{located}: prompts.system: 'agent' has no")
