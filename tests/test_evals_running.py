@@ -328,6 +328,27 @@ cases:
     assert systems == {"pirate": "Speak in a pirate tone.", "plain": "Speak in a plain tone."}
 
 
+async def test_a_mistyped_tool_or_var_of_a_case_is_a_located_error_before_it_runs(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
+    (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")
+    cases = write_cases(tmp_path, """\
+cases:
+  - name: typos
+    input: 'notes__calculate {"expression": "6*7"}'
+    vars: {tonee: pirate}
+    expect:
+      tools: [{name: notes__calcualte}]
+""")
+    result = (await run(manifest))["typos"]
+    assert result.status == "error" and result.observed.steps == 0
+    assert result.differences == [
+        f"{cases}:4:12: cases[0].vars.tonee: prompts.vars has no 'tonee' (did you mean 'tone'?); "
+        "a case can only override the vars the manifest declares",
+        f"{cases}:6:22: cases[0].expect.tools[0].name: the agent offers no tool 'notes__calcualte' "
+        "(did you mean 'notes__calculate'?)",
+    ]
+
+
 async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_memory(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
     (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")

@@ -14,8 +14,8 @@ case files are found.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from runner.errors import ManifestError, Problem
 from runner.loading import SourceMap, located_problems, read_located_yaml
-from runner.manifest import ModelSpec
+from runner.manifest import ModelSpec, did_you_mean
 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
@@ -155,10 +155,34 @@ def is_regex_matcher(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Case:
-    """A case and the file it was read from."""
+    """A case, the file it was read from, and where it is written there."""
 
     spec: CaseSpec
     file: Path
+    index: int = 0
+    source: SourceMap | None = field(default=None, compare=False, repr=False)
+
+    def problems_against(self, declared_vars: Collection[str], tools: Collection[str]) -> list[Problem]:
+        """What the case names that the agent does not have: a var ``prompts.vars`` does not
+        declare, an expected tool the agent does not offer (known only once its servers run)."""
+        found: list[Problem] = []
+        for key in self.spec.vars:
+            if key not in declared_vars:
+                found.append(self._problem(("vars", key), f"prompts.vars has no '{key}'"
+                                           f"{did_you_mean(key, list(declared_vars))}; a case can "
+                                           "only override the vars the manifest declares", at_key=True))
+        for index, call in enumerate(self.spec.expect.tools or []):
+            if call.name not in tools:
+                found.append(self._problem(("expect", "tools", index, "name"),
+                                           f"the agent offers no tool '{call.name}'"
+                                           f"{did_you_mean(call.name, list(tools))}"))
+        return found
+
+    def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:
+        where = ("cases", self.index, *path)
+        if self.source is None:
+            return Problem(str(self.file), 1, 1, ".".join(map(str, where)), message)
+        return self.source.problem(where, message, at_key=at_key)
 
     @property
     def name(self) -> str:
@@ -194,7 +218,7 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
                                                f"is used twice (first at {seen.file}:{seen.line})"))
                 continue
             first_seen[case.name] = at
-            cases.append(Case(case, path.resolve()))
+            cases.append(Case(case, path.resolve(), index, source))
     if problems:
         raise ManifestError(problems)
     return cases

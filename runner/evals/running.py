@@ -124,6 +124,12 @@ async def run_case(
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
     if isinstance(cassette, RunnerError):
         return CaseResult(case, "error", 0.0, differences=[str(cassette)])
+    offered = set(runtime.catalog.entries)
+    if cassette is not None:  # a tool offered when recorded but gone now is drift, not a typo
+        offered.update(name for call in cassette.model_calls for name in call.tools)
+    mistakes = case.problems_against(runtime.manifest.prompts.vars, offered)
+    if mistakes:  # said before running: a typo would otherwise be a silent mismatch
+        return CaseResult(case, "error", 0.0, differences=[str(p) for p in mistakes])
     recording: Cassette | None = None
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
