@@ -20,7 +20,7 @@ from pathlib import Path
 
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
-from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec
+from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
 from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
 from runner.tools.filters import ImportPathError, load_import_path
 
@@ -101,11 +101,36 @@ def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[
         try:
             provider = provider_of(model_id)
         except ModelError as exc:
-            problems.append(loaded.source.problem(where, str(exc)))
+            problems.append(loaded.source.problem(where, _with_built_in_suggestion(model_id, str(exc))))
             continue
         missing = model_requirements(model_id, provider, spec=model if primary else None, environ=environ)
         warnings += [loaded.source.problem(where, message) for message in missing]
     return problems, warnings
+
+
+def model_id_problem(model_id: str) -> str | None:
+    """Why ``model_id`` names no model (an unknown provider, no provider at all), or None; the same
+    words as ``validate`` gives for the manifest's model."""
+    if model_id in (OFFLINE_ID, SCRIPTED_ID):
+        return None
+    from runner.models.providers import provider_of  # LangChain: only here
+
+    try:
+        provider_of(model_id)
+    except ModelError as exc:
+        return _with_built_in_suggestion(model_id, str(exc))
+    return None
+
+
+def _with_built_in_suggestion(model_id: str, message: str) -> str:
+    """A near miss of a built-in model ('ofline') is suggested first, before the providers."""
+    suggestion = "" if ":" in model_id else did_you_mean(model_id, (OFFLINE_ID, SCRIPTED_ID))
+    named = f"model '{model_id}'"
+    if not suggestion:
+        return message
+    return named + suggestion + message.removeprefix(named) if message.startswith(named) else \
+        f"{named}{suggestion}: {message}"
+
 
 
 def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list[Problem]:
@@ -166,7 +191,16 @@ def _module_file(module: str, base_dir: Path) -> Path | None:
 
 
 def system_location(loaded: LoadedManifest) -> SourceLocation:
+    """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
+    after its indicator, at its indentation."""
     line, column = loaded.source.locate(("prompts", "system"))
+    try:
+        lines = loaded.path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    if line < len(lines) and lines[line - 1][column - 1:column] in ("|", ">"):
+        following = lines[line]
+        return SourceLocation(loaded.source.file, line + 1, len(following) - len(following.lstrip()) + 1)
     return SourceLocation(loaded.source.file, line, column)
 
 

@@ -20,6 +20,7 @@
     ├── CheckpointerError          the conversation store cannot be opened
     ├── StateError                 the state folder (logs, conversations) cannot be created
     ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
+    ├── CassetteMissing            an eval case has no cassette to replay (``mcp-run test --replay``)
     └── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
@@ -220,6 +221,10 @@ class StateError(RunnerError):
 
 class CassetteDrift(RunnerError):
     """The agent no longer matches its recording: a tool is gone, a schema or the prompt changed."""
+
+
+class CassetteMissing(RunnerError):
+    """A case has no cassette to replay: it was never recorded."""
 
 
 class CaseSaveError(RunnerError):

@@ -263,3 +263,14 @@ def test_validate_warns_when_the_state_folder_cannot_be_created_and_names_the_pe
     assert f"runs will use {tmp_path / 'state' / 'mcp-run'}" in result.stderr
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert "runs use a per-user folder, `$XDG_STATE_HOME/mcp-run/<folder>-<hash>`" in readme
+
+
+def test_call_of_a_tool_whose_optional_server_is_down_says_so_and_exits_1(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {
+        "demo": server("demo"),
+        "time-sse": {"url": "http://127.0.0.1:9/sse", "transport": "sse", "required": False},
+    }, name="cli", model="offline")
+    result = mcp_run("call", "agent.yaml", "time-sse__get_current_time", "{}", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "server time-sse is not available (" in result.stderr
+    assert "unknown tool" not in result.stderr

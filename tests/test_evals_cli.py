@@ -162,7 +162,7 @@ def test_drift_is_a_junit_error_not_a_failure(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     done = mcp_run("test", str(manifest), "--replay", "--junit", str(junit))
     assert done.returncode == 1
-    assert "adds (drift): drift: prompt changed" in done.stdout
+    assert "adds (drift): prompt changed" in done.stdout
     root = ET.fromstring(junit.read_bytes())
     check_junit(root)
     assert [case.find("error").get("type") for case in root.iter("testcase")] == ["drift", "drift"]
@@ -208,3 +208,23 @@ def test_junit_xml_stays_well_formed_when_an_answer_holds_control_characters(tmp
     root = ET.fromstring(junit_xml([result], suite="agent"))
     check_junit(root)
     assert root.find("testsuite/testcase/system-out").text == "bell \ufffd escape \ufffd[31m"
+
+
+def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
+    done = mcp_run("test", "agent.yaml", "--replay", "-k", "calc", "-k", "explains")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "calculates" in done.stdout and "explains-without-a-tool" in done.stdout
+    assert "reports-a-failed-delete" not in done.stdout
+    assert re.search(r"2 cases: 2 passed", done.stdout)
+
+
+def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    built_in = mcp_run("test", str(manifest), "--model", "ofline")
+    assert built_in.returncode == 2, built_in.stdout + built_in.stderr
+    assert "'--model': model 'ofline' (did you mean 'offline'?) names no provider" in built_in.stderr
+    provider = mcp_run("test", str(manifest), "--model", "opnai:gpt-4o")
+    assert provider.returncode == 2
+    assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
+

@@ -223,7 +223,7 @@ async def test_a_changed_prompt_is_reported_as_drift_not_as_a_wrong_answer(tmp_p
     results = await run(manifest, "replay")
     for result in results.values():
         assert result.status == "drift"
-        assert result.differences[0].startswith("drift: prompt changed: the system prompt differs")
+        assert result.differences[0].startswith("prompt changed: the system prompt differs")
         assert "'Use the tools listed" in result.differences[0]
 
 
@@ -235,7 +235,7 @@ async def test_a_tool_gone_from_the_manifest_is_reported_as_drift(tmp_path: Path
                                                      "approve: [delete_note], except: [calculate]"))
     result = (await run(manifest, "replay"))["calculates"]
     assert result.status == "drift"
-    assert result.differences == ["drift: tool gone: notes__calculate (offered when recorded, not now)"]
+    assert result.differences == ["tool gone: notes__calculate (offered when recorded, not now)"]
 
 
 async def test_a_changed_tool_schema_is_reported_as_drift(tmp_path: Path) -> None:
@@ -254,15 +254,17 @@ cases:
     forget_modules({module})  # as a new process would, read the module again
     result = (await run(manifest, "replay"))["shouts"]
     assert result.status == "drift"
-    assert result.differences == ["drift: schema changed: shout"]
+    assert result.differences == ["schema changed: shout"]
 
 
-async def test_a_missing_cassette_is_an_error_that_says_how_to_record(tmp_path: Path) -> None:
+async def test_a_missing_cassette_is_an_error_that_says_how_to_record_this_manifest(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
     result = (await run(manifest, "replay"))["calculates"]
     assert result.status == "error"
-    assert "record one with `mcp-run test FILE --record`" in result.differences[0]
+    cassette = tmp_path / "evals" / "cassettes" / "calculates.yaml"
+    assert result.differences == [  # no line:col: the file does not exist
+        f"{cassette}: no cassette: record one with `mcp-run test {manifest} --record`"]
 
 
 async def test_a_case_with_new_input_is_drift_in_replay(tmp_path: Path) -> None:
@@ -324,6 +326,27 @@ cases:
     systems = {name: yaml.safe_load((cassettes / f"{name}.yaml").read_text())["model_calls"][0]["system"]
                for name in ("pirate", "plain")}
     assert systems == {"pirate": "Speak in a pirate tone.", "plain": "Speak in a plain tone."}
+
+
+async def test_a_mistyped_tool_or_var_of_a_case_is_a_located_error_before_it_runs(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
+    (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")
+    cases = write_cases(tmp_path, """\
+cases:
+  - name: typos
+    input: 'notes__calculate {"expression": "6*7"}'
+    vars: {tonee: pirate}
+    expect:
+      tools: [{name: notes__calcualte}]
+""")
+    result = (await run(manifest))["typos"]
+    assert result.status == "error" and result.observed.steps == 0
+    assert result.differences == [
+        f"{cases}:4:12: cases[0].vars.tonee: prompts.vars has no 'tonee' (did you mean 'tone'?); "
+        "a case can only override the vars the manifest declares",
+        f"{cases}:6:22: cases[0].expect.tools[0].name: the agent offers no tool 'notes__calcualte' "
+        "(did you mean 'notes__calculate'?)",
+    ]
 
 
 async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_memory(tmp_path: Path) -> None:

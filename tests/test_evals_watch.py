@@ -54,5 +54,6 @@ async def test_watch_runs_the_cases_again_after_each_edit(tmp_path: Path) -> Non
             # A manifest edit is reloaded (the tool is filtered out) before the cases run again.
             text = manifest.read_text().replace("approve: [delete_note]",
                                                 "approve: [delete_note], except: [calculate]")
-            assert statuses(await edit_when_watching(manifest, text)) == ["failed"]
+            # The case expects that tool: an error said before running, not a failed run.
+            assert statuses(await edit_when_watching(manifest, text)) == ["error"]
         stop.set()

@@ -124,6 +124,22 @@ def test_an_undefined_variable_is_located_at_its_line(folder: Path) -> None:
     assert str(problem).startswith("prompts/system.md.j2:3:1: prompts.system:")
 
 
+def test_a_missing_attribute_of_agent_is_named_as_written_at_its_line_and_column(folder: Path) -> None:
+    write(folder, "prompts/system.md.j2", "Hello.\n\nI am {{ agent.nme }} and fine.\n")
+    [problem] = compile_error("prompts/system.md.j2", folder).problems
+    assert str(problem) == ("prompts/system.md.j2:3:15: prompts.system: 'agent' has no attribute 'nme' "
+                            "(did you mean 'name'?); it has name, description")
+
+
+def test_a_missing_attribute_of_a_tool_names_the_tools_attributes(folder: Path) -> None:
+    template = compile_system_prompt(manifest("{% for t in tools %}{{ t.nam }}{% endfor %}"), folder)
+    assert template is not None
+    with pytest.raises(ManifestError) as caught:
+        template.render(servers=[], tools=[ToolSummary("notes__add")])
+    [problem] = caught.value.problems
+    assert "a tool (of 'tools') has no attribute 'nam' (did you mean 'name'?)" in problem.message
+
+
 def test_a_missing_key_of_vars_is_located_at_its_line(folder: Path) -> None:
     write(folder, "prompts/system.md.j2", "{{ vars.team }}\n{{ vars.tema }}\n")
     [problem] = compile_error("prompts/system.md.j2", folder, variables={"team": "x"}).problems
@@ -272,3 +288,19 @@ def test_template_files_still_lists_files_of_a_broken_template(folder: Path) -> 
     inline = manifest("inline {% include 'prompts/part.j2' %}")
     assert template_files(inline, folder) == {part.resolve()}
     assert template_files(manifest("prompts/missing.j2"), folder) == set()
+
+
+@pytest.mark.parametrize(("system", "located"), [
+    ("|\n    Hello\n    I am {{ agent.nme }}\n", "7:5"),  # a block scalar's text starts a line below
+    ('"Hi {{ agent.nme }}"\n', "5:11"),
+])
+def test_a_problem_of_inline_text_is_located_on_its_manifest_line(
+    folder: Path, system: str, located: str
+) -> None:
+    from runner.checks import check_agent
+
+    write(folder, "agent.yaml", f"version: 1\nname: x\nmodel: offline\nprompts:\n  system: {system}")
+    with pytest.raises(ManifestError) as caught:
+        check_agent(folder / "agent.yaml")
+    [problem] = caught.value.problems
+    assert str(problem).startswith(f"{folder / 'agent.yaml'}:{located}: prompts.system: 'agent' has no")

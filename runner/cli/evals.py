@@ -15,6 +15,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors, stderr, stdout
+from runner.checks import model_id_problem
 from runner.errors import ManifestError, RunnerError
 from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.report import json_report, junit_xml, print_results
@@ -24,8 +25,9 @@ from runner.evals.running import DEFAULT_JOBS, CaseResult, RunOptions, run_suite
 @main.command(name="test")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("case_files", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("-k", "pattern", metavar="PATTERN",
-              help="Only cases whose name contains PATTERN (or matches it as a glob).")
+@click.option("-k", "patterns", metavar="PATTERN", multiple=True,
+              help="Only cases whose name contains PATTERN (or matches it as a glob); "
+              "repeated, a case matching any of them.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
               metavar="N", help="Cases run at the same time.")
 @click.option("--model", "model_id", metavar="ID", help="Run the cases against this model id instead.")
@@ -35,7 +37,7 @@ from runner.evals.running import DEFAULT_JOBS, CaseResult, RunOptions, run_suite
 @click.option("--replay", is_flag=True, help="Run from the cassettes: no model, no servers.")
 @click.option("--watch", is_flag=True, help="Run again whenever the agent or a case file changes.")
 @reports_errors
-def test(file: str, case_files: tuple[str, ...], pattern: str | None, jobs: int, model_id: str | None,
+def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs: int, model_id: str | None,
          as_json: bool, junit: str | None, record: bool, replay: bool, watch: bool) -> None:
     """Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE."""
     if record and replay:
@@ -44,6 +46,8 @@ def test(file: str, case_files: tuple[str, ...], pattern: str | None, jobs: int,
         raise click.UsageError("--watch runs live: it cannot --record or --replay")
     if replay and model_id:
         raise click.UsageError("--replay uses no model: --model does not apply")
+    if model_id and (problem := model_id_problem(model_id)):
+        raise click.BadParameter(problem, param_hint="'--model'")
     manifest = Path(file)
     paths = [Path(p) for p in case_files] or find_case_files(manifest)
     if not paths:
@@ -54,7 +58,7 @@ def test(file: str, case_files: tuple[str, ...], pattern: str | None, jobs: int,
     options = RunOptions(mode=mode, model_id=model_id, jobs=jobs)
 
     def chosen() -> list[Case]:
-        cases = select_cases(load_cases(paths), pattern)
+        cases = select_cases(load_cases(paths), patterns)
         if not cases:
             raise ManifestError([])  # reported as "no case matches" by the caller
         return cases
@@ -72,7 +76,7 @@ def test(file: str, case_files: tuple[str, ...], pattern: str | None, jobs: int,
     except ManifestError as exc:
         if exc.problems:
             raise
-        stderr.print(f"no case matches -k {pattern!r}", style="red", markup=False)
+        stderr.print(f"no case matches {' '.join(f'-k {p!r}' for p in patterns)}", style="red", markup=False)
         sys.exit(EXIT_INVALID)
     if watch:
         anyio.run(partial(_watch, manifest, chosen, {p.parent for p in paths}, options, show))

@@ -100,6 +100,9 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     async def call_tool() -> tuple[str, str | None] | str:
         async with load_agent(file, model=False, interactive=False) as runtime:
             catalog = runtime.catalog
+            if name not in catalog.entries and (down := _down_server(runtime, name)):
+                stderr.print(down, markup=False, style="red")
+                raise SystemExit(EXIT_FAILURE)
             if name not in catalog.entries:
                 available = ", ".join(sorted(catalog.entries)) or "none"
                 return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
@@ -126,6 +129,17 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     if structured is not None:
         stderr.print("structured content:", style="dim")
         click.echo(structured, err=True)
+
+
+def _down_server(runtime: Runtime, name: str) -> str | None:
+    """Why ``name`` is missing when its prefix is a configured server that is down: a runtime
+    failure, not a mistyped name."""
+    separator = runtime.manifest.agent.tool_separator
+    for key, why in runtime.catalog.down().items():
+        if name.startswith(f"{key}{separator}"):
+            why = why.removeprefix("failed: ").removeprefix(f"{key}: ")  # said once, not three times
+            return f"error: server {key} is not available ({why}); tool '{name}' cannot be called"
+    return None
 
 
 async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:

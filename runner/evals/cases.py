@@ -14,8 +14,8 @@ case files are found.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,15 +24,25 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from runner.errors import ManifestError, Problem
 from runner.loading import SourceMap, located_problems, read_located_yaml
-from runner.manifest import ModelSpec
+from runner.manifest import ModelSpec, did_you_mean
 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 MatchMode = Literal["strict", "unordered", "subset", "superset"]
 
 
-def _as_list(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
+def _as_text(value: Any) -> Any:
+    """A number is its text (``contains: 42`` means "42"); a boolean stays an error."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _as_list(value: Any) -> list[Any]:
+    """One text or a list of texts."""
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return [_as_text(value)]
+    raise ValueError("needs a text or a list of texts")
 
 
 def _calls_from_names(value: Any) -> Any:
@@ -54,7 +64,8 @@ def _regex(pattern: str) -> str:
 
 
 Text = Annotated[str, Field(min_length=1)]
-Texts = Annotated[list[Text], BeforeValidator(_as_list, json_schema_input_type=Text | list[Text])]
+Texts = Annotated[list[Text], BeforeValidator(
+    _as_list, json_schema_input_type=Text | float | list[Text | float])]
 
 
 class EvalSpec(BaseModel):
@@ -111,7 +122,7 @@ class ExpectSpec(EvalSpec):
         "unordered (same calls), subset (no call beyond those), superset (at least those).",
     )
     answer: AnswerSpec | None = Field(None, description="Checks on the final answer.")
-    no_tool_errors: bool = Field(False, description="Every tool call must succeed.")
+    no_tool_errors: bool = Field(False, strict=True, description="Every tool call must succeed (true or false).")
     max_tool_calls: int | None = Field(None, ge=0, description="At most this many tool calls.")
 
 
@@ -144,10 +155,34 @@ def is_regex_matcher(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Case:
-    """A case and the file it was read from."""
+    """A case, the file it was read from, and where it is written there."""
 
     spec: CaseSpec
     file: Path
+    index: int = 0
+    source: SourceMap | None = field(default=None, compare=False, repr=False)
+
+    def problems_against(self, declared_vars: Collection[str], tools: Collection[str]) -> list[Problem]:
+        """What the case names that the agent does not have: a var ``prompts.vars`` does not
+        declare, an expected tool the agent does not offer (known only once its servers run)."""
+        found: list[Problem] = []
+        for key in self.spec.vars:
+            if key not in declared_vars:
+                found.append(self._problem(("vars", key), f"prompts.vars has no '{key}'"
+                                           f"{did_you_mean(key, list(declared_vars))}; a case can "
+                                           "only override the vars the manifest declares", at_key=True))
+        for index, call in enumerate(self.spec.expect.tools or []):
+            if call.name not in tools:
+                found.append(self._problem(("expect", "tools", index, "name"),
+                                           f"the agent offers no tool '{call.name}'"
+                                           f"{did_you_mean(call.name, list(tools))}"))
+        return found
+
+    def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:
+        where = ("cases", self.index, *path)
+        if self.source is None:
+            return Problem(str(self.file), 1, 1, ".".join(map(str, where)), message)
+        return self.source.problem(where, message, at_key=at_key)
 
     @property
     def name(self) -> str:
@@ -183,7 +218,7 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
                                                f"is used twice (first at {seen.file}:{seen.line})"))
                 continue
             first_seen[case.name] = at
-            cases.append(Case(case, path.resolve()))
+            cases.append(Case(case, path.resolve(), index, source))
     if problems:
         raise ManifestError(problems)
     return cases

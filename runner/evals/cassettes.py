@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.errors import ManifestError, Problem
+from runner.errors import CassetteMissing, ManifestError, Problem
 from runner.expansion import referenced_variables
 from runner.loading import LoadedManifest
 
@@ -161,14 +162,15 @@ def write_cassette(path: Path, cassette: Cassette, secrets: Secrets) -> None:
     temporary.replace(path)
 
 
-def read_cassette(path: Path) -> Cassette:
-    """The cassette at ``path``; a missing or unreadable one is a located ManifestError."""
+def read_cassette(path: Path, manifest: Path) -> Cassette:
+    """The cassette at ``path``; a missing one is CassetteMissing (saying how to record it for
+    ``manifest``), an unreadable one a located ManifestError."""
     display = str(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ManifestError([Problem(display, 1, 1, "", "no cassette: record one with "
-                                     "`mcp-run test FILE --record`")]) from None
+        raise CassetteMissing(f"{display}: no cassette: record one with "
+                              f"`mcp-run test {shlex.quote(str(manifest))} --record`") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ManifestError([Problem(display, 1, 1, "", f"cannot read the cassette: {exc}")]) from None
     try:

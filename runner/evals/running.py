@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +23,7 @@ import anyio
 from langgraph.types import Command
 from watchfiles import awatch
 
-from runner.errors import CassetteDrift, ManifestError, RunnerError
+from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
 from runner.evals.cases import Case
 from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
 from runner.evals.judge import grade
@@ -61,25 +61,32 @@ class CaseResult:
         return self.case.name
 
 
-def select_cases(cases: list[Case], pattern: str | None) -> list[Case]:
-    """Cases whose name contains ``pattern``, or matches it as a glob (``add-*``)."""
-    if not pattern:
+def select_cases(cases: list[Case], patterns: str | Sequence[str] | None) -> list[Case]:
+    """Cases whose name matches any of ``patterns``: contains it, or matches it as a glob
+    (``add-*``). No pattern selects every case."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
         return cases
+    return [case for case in cases if any(_matches(case.name, pattern) for pattern in patterns)]
+
+
+def _matches(name: str, pattern: str) -> bool:
     if any(char in pattern for char in "*?["):
-        return [case for case in cases if fnmatch.fnmatchcase(case.name, pattern)]
-    return [case for case in cases if pattern in case.name]
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
 
 
 async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions) -> list[CaseResult]:
     """Start the agent once and run ``cases`` over it."""
     sessions = EvalSessions(options.mode, model_id=options.model_id, environ=options.environ)
-    cassettes: dict[str, Cassette | ManifestError] = {}
+    cassettes: dict[str, Cassette | RunnerError] = {}
     extra: dict[str, Any] = {}
     if options.mode == "replay":
         for case in cases:
             try:
-                cassettes[case.name] = read_cassette(case.cassette_path)
-            except ManifestError as exc:
+                cassettes[case.name] = read_cassette(case.cassette_path, manifest_path)
+            except (ManifestError, CassetteMissing) as exc:
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
@@ -93,7 +100,7 @@ async def run_cases(
     sessions: EvalSessions,
     *,
     jobs: int = DEFAULT_JOBS,
-    cassettes: Mapping[str, Cassette | ManifestError] | None = None,
+    cassettes: Mapping[str, Cassette | RunnerError] | None = None,
 ) -> list[CaseResult]:
     """Run ``cases`` at most ``jobs`` at a time; results in the order of ``cases``."""
     limiter = anyio.CapacityLimiter(max(1, jobs))
@@ -110,11 +117,19 @@ async def run_cases(
 
 
 async def run_case(
-    runtime: Runtime, case: Case, sessions: EvalSessions, cassette: Cassette | ManifestError | None
+    runtime: Runtime, case: Case, sessions: EvalSessions, cassette: Cassette | RunnerError | None
 ) -> CaseResult:
     began = time.perf_counter()
     if isinstance(cassette, ManifestError):
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
+    if isinstance(cassette, RunnerError):
+        return CaseResult(case, "error", 0.0, differences=[str(cassette)])
+    offered = set(runtime.catalog.entries)
+    if cassette is not None:  # a tool offered when recorded but gone now is drift, not a typo
+        offered.update(name for call in cassette.model_calls for name in call.tools)
+    mistakes = case.problems_against(runtime.manifest.prompts.vars, offered)
+    if mistakes:  # said before running: a typo would otherwise be a silent mismatch
+        return CaseResult(case, "error", 0.0, differences=[str(p) for p in mistakes])
     recording: Cassette | None = None
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
@@ -140,7 +155,7 @@ async def run_case(
                 result.differences.append(f"the judge failed the case: {result.verdict.reasoning}")
         result.status = "failed" if result.differences else "passed"
     except CassetteDrift as exc:
-        result.status, result.differences = "drift", [f"drift: {exc}"]
+        result.status, result.differences = "drift", [str(exc)]  # the status already says drift
     except RunnerError as exc:
         result.status, result.differences = "error", [f"{type(exc).__name__}: {exc}"]
     finally:

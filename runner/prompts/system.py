@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,7 +31,7 @@ from jinja2.exceptions import TemplateNotFound, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from runner.errors import ManifestError, Problem
-from runner.manifest import Manifest
+from runner.manifest import Manifest, did_you_mean
 
 SYSTEM_PATH = "prompts.system"
 INLINE_FILENAME = "<template>"  # what Jinja calls a template made from a string in tracebacks
@@ -72,6 +72,13 @@ class ToolSummary:
 class AgentSummary:
     name: str
     description: str | None = None
+
+
+_SUMMARIES: dict[str, tuple[str, type]] = {
+    "AgentSummary": ("'agent'", AgentSummary),
+    "ServerSummary": ("a server (of 'servers')", ServerSummary),
+    "ToolSummary": ("a tool (of 'tools')", ToolSummary),
+}
 
 
 def display_path(path: Path) -> str:
@@ -187,7 +194,8 @@ class SystemTemplate:
         file = file or self.template.filename or INLINE_FILENAME  # failed before template code
         if file == INLINE_FILENAME:
             return _inline_problem(self.location, line, _message(exc))
-        return Problem(file, line, 1, SYSTEM_PATH, _message(exc))
+        return Problem(file, line, _attribute_column(exc, self.loader.served.get(file), line),
+                       SYSTEM_PATH, _message(exc))
 
 
 def compile_system_prompt(
@@ -357,9 +365,35 @@ def _inline_problem(location: SourceLocation, line: int, message: str) -> Proble
     return Problem(location.file, location.line + line - 1, location.column, SYSTEM_PATH, message)
 
 
+# Jinja names a missing attribute by the object's Python class: say it as the template wrote it.
+_NO_ATTRIBUTE = re.compile(r"^'(?:[\w.]+\.)?(\w+) object' has no attribute '([^']*)'$")
+
+
+def _attribute_column(exc: BaseException, path: Path | None, line: int) -> int:
+    """Jinja gives no column: for a missing attribute, where ``.name`` is written on the line."""
+    found = _NO_ATTRIBUTE.match(exc.message or "") if isinstance(exc, TemplateError) else None
+    if found is None or path is None:
+        return 1
+    try:
+        text = path.read_text(encoding="utf-8").splitlines()[line - 1]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return 1
+    at = re.search(rf"\.\s*{re.escape(found[2])}\b", text)
+    return at.start() + 2 if at else 1
+
+
 def _message(exc: BaseException) -> str:
     if isinstance(exc, TemplateError):
-        return exc.message or type(exc).__name__
+        message = exc.message or type(exc).__name__
+        found = _NO_ATTRIBUTE.match(message)
+        summary = _SUMMARIES.get(found[1]) if found else None
+        if found is None or summary is None:
+            return message
+        shown, kind = summary
+        attribute = found[2]
+        choices = [field.name for field in fields(kind)]
+        return (f"{shown} has no attribute '{attribute}'{did_you_mean(attribute, choices)}; "
+                f"it has {', '.join(choices)}")
     return f"{type(exc).__name__}: {exc}"
 
 
