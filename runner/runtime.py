@@ -9,17 +9,19 @@ Before anything starts, the manifest is checked as ``mcp-run validate`` checks i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Set
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 import mcp_types as types
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -511,8 +513,10 @@ async def stream_turn(
     names: dict[str, str] = {}
     modes = ["messages", "updates", "custom"]
     stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
+    send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
+    run = asyncio.create_task(_run_graph(stream, send))
     try:
-        async for mode, data in stream:
+        async for mode, data in receive:
             if mode == "custom":  # progress of a running tool call
                 yield data
                 continue
@@ -541,10 +545,30 @@ async def stream_turn(
                     elif isinstance(item, ToolMessage):
                         yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
                                "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+        await run  # the run's own error, if it failed
     finally:
-        # A stopped turn (Ctrl-C, a cancelled task) closes the graph run now, which cancels its
-        # tool calls (and so their requests on the servers) instead of leaving them running.
+        # A stopped turn (Ctrl-C, a cancelled task) cancels the graph run once and waits for it
+        # to close, which cancels its tool calls (and so their requests on the servers).
+        run.cancel()
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+            await asyncio.wait([run])
+        receive.close()
+        if run.done() and not run.cancelled() and (error := run.exception()) is not None:
+            logger.debug("the graph run ended with %r", error)  # raised above unless stopped
+
+
+async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendStream[Any]) -> None:
+    """Feed the graph run's events to the turn, in a task of its own.
+
+    LangGraph closes a run (cancelling its tool tasks) in a task it awaits; inside the turn's
+    cancelled scope that await would be cancelled again and again, cancelling the closing task
+    before it ran and leaving the tool calls running. Here the run is cancelled exactly once.
+    """
+    async with send:
+        try:
+            async for item in stream:
+                await send.send(item)
+        finally:
             await stream.aclose()
 
 
