@@ -573,10 +573,13 @@ async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendSt
 
 
 def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
-    """The running graph's custom stream (progress events), or None outside a graph run."""
+    """The running graph's custom stream (progress events), or None outside a graph run.
+
+    A tool invoked directly inside another runnable has a config but no graph runtime in it: the
+    lookup then fails with KeyError rather than RuntimeError."""
     try:
         return get_stream_writer()
-    except RuntimeError:
+    except (RuntimeError, KeyError):
         return None
 
 

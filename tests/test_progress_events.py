@@ -32,3 +32,14 @@ def test_json_output_carries_progress_events(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert [e["message"] for e in events if e["type"] == "progress"] == ["step 1", "step 2", "step 3"]
+
+
+async def test_a_tool_invoked_directly_outside_a_graph_run_answers_and_its_progress_goes_nowhere(
+    tmp_path: Path,
+) -> None:
+    async with load_agent(write_agent(tmp_path, legacy=True), model=False) as runtime:
+        tool = next(tool for tool in runtime.catalog.tools if tool.name == "asking__slow")
+        call = {"type": "tool_call", "id": "c1", "name": tool.name, "args": {"steps": 2, "interval": 0.01}}
+        with anyio.fail_after(40):
+            message = await tool.ainvoke(call)  # LangChain gives it a config without a graph runtime
+    assert message.status == "success"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import anyio
@@ -63,20 +64,9 @@ def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 def tools(file: str, as_json: bool) -> None:
     """List the tools the model sees: generated name, server, original name, description."""
 
-    async def list_tools() -> list[dict[str, Any]]:
-        async with load_agent(file, model=False) as runtime:
-            return tool_rows(runtime)
-
-    rows = _run(list_tools)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    print_table(("name", "server", "original", "description"), [
-        (row["name"], row["server"] or "local", row["original"],
-         first_line(row["description"]) + (" (approval)" if row["approval"] else ""))
-        for row in rows
-    ])
-    stdout.print(f"{len(rows)} tool{'s' if len(rows) != 1 else ''}", style="dim")
+    _print_listing(file, tool_rows, as_json, ("name", "server", "original", "description"), lambda row: (
+        row["name"], row["server"] or "local", row["original"],
+        first_line(row["description"]) + (" (approval)" if row["approval"] else "")), "tool")
 
 
 @main.command()
@@ -158,17 +148,30 @@ async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
 def prompts(file: str, as_json: bool) -> None:
     """List the prompt commands: alias or namespaced name, server, original name, arguments."""
 
-    async def list_prompts() -> list[dict[str, Any]]:
-        async with load_agent(file, model=False) as runtime:
-            return prompt_rows(runtime)
+    _print_listing(file, prompt_rows, as_json, ("command", "server", "original", "arguments"), lambda row: (
+        row["command"], row["server"], row["original"], row["arguments"]), "prompt command")
 
-    rows = _run(list_prompts)
+
+def _print_listing(
+    file: str,
+    rows_of: Callable[[Runtime], list[dict[str, Any]]],
+    as_json: bool,
+    headers: tuple[str, ...],
+    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+    noun: str,
+) -> None:
+    """A listing of the agent started without its model: JSON, or a table and a count."""
+
+    async def listing() -> list[dict[str, Any]]:
+        async with load_agent(file, model=False) as runtime:
+            return rows_of(runtime)
+
+    rows = _run(listing)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    print_table(("command", "server", "original", "arguments"),
-                [(row["command"], row["server"], row["original"], row["arguments"]) for row in rows])
-    stdout.print(f"{len(rows)} prompt command{'s' if len(rows) != 1 else ''}", style="dim")
+    print_table(headers, [cells(row) for row in rows])
+    stdout.print(f"{len(rows)} {noun}{'s' if len(rows) != 1 else ''}", style="dim")
 
 
 @main.command()
