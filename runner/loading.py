@@ -100,13 +100,16 @@ def format_path(path: Path_) -> str:
 def load_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
     """Read, parse, expand and validate the manifest at ``path``."""
     path = Path(path)
-    display = str(path)
+    return parse_manifest(read_document(path, "the manifest"), file=str(path), path=path, environ=environ)
+
+
+def read_document(path: Path, what: str) -> bytes:
+    """The bytes of ``path``, or a ManifestError located at its start naming ``what`` it is."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ManifestError([Problem(display, 1, 1, "", f"cannot read the manifest: {reason}")]) from exc
-    return parse_manifest(raw, file=display, path=path, environ=environ)
+        raise ManifestError([Problem(str(path), 1, 1, "", f"cannot read {what}: {reason}")]) from exc
 
 
 def parse_manifest(

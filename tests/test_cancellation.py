@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import yaml
 
-from runner.runtime import load_agent, stream_turn
+from runner.runtime import load_agent
+from runner.turns import stream_turn
 
 TESTS = Path(__file__).resolve().parent
 

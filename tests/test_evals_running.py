@@ -13,7 +13,8 @@ from runner.evals.running import run_cases
 from runner.evals.saving import save_case
 from runner.evals.sessions import EvalSessions
 from runner.reload import forget_modules, reload_runtime
-from runner.runtime import load_agent, stream_turn
+from runner.runtime import load_agent
+from runner.turns import stream_turn
 
 CASES = """\
 cases:

@@ -9,7 +9,8 @@ import anyio
 from test_elicitation_cli import mcp_run
 from test_elicitation_graph import write_agent
 
-from runner.runtime import load_agent, stream_turn
+from runner.runtime import load_agent
+from runner.turns import stream_turn
 
 SLOW = 'asking__slow {"steps": 3, "interval": 0.01}'
 

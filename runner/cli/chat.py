@@ -33,7 +33,8 @@ from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
 from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
-from runner.runtime import Runtime, load_agent, stream_turn
+from runner.runtime import Runtime, load_agent
+from runner.turns import stream_turn
 from runner.servers import stop_on_signals
 
 

@@ -23,7 +23,7 @@ import jsonschema
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from runner.errors import ManifestError, Problem
-from runner.loading import SourceMap, located_problems, read_located_yaml
+from runner.loading import SourceMap, located_problems, read_document, read_located_yaml
 from runner.manifest import ModelSpec, did_you_mean
 
 CASES_FOLDER = "evals"
@@ -226,11 +226,7 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
 
 def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[CaseSpec], SourceMap]:
     display = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ManifestError([Problem(display, 1, 1, "", f"cannot read the case file: {reason}")]) from exc
+    raw = read_document(path, "the case file")
     if not raw.strip():
         raise ManifestError([Problem(display, 1, 1, "", "the case file is empty; it needs 'cases:'")])
     data, source, problems = read_located_yaml(raw, file=display, environ=environ)

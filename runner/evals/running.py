@@ -31,7 +31,8 @@ from runner.evals.matching import ObservedCall, Observation, expectation_differe
 from runner.evals.replay import listing_of, listings_of, replay_servers
 from runner.evals.sessions import EvalSessions, Mode
 from runner.reload import reload_runtime
-from runner.runtime import Runtime, load_agent, stream_turn
+from runner.runtime import Runtime, load_agent
+from runner.turns import stream_turn
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
