@@ -1,0 +1,255 @@
+"""The manifest as validated data: pydantic models only, no I/O.
+
+Every model forbids unknown keys and is frozen. Servers are a discriminated union on ``transport``
+(``type`` is accepted as an alias, as in Claude Code / VS Code ``mcpServers`` entries; without
+either, ``command`` means stdio and ``url`` means streamable HTTP). Fields a server leaves unset are
+inherited from ``defaults`` when the manifest is validated, so consumers always see concrete values.
+
+Cross-references (fallbacks, prompt bindings) are checked by :func:`reference_problems`, which
+returns every problem with its path; loading uses it to report them all at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
+
+# Consumers import every manifest name from here; the sub-modules only keep files short.
+from runner.manifest.basics import (
+    CHAT_COMMANDS,
+    ENV_NAME_PATTERN,
+    IMPORT_PATH_PATTERN,
+    OFFLINE_ID,
+    PYTHON_COMMANDS,
+    SCRIPTED_ID,
+    SERVER_KEY_PATTERN,
+    SERVER_KEY_RULE,
+    TEMPLATE_SUFFIXES,
+    Duration,
+    EnvName,
+    ImportPath,
+    NameFilterSpec,
+    PositiveInt,
+    Spec,
+    ToolFilterSpec,
+    _unique,
+    restart_fields,
+)
+from runner.manifest.servers import (
+    _TRANSPORT_ALIASES,
+    AuthSpec,
+    ContainerSpec,
+    DefaultsSpec,
+    HttpServerSpec,
+    SandboxSpec,
+    ServerBase,
+    ServerKey,
+    ServerSettings,
+    ServerSpec,
+    StdioServerSpec,
+    _transport_tag,
+)
+
+
+class ModelSpec(Spec):
+    id: str = Field(
+        min_length=1,
+        description="init_chat_model id (provider:model), or the built-in 'offline' / 'scripted'.",
+    )
+    fallbacks: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Model ids tried in order when the model call fails."
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Passed to the model.")
+    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
+    api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
+    script: str | None = Field(None, description="Turns file of the 'scripted' model.")
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> ModelSpec:
+        if self.id == "scripted" and not self.script:
+            raise ValueError("the 'scripted' model needs 'script: path/to/turns.yaml'")
+        if self.script and self.id != "scripted":
+            raise ValueError("'script' is only used by the 'scripted' model")
+        return self
+
+
+def _model_from_id(value: Any) -> Any:
+    return {"id": value} if isinstance(value, str) else value
+
+
+class McpPromptSpec(Spec):
+    server: str = Field(description="Server key offering the prompt.")
+    name: str = Field(min_length=1, description="The prompt's name on that server.")
+    as_: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")] | None = Field(
+        None, alias="as", description="Short alias, used as /alias in the chat."
+    )
+    arguments: dict[str, str] = Field(default_factory=dict, description="Fixed arguments.")
+
+
+class PromptsSpec(Spec):
+    system: str | None = Field(
+        None,
+        description=(
+            "System prompt: a template file relative to the manifest (one line ending in .j2, "
+            ".jinja, .jinja2, .md or .txt) or inline Jinja2 text."
+        ),
+    )
+    vars: dict[str, Any] = Field(default_factory=dict, description="Variables for the templates.")
+    mcp: list[McpPromptSpec] = Field(default_factory=list, description="Bound MCP prompts.")
+
+    @property
+    def system_is_file(self) -> bool:
+        text = self.system or ""
+        return "\n" not in text and text.strip().endswith(TEMPLATE_SUFFIXES)
+
+
+class AgentSpec(Spec):
+    max_steps: PositiveInt = Field(25, description="Model calls allowed in one turn.")
+    tool_separator: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,3}$")] = Field(
+        "__", description="Between the server key and the tool name in generated names."
+    )
+
+
+class WatchSpec(Spec):
+    debounce: Duration = Field(0.2, description="Quiet time after a change before reloading.")
+    paths: list[str] = Field(
+        default_factory=list, description="Extra files or folders, relative to the manifest."
+    )
+
+
+_CHECKPOINTER = re.compile(r"^(memory|sqlite:///.+|postgres(ql)?://.+)$")
+
+
+class Manifest(Spec):
+    version: Literal[1] = Field(description="Manifest format version; always 1.")
+    name: str = Field(min_length=1, max_length=128, description="Name of the agent.")
+    description: str | None = None
+    model: Annotated[
+        ModelSpec, BeforeValidator(_model_from_id, json_schema_input_type=str | ModelSpec)
+    ] = Field(
+        default_factory=lambda: ModelSpec(id="offline"),
+        description="The chat model: an id string or a mapping.",
+    )
+    defaults: DefaultsSpec = Field(default_factory=DefaultsSpec)
+    servers: dict[ServerKey, ServerSpec] = Field(default_factory=dict)
+    prompts: PromptsSpec = Field(default_factory=PromptsSpec)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    local_tools: Annotated[list[ImportPath], AfterValidator(_unique)] = Field(
+        default_factory=list, description="Python functions ('module:function') offered as tools."
+    )
+    checkpointer: Annotated[str, Field(pattern=_CHECKPOINTER.pattern)] | None = Field(
+        None, description="memory, sqlite:///path or postgres://...; default SQLite in .mcp-run/."
+    )
+    watch: WatchSpec = Field(default_factory=WatchSpec)
+    roots: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Folders offered as roots to every server without its own."
+    )
+
+    @model_validator(mode="after")
+    def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
+        resolved = {
+            key: spec.inherit(self.defaults).model_copy(
+                update={} if spec.roots is not None else {"roots": list(self.roots)}
+            )
+            for key, spec in self.servers.items()
+        }
+        object.__setattr__(self, "servers", resolved)
+        if not (info.context or {}).get("defer_references"):
+            problems = reference_problems(self)
+            if problems:
+                path, message = problems[0]
+                raise ValueError(f"{'.'.join(map(str, path))}: {message}")
+        return self
+
+
+def _fallback_chain(manifest: Manifest, start: str) -> Iterator[str]:
+    seen = {start}
+    current = manifest.servers[start].fallback
+    while current is not None and current in manifest.servers:
+        yield current
+        if current in seen:
+            return
+        seen.add(current)
+        current = manifest.servers[current].fallback
+
+
+def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems that span several parts of the manifest, each with the path it belongs to."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    keys = sorted(manifest.servers)
+    for key in keys:
+        spec = manifest.servers[key]
+        if spec.fallback is None:
+            continue
+        path = ("servers", key, "fallback")
+        if spec.fallback not in manifest.servers:
+            problems.append((path, f"unknown server '{spec.fallback}'{did_you_mean(spec.fallback, keys)}"))
+        elif spec.fallback == key:
+            problems.append((path, "a server cannot be its own fallback"))
+        elif key in _fallback_chain(manifest, key):
+            chain = " -> ".join([key, *_fallback_chain(manifest, key)])
+            problems.append((path, f"fallbacks form a cycle: {chain}"))
+    for index, binding in enumerate(manifest.prompts.mcp):
+        if binding.server not in manifest.servers:
+            problems.append((
+                ("prompts", "mcp", index, "server"),
+                f"unknown server '{binding.server}'{did_you_mean(binding.server, keys)}",
+            ))
+    aliases = [b.as_ for b in manifest.prompts.mcp if b.as_]
+    separator = manifest.agent.tool_separator
+    for index, binding in enumerate(manifest.prompts.mcp):
+        if binding.as_ and aliases.count(binding.as_) > 1:
+            problems.append((("prompts", "mcp", index, "as"), f"alias '{binding.as_}' is used twice"))
+        # Without an alias the command is server + separator + prompt name: it could spell one too.
+        command = binding.as_ or f"{binding.server}{separator}{binding.name}"
+        if command in CHAT_COMMANDS:
+            where = ("prompts", "mcp", index, "as" if binding.as_ else "name")
+            problems.append((where, f"'/{command}' is a command of the chat itself, so this prompt "
+                                    "could never be reached; choose another name with 'as'"))
+    for key in keys:
+        if separator in key:
+            problems.append((
+                ("agent", "tool_separator"),
+                f"separator '{separator}' occurs in server key '{key}'; names could not be split",
+            ))
+    return problems
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the manifest, for editors (yaml-language-server) and docs."""
+    schema = Manifest.model_json_schema(by_alias=True)
+    for name, tag in (("StdioServerSpec", "stdio"), ("HttpServerSpec", "http")):
+        properties = schema["$defs"][name]["properties"]
+        spellings = [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind == tag]
+        if tag == "http":
+            spellings += [alias for alias, kind in _TRANSPORT_ALIASES.items() if kind in ("sse", "websocket")]
+        properties["transport"] = {
+            "enum": spellings, "description": properties["transport"].get("description", tag)
+        }
+        # 'type' is the Claude Code / VS Code spelling of 'transport'.
+        properties["type"] = properties["transport"]
+    # Top-level 'x-…' keys are free-form, for YAML anchors (as in compose files).
+    schema["patternProperties"] = {"^x-": {}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://mcp-run.dev/schemas/agent.schema.json",
+        **schema,
+    }
+
