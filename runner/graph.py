@@ -21,6 +21,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+import anyio
 import jsonschema
 import mcp_types as types
 from langchain_core.language_models import BaseChatModel
@@ -359,11 +360,15 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
     async with AsyncExitStack() as stack:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():  # noqa: ASYNC240 (one stat) aiosqlite leaks its worker thread on this failure
-                raise IsADirectoryError(f"{path} is a directory")
+            await anyio.to_thread.run_sync(_room_for_file, path)  # off the event loop (LangGraph's server)
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
             await saver.setup()
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
         yield saver
+
+
+def _room_for_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # aiosqlite leaks its worker thread on this failure
+        raise IsADirectoryError(f"{path} is a directory")
