@@ -161,6 +161,8 @@ def bind(address: Address) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it small SSE writes wait for delayed ACKs (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((address.host, address.port))
         sock.listen(128)
     except OSError as exc:
