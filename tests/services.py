@@ -203,25 +203,25 @@ frontend agents
     default_backend instances
 backend instances
     balance roundrobin
-    option httpchk GET {health_path}
 {servers}
 """
 
 
-def start_haproxy(backends: dict[str, int], *, health_path: str = "/", check: bool = True) -> LoadBalancer:
+def start_haproxy(backends: dict[str, int], *, check: bool = True) -> LoadBalancer:
     """HAProxy on a free loopback port balancing round robin over ``backends``; raises
     ServiceUnavailable with the reason when it cannot start."""
     binary = shutil.which("haproxy") or next(iter(glob.glob("/usr/sbin/haproxy")), None)
     if binary is None:
         raise ServiceUnavailable("HAProxy is not installed (scripts/test.sh installs Debian's haproxy)")
     folder = Path(tempfile.mkdtemp(prefix="mcp-lb-", dir="/tmp"))
-    # Health checks take a dead instance out of the rotation; one failed check is enough in tests.
+    # Connection checks take a dead instance out of the rotation (one failed check is enough in
+    # tests); a request sent to it before that is dispatched again to another ("redispatch").
     checking = " check inter 200ms fall 1 rise 1" if check else ""
     servers = "\n".join(f"    server {name} 127.0.0.1:{port}{checking}" for name, port in backends.items())
     for attempt in range(3):
         port = free_port()
         config = folder / "haproxy.cfg"
-        config.write_text(HAPROXY_CONFIG.format(port=port, servers=servers, health_path=health_path))
+        config.write_text(HAPROXY_CONFIG.format(port=port, servers=servers))
         log = (folder / "haproxy.log").open("wb")
         process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=log,
                                    stdin=subprocess.DEVNULL)
@@ -283,14 +283,14 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 @pytest.fixture
 def load_balancer() -> Iterator[Callable[..., LoadBalancer]]:
-    """``load_balancer(backends, health_path=...)`` -> a running HAProxy, stopped after the test.
+    """``load_balancer({name: port, ...})`` -> a running HAProxy, stopped after the test.
 
     Skipped with the reason when HAProxy cannot run here."""
     started: list[LoadBalancer] = []
 
-    def start(backends: dict[str, int], *, health_path: str = "/", check: bool = True) -> LoadBalancer:
+    def start(backends: dict[str, int], *, check: bool = True) -> LoadBalancer:
         try:
-            balancer = start_haproxy(backends, health_path=health_path, check=check)
+            balancer = start_haproxy(backends, check=check)
         except ServiceUnavailable as exc:
             pytest.skip(f"no load balancer: {exc}")
         started.append(balancer)
