@@ -26,7 +26,8 @@ class AgentHost:
     """One running agent per process, started at the first need and kept until :meth:`close`.
 
     The agent lives in a task of its own (its servers' scopes are entered and left there), so it
-    outlives the run or the request that first asked for it.
+    outlives the run or the request that first asked for it. Every caller must share that task's
+    event loop (LangGraph's server runs its runs there unless ``BG_JOB_ISOLATED_LOOPS`` is set).
     """
 
     def __init__(self) -> None:
@@ -35,8 +36,9 @@ class AgentHost:
         self._stop: asyncio.Event | None = None
 
     async def runtime(self) -> Runtime:
-        """The running agent; the first call starts it. Raises what starting it raised."""
-        if self._started is None:
+        """The running agent; the first call starts it. Raises what starting it raised (and the
+        next call tries again: a required server may be back)."""
+        if self._started is None or _failed(self._started):
             loop = asyncio.get_running_loop()
             self._started, self._stop = loop.create_future(), asyncio.Event()
             self._task = loop.create_task(self._live(self._started, self._stop), name="mcp-run agent")
@@ -48,8 +50,9 @@ class AgentHost:
                 started.set_result(runtime)
                 await stop.wait()
         except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
+            if started.done():  # it was running: whoever stops it (close) gets the error
+                raise
+            started.set_exception(exc)  # the callers of runtime() get it
             if not isinstance(exc, Exception):
                 raise
 
@@ -64,6 +67,10 @@ class AgentHost:
             await asyncio.shield(task)
         if scope.cancelled_caught:
             task.cancel()
+
+
+def _failed(started: asyncio.Future[Runtime]) -> bool:
+    return started.done() and (started.cancelled() or started.exception() is not None)
 
 
 HOST = AgentHost()  # the process's agent (one module instance, however the server loads its caller)

@@ -10,7 +10,8 @@ from builders import copy_bundled_agent
 
 import runner
 from runner import langgraph as graph_factory
-from runner.agent_host import HOST, MANIFEST_ENV
+from runner.agent_host import HOST, MANIFEST_ENV, AgentHost
+from runner.errors import RunnerError
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,22 @@ async def test_the_langgraph_factory_starts_the_agent_of_the_environment_once(
         await HOST.close()
     assert again is graph  # one agent per process, not one per call
     assert result["messages"][-1].content.startswith("notes__list_notes returned")
+
+
+async def test_an_agent_that_failed_to_start_is_started_again_at_the_next_call(
+    agent_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = AgentHost()
+    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "missing.yaml"))
+    with anyio.fail_after(60), pytest.raises(RunnerError):
+        await host.runtime()
+    monkeypatch.setenv(MANIFEST_ENV, str(agent_copy))
+    try:
+        with anyio.fail_after(60):
+            runtime = await host.runtime()
+        assert runtime.manifest.name == "notes-assistant"
+    finally:
+        await host.close()
 
 
 def test_langgraph_json_names_the_factory_and_the_app_of_one_module() -> None:
