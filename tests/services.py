@@ -184,46 +184,59 @@ class LoadBalancer:
         return [line.split("served_by=", 1)[1].split()[0] for line in lines if "served_by=" in line]
 
 
-HAPROXY_CONFIG = """\
-global
-    log stdout format raw local0 info
-    maxconn 512
+# A configuration as a person writes it (the README's scale-out recipe shows the same): fixed ports,
+# servers a and b. ``localized`` moves it to the ports of a test and adds a log line per request.
+BALANCER_CONFIG = """\
 defaults
     mode http
-    log global
-    option dontlognull
-    log-format "served_by=%s status=%ST %HM %HU"
     timeout connect 5s
     timeout client 120s
     timeout server 120s
     retries 2
     option redispatch
 frontend agents
-    bind 127.0.0.1:{port}
+    bind 127.0.0.1:8000
     default_backend instances
 backend instances
     balance roundrobin
-{servers}
+    server a 127.0.0.1:8001 check
+    server b 127.0.0.1:8002 check
 """
+LOGGING = ("    log global", "    option dontlognull", '    log-format "served_by=%s status=%ST %HM %HU"')
 
 
-def start_haproxy(backends: dict[str, int], *, check: bool = True) -> LoadBalancer:
-    """HAProxy on a free loopback port balancing round robin over ``backends``; raises
-    ServiceUnavailable with the reason when it cannot start."""
+def localized(config: str, port: int, backends: dict[str, int]) -> str:
+    """``config`` listening on ``port``, balancing over ``backends``, logging each request to stdout.
+
+    Connection checks every 200 ms take a dead instance out of the rotation at its first failed
+    check; a request sent to it before that is dispatched again to another ("redispatch").
+    """
+    lines = ["global", "    log stdout format raw local0 info"]
+    for line in config.splitlines():
+        words = line.split()
+        if words[:1] == ["server"]:
+            continue
+        lines.append(f"    bind 127.0.0.1:{port}" if words[:1] == ["bind"] else line)
+        if words[:1] == ["defaults"]:
+            lines += LOGGING
+        if words[:1] == ["balance"]:
+            lines += [f"    server {name} 127.0.0.1:{backend} check inter 200ms fall 1 rise 1"
+                      for name, backend in backends.items()]
+    return "\n".join(lines) + "\n"
+
+
+def start_haproxy(backends: dict[str, int], *, config: str = BALANCER_CONFIG) -> LoadBalancer:
+    """HAProxy on a free loopback port with ``config`` (see :func:`localized`) over ``backends``;
+    raises ServiceUnavailable with the reason when it cannot start."""
     binary = shutil.which("haproxy") or next(iter(glob.glob("/usr/sbin/haproxy")), None)
     if binary is None:
         raise ServiceUnavailable("HAProxy is not installed (scripts/test.sh installs Debian's haproxy)")
     folder = Path(tempfile.mkdtemp(prefix="mcp-lb-", dir="/tmp"))
-    # Connection checks take a dead instance out of the rotation (one failed check is enough in
-    # tests); a request sent to it before that is dispatched again to another ("redispatch").
-    checking = " check inter 200ms fall 1 rise 1" if check else ""
-    servers = "\n".join(f"    server {name} 127.0.0.1:{port}{checking}" for name, port in backends.items())
     for attempt in range(3):
         port = free_port()
-        config = folder / "haproxy.cfg"
-        config.write_text(HAPROXY_CONFIG.format(port=port, servers=servers))
+        (folder / "haproxy.cfg").write_text(localized(config, port, backends))
         log = (folder / "haproxy.log").open("wb")
-        process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=log,
+        process = subprocess.Popen([binary, "-db", "-f", str(folder / "haproxy.cfg")], stdout=log, stderr=log,
                                    stdin=subprocess.DEVNULL)
         log.close()
         try:
@@ -283,14 +296,14 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 @pytest.fixture
 def load_balancer() -> Iterator[Callable[..., LoadBalancer]]:
-    """``load_balancer({name: port, ...})`` -> a running HAProxy, stopped after the test.
+    """``load_balancer({name: port, ...}, config=...)`` -> a running HAProxy, stopped after the test.
 
     Skipped with the reason when HAProxy cannot run here."""
     started: list[LoadBalancer] = []
 
-    def start(backends: dict[str, int], *, check: bool = True) -> LoadBalancer:
+    def start(backends: dict[str, int], *, config: str = BALANCER_CONFIG) -> LoadBalancer:
         try:
-            balancer = start_haproxy(backends, check=check)
+            balancer = start_haproxy(backends, config=config)
         except ServiceUnavailable as exc:
             pytest.skip(f"no load balancer: {exc}")
         started.append(balancer)

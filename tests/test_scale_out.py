@@ -1,8 +1,9 @@
 """Two ``mcp-run serve --http`` instances on one PostgreSQL behind HAProxy (round robin), as the
-README's scale-out recipe sets them up: a thread started through the balancer continues on the
-other instance, and when an instance is killed (-9) in the middle of a turn no completed turn is
-lost and the thread goes on on the other one. Each instance runs its own copy of the ``instance``
-test server, so a tool result names the instance that served the turn."""
+README's scale-out recipe sets them up (its HAProxy configuration, on the test's ports): a thread
+started through the balancer continues on the other instance, and when an instance is killed (-9)
+in the middle of a turn no completed turn is lost and the thread goes on on the other one. Each
+instance runs its own copy of the ``instance`` test server, so a tool result names the instance
+that served the turn."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from urllib.parse import urlsplit
 import anyio
 import psutil
 import pytest
-from builders import server, write_manifest
+from builders import ROOT, server, write_manifest
 from services import LoadBalancer
 from serving import Progress, ServedProcess, http_agent, http_client, text_of
 
@@ -28,6 +29,14 @@ PID_ANSWER = re.compile(r"instance__pid returned: (\d+)")
 def manifest(tmp_path: Path, postgres_url: str) -> Path:
     return write_manifest(tmp_path, {"instance": server("instance")}, name="scaled", model="offline",
                           checkpointer=postgres_url)
+
+
+def readme_balancer_config() -> str:
+    """The HAProxy configuration of the README's scale-out recipe."""
+    section = (ROOT / "README.md").read_text().split("### Scale-out on PostgreSQL", 1)[1]
+    found = re.search(r"^```\n(defaults\n.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert found, "the README's scale-out recipe shows no HAProxy configuration"
+    return found.group(1)
 
 
 def port_of(served: ServedProcess) -> int:
@@ -95,7 +104,8 @@ def test_a_thread_moves_between_instances_and_survives_one_killed_in_the_middle_
 ) -> None:
     with http_agent(manifest, "--stateless") as first, http_agent(manifest, "--stateless") as second:
         instances = {"a": first, "b": second}
-        balancer = load_balancer({name: port_of(served) for name, served in instances.items()})
+        balancer = load_balancer({name: port_of(served) for name, served in instances.items()},
+                                 config=readme_balancer_config())
         seen = anyio.run(converse, balancer, instances)
         completed = ["instance__pid"] * len(seen["served_by"])
 
