@@ -227,3 +227,29 @@ async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_c
     assert "dynamic__added_one" not in model.calls[2]  # removed: dropped without a word
     assert "dynamic__added_two" in model.calls[4]
     assert all(m.status == "success" for m in results(state))
+
+
+def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_offered(tmp_path: Path) -> None:
+    from test_cli_chat import JsonChat
+
+    write_manifest(tmp_path, {"pay": server("toolbox", "--transport", "stdio")}, model="offline",
+                   checkpointer="memory", agent={"tool_search": "auto"})
+    chat = JsonChat(tmp_path)
+    try:
+        assert len(chat.wait_for("ready")["tools"]) == 501
+        chat.send({"text": "/tools"})
+        listed = chat.wait_for("tools")
+        assert listed["search"] is True and len(listed["tools"]) == 501
+        assert not any(row["bound"] for row in listed["tools"])
+        chat.send({"text": 'search_tools {"query": "convert money", "limit": 1}'})
+        assert chat.wait_for("tool_result")["text"].splitlines()[1].startswith(f"- pay__{NEEDLE}:")
+        chat.wait_for("final")
+        chat.send({"text": "/tools"})
+        bound = [row["name"] for row in chat.wait_for("tools")["tools"] if row["bound"]]
+        assert bound == [f"pay__{NEEDLE}"]
+        chat.send({"text": "/exit"})
+        assert chat.process.wait(timeout=60) == 0
+    finally:
+        if chat.process.poll() is None:
+            chat.process.terminate()
+            chat.process.wait(timeout=60)

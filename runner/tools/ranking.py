@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 # BM25's usual constants: term-frequency saturation and length normalisation.
 K1 = 1.2
@@ -31,6 +31,7 @@ _STOPWORDS = frozenset(
 )
 
 
+@lru_cache(maxsize=65536)  # vocabularies are small next to the words seen: thousands of tools share them
 def stem(word: str) -> str:
     """A light English stem, the same for query and tools: plurals and -ing / -ed endings."""
     if len(word) > 4 and word.endswith("ies"):
@@ -48,8 +49,14 @@ def stem(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """The stemmed, lower-cased words of a name or a description, stopwords left out."""
-    found = (match.lower() for match in _WORD.findall(text))
-    return [stem(word) for word in found if word not in _STOPWORDS]
+    return list(_words(text))
+
+
+# A re-list rebuilds the index with mostly the same texts: their words are not worked out again.
+@lru_cache(maxsize=32768)
+def _words(text: str) -> tuple[str, ...]:
+    lowered = (match.lower() for match in _WORD.findall(text))
+    return tuple(stem(word) for word in lowered if word not in _STOPWORDS)
 
 
 @dataclass(frozen=True)
@@ -64,13 +71,20 @@ class Document:
 class _Field:
     """One field of every document: its words' postings and the lengths BM25 needs."""
 
-    def __init__(self, texts: Iterable[list[str]]) -> None:
+    def __init__(self, texts: Iterable[Sequence[str]]) -> None:
         self.postings: dict[str, list[tuple[int, int]]] = {}
         self.lengths: list[int] = []
+        postings = self.postings
         for index, terms in enumerate(texts):
             self.lengths.append(len(terms))
-            for term, count in Counter(terms).items():
-                self.postings.setdefault(term, []).append((index, count))
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, count in counts.items():
+                if term in postings:
+                    postings[term].append((index, count))
+                else:
+                    postings[term] = [(index, count)]
         self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
 
     def add_scores(self, term: str, weight: float, total: int, scores: dict[int, float]) -> None:
@@ -88,8 +102,8 @@ class ToolIndex:
 
     def __init__(self, documents: Sequence[Document]) -> None:
         self.documents = list(documents)
-        self._names = _Field(words(" ".join((d.name, *d.aliases))) for d in self.documents)
-        self._descriptions = _Field(words(d.description) for d in self.documents)
+        self._names = _Field(_words(" ".join((d.name, *d.aliases))) for d in self.documents)
+        self._descriptions = _Field(_words(d.description) for d in self.documents)
         self._vocabulary = sorted(set(self._names.postings) | set(self._descriptions.postings))
         self._exact: dict[str, list[int]] = {}
         for index, document in enumerate(self.documents):
