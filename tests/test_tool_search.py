@@ -3,15 +3,13 @@ many tools (tests/servers/toolbox.py), a scripted model that records what each r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from pydantic import PrivateAttr
+from langchain_core.messages import HumanMessage, ToolMessage
 
 from builders import server, write_manifest
 from runner.manifest import ModelSpec
@@ -27,23 +25,10 @@ SMALL_TOOLS = 30
 TURN_LIMIT = 60.0
 
 
-class RecordingModel(ScriptedChatModel):
-    """The scripted model, also recording the bytes of tool definitions each request carried."""
-
-    _bytes: list[int] = PrivateAttr(default_factory=list)
-
-    @property
-    def request_bytes(self) -> list[int]:
-        return self._bytes
-
-    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
-        self._bytes.append(sum(len(json.dumps({"type": "function", "function": tool},
-                                              separators=(",", ":"))) for tool in tools))
-        return super()._reply(messages, tools)
-
-
 class ScriptedAdapter(GenerationAdapter):
-    def __init__(self, model: RecordingModel) -> None:
+    """Runs the agent with a scripted model the test holds (to read what each request offered)."""
+
+    def __init__(self, model: ScriptedChatModel) -> None:
         self.recording = model
 
     def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
@@ -96,7 +81,7 @@ def convert_call() -> dict[str, Any]:
 async def test_the_agent_finds_and_calls_one_tool_among_ten_thousand_sending_under_two_percent(
     tmp_path: Path, wide_url: str
 ) -> None:
-    model = RecordingModel([search_call("convert money into another currency"), convert_call(), "125 USD"])
+    model = ScriptedChatModel([search_call("convert money into another currency"), convert_call(), "125 USD"])
     path = agent(tmp_path, toolbox_servers(wide_url, DOMAINS[:WIDE_SERVERS]))
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         assert len(runtime.catalog.entries) == WIDE_SERVERS * WIDE_TOOLS + 1
@@ -108,11 +93,11 @@ async def test_the_agent_finds_and_calls_one_tool_among_ten_thousand_sending_und
     assert model.calls[0] == [SEARCH_TOOL]
     assert f"payments__{NEEDLE}" in model.calls[1] and len(model.calls[1]) <= 1 + 8
     assert state["found_tools"][0] == f"payments__{NEEDLE}"
-    assert max(model.request_bytes) <= 0.02 * full_bytes, (model.request_bytes, full_bytes)
+    assert max(model.offered_bytes) <= 0.02 * full_bytes, (model.offered_bytes, full_bytes)
 
 
 async def test_pinned_tools_are_offered_at_every_step_beside_search(tmp_path: Path, small_url: str) -> None:
-    model = RecordingModel(["hello"])
+    model = ScriptedChatModel(["hello"])
     servers = toolbox_servers(small_url, SMALL_DOMAINS, weather={"tools": {"pin": ["get_alert", "list_*"]}})
     async with load_agent(agent(tmp_path, servers, search="on"), adapter=ScriptedAdapter(model)) as runtime:
         await turn(runtime, "hi")
@@ -122,7 +107,7 @@ async def test_pinned_tools_are_offered_at_every_step_beside_search(tmp_path: Pa
 
 
 async def test_off_offers_every_tool_and_no_search(tmp_path: Path, small_url: str) -> None:
-    model = RecordingModel(["hello"])
+    model = ScriptedChatModel(["hello"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="off")
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         await turn(runtime, "hi")
@@ -140,7 +125,7 @@ async def test_off_offers_every_tool_and_no_search(tmp_path: Path, small_url: st
 async def test_auto_turns_search_on_past_the_tool_count_or_the_bytes_threshold(
     tmp_path: Path, small_url: str, search: dict[str, Any], searching: bool
 ) -> None:
-    model = RecordingModel(["hello"])
+    model = ScriptedChatModel(["hello"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search={"mode": "auto", **search})
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         await turn(runtime, "hi")
@@ -171,19 +156,19 @@ async def test_auto_searches_past_the_providers_tool_limit_and_offers_no_more_th
 async def test_a_resumed_thread_keeps_the_tools_it_found(tmp_path: Path, small_url: str) -> None:
     servers = toolbox_servers(small_url, SMALL_DOMAINS)
     path = agent(tmp_path, servers, search="on", checkpointer="sqlite:///state.sqlite")
-    first = RecordingModel([search_call("weather alerts", limit=2), "found them"])
+    first = ScriptedChatModel([search_call("weather alerts", limit=2), "found them"])
     async with load_agent(path, thread_id="kept", adapter=ScriptedAdapter(first)) as runtime:
         state = await turn(runtime, "find weather alerts")
     found = state["found_tools"]
     assert len(found) == 2 and all(name.startswith("weather__") for name in found)
-    again = RecordingModel(["still here"])
+    again = ScriptedChatModel(["still here"])
     async with load_agent(path, thread_id="kept", adapter=ScriptedAdapter(again)) as runtime:
         await turn(runtime, "and now?")
     assert again.calls[0] == [SEARCH_TOOL, *found]
 
 
 async def test_a_tool_not_found_yet_can_still_be_called_by_its_name(tmp_path: Path, small_url: str) -> None:
-    model = RecordingModel([convert_call(), "done"])
+    model = ScriptedChatModel([convert_call(), "done"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         state = await turn(runtime, "convert")
@@ -195,7 +180,7 @@ async def test_a_tool_not_found_yet_can_still_be_called_by_its_name(tmp_path: Pa
 async def test_a_search_without_a_query_or_without_matches_answers_the_model(
     tmp_path: Path, small_url: str
 ) -> None:
-    model = RecordingModel([search_call(""), search_call("quantum teleportation"), "none"])
+    model = ScriptedChatModel([search_call(""), search_call("quantum teleportation"), "none"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         state = await turn(runtime, "search")
@@ -208,7 +193,7 @@ async def test_a_search_without_a_query_or_without_matches_answers_the_model(
 async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_can_be_found(
     tmp_path: Path
 ) -> None:
-    model = RecordingModel([
+    model = ScriptedChatModel([
         search_call("added_one"),
         {"tool_calls": [{"name": "dynamic__remove_tool", "args": {"name": "added_one"}}]},
         {"tool_calls": [{"name": "dynamic__add_tool", "args": {"name": "added_two"}}]},
@@ -229,7 +214,9 @@ async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_c
     assert all(m.status == "success" for m in results(state))
 
 
-def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_offered(tmp_path: Path) -> None:
+def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_offered(
+    tmp_path: Path,
+) -> None:
     from test_cli_chat import JsonChat
 
     write_manifest(tmp_path, {"pay": server("toolbox", "--transport", "stdio")}, model="offline",
