@@ -240,3 +240,28 @@ def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_o
         if chat.process.poll() is None:
             chat.process.terminate()
             chat.process.wait(timeout=60)
+
+
+async def test_a_reload_keeps_the_found_tools_and_applies_new_pins_and_modes(
+    tmp_path: Path, small_url: str
+) -> None:
+    from runner.reload import reload_runtime
+
+    servers = toolbox_servers(small_url, SMALL_DOMAINS)
+    model = ScriptedChatModel([search_call(NEEDLE, limit=1), "found", "pinned", "everything"])
+    path = agent(tmp_path, servers, search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        await turn(runtime, "find the converter")
+        servers["weather"]["tools"] = {"pin": ["get_alert"]}
+        agent(tmp_path, servers, search="on")
+        with anyio.fail_after(TURN_LIMIT):
+            await reload_runtime(runtime)
+        await turn(runtime, "again")
+        agent(tmp_path, servers, search="off")
+        with anyio.fail_after(TURN_LIMIT):
+            await reload_runtime(runtime)
+        await turn(runtime, "and now")
+        everything = sorted(runtime.catalog.entries)
+    assert model.calls[1] == [SEARCH_TOOL, f"payments__{NEEDLE}"]
+    assert sorted(model.calls[2]) == sorted([SEARCH_TOOL, "weather__get_alert", f"payments__{NEEDLE}"])
+    assert sorted(model.calls[3]) == everything
