@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
-from runner.tools.search import SEARCH_TOOL, ToolSearch, remember_found
+from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ def build_graph(
         return [Send(_node_for(call), ToolTask(call=dict(call))) for call in pending] or "model"
 
     def _node_for(call: dict[str, Any]) -> str:
-        return "search" if tool_search is not None and call["name"] == SEARCH_TOOL else "tool"
+        return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
 
     async def run_search(task: ToolTask) -> dict[str, Any]:
         assert tool_search is not None

@@ -265,3 +265,30 @@ async def test_a_reload_keeps_the_found_tools_and_applies_new_pins_and_modes(
     assert model.calls[1] == [SEARCH_TOOL, f"payments__{NEEDLE}"]
     assert sorted(model.calls[2]) == sorted([SEARCH_TOOL, "weather__get_alert", f"payments__{NEEDLE}"])
     assert sorted(model.calls[3]) == everything
+
+
+async def test_a_search_and_a_call_in_the_same_step_both_answer_before_the_next_model_call(
+    tmp_path: Path, small_url: str
+) -> None:
+    both = {"tool_calls": [*search_call("weather alerts")["tool_calls"], *convert_call()["tool_calls"]]}
+    model = ScriptedChatModel([both, "done"])
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "both")
+    found, converted = results(state)
+    assert found.text.startswith("Found 8 tools") and converted.text == "100 EUR = 125.00 USD"
+    assert len(model.calls) == 2 and len(model.calls[1]) == 1 + 8
+
+
+async def test_a_tool_of_its_own_named_search_tools_keeps_search_off_and_stays_callable(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mine.py").write_text('def search_tools(query: str) -> str:\n'
+                                      '    """My own search."""\n    return "mine: " + query\n')
+    model = ScriptedChatModel([search_call("x"), "done"])
+    path = write_manifest(tmp_path, {}, model="offline", checkpointer="memory",
+                          local_tools=["mine:search_tools"], agent={"tool_search": "on"})
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "search")
+    assert [m.text for m in results(state)] == ["mine: x"]
+    assert runtime.generation.tool_search is not None and not runtime.generation.tool_search.active()

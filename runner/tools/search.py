@@ -93,6 +93,11 @@ class ToolSearch:
             recent = recent[len(recent) - room:] if room else []
         return [self.search_tool(), *(entries[name].tool for name in (*always, *recent))]
 
+    def answers(self, name: str) -> bool:
+        """Whether a call to ``name`` is a search this object answers (also after search turned
+        off: the model may still call it), rather than a catalog tool of that name."""
+        return name == SEARCH_TOOL and SEARCH_TOOL not in self._catalog().entries
+
     def bound_names(self, found: Sequence[str]) -> set[str]:
         """The names of the catalog's tools a model step binds (for listings)."""
         return {tool.name for tool in self.offered(found)} - {SEARCH_TOOL}
