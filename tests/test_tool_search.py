@@ -292,3 +292,18 @@ async def test_a_tool_of_its_own_named_search_tools_keeps_search_off_and_stays_c
         state = await turn(runtime, "search")
     assert [m.text for m in results(state)] == ["mine: x"]
     assert runtime.generation.tool_search is not None and not runtime.generation.tool_search.active()
+
+
+async def test_auto_turns_search_on_mid_turn_when_a_server_adds_tools_past_the_threshold(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "dynamic__add_tools", "args": {"names": ["one", "two"]}}]}, "done"])
+    path = write_manifest(tmp_path, {"dynamic": server("dynamic")}, model="offline", checkpointer="memory",
+                          agent={"tool_search": {"max_tools": 9}})
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        assert len(runtime.catalog.entries) == 8
+        await turn(runtime, "add two tools")
+        assert len(runtime.catalog.entries) == 10
+    assert len(model.calls[0]) == 8 and SEARCH_TOOL not in model.calls[0]
+    assert model.calls[1] == [SEARCH_TOOL]
