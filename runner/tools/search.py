@@ -110,7 +110,7 @@ class ToolSearch:
             self._tool = StructuredTool(
                 name=SEARCH_TOOL,
                 description=(
-                    f"Search the {len(self._index or ())} tools available by what they do (keywords "
+                    f"Search the {len(self._entries or ())} tools available by what they do (keywords "
                     "or a tool name). Answers with the best matches; the tools found can be called "
                     "from the next step on. Search again with other words if none fits."
                 ),
@@ -132,7 +132,11 @@ class ToolSearch:
     def search(self, query: str, limit: int | None = None) -> list[Document]:
         """The catalog's tools that best match ``query``, best first."""
         self._refresh()
-        assert self._index is not None
+        if self._index is None:  # built at the first search after a change, not at every change
+            self._index = ToolIndex([
+                Document(name, entry.description, (entry.origin.name,) if entry.origin.server else ())
+                for name, entry in (self._entries or {}).items()
+            ])
         return self._index.search(query, min(limit or self.spec.results, MAX_RESULTS))
 
     def answer(self, call: dict[str, Any]) -> tuple[ToolMessage, list[str]]:
@@ -170,13 +174,11 @@ class ToolSearch:
         if catalog.entries is self._entries:
             return
         entries = self._entries = catalog.entries
-        self._index = ToolIndex([
-            Document(name, entry.description, (entry.origin.name,) if entry.origin.server else ())
-            for name, entry in entries.items()
-        ])
+        self._index = None
         self._tool = None  # its description counts the tools
-        self._always = [name for name, entry in entries.items() if self._pinned(catalog, entry)]
         self._active = self._decide(catalog)
+        pinned = [name for name, entry in entries.items() if self._pinned(catalog, entry)]
+        self._always = pinned if self._active else []
 
     def _decide(self, catalog: ToolCatalog) -> bool:
         mode = self.spec.mode
