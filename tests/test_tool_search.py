@@ -54,10 +54,12 @@ def toolbox_servers(url: str, domains: Sequence[str], **settings: Any) -> dict[s
 
 
 def agent(
-    folder: Path, servers: dict[str, Any], *, search: Any = "auto", checkpointer: str = "memory"
+    folder: Path, servers: dict[str, Any], *, search: Any = "auto", checkpointer: str = "memory", **top: Any
 ) -> Path:
-    return write_manifest(folder, servers, model="offline", checkpointer=checkpointer,
-                          agent={"tool_search": search})
+    """The manifest of a scripted agent; the test's ScriptedAdapter supplies the turns."""
+    (folder / "turns.yaml").write_text("- unused\n")
+    return write_manifest(folder, servers, model={"id": "scripted", "script": "turns.yaml"},
+                          checkpointer=checkpointer, agent={"tool_search": search}, **top)
 
 
 async def turn(runtime: Runtime, text: str) -> dict[str, Any]:
@@ -200,8 +202,7 @@ async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_c
         search_call("added_two"),
         "done",
     ])
-    path = write_manifest(tmp_path, {"dynamic": server("dynamic")}, model="offline", checkpointer="memory",
-                          agent={"tool_search": "on"})
+    path = agent(tmp_path, {"dynamic": server("dynamic")}, search="on")
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         await runtime.catalog.call("dynamic__add_tool", {"name": "added_one"})
         with anyio.fail_after(TURN_LIMIT):
@@ -220,7 +221,7 @@ def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_o
     from test_cli_chat import JsonChat
 
     write_manifest(tmp_path, {"pay": server("toolbox", "--transport", "stdio")}, model="offline",
-                   checkpointer="memory", agent={"tool_search": "auto"})
+                   checkpointer="memory", agent={"tool_search": "on"})
     chat = JsonChat(tmp_path)
     try:
         assert len(chat.wait_for("ready")["tools"]) == 501
@@ -286,8 +287,7 @@ async def test_a_tool_of_its_own_named_search_tools_keeps_search_off_and_stays_c
     (tmp_path / "mine.py").write_text('def search_tools(query: str) -> str:\n'
                                       '    """My own search."""\n    return "mine: " + query\n')
     model = ScriptedChatModel([search_call("x"), "done"])
-    path = write_manifest(tmp_path, {}, model="offline", checkpointer="memory",
-                          local_tools=["mine:search_tools"], agent={"tool_search": "on"})
+    path = agent(tmp_path, {}, search="on", local_tools=["mine:search_tools"])
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         state = await turn(runtime, "search")
     assert [m.text for m in results(state)] == ["mine: x"]
@@ -299,11 +299,20 @@ async def test_auto_turns_search_on_mid_turn_when_a_server_adds_tools_past_the_t
 ) -> None:
     model = ScriptedChatModel([
         {"tool_calls": [{"name": "dynamic__add_tools", "args": {"names": ["one", "two"]}}]}, "done"])
-    path = write_manifest(tmp_path, {"dynamic": server("dynamic")}, model="offline", checkpointer="memory",
-                          agent={"tool_search": {"max_tools": 9}})
+    path = agent(tmp_path, {"dynamic": server("dynamic")}, search={"max_tools": 9})
     async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
         assert len(runtime.catalog.entries) == 8
         await turn(runtime, "add two tools")
         assert len(runtime.catalog.entries) == 10
     assert len(model.calls[0]) == 8 and SEARCH_TOOL not in model.calls[0]
     assert model.calls[1] == [SEARCH_TOOL]
+
+
+async def test_auto_never_searches_for_the_offline_model_which_calls_the_tools_named(
+    tmp_path: Path, small_url: str
+) -> None:
+    path = write_manifest(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), model="offline",
+                          checkpointer="memory", agent={"tool_search": {"max_tools": 10}})
+    async with load_agent(path) as runtime:
+        state = await turn(runtime, f'payments__{NEEDLE} {{"amount": 100, "source": "EUR", "target": "USD"}}')
+    assert results(state)[0].text == "100 EUR = 125.00 USD"

@@ -3,8 +3,9 @@ of every tool, plus the tools the manifest pins and the tools it has found so fa
 
 ``agent.tool_search`` decides when: ``on``, ``off``, or ``auto`` (the default), which searches once
 the catalog has more tools than ``max_tools`` or than the provider accepts (OpenAI: 128), or
-once their definitions pass ``max_bytes`` of JSON. Decided again at every model step, so a
-server that adds tools mid-thread can turn search on.
+once their definitions pass ``max_bytes`` of JSON; never for the built-in ``offline`` model, which
+calls the tools the user names. Decided again at every model step, so a server that adds tools
+mid-thread can turn search on.
 
 The graph keeps the found tools in its state (``found_tools``, merged by :func:`remember_found`),
 so they stay bound for the rest of the thread, across checkpoints and resumed threads. Found tools
@@ -25,7 +26,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from runner.manifest import ToolSearchSpec
+from runner.manifest import OFFLINE_ID, ToolSearchSpec
 from runner.tools.catalog import CatalogEntry, ToolCatalog
 from runner.tools.filters import matches_any
 from runner.tools.providers import tool_limit
@@ -189,6 +190,8 @@ class ToolSearch:
             return False
         if mode != "auto":
             return mode == "on"
+        if catalog.manifest.model.id == OFFLINE_ID:
+            return False  # it calls tools by the name the user types: it must be offered them all
         count = len(catalog.entries)
         limit = tool_limit(catalog.provider)
         if count > self.spec.max_tools or (limit is not None and count > limit):
