@@ -24,6 +24,7 @@ from mcp import types
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ConfigDict
 
+from runner import telemetry
 from runner.errors import (
     BuildError,
     ErrorKind,
@@ -369,7 +370,8 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress)
+                    return await telemetry.mcp_tool_call(connection, tool, lambda: connection.call_tool(
+                        tool, arguments, ask=ask, progress=progress))
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
@@ -403,6 +405,7 @@ class ToolCatalog:
             await self._calls_ended.wait()
 
     async def _before_fallback(self, event: FallbackEvent) -> None:
+        telemetry.fallback(event)
         hook = self._hooks.get(event.server)
         if hook is None:
             return
