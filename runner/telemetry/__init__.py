@@ -24,6 +24,7 @@ from runner.telemetry.timing import TurnClock
 
 if TYPE_CHECKING:
     from runner.loading import LoadedManifest
+    from runner.manifest import Manifest
     from runner.telemetry.recorder import Recorder
 
 logger = logging.getLogger(__name__)
@@ -36,8 +37,8 @@ _Result = TypeVar("_Result")
 
 __all__ = [
     "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed",
-    "http_request_hooks", "mcp_tool_call", "model_step", "relisted", "reloaded", "server_status",
-    "session", "tool_hook", "trace_meta", "wanted",
+    "http_request_hooks", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
+    "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
 
 
@@ -68,16 +69,26 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Reco
         yield None
         return
     try:
-        from runner.telemetry.exporting import start_recorder
+        import runner.telemetry.exporting  # noqa: F401 (needs the OpenTelemetry packages)
     except ImportError as exc:
         if spec.enabled:
-            message = f"telemetry needs the OpenTelemetry packages ({exc.name} is missing): {EXTRA_HINT}"
+            message = f"telemetry needs the OpenTelemetry packages, which are not installed: {EXTRA_HINT}"
             raise ManifestError([loaded.source.problem(("telemetry", "enabled"), message)]) from exc
         logger.warning("an OTLP endpoint is set, but the OpenTelemetry packages are not installed "
                        "(%s): no telemetry is exported", EXTRA_HINT)
         yield None
         return
-    recorder = start_recorder(loaded.manifest, environ)
+    with recording(loaded.manifest, environ) as recorder:
+        yield recorder
+
+
+@contextmanager
+def recording(manifest: Manifest, environ: Mapping[str, str]) -> Iterator[Recorder]:
+    """Record in this context (and the tasks it starts) until the block ends, then flush.
+    Needs the OpenTelemetry packages (ImportError otherwise)."""
+    from runner.telemetry.exporting import start_recorder
+
+    recorder = start_recorder(manifest, environ)
     token = _current.set(recorder)
     try:
         yield recorder
