@@ -41,14 +41,16 @@ async def telemetry_suite(settings: Settings) -> AsyncIterator[list[Case]]:
     try:
         import runner.telemetry.exporting  # noqa: F401
     except ImportError:
-        logger.warning("row 7 skipped: the OpenTelemetry packages are not installed (%s)", telemetry.EXTRA_HINT)
+        logger.warning("row 7 skipped: the OpenTelemetry packages are not installed (%s)",
+                       telemetry.EXTRA_HINT)
         yield []
         return
     manifest = bench_manifest({"stdio": stdio_entry()})
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         sink = stack.enter_context(_sink())
-        fleet = await stack.enter_async_context(open_fleet(manifest.servers, base_dir=ROOT, state_dir=state_dir))
+        fleet = await stack.enter_async_context(
+            open_fleet(manifest.servers, base_dir=ROOT, state_dir=state_dir))
         off = contextvars.copy_context()
         on = contextvars.copy_context()
         recording = ExitStack()
@@ -89,7 +91,7 @@ def _sink() -> Iterator[str]:
     """An OTLP/HTTP endpoint on loopback that answers every export with success."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")

@@ -27,6 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.graph.state import CompiledStateGraph
 
+from runner import telemetry
 from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
@@ -45,7 +46,6 @@ from runner.prompts import (
 from runner.sampling import approve_by_interrupt, complete
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
-from runner import telemetry
 from runner.state import state_folder
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput

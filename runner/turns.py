@@ -79,9 +79,9 @@ async def stream_turn(
                         reason = item.response_metadata.get("finish_reason")
                         yield clock.seen({"type": "final", "text": item.text, "reason": reason})
                     elif isinstance(item, ToolMessage):
-                        yield clock.seen({"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
-                                          "id": item.tool_call_id, "status": item.status,
-                                          "text": _message_text(item)})
+                        name = names.get(item.tool_call_id, item.name)
+                        yield clock.seen({"type": "tool_result", "name": name, "id": item.tool_call_id,
+                                          "status": item.status, "text": _message_text(item)})
         await run  # the run's own error, if it failed
     finally:
         # A stopped turn (Ctrl-C, a cancelled task) cancels the graph run once and waits for it

@@ -18,9 +18,11 @@ import anyio
 import pytest
 import yaml
 from builders import ROOT, copy_bundled_agent, server, write_manifest
+from langgraph.types import Command
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 from servers import traced
 
+from runner.checks import checked_agent
 from runner.errors import ManifestError
 from runner.loading import parse_manifest
 from runner.runtime import load_agent
@@ -211,7 +213,7 @@ def test_telemetry_off_imports_no_part_of_the_recorder(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=environ, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['runner.telemetry.timing']"
+    assert result.stdout.strip() == "[]"
 
 
 def test_the_readme_command_with_an_otlp_endpoint_sends_a_complete_trace_and_metrics(
@@ -269,11 +271,12 @@ def test_ctrl_c_during_a_turn_still_exports_the_stopped_turn(tmp_path: Path, rec
 async def test_capture_content_puts_arguments_and_results_in_the_tool_span(
     tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
-    script = write_script(tmp_path, [{"tool_calls": [{"name": "local__echo", "args": {"text": "visible"}}]}, "ok"])
+    echo = {"name": "local__echo", "args": {"text": "visible"}}
+    script = write_script(tmp_path, [{"tool_calls": [echo]}, "ok"])
     path = write_manifest(tmp_path, {"local": server("traced")}, checkpointer="memory",
                           model={"id": "scripted", "script": script},
-                          telemetry={"service_name": "svc", "resource_attributes": {"deployment.environment": "test"},
-                                     "capture_content": True})
+                          telemetry={"service_name": "svc", "capture_content": True,
+                                     "resource_attributes": {"deployment.environment": "test"}})
     await run_turn(path, otel_environ(receiver))
     tool = only(receiver.spans(), "execute_tool local__echo")
     assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"text": "visible"}
@@ -315,8 +318,59 @@ async def test_a_manifest_asking_for_telemetry_without_the_packages_gets_a_locat
     ({"capture": True}, "telemetry.capture"),
     ({"resource_attributes": {"k": [1]}}, "telemetry.resource_attributes.k"),
 ])
-def test_a_bad_telemetry_block_is_a_located_error(tmp_path: Path, block: dict[str, Any], message: str) -> None:
+def test_a_bad_telemetry_block_is_a_located_error(
+    tmp_path: Path, block: dict[str, Any], message: str
+) -> None:
     path = write_manifest(tmp_path, {}, telemetry=block)
     with pytest.raises(ManifestError) as raised:
         parse_manifest(path.read_text(), file=str(path), path=path)
     assert any(problem.path.startswith(message) for problem in raised.value.problems), raised.value
+
+
+async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recorded(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "demo__echo", "args": {"text": "hi"}}],
+         "usage": {"input_tokens": 120, "output_tokens": 7}},
+        {"text": "done", "usage": {"input_tokens": 150, "output_tokens": 3}},
+    ])
+    servers = {"demo": server("demo", tools={"approve": ["echo"]}), "dyn": server("dynamic")}
+    path = write_manifest(tmp_path, servers, name="waits", defaults=FAST, checkpointer="memory",
+                          model={"id": "scripted", "script": script})
+    with anyio.fail_after(90):
+        async with load_agent(path, environ=otel_environ(receiver), thread_id="t1") as runtime:
+            first = [event async for event in stream_turn(runtime, "go")]
+            assert first[-1]["type"] == "approval"
+            second = [e async for e in stream_turn(runtime, Command(resume={"action": "approve"}))]
+            assert second[-1]["text"] == "done"
+            async with runtime.fleet.subscribe() as changes:
+                await runtime.catalog.call("dyn__add_tool", {"name": "fresh"})
+                await changes.receive()
+            path.write_text(path.read_text() + "agent: {max_steps: 7}\n")
+            report = await runtime.apply(checked_agent(path))
+            assert report.rebuilt == ["agent"]
+
+    spans = receiver.spans()
+    turns = by_name(spans, "invoke_agent waits")
+    asked, resumed = sorted(turns, key=lambda s: s.attributes["mcp_run.turn.resumed"])
+    assert "mcp_run.wait.kind" not in asked.attributes
+    assert resumed.attributes["mcp_run.wait.kind"] == "approval"
+    assert resumed.attributes["mcp_run.wait.seconds"] > 0
+    assert resumed.attributes["gen_ai.conversation.id"] == asked.attributes["gen_ai.conversation.id"] == "t1"
+    assert only(spans, "execute_tool demo__echo").parent_id == resumed.span_id
+    step = next(s for s in by_name(spans, "chat mcp-run-scripted") if s.parent_id == asked.span_id)
+    usage = (step.attributes["gen_ai.usage.input_tokens"], step.attributes["gen_ai.usage.output_tokens"])
+    assert usage == (120, 7)
+    assert step.attributes["gen_ai.response.finish_reasons"] == ["tool_calls"]
+    assert receiver.metric_total("mcp_run.wait.duration", {"mcp_run.wait.kind": "approval"}) == 1
+    assert receiver.metric_total("gen_ai.client.token.usage", {"gen_ai.token.type": "input"}) == 2
+    tokens = receiver.metric_points()["gen_ai.client.token.usage"]
+    assert sum(p.sum for attributes, p in tokens if attributes["gen_ai.token.type"] == "output") == 10
+
+    listed = only(spans, "list_changed dyn")
+    assert listed.attributes["mcp_run.kinds"] == ["tools"] and listed.parent_id == ""
+    reload = only(spans, "reload")
+    assert reload.attributes["mcp_run.reload.rebuilt"] == ["agent"]
+    assert reload.attributes["mcp_run.generation"] == 2
+    assert receiver.metric_total("mcp_run.reloads") == 1

@@ -135,7 +135,8 @@ class TelemetrySpec(Spec):
         ),
     )
     service_name: Annotated[str, Field(min_length=1)] | None = Field(
-        None, description="service.name of the exported data; default OTEL_SERVICE_NAME, else the agent's name."
+        None,
+        description="service.name of the exported data; default OTEL_SERVICE_NAME, else the agent's name.",
     )
     resource_attributes: dict[
         Annotated[str, Field(min_length=1)], str | bool | int | float

@@ -7,7 +7,11 @@ every hook is a cheap no-op and OpenTelemetry is never imported; with it on (the
 
     recorder.py   spans and metrics (imports OpenTelemetry)
     exporting.py  providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
-    timing.py     durations and the trace id of a turn's events (on or off)
+
+A turn's events carry durations whether telemetry is on or off (:class:`TurnClock`): a
+``tool_result`` event gets ``ms`` (since its ``tool_call`` event: approval waits included), and
+``final`` gets ``ms`` (the whole turn) and ``trace_id`` (the turn's trace; null when telemetry is
+off), so scripts reading ``--json`` can join events with traces.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runner.errors import ManifestError
-from runner.telemetry.timing import TurnClock
 
 if TYPE_CHECKING:
     from runner.loading import LoadedManifest
@@ -101,6 +105,44 @@ def recording(manifest: Manifest, environ: Mapping[str, str]) -> Iterator[Record
 
 
 # --------------------------------------------------------------------------- turns and models
+
+
+class TurnClock:
+    """Stamps a turn's events; the recorder's subclass also ends the turn's span."""
+
+    trace_id: str | None = None
+
+    def __init__(self) -> None:
+        self.began = time.perf_counter()
+        self._calls: dict[str, float] = {}
+
+    def context(self) -> Any:
+        """The context the turn's graph run starts in (None: the caller's)."""
+        return None
+
+    def seen(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``event`` with its duration fields added; it is yielded as it is returned."""
+        kind = event.get("type")
+        now = time.perf_counter()
+        if kind == "tool_call":
+            self._calls[event["id"]] = now
+        elif kind == "tool_result":
+            event["ms"] = _ms(now - self._calls.pop(event["id"], self.began))
+        elif kind == "final":
+            event["ms"] = _ms(now - self.began)
+            event["trace_id"] = self.trace_id
+        self.observe(kind, event)
+        return event
+
+    def observe(self, kind: Any, event: dict[str, Any]) -> None:
+        """What the recorder notes of an event (waits for an answer, the finish reason)."""
+
+    def end(self, error: BaseException | None = None) -> None:
+        """The turn is over (``error``: why it ended early)."""
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 def begin_turn(agent: str, thread_id: str, resumed: bool) -> TurnClock:

@@ -27,6 +27,7 @@ from runner.manifest import Manifest
 from runner.telemetry.recorder import Recorder
 
 logger = logging.getLogger(__name__)
+AttributeValue = str | int | float | bool
 
 DEFAULT_ENDPOINT = "http://localhost:4318"
 PROTOCOL = "http/protobuf"
@@ -68,11 +69,11 @@ def headers(environ: Mapping[str, str], signal: str) -> dict[str, str]:
     return _pairs(_setting(environ, "HEADERS", signal) or "")
 
 
-def resource_attributes(manifest: Manifest, environ: Mapping[str, str]) -> dict[str, str | int | float | bool]:
+def resource_attributes(manifest: Manifest, environ: Mapping[str, str]) -> dict[str, AttributeValue]:
     """``OTEL_RESOURCE_ATTRIBUTES``, then the manifest's; the service name is the manifest's, else
     ``OTEL_SERVICE_NAME``, else the agent's name."""
     spec = manifest.telemetry
-    attributes: dict[str, str | int | float | bool] = dict(_pairs(environ.get("OTEL_RESOURCE_ATTRIBUTES", "")))
+    attributes: dict[str, AttributeValue] = dict(_pairs(environ.get("OTEL_RESOURCE_ATTRIBUTES", "")))
     attributes.update(spec.resource_attributes)
     service = spec.service_name or environ.get("OTEL_SERVICE_NAME") or attributes.get("service.name")
     attributes["service.name"] = service or manifest.name

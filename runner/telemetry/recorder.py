@@ -29,7 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from runner.errors import ServerError
-from runner.telemetry.timing import TurnClock
+from runner.telemetry import TurnClock
 
 FLUSH_MILLIS = 3000  # what closing waits at most for each provider's last export
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -68,11 +68,11 @@ class Recorder:
             "gen_ai.client.token.usage", "{token}", "Tokens of a model step, by gen_ai.token.type",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
         self.restarts = meter.create_counter(
-            "mcp_run.server.restarts", "{restart}", "Lost sessions restarted (status ready) or given up (failed)")
+            "mcp_run.server.restarts", "{restart}", "Lost sessions restarted (ready) or given up (failed)")
         self.downtime = meter.create_histogram(
             "mcp_run.server.downtime", "s", "Time a server was restarting before it was ready again",
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS)
-        self.fallbacks = meter.create_counter("mcp_run.tool.fallbacks", "{fallback}", "Calls sent to a fallback")
+        self.fallbacks = meter.create_counter("mcp_run.tool.fallbacks", "{fallback}", "Calls sent elsewhere")
         self.reloads = meter.create_counter("mcp_run.reloads", "{reload}", "Manifest reloads")
         self.waits = meter.create_histogram(
             "mcp_run.wait.duration", "s", "Time a turn waited for an approval, input or sampling answer",
@@ -165,7 +165,9 @@ class Recorder:
 
         return traced
 
-    async def mcp_tool_call(self, connection: Any, tool: str, call: Callable[[], Awaitable[_Result]]) -> _Result:
+    async def mcp_tool_call(
+        self, connection: Any, tool: str, call: Callable[[], Awaitable[_Result]]
+    ) -> _Result:
         attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool,
                       "gen_ai.operation.name": "execute_tool", **_server_attributes(connection)}
         metric = {key: attributes[key] for key in ("mcp.method.name", "gen_ai.tool.name", "mcp_run.server")}
@@ -213,8 +215,9 @@ class Recorder:
                 **attributes, **_reason("mcp_run.restart.reason", connection.last_incident),
                 "mcp_run.server.restarts": connection.restarts})
         elif status == "failed":
-            self._background(f"server failed {connection.key}", since, now,
-                             {**attributes, **_reason("mcp_run.failure.reason", connection.error)}, failed=True)
+            reason = _reason("mcp_run.failure.reason", connection.error)
+            name = f"server failed {connection.key}"
+            self._background(name, since, now, {**attributes, **reason}, failed=True)
 
     def heartbeat_failed(self, connection: Any) -> None:
         now = time.time_ns()

@@ -15,6 +15,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -370,8 +371,8 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await telemetry.mcp_tool_call(connection, tool, lambda: connection.call_tool(
-                        tool, arguments, ask=ask, progress=progress))
+                    return await telemetry.mcp_tool_call(connection, tool, partial(
+                        connection.call_tool, tool, arguments, ask=ask, progress=progress))
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
