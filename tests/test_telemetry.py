@@ -4,6 +4,7 @@ the servers got, and never a secret."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -374,3 +375,28 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
     assert reload.attributes["mcp_run.reload.rebuilt"] == ["agent"]
     assert reload.attributes["mcp_run.generation"] == 2
     assert receiver.metric_total("mcp_run.reloads") == 1
+
+
+async def test_a_stale_server_records_a_heartbeat_failure_and_a_restart_with_the_reason(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    script = write_script(tmp_path, ["ok"])
+    stale = server("demo", heartbeat={"interval": "200ms", "stale_after": "600ms"})
+    path = write_manifest(tmp_path, {"demo": stale}, defaults=FAST, checkpointer="memory",
+                          model={"id": "scripted", "script": script})
+    with anyio.fail_after(60):
+        async with load_agent(path, environ=otel_environ(receiver)) as runtime:
+            connection = runtime.fleet.connections["demo"]
+            frozen = connection.pid
+            os.kill(frozen, signal.SIGSTOP)  # alive, but answers nothing
+            try:
+                await connection.wait_until(lambda c: c.sessions == 2 and c.status == "ready")
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(frozen, signal.SIGCONT)
+    spans = receiver.spans()
+    heartbeat = only(spans, "heartbeat failed demo")
+    assert heartbeat.attributes["error.type"] == "stale" and heartbeat.status_code == 2
+    restart = only(spans, "server restart demo")
+    assert "stale" in restart.attributes["mcp_run.restart.reason"]
+    assert restart.attributes["mcp_run.server.restarts"] == 1

@@ -31,7 +31,7 @@ AttributeValue = str | int | float | bool
 
 DEFAULT_ENDPOINT = "http://localhost:4318"
 PROTOCOL = "http/protobuf"
-EXPORT_TIMEOUT = 3.0  # seconds one export may take: the flush at exit is bounded by it
+EXPORT_TIMEOUT = 2.0  # seconds one export may take: the flush at exit is bounded by it
 SPAN_DELAY_MS = 1000  # spans are sent in batches at most this long after they end
 
 

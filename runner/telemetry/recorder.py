@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from runner.errors import ServerError
 from runner.telemetry import TurnClock
 
-FLUSH_MILLIS = 3000  # what closing waits at most for each provider's last export
+FLUSH_MILLIS = 2500  # what closing waits at most for the last exports
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 WAITS = ("approval", "elicitation", "sampling")
@@ -81,11 +82,15 @@ class Recorder:
             "mcp_run.turns.active", "{turn}", "Turns running now (conversations being served)")
 
     def close(self) -> None:
-        """Export what is left, waiting a bounded time (the endpoint may be gone)."""
+        """Export what is left, traces and metrics at the same time, waiting a bounded time (the
+        endpoint may be gone)."""
         tracer_provider, meter_provider = self._providers
+        metrics = threading.Thread(target=meter_provider.shutdown, kwargs={"timeout_millis": FLUSH_MILLIS},
+                                   name="mcp-run metrics flush", daemon=True)
+        metrics.start()
         tracer_provider.force_flush(FLUSH_MILLIS)
         tracer_provider.shutdown()
-        meter_provider.shutdown(timeout_millis=FLUSH_MILLIS)
+        metrics.join(FLUSH_MILLIS / 1000)
 
     # -- turns and model steps ------------------------------------------------------------
 
