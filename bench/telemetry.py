@@ -1,4 +1,4 @@
-"""Row 7: one tool call (the catalog's LangChain tool, invoked as in row 1) with telemetry off and
+"""Row 8: one tool call (the catalog's LangChain tool, invoked as in row 1) with telemetry off and
 on, over stdio.
 
 Both paths run each call in a task of its own context: the "on" context records through a
@@ -29,7 +29,7 @@ from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
 
 logger = logging.getLogger("bench")
-ROW = "7. tool call with telemetry, stdio"
+ROW = "8. tool call with telemetry, stdio"
 OFF = "telemetry off (floor)"
 ON = "telemetry on (OTLP/HTTP to a loopback sink)"
 NAME = "stdio__echo"
@@ -37,11 +37,11 @@ NAME = "stdio__echo"
 
 @asynccontextmanager
 async def telemetry_suite(settings: Settings) -> AsyncIterator[list[Case]]:
-    """The cases of row 7 (none, with a warning, without the OpenTelemetry packages)."""
+    """The cases of row 8 (none, with a warning, without the OpenTelemetry packages)."""
     try:
         import runner.telemetry.exporting  # noqa: F401
     except ImportError:
-        logger.warning("row 7 skipped: the OpenTelemetry packages are not installed (%s)",
+        logger.warning("row 8 skipped: the OpenTelemetry packages are not installed (%s)",
                        telemetry.EXTRA_HINT)
         yield []
         return
