@@ -20,6 +20,7 @@ import pytest
 import yaml
 from builders import ROOT, copy_bundled_agent, server, write_manifest
 from langgraph.types import Command
+from mcp import Client, StdioServerParameters
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 from servers import traced
 
@@ -400,3 +401,22 @@ async def test_a_stale_server_records_a_heartbeat_failure_and_a_restart_with_the
     restart = only(spans, "server restart demo")
     assert "stale" in restart.attributes["mcp_run.restart.reason"]
     assert restart.attributes["mcp_run.server.restarts"] == 1
+
+
+async def test_a_served_turn_joins_the_trace_its_caller_sent_in_meta(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    path = write_manifest(tmp_path, {"local": server("traced")}, name="served", model="offline",
+                          checkpointer="memory")
+    caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "runner", "serve", str(path)],
+                                   cwd=str(tmp_path), env=otel_environ(receiver))
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            asked = await client.call_tool("ask", {"message": 'local__echo {"text": "hi"}'},
+                                           meta={"traceparent": f"00-{caller_trace}-{caller_span}-01"})
+            assert not asked.is_error
+    turn = receiver.wait_for_span("invoke_agent served")
+    assert (turn.trace_id, turn.parent_id) == (caller_trace, caller_span)
+    tool = only(receiver.spans(), "execute_tool local__echo")
+    assert (tool.trace_id, tool.parent_id) == (caller_trace, turn.span_id)

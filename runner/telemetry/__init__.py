@@ -37,11 +37,14 @@ EXTRA_HINT = "pip install 'mcp-run[otel]'"
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_run_telemetry", default=None)
+# The trace context of the request that runs the turns of this task (``mcp-run serve``).
+_incoming: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "mcp_run_trace", default=None)
 _Result = TypeVar("_Result")
 
 __all__ = [
     "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed",
-    "http_request_hooks", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
+    "http_request_hooks", "join_trace", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
 
@@ -150,7 +153,14 @@ def begin_turn(agent: str, thread_id: str, resumed: bool) -> TurnClock:
     recorder = _current.get()
     if recorder is None:
         return TurnClock()
-    return recorder.begin_turn(agent, thread_id, resumed)
+    return recorder.begin_turn(agent, thread_id, resumed, _incoming.get())
+
+
+def join_trace(meta: Mapping[str, Any] | None) -> None:
+    """The request this task serves carries a trace context in its ``_meta`` (``traceparent``,
+    ``tracestate``): the turns the task runs from now on join that trace."""
+    if _current.get() is not None and meta and isinstance(meta.get("traceparent"), str):
+        _incoming.set({key: str(meta[key]) for key in ("traceparent", "tracestate") if key in meta})
 
 
 async def model_step(model: Any, call: Awaitable[_Result]) -> _Result:

@@ -94,8 +94,11 @@ class Recorder:
 
     # -- turns and model steps ------------------------------------------------------------
 
-    def begin_turn(self, agent: str, thread_id: str, resumed: bool) -> TurnClock:
-        return _TracedTurn(self, agent, thread_id, resumed)
+    def begin_turn(self, agent: str, thread_id: str, resumed: bool,
+                   incoming: dict[str, str] | None = None) -> TurnClock:
+        """A turn's span: the root of its trace, or a child of the caller's (``incoming``)."""
+        parent = _PROPAGATOR.extract(incoming) if incoming else otel_context.Context()
+        return _TracedTurn(self, agent, thread_id, resumed, parent)
 
     def wait_began(self, thread_id: str, kind: str) -> None:
         self._waiting.setdefault(thread_id, (kind, time.perf_counter()))
@@ -266,7 +269,8 @@ class Recorder:
 class _TracedTurn(TurnClock):
     """A turn's clock that is also its span, parent of everything its graph run records."""
 
-    def __init__(self, recorder: Recorder, agent: str, thread_id: str, resumed: bool) -> None:
+    def __init__(self, recorder: Recorder, agent: str, thread_id: str, resumed: bool,
+                 parent: otel_context.Context) -> None:
         super().__init__()
         self.recorder = recorder
         self.thread_id = thread_id
@@ -274,7 +278,7 @@ class _TracedTurn(TurnClock):
                       "gen_ai.conversation.id": thread_id, "mcp_run.generation": recorder.generation,
                       "mcp_run.turn.resumed": resumed}
         self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
-                                               context=otel_context.Context(), attributes=attributes)
+                                               context=parent, attributes=attributes)
         self.trace_id = format_trace_id(self.span.get_span_context().trace_id)
         waited = recorder.wait_ended(thread_id) if resumed else None
         if waited is not None:
