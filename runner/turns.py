@@ -39,7 +39,8 @@ async def stream_turn(
     and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
     cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
     — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
-    total, message: a running tool call's progress notification), and
+    total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
+    status, message: a tool call running as a task was created or changed status), and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)

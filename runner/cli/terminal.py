@@ -184,6 +184,9 @@ class TerminalView:
             say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
         elif kind == "progress":
             say(progress_line(event), style="dim", markup=False)
+        elif kind == "task":
+            note = f" {event['message']}" if event.get("message") else ""
+            say(f"… {event['tool']}: task {event['status']}{note}", style="dim", markup=False)
         elif kind == "interrupted":
             say("(turn interrupted)", style="yellow")
         elif kind == "error":

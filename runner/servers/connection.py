@@ -12,6 +12,7 @@ server), ``ServerClosedError`` (the connection is gone, or the server failed for
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -25,7 +26,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from runner.errors import ServerClosedError, ServerError
+from runner.errors import ServerClosedError, ServerError, ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.catalogue import (
     KINDS,
@@ -35,9 +36,11 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
+from runner.servers import tasks
 from runner.servers.eras import EraMemory
 from runner.servers.requests import Ask, ServerRequests
 from runner.servers.stdio import StderrLog
+from runner.servers.tasks import OnTask
 from runner.servers.translation import Boundary, timed_out, translated
 from runner.servers.transports import Link
 
@@ -87,6 +90,7 @@ class ServerConnection:
         self.finished = anyio.Event()  # the lifetime task has ended
         self.stop_requested = anyio.Event()
         self._listing_lock = anyio.Lock()
+        self._tools_by_name: tuple[list[types.Tool] | None, dict[str, types.Tool]] = (None, {})
 
     def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
         return f"<ServerConnection {self.key} {self.spec.transport} {self.status}>"
@@ -129,16 +133,20 @@ class ServerConnection:
         timeout: float | None = None,
         progress: ProgressFnT | None = None,
         ask: Ask | None = None,
+        on_task: OnTask | None = None,
     ) -> types.CallToolResult:
         """Call tool ``name``; ``progress(progress, total, message)`` receives its progress
         notifications and ``ask`` answers the server's requests for input while the call runs.
 
         With ``max_timeout`` set, ``timeout`` is the idle limit: each progress notification gives
-        the call another ``timeout``, up to ``max_timeout`` in total.
+        the call another ``timeout``, up to ``max_timeout`` in total. A tool that runs as a task
+        (``runner.servers.tasks``) reports its statuses to ``on_task``.
         """
         limit = self.tool_timeout(name) if timeout is None else timeout
         total = self.spec.max_timeout
         setting = f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout"
+        if self._as_task(name):
+            return await self._call_as_task(name, arguments, limit, ask, on_task, setting)
         if total is None or total <= limit:
             with self.requests.asking(ask):
                 return await self._request(
@@ -167,6 +175,52 @@ class ServerConnection:
             )
         raise timed_out(
             Boundary(self.key, f"tools/call {name!r}", limit, setting), " without progress"
+        )
+
+    def _as_task(self, name: str) -> bool:
+        """Whether a call of ``name`` is task-augmented; raises when it has to be and cannot be."""
+        tools = self.catalogue.tools
+        if self._tools_by_name[0] is not tools:
+            self._tools_by_name = (tools, {tool.name: tool for tool in tools})
+        tool = self._tools_by_name[1].get(name)
+        if tool is None or tool.execution is None:
+            return False
+        client = self._client  # None while restarting: its last session said it could
+        capable = client is None or tasks.server_runs_tasks(client.server_capabilities)
+        if why := tasks.unavailable(tool, self.spec.tasks, capable):
+            raise ServerRequestError(self.key, f"tools/call {name!r}: {why}", code=types.METHOD_NOT_FOUND)
+        return tasks.runs_as_task(tool, self.spec.tasks, capable)
+
+    async def _call_as_task(
+        self, name: str, arguments: dict, limit: float, ask: Ask | None, on_task: OnTask | None,
+        setting: str,
+    ) -> types.CallToolResult:
+        """A task-augmented call, bounded as a whole: by ``timeout``, or with ``max_timeout`` set,
+        by ``max_timeout`` in total and ``timeout`` without a status change."""
+        total = self.spec.max_timeout
+        idle = anyio.CancelScope(deadline=math.inf)
+        if total is not None and total > limit:
+            idle.deadline = anyio.current_time() + limit
+            setting = f"servers.{self.key}.max_timeout"
+        else:
+            total = limit
+
+        def alive() -> None:  # a new status shows the task is alive
+            if idle.deadline != math.inf:
+                idle.deadline = anyio.current_time() + limit
+
+        with self.requests.asking(ask), idle:  # leaving it cancels the task on the server
+            return await self._request(
+                f"tools/call {name!r} (task)",
+                total,
+                lambda client, remaining: tasks.TaskRun(
+                    self.key, client.session, name, arguments, on_task=on_task, alive=alive
+                ).run(anyio.current_time() + remaining),
+                setting=setting,
+            )
+        raise timed_out(
+            Boundary(self.key, f"tools/call {name!r} (task)", limit, f"servers.{self.key}.timeout"),
+            " without a status change",
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> types.GetPromptResult:

@@ -33,6 +33,7 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
+from runner.servers import tasks
 from runner.servers.requests import Ask
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
@@ -69,7 +70,7 @@ class Connection(Protocol):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
-        progress: ProgressFnT | None = None,
+        progress: ProgressFnT | None = None, on_task: tasks.OnTask | None = None,
     ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
@@ -219,9 +220,8 @@ class ToolCatalog:
         for tool in tools:
             if tool.name not in keep:
                 continue
-            if tool.execution is not None and tool.execution.task_support == "required":
-                # Such a tool only runs as a long-lived task, which the runner does not drive.
-                warnings.append(f"{key}: tool '{tool.name}' skipped: it can only run as a task")
+            if not tasks.offered(tool, spec.tasks):
+                warnings.append(f"{key}: tool '{tool.name}' skipped: it only runs as a task (tasks: never)")
                 continue
             selected.append(tool)
         if key in self._filters:
@@ -345,8 +345,10 @@ class ToolCatalog:
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         progress = self._progress_reporter(name, server)
+        on_task = tasks.reporter(self.progress_sink(), name, server)
         result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress), self.answer
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, on_task),
+            self.answer,
         )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
@@ -358,7 +360,8 @@ class ToolCatalog:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT,
+        on_task: tasks.OnTask | None = None,
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -369,7 +372,8 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress)
+                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress,
+                                                      on_task=on_task)
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
