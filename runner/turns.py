@@ -40,7 +40,8 @@ async def stream_turn(
     cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
     — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
     total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
-    status, message: a tool call running as a task was created or changed status), and
+    status, message: a tool call running as a task was created or changed status),
+    ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done), and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)

@@ -38,9 +38,8 @@ from runner.servers.catalogue import (
 )
 from runner.servers import tasks
 from runner.servers.eras import EraMemory
-from runner.servers.requests import Ask, ServerRequests
+from runner.servers.requests import Ask, CallEvents, ServerRequests
 from runner.servers.stdio import StderrLog
-from runner.servers.tasks import OnTask
 from runner.servers.translation import Boundary, timed_out, translated
 from runner.servers.transports import Link
 
@@ -50,6 +49,7 @@ Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 ServerSpecType = StdioServerSpec | HttpServerSpec
 Publish = Callable[[CatalogueChange], None]
 Kinds = set[CatalogueKind] | tuple[CatalogueKind, ...]
+URL_ROUNDS = 3  # a call answered "visit this URL first" is made again at most this often
 BACKSTOP_GRACE = 1.0  # the SDK times requests out itself; this only catches a wedged transport write
 
 _Result = TypeVar("_Result")
@@ -133,22 +133,38 @@ class ServerConnection:
         timeout: float | None = None,
         progress: ProgressFnT | None = None,
         ask: Ask | None = None,
-        on_task: OnTask | None = None,
+        events: CallEvents | None = None,
     ) -> types.CallToolResult:
         """Call tool ``name``; ``progress(progress, total, message)`` receives its progress
         notifications and ``ask`` answers the server's requests for input while the call runs.
 
         With ``max_timeout`` set, ``timeout`` is the idle limit: each progress notification gives
         the call another ``timeout``, up to ``max_timeout`` in total. A tool that runs as a task
-        (``runner.servers.tasks``) reports its statuses to ``on_task``.
+        (``runner.servers.tasks``) reports its statuses to ``events``. A call answered -32042 (a URL
+        the user must visit first) is made again once the user has been there, ``URL_ROUNDS`` times
+        at most (``ServerRequests.visit``).
         """
         limit = self.tool_timeout(name) if timeout is None else timeout
+        rounds = 0
+        while True:
+            try:
+                return await self._call_tool(name, arguments, limit, progress, ask, events)
+            except ServerRequestError as exc:
+                rounds += 1
+                if exc.code != types.URL_ELICITATION_REQUIRED or rounds > URL_ROUNDS:
+                    raise
+                await self.requests.visit(exc, ask, events, limit)
+
+    async def _call_tool(
+        self, name: str, arguments: dict, limit: float, progress: ProgressFnT | None, ask: Ask | None,
+        events: CallEvents | None,
+    ) -> types.CallToolResult:
         total = self.spec.max_timeout
         setting = f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout"
         if self._as_task(name):
-            return await self._call_as_task(name, arguments, limit, ask, on_task, setting)
+            return await self._call_as_task(name, arguments, limit, ask, events, setting)
         if total is None or total <= limit:
-            with self.requests.asking(ask):
+            with self.requests.asking(ask, events):
                 return await self._request(
                     f"tools/call {name!r}",
                     limit,
@@ -164,7 +180,7 @@ class ServerConnection:
             if progress is not None:
                 await progress(done, of, message)
 
-        with self.requests.asking(ask), idle:  # leaving it cancels the request on the server
+        with self.requests.asking(ask, events), idle:  # leaving it cancels the request on the server
             return await self._request(
                 f"tools/call {name!r}",
                 total,
@@ -192,7 +208,7 @@ class ServerConnection:
         return tasks.runs_as_task(tool, self.spec.tasks, capable)
 
     async def _call_as_task(
-        self, name: str, arguments: dict, limit: float, ask: Ask | None, on_task: OnTask | None,
+        self, name: str, arguments: dict, limit: float, ask: Ask | None, events: CallEvents | None,
         setting: str,
     ) -> types.CallToolResult:
         """A task-augmented call, bounded as a whole: by ``timeout``, or with ``max_timeout`` set,
@@ -209,12 +225,12 @@ class ServerConnection:
             if idle.deadline != math.inf:
                 idle.deadline = anyio.current_time() + limit
 
-        with self.requests.asking(ask), idle:  # leaving it cancels the task on the server
+        with self.requests.asking(ask, events), idle:  # leaving it cancels the task on the server
             return await self._request(
                 f"tools/call {name!r} (task)",
                 total,
                 lambda client, remaining: tasks.TaskRun(
-                    self.key, client.session, name, arguments, on_task=on_task, alive=alive
+                    self.key, client.session, name, arguments, events=events, alive=alive
                 ).run(anyio.current_time() + remaining),
                 setting=setting,
             )
@@ -352,6 +368,8 @@ class ServerConnection:
             self.changes.mark("prompts")
         elif isinstance(message, types.ResourceListChangedNotification):
             self.changes.mark("resources")
+        elif isinstance(message, types.ElicitCompleteNotification):
+            self.requests.on_elicitation_complete(message.params.elicitation_id)
         elif isinstance(message, Exception):
             logger.debug("server %s transport reported %r", self.key, message)
 

@@ -34,12 +34,11 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 
 from runner.errors import CANCELLED_CODE, ServerRequestError
+from runner.servers.requests import CallEvents
 
 logger = logging.getLogger(__name__)
 
 TaskSetting = Literal["auto", "always", "never"]
-OnTask = Callable[[types.Task], None]
-"""``on_task(task)``: a task was created or its status (or status message) changed."""
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 RESULT_READY = TERMINAL | {"input_required"}  # tasks/result may be asked (it blocks until the end)
@@ -56,17 +55,9 @@ class _TaskRequest(types.Request[dict[str, Any], str]):
     params: dict[str, Any] | None = None
 
 
-def task_event(tool: str, server: str, task: types.Task) -> dict[str, Any]:
-    """The ``task`` event of the turn's event stream (see ``runner.turns``)."""
-    return {"type": "task", "tool": tool, "server": server, "task_id": task.task_id,
-            "status": task.status, "message": task.status_message}
-
-
-def reporter(sink: Callable[[dict[str, Any]], None] | None, tool: str, server: str) -> OnTask | None:
-    """``on_task`` that writes ``task`` events to ``sink`` (None: no sink, no reporting)."""
-    if sink is None:
-        return None
-    return lambda task: sink(task_event(tool, server, task))
+def task_event(task: types.Task) -> dict[str, Any]:
+    """The ``task`` event of a call (the catalog adds the tool and server; see ``runner.turns``)."""
+    return {"type": "task", "task_id": task.task_id, "status": task.status, "message": task.status_message}
 
 
 def server_runs_tasks(capabilities: types.ServerCapabilities | None) -> bool:
@@ -79,7 +70,7 @@ def task_support(tool: types.Tool) -> str:
     return (tool.execution.task_support if tool.execution is not None else None) or "forbidden"
 
 
-def offered(tool: types.Tool, setting: TaskSetting) -> bool:
+def offered_to_agent(tool: types.Tool, setting: TaskSetting) -> bool:
     """Whether the agent can call ``tool`` at all: a task-only tool needs ``tasks`` not ``never``."""
     return setting != "never" or task_support(tool) != "required"
 
@@ -134,13 +125,13 @@ class TaskRun:
 
     def __init__(
         self, server: str, session: ClientSession, name: str, arguments: dict[str, Any], *,
-        on_task: OnTask | None = None, alive: Callable[[], None] = lambda: None,
+        events: CallEvents | None = None, alive: Callable[[], None] = lambda: None,
     ) -> None:
         self.server = server
         self.session = session
         self.name = name
         self.arguments = arguments
-        self.on_task = on_task
+        self.events = events
         self.alive = alive  # a status change shows the task is alive (extends an idle limit)
         self.task: types.Task | None = None
         self._seen: tuple[str, str | None, str] | None = None
@@ -200,8 +191,8 @@ class TaskRun:
             return
         self._seen = seen
         self.alive()
-        if self.on_task is not None:
-            self.on_task(task)
+        if self.events is not None:
+            self.events(task_event(task))
 
     async def _cancel(self) -> None:
         """Ask the server to stop the task; a failure to do so is logged, never raised."""

@@ -33,8 +33,8 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
-from runner.servers import tasks
-from runner.servers.requests import Ask
+from runner.servers.tasks import offered_to_agent
+from runner.servers.requests import Ask, CallEvents, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
@@ -70,7 +70,7 @@ class Connection(Protocol):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
-        progress: ProgressFnT | None = None, on_task: tasks.OnTask | None = None,
+        progress: ProgressFnT | None = None, events: CallEvents | None = None,
     ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
@@ -220,7 +220,7 @@ class ToolCatalog:
         for tool in tools:
             if tool.name not in keep:
                 continue
-            if not tasks.offered(tool, spec.tasks):
+            if not offered_to_agent(tool, spec.tasks):
                 warnings.append(f"{key}: tool '{tool.name}' skipped: it only runs as a task (tasks: never)")
                 continue
             selected.append(tool)
@@ -345,9 +345,9 @@ class ToolCatalog:
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         progress = self._progress_reporter(name, server)
-        on_task = tasks.reporter(self.progress_sink(), name, server)
+        events = call_events(self.progress_sink(), name, server)
         result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, on_task),
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
             self.answer,
         )
         spec = self.manifest.servers[server]
@@ -361,7 +361,7 @@ class ToolCatalog:
 
     async def _call_with_fallbacks(
         self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT,
-        on_task: tasks.OnTask | None = None,
+        events: CallEvents | None = None,
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -373,7 +373,7 @@ class ToolCatalog:
                 self._in_flight[current] += 1
                 try:
                     return await connection.call_tool(tool, arguments, ask=ask, progress=progress,
-                                                      on_task=on_task)
+                                                      events=events)
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()

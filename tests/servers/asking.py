@@ -1,6 +1,8 @@
 """A server that asks the client for things, in both protocol eras.
 
-Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
+Tools: book (a form: date required, seats with a default), visit (URL mode; on 2025-11-25 the
+server then says the visit is complete), portal (error -32042: a URL to visit before the call is
+made again; the visit completes ``delay`` seconds after the first call), roots (the client's
 roots), summarize (sampling), slow (progress every ``interval`` seconds), levels (one log message
 per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
 
@@ -11,6 +13,7 @@ retries the call.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import warnings
 from pathlib import Path
@@ -22,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the `servers` package imp
 import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 BOOKING_SCHEMA: dict[str, Any] = {
@@ -74,7 +77,33 @@ def build(name: str = "asking") -> MCPServer:
         if isinstance(answer, types.InputRequiredResult):
             return answer
         answers.append(answer.action)
+        if answer.action == "accept" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The user went through the page (out of band): the server says so.
+            await ctx.request_context.session.send_elicit_complete("sign-in-1")
         return f"visit: {answer.action}"
+
+    portal_calls: list[int] = []
+    connected = anyio.Event()
+
+    async def connect_later(session: Any, delay: float) -> None:
+        await anyio.sleep(delay)
+        connected.set()
+        await session.send_elicit_complete("connect-1")
+
+    @server.tool()
+    async def portal(ctx: Context, delay: float = 0.3) -> str:
+        """Needs the user to connect an account at a URL first (error -32042); the account is
+        connected ``delay`` seconds after the first call asked (2025-11-25)."""
+        portal_calls.append(1)
+        if not connected.is_set():
+            if len(portal_calls) == 1:
+                session = ctx.request_context.session
+                asyncio.get_running_loop().create_task(connect_later(session, delay))
+            raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
+                message="Connect your account", url="https://portal.example/connect",
+                elicitation_id="connect-1",
+            )])
+        return f"connected after {len(portal_calls)} calls"
 
     @server.tool()
     async def roots(ctx: Context) -> Any:
