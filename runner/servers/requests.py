@@ -36,6 +36,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -53,11 +54,12 @@ from runner.manifest import HttpServerSpec, StdioServerSpec
 logger = logging.getLogger(__name__)
 
 Question = types.ElicitRequestParams | types.CreateMessageRequestParams
-Reply = types.ElicitResult | types.CreateMessageResult | types.ErrorData
+Completion = types.CreateMessageResult | types.CreateMessageResultWithTools
+Reply = types.ElicitResult | Completion | types.ErrorData
 Ask = Callable[[str, Question], Awaitable[Reply]]
 """``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
 (its completion, or an error when the user refused it)."""
-Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
+Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]]
 """``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
 CallEvents = Callable[[dict[str, Any]], None]
@@ -71,6 +73,21 @@ PYTHON_LEVELS = {
 }
 MAX_LOG_DATA_CHARS = 4000  # one message's text in the log file; a flood must not fill the disk fast
 MAX_COMPLETIONS = 100  # URL elicitations whose completion is remembered
+
+
+@dataclass(eq=False)  # each call's own: told apart by identity
+class SamplingBudget:
+    """The completions servers may still get during one tool call of the agent: the model calls
+    its turn has left (``agent.max_steps``); ``used`` is how many they got."""
+
+    left: int
+    used: int = 0
+
+
+# The budget of the tool call running in this context (None outside the agent's turns: no limit).
+sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.ContextVar(
+    "sampling_budget", default=None
+)
 
 
 def call_events(sink: CallEvents | None, tool: str, server: str) -> CallEvents | None:
@@ -110,6 +127,7 @@ class ServerRequests:
         self.sampling_default: Literal["ask", "deny"] = "deny"  # when the spec says nothing
         self.sample: Sample | None = None
         self._askers: list[Ask] = []
+        self._budgets: list[SamplingBudget | None] = []  # of the calls in flight, newest last
         self._listeners: list[CallEvents] = []  # the events of the calls in flight
         self._completions: OrderedDict[str, anyio.Event] = OrderedDict()
         self._log: TextIO | None = None
@@ -129,6 +147,8 @@ class ServerRequests:
             options["list_roots_callback"] = self.on_list_roots
         if self.sampling != "deny":
             options["sampling_callback"] = self.on_sample
+            # The tools a request carries are bound to the model (runner.sampling).
+            options["sampling_capabilities"] = types.SamplingCapability(tools=types.SamplingToolsCapability())
         return options
 
     @property
@@ -151,9 +171,12 @@ class ServerRequests:
             self._listeners.append(events)
         if ask is not None:
             self._askers.append(ask)
+        budget = sampling_budget.get()  # the caller's: read here, in the calling task
+        self._budgets.append(budget)
         try:
             yield
         finally:
+            self._budgets.remove(budget)
             if ask is not None:
                 self._askers.remove(ask)
             if events is not None:
@@ -221,18 +244,26 @@ class ServerRequests:
 
     async def on_sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.ErrorData:
+    ) -> Completion | types.ErrorData:
         """``allow``: the model answers; ``ask``: the user sees the request first (through the call's
-        ``ask``); no call asking, no model, or ``deny``: refused."""
-        if self.sampling == "allow" and self.sample is not None:
-            return await self.sample(self.key, params)
-        ask = self._askers[-1] if self._askers else None
-        if self.sampling != "ask" or ask is None:
-            refused = "sampling was refused: no one can approve it"
+        ``ask``); no call asking, no model, or ``deny``: refused. Each completion counts against the
+        calling turn's model calls (:class:`SamplingBudget`); once they are used up, refused."""
+        budget = self._budgets[-1] if self._budgets else None
+        if budget is not None and budget.used >= budget.left:
+            refused = "sampling was refused: the agent's turn has used its model calls (agent.max_steps)"
             return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
-        reply = await ask(self.key, params)
+        if self.sampling == "allow" and self.sample is not None:
+            reply: Reply = await self.sample(self.key, params)
+        else:
+            ask = self._askers[-1] if self._askers else None
+            if self.sampling != "ask" or ask is None:
+                refused = "sampling was refused: no one can approve it"
+                return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
+            reply = await ask(self.key, params)
         if isinstance(reply, types.ElicitResult):
             return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused")
+        if budget is not None and not isinstance(reply, types.ErrorData):
+            budget.used += 1
         return reply
 
     # -- roots -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Tools: book (a form: date required, seats with a default), visit (URL mode; on 2025-11-25 the
 server then says the visit is complete), portal (error -32042: a URL to visit before the call is
 made again; the visit completes ``delay`` seconds after the first call), roots (the client's
-roots), summarize (sampling), slow (progress every ``interval`` seconds), levels (one log message
+roots), summarize (sampling), forecast (sampling with a tool, 2025-11-25), slow (progress every ``interval`` seconds), levels (one log message
 per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
@@ -36,6 +36,12 @@ BOOKING_SCHEMA: dict[str, Any] = {
     },
     "required": ["date"],
 }
+
+
+WEATHER_TOOL = types.Tool(
+    name="get.weather", description="The weather in a city.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
 
 
 def build(name: str = "asking") -> MCPServer:
@@ -137,6 +143,32 @@ def build(name: str = "asking") -> MCPServer:
                 session = ctx.request_context.session
                 completion = await session.send_request(request, types.CreateMessageResult)
         return f"summary: {completion.content.text}"
+
+    @server.tool()
+    async def forecast(city: str, ctx: Context, choice: str = "auto") -> str:
+        """Ask the client's model for a forecast of ``city``, offering it the tool get.weather (run
+        here, its result sent back in the next request); ``choice`` is the request's toolChoice."""
+        messages = [types.SamplingMessage(role="user", content=types.TextContent(text=f"Forecast for {city}?"))]
+        session = ctx.request_context.session
+        for _ in range(3):
+            request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+                messages=messages, max_tokens=100, tools=[WEATHER_TOOL],
+                tool_choice=types.ToolChoice(mode=choice),
+            ))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await session.send_request(request, types.CreateMessageResultWithTools)
+            uses = [block for block in result.content_as_list if isinstance(block, types.ToolUseContent)]
+            if result.stop_reason != "toolUse" or not uses:
+                texts = [block.text for block in result.content_as_list if isinstance(block, types.TextContent)]
+                return f"forecast: {' '.join(texts)}"
+            messages.append(types.SamplingMessage(role="assistant", content=result.content_as_list))
+            messages.append(types.SamplingMessage(role="user", content=[
+                types.ToolResultContent(tool_use_id=use.id,
+                                        content=[types.TextContent(text=f"sunny in {use.input['city']}")])
+                for use in uses
+            ]))
+        return "forecast: the model kept calling tools"
 
     @server.tool()
     async def levels(ctx: Context) -> str:
