@@ -32,7 +32,6 @@ from runner.servers.requests import SamplingBudget, sampling_budget
 from runner.tools.naming import NAME_PATTERN, generate_name
 from runner.tools.providers import schema_for_provider
 
-
 SAMPLING_CALLS = "sampling_calls"  # a tool message's response_metadata key: completions it took
 
 
@@ -122,7 +121,8 @@ async def complete(
         [types.TextContent(type="text", text=reply.text)] if reply.text or not reply.tool_calls else []
     )
     content += [
-        types.ToolUseContent(name=names.original(call["name"]), id=call["id"] or f"call_{n}", input=call["args"])
+        types.ToolUseContent(name=names.original(call["name"]), id=call["id"] or f"call_{n}",
+                             input=call["args"])
         for n, call in enumerate(reply.tool_calls)
     ]
     stop = "toolUse" if reply.tool_calls else ("maxTokens" if finish == "length" else "endTurn")
@@ -158,7 +158,8 @@ def _converted(message: types.SamplingMessage, names: _ToolNames) -> list[BaseMe
     blocks = message.content_as_list
     uses = [block for block in blocks if isinstance(block, types.ToolUseContent)]
     results = [block for block in blocks if isinstance(block, types.ToolResultContent)]
-    rest = [block for block in blocks if not isinstance(block, types.ToolUseContent | types.ToolResultContent)]
+    rest = [block for block in blocks
+            if not isinstance(block, types.ToolUseContent | types.ToolResultContent)]
     text = _text(rest) if rest else ""
     if message.role == "assistant":
         calls = [{"name": names.model_name(use.name), "args": use.input, "id": use.id, "type": "tool_call"}

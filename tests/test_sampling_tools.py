@@ -33,7 +33,9 @@ async def test_the_tools_of_a_sampling_request_are_offered_and_their_results_rea
     assert model.calls[1] == model.calls[2] == ["get_weather"]  # "get.weather" under a safe name
     *_, asked, answered = model.received[2]
     assert isinstance(asked, AIMessage)
-    assert asked.tool_calls == [{"name": "get_weather", "args": {"city": "Oslo"}, "id": "w1", "type": "tool_call"}]
+    assert asked.tool_calls == [
+        {"name": "get_weather", "args": {"city": "Oslo"}, "id": "w1", "type": "tool_call"}
+    ]
     assert isinstance(answered, ToolMessage)
     assert (answered.tool_call_id, answered.content) == ("w1", "sunny in Oslo")
 

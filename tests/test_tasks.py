@@ -142,7 +142,9 @@ async def test_a_tool_that_allows_tasks_runs_as_one_only_when_tasks_is_always(
     assert output.content == expected
 
 
-async def test_with_tasks_never_task_only_tools_are_not_offered_and_others_run_plainly(tmp_path: Path) -> None:
+async def test_with_tasks_never_task_only_tools_are_not_offered_and_others_run_plainly(
+    tmp_path: Path,
+) -> None:
     async with load_agent(write_agent(tmp_path, tasks="never")) as runtime:
         offered = set(runtime.catalog.entries)
         warnings = runtime.catalog.warnings

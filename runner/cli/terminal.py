@@ -185,7 +185,8 @@ class TerminalView:
         elif kind == "progress":
             say(progress_line(event), style="dim", markup=False)
         elif kind == "elicitation_complete":
-            say(f"[{event['server']}] the visit {event['elicitation_id']} is complete", style="dim", markup=False)
+            done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
+            say(done, style="dim", markup=False)
         elif kind == "task":
             note = f" {event['message']}" if event.get("message") else ""
             say(f"… {event['tool']}: task {event['status']}{note}", style="dim", markup=False)

@@ -28,6 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner.errors import ServerClosedError, ServerError, ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
+from runner.servers import tasks
 from runner.servers.catalogue import (
     KINDS,
     Catalogue,
@@ -36,7 +37,6 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
-from runner.servers import tasks
 from runner.servers.eras import EraMemory
 from runner.servers.requests import Ask, CallEvents, ServerRequests
 from runner.servers.stdio import StderrLog

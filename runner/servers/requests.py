@@ -48,7 +48,6 @@ from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import ValidationError
 
 from runner.errors import ServerRequestError
-
 from runner.manifest import HttpServerSpec, StdioServerSpec
 
 logger = logging.getLogger(__name__)

@@ -33,8 +33,8 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
-from runner.servers.tasks import offered_to_agent
 from runner.servers.requests import Ask, CallEvents, call_events
+from runner.servers.tasks import offered_to_agent
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result

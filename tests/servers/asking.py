@@ -3,8 +3,9 @@
 Tools: book (a form: date required, seats with a default), visit (URL mode; on 2025-11-25 the
 server then says the visit is complete), portal (error -32042: a URL to visit before the call is
 made again; the visit completes ``delay`` seconds after the first call), roots (the client's
-roots), summarize (sampling), forecast (sampling with a tool, 2025-11-25), slow (progress every ``interval`` seconds), levels (one log message
-per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
+roots), summarize (sampling), forecast (sampling with a tool, 2025-11-25), slow (progress every
+``interval`` seconds), levels (one log message per level), flood (``count`` log messages, then an
+answer), elicitations_seen (the answers it got).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
 2026-07-28 ones the tool returns a result asking for input and reads the answers when the client
@@ -148,7 +149,8 @@ def build(name: str = "asking") -> MCPServer:
     async def forecast(city: str, ctx: Context, choice: str = "auto") -> str:
         """Ask the client's model for a forecast of ``city``, offering it the tool get.weather (run
         here, its result sent back in the next request); ``choice`` is the request's toolChoice."""
-        messages = [types.SamplingMessage(role="user", content=types.TextContent(text=f"Forecast for {city}?"))]
+        question = types.TextContent(text=f"Forecast for {city}?")
+        messages = [types.SamplingMessage(role="user", content=question)]
         session = ctx.request_context.session
         for _ in range(3):
             request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
@@ -160,7 +162,8 @@ def build(name: str = "asking") -> MCPServer:
                 result = await session.send_request(request, types.CreateMessageResultWithTools)
             uses = [block for block in result.content_as_list if isinstance(block, types.ToolUseContent)]
             if result.stop_reason != "toolUse" or not uses:
-                texts = [block.text for block in result.content_as_list if isinstance(block, types.TextContent)]
+                blocks = result.content_as_list
+                texts = [block.text for block in blocks if isinstance(block, types.TextContent)]
                 return f"forecast: {' '.join(texts)}"
             messages.append(types.SamplingMessage(role="assistant", content=result.content_as_list))
             messages.append(types.SamplingMessage(role="user", content=[
