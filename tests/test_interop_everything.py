@@ -230,6 +230,21 @@ async def test_its_task_only_tool_runs_as_a_task_with_status_events(
     assert result["status"] == "success" and result["text"].startswith("# Research Report: tides")
 
 
+async def test_its_task_asks_for_clarification_through_the_graph_while_input_is_required(
+    tmp_path: Path,
+) -> None:
+    async with load_agent(agent_file(tmp_path, everything())) as runtime:
+        asking = f'everything__{TASK_TOOL} {{"topic": "python", "ambiguous": true}}'
+        events = await turn_events(runtime, asking)
+        [question] = [event for event in events if event["type"] == "elicitation"]
+        assert "multiple interpretations" in question["message"]
+        assert "input_required" in [event["status"] for event in events if event["type"] == "task"]
+        answer = {"action": "accept", "content": {"interpretation": "snake"}}
+        events = await turn_events(runtime, Command(resume=answer))
+    [result] = [event for event in events if event["type"] == "tool_result"]
+    assert "- **Clarification**: snake" in result["text"]
+
+
 async def test_a_textual_blob_in_a_prompt_reaches_the_model_as_text(
     everything_url: str, tmp_path: Path
 ) -> None:

@@ -85,3 +85,17 @@ async def test_a_completion_beyond_the_turns_max_steps_is_refused_to_the_server(
     [result] = [event for event in events if event["type"] == "tool_result"]
     assert result["status"] == "error" and "agent.max_steps" in result["text"]
     assert len(received) == 1
+
+
+def test_the_chat_shows_the_tools_a_sampling_request_offers_before_it_is_sent(tmp_path: Path) -> None:
+    from test_agent_cli import chat_in_a_terminal
+
+    write_agent(tmp_path, legacy=True, script=[forecast(), "mild", "done"])
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.sendline("what is the weather in Oslo?")
+        chat.expect("user: Forecast for Oslo?")
+        chat.expect("tools offered: get.weather")
+        chat.expect(r"send it to the model\? \[y\]es / \[n\]o: ")
+        chat.sendline("y")
+        chat.expect("forecast: mild")
+        chat.expect("> ")
