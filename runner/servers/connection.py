@@ -212,7 +212,7 @@ class ServerConnection:
         setting: str,
     ) -> types.CallToolResult:
         """A task-augmented call, bounded as a whole: by ``timeout``, or with ``max_timeout`` set,
-        by ``max_timeout`` in total and ``timeout`` without a status change."""
+        by ``max_timeout`` in total and ``timeout`` without an update of its status."""
         total = self.spec.max_timeout
         idle = anyio.CancelScope(deadline=math.inf)
         if total is not None and total > limit:

@@ -134,7 +134,6 @@ class TaskRun:
         self.events = events
         self.alive = alive  # a status change shows the task is alive (extends an idle limit)
         self.task: types.Task | None = None
-        self._seen: tuple[str, str | None, str] | None = None
 
     async def run(self, deadline: float) -> types.CallToolResult:
         """Create the task, follow it, and return its result; by ``deadline`` (anyio time) at most."""
@@ -185,11 +184,13 @@ class TaskRun:
         return await _task_request(self.session, method, self.task.task_id, result_type, timeout)
 
     def _report(self, task: types.Task) -> None:
-        self.task = task
-        seen = (task.status, task.status_message, task.last_updated_at)
-        if seen == self._seen:
+        """A task as the server gave it: any update shows it alive; a new status is an event."""
+        previous, self.task = self.task, task
+        shown = (task.status, task.status_message)
+        if previous is not None and (previous.status, previous.status_message) == shown:
+            if previous.last_updated_at != task.last_updated_at:
+                self.alive()
             return
-        self._seen = seen
         self.alive()
         if self.events is not None:
             self.events(task_event(task))
