@@ -32,6 +32,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from runner.errors import CANCELLED_CODE, ServerRequestError
 from runner.servers.requests import CallEvents
@@ -203,7 +204,8 @@ class TaskRun:
                 cancelled = await _task_request(
                     self.session, "tasks/cancel", self.task.task_id, types.CancelTaskResult, CANCEL_LIMIT
                 )
-            except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError) as exc:
+            except (MCPError, ValidationError, OSError, RuntimeError, anyio.ClosedResourceError,
+                    anyio.BrokenResourceError, anyio.EndOfStream) as exc:  # the session may be ending
                 logger.info("could not cancel task %s of %s: %s", self.task.task_id, self.name, exc)
                 return
             self._report(cancelled)
