@@ -53,9 +53,11 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.calls import call_suite
     from bench.launch import http_server
     from bench.scale import scale_suite
+    from bench.scaleout import scale_out_suite
     from bench.search import search_suite
     from bench.serving import serving_suite
     from bench.startup import start_cases
+    from bench.telemetry import telemetry_suite
 
     began = time.perf_counter()
     environment: dict[str, Any] = {
@@ -68,7 +70,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
         http_url = await stack.enter_async_context(http_server())
         suites: list[AbstractAsyncContextManager[Any]] = [
             call_suite(settings, http_url), scale_suite(settings), agent_suite(settings, folder),
-            serving_suite(settings, folder),
+            serving_suite(settings, folder), scale_out_suite(settings, folder),
             search_suite(settings),
         ]
         ours = len(suites)  # the adapters' suite, when run, comes last
@@ -83,6 +85,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
             cases += adapter_cases
             environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
         cases += start_cases(settings)
+        cases += await stack.enter_async_context(telemetry_suite(settings))
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
                     settings.rounds)
         results = await run_rounds(cases, settings.rounds, on_round=_log_round)

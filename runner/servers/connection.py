@@ -26,6 +26,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runner import telemetry
 from runner.errors import ServerClosedError, ServerError, ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import tasks
@@ -91,6 +92,7 @@ class ServerConnection:
         self.stop_requested = anyio.Event()
         self._listing_lock = anyio.Lock()
         self._tools_by_name: tuple[list[types.Tool] | None, dict[str, types.Tool]] = (None, {})
+        telemetry.server_status(self, self.status)
 
     def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
         return f"<ServerConnection {self.key} {self.spec.transport} {self.status}>"
@@ -169,7 +171,8 @@ class ServerConnection:
                     f"tools/call {name!r}",
                     limit,
                     lambda client, remaining: client.call_tool(
-                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress
+                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress,
+                        meta=telemetry.trace_meta(),
                     ),
                     setting=setting,
                 )
@@ -185,7 +188,8 @@ class ServerConnection:
                 f"tools/call {name!r}",
                 total,
                 lambda client, remaining: client.call_tool(
-                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress
+                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress,
+                    meta=telemetry.trace_meta(),
                 ),
                 setting=f"servers.{self.key}.max_timeout",
             )
@@ -319,6 +323,7 @@ class ServerConnection:
 
     def set_status(self, status: Status) -> None:
         self.status = status
+        telemetry.server_status(self, status)
         self._status_changed.set()
         self._status_changed = anyio.Event()
 

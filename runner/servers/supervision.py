@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from typing import Literal
 
@@ -37,6 +38,7 @@ from mcp.client.subscriptions import (
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runner import telemetry
 from runner.errors import (
     ServerClosedError,
     ServerError,
@@ -91,11 +93,13 @@ async def _lifetime(connection: ServerConnection) -> None:
             await anyio.sleep(delay)
             connection.restarts += 1
         started_at = anyio.current_time()
-        mode = connection.eras.connect_mode(connection.spec)
+        mode = await anyio.to_thread.run_sync(connection.eras.connect_mode, connection.spec)
         try:
             error = await _run_session(connection, mode)
         except ServerStartError as exc:
-            if mode == "legacy" and not exc.permanent and connection.eras.forget(connection.spec):
+            if mode == "legacy" and not exc.permanent and await anyio.to_thread.run_sync(
+                connection.eras.forget, connection.spec
+            ):
                 logger.info(
                     "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
                 )
@@ -130,7 +134,7 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
     link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
     if connection.stderr_log is not None:
         try:
-            connection.stderr_log.open()
+            await anyio.to_thread.run_sync(connection.stderr_log.open)  # file system: off the event loop
         except OSError as exc:  # the state folder is not writable: no restart would help
             raise ServerStartError(
                 connection.key, f"cannot write its log {connection.stderr_log.path}: {describe(exc)}",
@@ -158,7 +162,8 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                     link.process.handshake_done = True
                 connection.attach(client, link, listing)
                 attached = True
-                connection.eras.remember(connection.spec, client.protocol_version)
+                era = client.protocol_version
+                await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
                 try:
                     ending = await _watch(connection, client, link)
                 finally:
@@ -218,6 +223,7 @@ async def _watch(connection: ServerConnection, client: Client, link: Link) -> En
         async def heartbeat() -> None:
             nonlocal ending
             ending = await _heartbeat(connection, client, link)
+            telemetry.heartbeat_failed(connection, ending)
             tg.cancel_scope.cancel()
 
         tg.start_soon(until_closed)
@@ -257,6 +263,7 @@ async def _heartbeat(connection: ServerConnection, client: Client, link: Link) -
 async def _relist_on_change(connection: ServerConnection, client: Client) -> None:
     while True:
         kinds = await connection.changes.next_batch()
+        began = time.time_ns()
         try:
             with translated(Boundary(connection.key, f"re-listing {', '.join(sorted(kinds))}")):
                 await connection.relist(client, kinds)
@@ -264,6 +271,7 @@ async def _relist_on_change(connection: ServerConnection, client: Client) -> Non
             logger.warning("server %s", exc)
         finally:
             connection.changes.done()
+            telemetry.relisted(connection, kinds, began)
 
 
 async def _listen(connection: ServerConnection, client: Client) -> None:
