@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 from runner.postgres import open_postgres_saver
+from runner.sampling import counted, metered, sampling_calls
 from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ MAX_STEPS_REASON = "max_steps"
 
 class ToolTask(TypedDict):
     call: dict[str, Any]  # one tool call, sent to the tool node as its own task
+    steps_left: NotRequired[int]  # model calls the turn has left: completions servers may take
 
 
 class AgentState(TypedDict):
@@ -192,7 +194,7 @@ def build_graph(
         return {"model_calls": 0}
 
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        calls = state.get("model_calls", 0)
+        calls = state.get("model_calls", 0) + sampling_calls(state["messages"])
         if calls >= max_steps:
             logger.info("turn stopped after %d model calls (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
@@ -236,7 +238,9 @@ def build_graph(
         request = _last_request(messages)
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         pending = [call for call in request.tool_calls if call["id"] not in answered]
-        return [Send(_node_for(call), ToolTask(call=dict(call))) for call in pending] or "model"
+        left = max_steps - state.get("model_calls", 0)
+        sends = [Send(_node_for(call), ToolTask(call=dict(call), steps_left=left)) for call in pending]
+        return sends or "model"
 
     def _node_for(call: dict[str, Any]) -> str:
         return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
@@ -248,7 +252,8 @@ def build_graph(
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         available = {tool.name: tool for tool in tools_provider()}
-        return {"messages": [await _execute(task["call"], available, config)]}
+        with metered(task.get("steps_left")) as budget:
+            return {"messages": [counted(await _execute(task["call"], available, config), budget)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]

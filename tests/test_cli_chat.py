@@ -176,7 +176,7 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
-                               "asking": server("asking", "--legacy")},
+                               "asking": server("asking", "--legacy"), "tasks": server("tasks")},
                    name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
@@ -210,6 +210,14 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         chat.send({"text": "asking__visit"})
         assert chat.wait_for("elicitation")["mode"] == "url"
         chat.send({"action": "decline"})
+        chat.wait_for("final")
+        chat.send({"text": "asking__visit"})
+        chat.wait_for("elicitation")
+        chat.send({"action": "accept"})
+        assert chat.wait_for("elicitation_complete")["elicitation_id"] == "sign-in-1"
+        chat.wait_for("final")
+        chat.send({"text": 'tasks__steps {"steps": 1, "interval_ms": 10}'})
+        assert chat.wait_for("task")["server"] == "tasks"
         chat.wait_for("final")
         chat.send({"text": 'asking__summarize {"text": "a story"}'})
         assert chat.wait_for("sampling")["server"] == "asking"

@@ -188,6 +188,12 @@ class TerminalView:
             say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
         elif kind == "progress":
             say(progress_line(event), style="dim", markup=False)
+        elif kind == "elicitation_complete":
+            done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
+            say(done, style="dim", markup=False)
+        elif kind == "task":
+            note = f" {event['message']}" if event.get("message") else ""
+            say(f"… {event['tool']}: task {event['status']}{note}", style="dim", markup=False)
         elif kind == "interrupted":
             say("(turn interrupted)", style="yellow")
         elif kind == "error":

@@ -35,7 +35,8 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
-from runner.servers.requests import Ask
+from runner.servers.requests import Ask, CallEvents, call_events
+from runner.servers.tasks import offered_to_agent
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
@@ -71,7 +72,7 @@ class Connection(Protocol):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
-        progress: ProgressFnT | None = None,
+        progress: ProgressFnT | None = None, events: CallEvents | None = None,
     ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
@@ -221,9 +222,8 @@ class ToolCatalog:
         for tool in tools:
             if tool.name not in keep:
                 continue
-            if tool.execution is not None and tool.execution.task_support == "required":
-                # Such a tool only runs as a long-lived task, which the runner does not drive.
-                warnings.append(f"{key}: tool '{tool.name}' skipped: it can only run as a task")
+            if not offered_to_agent(tool, spec.tasks):
+                warnings.append(f"{key}: tool '{tool.name}' skipped: it only runs as a task (tasks: never)")
                 continue
             selected.append(tool)
         if key in self._filters:
@@ -347,8 +347,10 @@ class ToolCatalog:
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         progress = self._progress_reporter(name, server)
+        events = call_events(self.progress_sink(), name, server)
         result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress), self.answer
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
+            self.answer,
         )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
@@ -360,7 +362,8 @@ class ToolCatalog:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT,
+        events: CallEvents | None = None,
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -372,7 +375,7 @@ class ToolCatalog:
                 self._in_flight[current] += 1
                 try:
                     return await telemetry.mcp_tool_call(connection, tool, partial(
-                        connection.call_tool, tool, arguments, ask=ask, progress=progress))
+                        connection.call_tool, tool, arguments, ask=ask, progress=progress, events=events))
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
