@@ -1,8 +1,8 @@
 """Rows 5 and 6: what the agent adds around a tool call, and how fast edits and list changes land.
 
 Row 5 runs real turns (``load_agent`` on a manifest, the scripted model: one tool call, then an
-answer) and subtracts the tool call itself - the catalog's LangChain tool invoked with a ToolCall,
-timed in the same round - from the turn. Row 6 times ``reload_runtime`` for a prompt-only edit and
+answer) and subtracts the tool call itself - the call as the graph's tool node makes it
+(``ToolCatalog.run_tool_call``), timed in the same round - from the turn. Row 6 times ``reload_runtime`` for a prompt-only edit and
 for an edit of one server's settings (against a raw start of one server), and a tools/list_changed
 until the new tool is in the catalog (against one raw tools/list round trip).
 """
@@ -83,11 +83,10 @@ async def check_turn(runtime: Runtime) -> None:
 
 
 async def turn_overhead(runtime: Runtime, turns: int) -> Metrics:
-    tool = runtime.catalog.entries["bench__echo"].tool
     tool_times, turn_times = [], []
     for _ in range(turns):
         started = time.perf_counter()
-        await tool.ainvoke(tool_call("bench__echo", {"text": "ping"}))
+        await runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"}))
         tool_times.append(elapsed_ms(started))
         started = time.perf_counter()
         await runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex))

@@ -49,6 +49,8 @@ from runner.models import ModelChain, as_model_chain
 logger = logging.getLogger(__name__)
 
 ToolsProvider = Callable[[], Sequence[BaseTool]]
+# Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
+DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
 
@@ -173,6 +175,7 @@ def build_graph(
     max_steps: int,
     needs_approval: ApprovalPredicate = lambda name: False,
     checkpointer: BaseCheckpointSaver | None = None,
+    direct_call: DirectToolCall | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit)."""
@@ -225,8 +228,13 @@ def build_graph(
         return [Send("tool", ToolTask(call=dict(call))) for call in pending] or "model"
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        call = task["call"]
+        if direct_call is not None:
+            answered = await _answered(call, lambda: direct_call(call))
+            if answered is not None:
+                return {"messages": [answered]}
         available = {tool.name: tool for tool in tools_provider()}
-        return {"messages": [await _execute(task["call"], available, config)]}
+        return {"messages": [await _execute(call, available, config)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]
@@ -306,8 +314,16 @@ async def _execute(
         return _error_message(
             call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."
         )
+    result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
+    if isinstance(result, ToolMessage):
+        return result
+    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
+
+
+async def _answered(call: dict[str, Any], invoke: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``invoke`` returns; failures the model should hear about become error results."""
     try:
-        result = await tool.ainvoke({**call, "type": "tool_call"}, config)
+        return await invoke()
     except GraphBubbleUp:
         raise
     except (RunnerError, ToolException) as exc:
@@ -320,9 +336,6 @@ async def _execute(
             f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
         )
         return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
-    if isinstance(result, ToolMessage):
-        return result
-    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
 
 
 # --------------------------------------------------------------------------- checkpointers
@@ -362,6 +375,11 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
             if path.is_dir():  # noqa: ASYNC240 (one stat) aiosqlite leaks its worker thread on this failure
                 raise IsADirectoryError(f"{path} is a directory")
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+            # Write-ahead logging: a step's commit appends to the log instead of rewriting pages
+            # through a rollback journal, and NORMAL syncs at checkpoints of the log, not at every
+            # commit (a power cut may lose the last steps, never corrupt the file).
+            await saver.conn.execute("PRAGMA journal_mode=WAL")
+            await saver.conn.execute("PRAGMA synchronous=NORMAL")
             await saver.setup()
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc

@@ -300,6 +300,7 @@ class Runtime:
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 checkpointer=self.checkpointer,
+                direct_call=lambda call: self.catalog.run_tool_call(call),
             )
         self._generation = generation
 

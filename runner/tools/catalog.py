@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
 from mcp.shared.dispatcher import ProgressFnT
@@ -255,10 +256,7 @@ class ToolCatalog:
         """The LangChain tool the model calls: every call goes through :meth:`call`."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            if self.call_hook is None:
-                output = await self.call(name, arguments)
-            else:
-                output = await self.call_hook(name, arguments, self.call)
+            output = await self._hooked_call(name, arguments)
             return output.content, output.artifact
 
         return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
@@ -325,6 +323,24 @@ class ToolCatalog:
             self.schema_cache[key] = cached
         self._used_schemas.add(key)  # only once converted: an unusable schema is not cached
         return cached[1]
+
+    async def run_tool_call(self, call: Mapping[str, Any]) -> ToolMessage | None:
+        """Answer a model's tool call as the catalog's LangChain tool would, without LangChain's
+        per-call machinery (callback managers, config merging, signature inspection), which costs
+        more than the server call itself; None for a tool that is not a server's (a local tool, or
+        none): those go through their LangChain tool. Raises what the tool would raise."""
+        entry = self.entries.get(call["name"])
+        if entry is None or entry.origin.server is None:
+            return None
+        output = await self._hooked_call(entry.name, dict(call["args"]))
+        content = output.content if isinstance(output.content, str) else list(output.content)
+        return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
+                           status="success")
+
+    async def _hooked_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        if self.call_hook is None:
+            return await self.call(name, arguments)
+        return await self.call_hook(name, arguments, self.call)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
