@@ -36,6 +36,8 @@ PROMPT_ROW = "6a. reload: prompt-only edit -> new generation live"
 SERVER_ROW = "6b. reload: one-server edit -> restarted server live"
 CHANGED_ROW = "6c. tools/list_changed -> new tool in the catalog"
 CHANGE_TIMEOUT = 30.0
+MEMORY_TURN = "mcp-run graph turn (memory checkpointer)"
+SQLITE_GOAL = Goal("turn overhead with the SQLite checkpointer <= 1.5x the in-memory one", 1.5)
 PROMPT_GOAL = Goal("prompt-only reload <= 100 ms", 100.0, metric="ms")
 CHANGED_GOAL = Goal("list_changed -> new tool visible <= 2x one tools/list round trip", 2.0)
 LIST_FLOOR = "raw tools/list round trip (floor)"
@@ -68,9 +70,11 @@ async def agent_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Ca
                                   checkpointer="memory" if checkpointer == "memory" else None)
             runtime = await stack.enter_async_context(load_agent(path))
             await check_turn(runtime)
+            sqlite = checkpointer == "sqlite"
             cases.append(Case(TURN_ROW, f"mcp-run graph turn ({checkpointer} checkpointer)",
                               lambda runtime=runtime: turn_overhead(runtime, settings.agent_turns),
-                              "overhead_ms"))
+                              "overhead_ms", MEMORY_TURN if sqlite else None,
+                              (SQLITE_GOAL,) if sqlite else ()))
         cases += await stack.enter_async_context(reload_suite(settings, folder / "reload"))
         yield cases
 

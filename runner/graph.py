@@ -17,7 +17,7 @@ import inspect
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
@@ -367,20 +367,14 @@ async def open_checkpointer(
 
 @asynccontextmanager
 async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from runner.checkpointers import SqliteCheckpointer
 
-    async with AsyncExitStack() as stack:
+    with ExitStack() as stack:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():  # noqa: ASYNC240 (one stat) aiosqlite leaks its worker thread on this failure
+            if path.is_dir():  # noqa: ASYNC240 (one stat) a clear message rather than SQLite's
                 raise IsADirectoryError(f"{path} is a directory")
-            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
-            # Write-ahead logging: a step's commit appends to the log instead of rewriting pages
-            # through a rollback journal, and NORMAL syncs at checkpoints of the log, not at every
-            # commit (a power cut may lose the last steps, never corrupt the file).
-            await saver.conn.execute("PRAGMA journal_mode=WAL")
-            await saver.conn.execute("PRAGMA synchronous=NORMAL")
-            await saver.setup()
+            saver = stack.enter_context(SqliteCheckpointer.open(path))  # opening: a few ms, once
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
         yield saver
