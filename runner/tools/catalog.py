@@ -93,13 +93,27 @@ class FallbackEvent:
 
 @dataclass
 class CatalogEntry:
-    """One tool of the catalog: its generated name, where it comes from and the LangChain tool."""
+    """One tool of the catalog: its generated name, where it comes from and the LangChain tool.
+
+    A server tool's LangChain tool (and the provider's form of its schema) is made on first use,
+    when a model is offered the tool or something asks for ``tool``: a build of thousands of tools
+    converts nothing, and calls (``ToolCatalog.run_tool_call``) never need it.
+    """
 
     name: str
     origin: Origin
     description: str
-    tool: BaseTool
+    built: BaseTool | None  # the LangChain tool, once made
     definition: types.Tool | None = None  # the MCP definition (None for local and resource tools)
+    make: Callable[[], BaseTool] | None = field(default=None, repr=False)
+
+    @property
+    def tool(self) -> BaseTool:
+        """The LangChain tool; raises UnusableSchemaError when the schema cannot be converted."""
+        if self.built is None:
+            assert self.make is not None
+            self.built = self.make()
+        return self.built
 
 
 @dataclass
@@ -125,6 +139,7 @@ class ToolCatalog:
         self.provider = provider_for_model(self.manifest.model.id)
         self.warnings = list(self.warned)
         self._in_flight: Counter[str] = Counter()
+        self._withdrawn: set[str] = set(self.warned)
         self._calls_ended = anyio.Event()
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
         self._filters = {
@@ -141,7 +156,24 @@ class ToolCatalog:
 
     @property
     def tools(self) -> list[BaseTool]:
-        return [entry.tool for entry in self.entries.values()]
+        """The LangChain tools the model is offered; a server tool whose schema turns out
+        unusable when its tool is first made is withdrawn, with a warning."""
+        tools = []
+        for entry in list(self.entries.values()):
+            try:
+                tools.append(entry.tool)
+            except UnusableSchemaError as exc:
+                self._withdraw(entry, exc)
+        return tools
+
+    def _withdraw(self, entry: CatalogEntry, problem: UnusableSchemaError) -> None:
+        warning = f"{entry.origin.server}: tool '{entry.origin.name}' skipped: {problem}"
+        if warning not in self.warnings:
+            if warning not in self._withdrawn:  # said once, not again after every rebuild
+                logger.warning("%s", warning)
+            self._withdrawn.add(warning)
+            self.warnings.append(warning)
+        self.entries.pop(entry.name, None)
 
     def needs_approval(self, name: str) -> bool:
         entry = self.entries.get(name)
@@ -233,14 +265,13 @@ class ToolCatalog:
     def _mcp_entry(
         self, name: str, server: str, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
-        try:
-            schema = self._schema_for(definition)
-        except UnusableSchemaError as exc:
-            warnings.append(f"{server}: tool '{definition.name}' skipped: unusable input schema ({exc})")
-            return None
         description = definition.description or definition.title or f"{definition.name} from {server}"
-        tool = self._tool(name, description, schema)
-        return CatalogEntry(name, Origin(server, definition.name), description, tool, definition)
+        key = (definition.name, id(definition))
+        cached = self.schema_cache.get(key)
+        if cached is not None and cached[0] is definition:
+            self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
+        return CatalogEntry(name, Origin(server, definition.name), description, None, definition,
+                            make=lambda: self._tool(name, description, self._schema_for(definition)))
 
     def _resource_entry(self, name: str, server: str, which: str) -> CatalogEntry:
         if which == READ_RESOURCE:
