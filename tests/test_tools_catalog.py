@@ -228,6 +228,7 @@ async def test_a_build_converts_no_schema_and_an_unusable_one_is_withdrawn_when_
     async with catalog_for(tmp_path, {"wire": server("wire", "--unusable-schema")}) as catalog:
         assert catalog.schema_cache == {}  # nothing converted, no LangChain tool made
         assert all(entry.built is None for entry in catalog.entries.values())
+        catalog.rebuild()  # unchanged tools keep their entries, still unconverted
         unusable = [e.name for e in catalog.entries.values() if "$ref" in str(e.definition.input_schema)]
         assert len(unusable) == 1
         offered = {tool.name for tool in catalog.tools}

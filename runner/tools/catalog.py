@@ -246,7 +246,8 @@ class ToolCatalog:
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
         # Keep only the schemas of definitions still offered, so relists do not grow the cache.
-        self.schema_cache = {key: self.schema_cache[key] for key in self._used_schemas}
+        self.schema_cache = {key: self.schema_cache[key] for key in self._used_schemas
+                             if key in self.schema_cache}  # a reused entry may not have converted yet
         for warning in warnings:
             if warning not in self.warnings:
                 logger.warning("%s", warning)
