@@ -54,7 +54,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.launch import http_server
     from bench.scale import scale_suite
     from bench.serving import serving_suite
-    from bench.startup import start_cases
+    from bench.startup import command_cases, start_cases
 
     began = time.perf_counter()
     environment: dict[str, Any] = {
@@ -79,7 +79,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
             adapter_cases, versions = opened[4]
             cases += adapter_cases
             environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
-        cases += start_cases(settings)
+        cases += start_cases(settings) + command_cases(folder / "command")
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
                     settings.rounds)
         results = await run_rounds(cases, settings.rounds, on_round=_log_round)
