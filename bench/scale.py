@@ -1,9 +1,8 @@
 """Row 4: many tools. One server with 1,000 tools (list, and list + build), and 20 servers with
 500 tools each (catalog build time and the runner process's peak RSS, in a fresh subprocess).
 
-mcp-run's "list + build" is what a tools/list_changed costs it: ``ServerConnection.refresh()``
-(which lists tools, prompts and resources and diffs them against the cache) followed by
-``ToolCatalog.rebuild()``. The floor is one raw ``tools/list`` on an open session.
+mcp-run's "list + build" is what a tools/list_changed costs it: ``ServerConnection.refresh``
+of the tools (list, filter, diff against the cache, publish) followed by ``ToolCatalog.rebuild()``. The floor is one raw ``tools/list`` on an open session.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ async def scale_suite(settings: Settings) -> AsyncIterator[list[Case]]:
             totals, lists, builds = [], [], []
             for _ in range(settings.list_repeats):
                 started = time.perf_counter()
-                await connection.refresh()
+                await connection.refresh(("tools",))  # what a tools/list_changed re-lists
                 listed_at = time.perf_counter()
                 catalog.rebuild()
                 done = time.perf_counter()
