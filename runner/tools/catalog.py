@@ -14,7 +14,7 @@ import gc
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -159,8 +159,15 @@ class ToolCatalog:
     def tools(self) -> list[BaseTool]:
         """The LangChain tools the model is offered; a server tool whose schema turns out
         unusable when its tool is first made is withdrawn, with a warning."""
+        return self.tools_named(list(self.entries))
+
+    def tools_named(self, names: Iterable[str]) -> list[BaseTool]:
+        """The LangChain tools of ``names`` that are in the catalog (unusable ones withdrawn)."""
         tools = []
-        for entry in list(self.entries.values()):
+        for name in names:
+            entry = self.entries.get(name)
+            if entry is None:
+                continue
             try:
                 tools.append(entry.tool)
             except UnusableSchemaError as exc:
