@@ -53,6 +53,8 @@ from runner.tools.search import ToolSearch, remember_found
 logger = logging.getLogger(__name__)
 
 ToolsProvider = Callable[[], Sequence[BaseTool]]
+# Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
+DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
 
@@ -181,6 +183,7 @@ def build_graph(
     needs_approval: ApprovalPredicate = lambda name: False,
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
+    direct_call: DirectToolCall | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -251,9 +254,14 @@ def build_graph(
         return {"messages": [message], "found_tools": found}
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
-        available = {tool.name: tool for tool in tools_provider()}
+        call = task["call"]
         with metered(task.get("steps_left")) as budget:
-            return {"messages": [counted(await _execute(task["call"], available, config), budget)]}
+            if direct_call is not None:
+                answered = await _answered(call, lambda: direct_call(call))
+                if answered is not None:
+                    return {"messages": [counted(answered, budget)]}
+            available = {tool.name: tool for tool in tools_provider()}
+            return {"messages": [counted(await _execute(call, available, config), budget)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]
@@ -338,8 +346,16 @@ async def _execute(
         return _error_message(
             call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."
         )
+    result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
+    if isinstance(result, ToolMessage):
+        return result
+    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
+
+
+async def _answered(call: dict[str, Any], invoke: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``invoke`` returns; failures the model should hear about become error results."""
     try:
-        result = await tool.ainvoke({**call, "type": "tool_call"}, config)
+        return await invoke()
     except GraphBubbleUp:
         raise
     except (RunnerError, ToolException) as exc:
@@ -352,9 +368,6 @@ async def _execute(
             f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
         )
         return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
-    if isinstance(result, ToolMessage):
-        return result
-    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
 
 
 # --------------------------------------------------------------------------- checkpointers
@@ -386,13 +399,15 @@ async def open_checkpointer(
 
 @asynccontextmanager
 async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from runner.checkpointers import SqliteCheckpointer
 
     async with AsyncExitStack() as stack:
         try:
-            await anyio.to_thread.run_sync(_room_for_file, path)  # off the event loop (LangGraph's server)
-            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
-            await saver.setup()
+            # Off the event loop (LangGraph's server refuses blocking calls on it).
+            await anyio.to_thread.run_sync(_room_for_file, path)
+            opened = SqliteCheckpointer.open(path)
+            saver = await anyio.to_thread.run_sync(opened.__enter__)
+            stack.push_async_callback(anyio.to_thread.run_sync, lambda: opened.__exit__(None, None, None))
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
         yield saver
@@ -400,5 +415,5 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
 def _room_for_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_dir():  # aiosqlite leaks its worker thread on this failure
+    if path.is_dir():  # a clear message rather than SQLite's
         raise IsADirectoryError(f"{path} is a directory")

@@ -309,6 +309,7 @@ class Runtime:
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 checkpointer=self.checkpointer,
                 tool_search=generation.tool_search,
+                direct_call=lambda call: self.catalog.run_tool_call(call),
             )
         self._generation = generation
 

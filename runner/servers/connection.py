@@ -255,10 +255,10 @@ class ServerConnection:
             f"resources/read {uri!r}", self._default_timeout(), lambda client, _: client.read_resource(uri)
         )
 
-    async def refresh(self) -> list[CatalogueChange]:
-        """List everything again now; subscribers get the changes too."""
+    async def refresh(self, kinds: Kinds = KINDS) -> list[CatalogueChange]:
+        """List ``kinds`` (default: everything) again now; subscribers get the changes too."""
         return await self._request(
-            "refresh", self._default_timeout(), lambda client, _: self.relist(client, KINDS)
+            "refresh", self._default_timeout(), lambda client, _: self.relist(client, kinds)
         )
 
     async def relist(self, client: Client, kinds: Kinds) -> list[CatalogueChange]:
