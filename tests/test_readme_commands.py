@@ -40,12 +40,14 @@ RUN_ELSEWHERE = {
     "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
     "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
+    "Serving": "tests/test_serve_readme.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.
 COMMANDS_RUN_ELSEWHERE = {
     "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
     "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "serve agent.yaml": "tests/test_serve_readme.py and tests/test_serve_*.py (a server: it waits for a client)",
 }
 
 
