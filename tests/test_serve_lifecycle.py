@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import psutil
 import pytest
 import yaml
@@ -124,3 +125,27 @@ def test_closing_stdin_ends_a_stdio_serve_with_0_and_stops_its_servers(
             process.wait(timeout=10)
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+async def test_a_stateless_http_serve_answers_and_forwards_approvals_to_2026_callers(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, approve=["note"])
+    asked: list[types.ElicitRequestParams] = []
+
+    async def approve(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    with http_agent(manifest, "--stateless") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url, elicitation_callback=approve) as client:
+                first = await client.call_tool("ask", {"message": call_message("gates__note", text="a")})
+            async with http_client(served.url) as other:  # another connection continues the thread
+                second = await other.call_tool("ask", {"message": call_message("gates__note", text="b"),
+                                                       "thread": first.structured_content["thread"]})
+    assert text_of(first) == "gates__note returned: noted a"
+    assert len(asked) == 1
+    assert "its MCP client has no elicitation" in text_of(second)
+    assert log.log == ["note a"]
