@@ -149,3 +149,36 @@ async def test_a_stateless_http_serve_answers_and_forwards_approvals_to_2026_cal
     assert len(asked) == 1
     assert "its MCP client has no elicitation" in text_of(second)
     assert log.log == ["note a"]
+
+
+async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    outcome: list[str] = []
+    with http_agent(manifest) as served:
+        children = _agent_children(served.process.pid)
+
+        async def ask() -> None:
+            try:
+                async with http_client(served.url) as client:
+                    result = await client.call_tool("ask", {"message": call_message("gates__hold", key="t")})
+                    outcome.append(text_of(result))
+            except Exception as exc:  # or the connection goes away mid-call
+                outcome.append(repr(exc))
+
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                await anyio.to_thread.run_sync(log.wait_for, "enter t")
+                served.process.send_signal(signal.SIGTERM)
+                assert await anyio.to_thread.run_sync(lambda: served.process.wait(timeout=30)) == 143
+    try:
+        log.wait_for("cancelled t")  # the agent's call was cancelled on the gates server
+    finally:
+        log.open("t")  # frees the waiting thread either way
+    [ended] = outcome
+    assert "held t" not in ended  # the turn did not finish as if nothing happened
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
