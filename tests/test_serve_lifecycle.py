@@ -182,3 +182,11 @@ async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
     assert "held t" not in ended  # the turn did not finish as if nothing happened
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+def test_a_port_already_taken_fails_with_exit_1_and_says_so(tmp_path: Path, listening_port: int) -> None:
+    manifest = write_served_agent(tmp_path, "http://127.0.0.1:9/mcp")
+    result = subprocess.run([*SERVE, str(manifest), "--http", f"127.0.0.1:{listening_port}"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{listening_port}" in result.stderr
