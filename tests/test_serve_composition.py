@@ -53,10 +53,11 @@ async def test_the_main_agent_calls_the_sub_agent_and_its_user_approves_the_sub_
             asked = await run_turn(runtime, message)
             [question] = [event for event in asked if event["type"] == "elicitation"]
             assert question["server"] == "sub"
-            assert question["message"] == ('The agent wants to call the tool gates__note with {"text": "deep"}. '
-                                           "Allow it?")
+            assert question["message"] == (
+                'The agent wants to call the tool gates__note with {"text": "deep"}. Allow it?')
             assert log.log == []  # nothing runs before the top-level user answers
-            answered = await run_turn(runtime, Command(resume={"action": "accept", "content": {"approve": True}}))
+            approve = Command(resume={"action": "accept", "content": {"approve": True}})
+            answered = await run_turn(runtime, approve)
     [final] = [event for event in answered if event["type"] == "final"]
     assert final["text"] == "sub__ask returned: gates__note returned: noted deep"
     assert log.log == ["note deep"]

@@ -50,7 +50,8 @@ async def test_http_requests_without_the_bearer_token_get_401_and_the_token_is_n
 ) -> None:
     log, url = gates
     manifest = write_served_agent(tmp_path, url)
-    with http_agent(manifest, "--token-env", "MCP_RUN_SERVE_TOKEN", env={"MCP_RUN_SERVE_TOKEN": TOKEN}) as served:
+    token_env = {"MCP_RUN_SERVE_TOKEN": TOKEN}
+    with http_agent(manifest, "--token-env", "MCP_RUN_SERVE_TOKEN", env=token_env) as served:
         with anyio.fail_after(LIMIT):
             async with httpx2.AsyncClient() as http:
                 body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

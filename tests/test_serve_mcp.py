@@ -12,8 +12,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 from servers import gates as gates_server
-from serving import (Progress, call_message, http_agent, http_client, stdio_agent, text_of,
-                     write_served_agent)
+from serving import Progress, call_message, http_agent, http_client, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
 
@@ -78,8 +77,8 @@ async def test_the_agents_prompt_commands_are_offered_as_prompts(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:
     _, url = gates
-    manifest = write_served_agent(tmp_path, url, demo=True, prompts={
-        "mcp": [{"server": "demo", "name": "review", "as": "python_review", "arguments": {"language": "python"}}]})
+    binding = {"server": "demo", "name": "review", "as": "python_review", "arguments": {"language": "python"}}
+    manifest = write_served_agent(tmp_path, url, demo=True, prompts={"mcp": [binding]})
     with anyio.fail_after(LIMIT):
         async with stdio_agent(manifest) as client:
             prompts = {prompt.name: prompt for prompt in (await client.list_prompts()).prompts}

@@ -28,8 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
-from runner.serve.questions import (can_elicit, elicitation_request, question_key, refusal,
-                                    resume_value)
+from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
 from runner.serve.scheduling import TurnScheduler
 from runner.serve.threads import THREAD_PATTERN, checked_thread_id
 from runner.turns import stream_turn
@@ -82,7 +81,8 @@ def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
         raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
     message = arguments.get("message")
     if not isinstance(message, str):
-        raise AskError(f"message must be a string, got {type(message).__name__ if message is not None else 'nothing'}")
+        given = "nothing" if message is None else type(message).__name__
+        raise AskError(f"message must be a string, got {given}")
     if not message.strip():
         raise AskError("message is empty: say something to the agent")
     thread = arguments.get("thread")
@@ -111,7 +111,8 @@ class _Progress:
         elif kind == "tool_call":
             await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
         elif kind == "tool_result":
-            text = event["text"] if len(event["text"]) <= PREVIEW_CHARS else event["text"][:PREVIEW_CHARS] + " …"
+            text = event["text"]
+            text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
         elif kind == "progress":
             detail = event.get("message") or f"{event.get('progress')}/{event.get('total') or '?'}"
@@ -182,7 +183,8 @@ class AskHandler:
                 if pending is None:
                     break
                 if not can_elicit(ctx.session.client_capabilities, pending):
-                    await progress.note(f"{pending['type']} answered for the caller: {refusal(pending)['action']}")
+                    action = refusal(pending)["action"]
+                    await progress.note(f"{pending['type']} answered for the caller: {action}")
                     message = Command(resume=refusal(pending))
                 elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     return types.InputRequiredResult(

@@ -7,7 +7,8 @@ Run in the test process (``serve_http``), so the test opens the gates and reads 
     ...  # the agent calls gates__hold {"key": "a"}: it enters and waits
     gates.wait_for("enter a"); gates.open("a")
 
-Tools: hold (log ``enter KEY``, wait for the gate, log ``leave KEY``, or ``cancelled KEY``), note (log ``note TEXT``),
+Tools: hold (log ``enter KEY``, wait for the gate, log ``leave KEY``, or ``cancelled KEY``),
+note (log ``note TEXT``),
 ask_user (a form for a colour, over the 2025-11-25 request or the 2026-07-28 result asking).
 """
 
