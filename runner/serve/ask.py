@@ -28,9 +28,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
+from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id
 from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
-from runner.serve.scheduling import TurnScheduler
-from runner.serve.threads import THREAD_PATTERN, checked_thread_id
 from runner.turns import stream_turn
 
 ASK_TOOL = "ask"
