@@ -24,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
@@ -156,7 +157,10 @@ class AskHandler:
         response = (params.input_responses or {}).get(QUESTION_KEY)
         if response is None:
             raise AskError("the retried call carries no answer to the agent's question")
-        answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        try:
+            answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        except ValidationError as exc:
+            raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
         state = await self.runtime.graph.aget_state(self.runtime.config(thread))
         for pending in state.interrupts:
             value = dict(pending.value)
