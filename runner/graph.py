@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
+from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class ToolTask(TypedDict):
 class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     model_calls: NotRequired[int]  # model calls in the current turn; reset when a turn starts
+    # Tools search_tools found in this thread: bound at every later step (runner.tools.search).
+    found_tools: NotRequired[Annotated[list[str], remember_found]]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -173,9 +176,14 @@ def build_graph(
     max_steps: int,
     needs_approval: ApprovalPredicate = lambda name: False,
     checkpointer: BaseCheckpointSaver | None = None,
+    tool_search: ToolSearch | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
-    resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit)."""
+    resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
+
+    With ``tool_search``, each model step is offered what it selects (``search_tools``, pinned and
+    found tools, or everything below its threshold); ``search_tools`` calls run in the ``search``
+    node, which remembers the tools found in the thread's ``found_tools``."""
     chain = as_model_chain(model)
 
     async def begin_turn(state: AgentState) -> dict[str, Any]:
@@ -191,7 +199,11 @@ def build_graph(
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
         prompt += _close_dangling_tool_calls(state["messages"])
-        reply = await chain.ainvoke(prompt, tools=list(tools_provider()), config=config)
+        if tool_search is None:
+            tools = list(tools_provider())
+        else:  # search_tools, pinned and found tools past the threshold; every tool below it
+            tools = tool_search.offered(state.get("found_tools", []))
+        reply = await chain.ainvoke(prompt, tools=tools, config=config)
         return {"messages": [reply], "model_calls": calls + 1}
 
     async def approve_calls(state: AgentState) -> dict[str, Any]:
@@ -222,7 +234,15 @@ def build_graph(
         request = _last_request(messages)
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         pending = [call for call in request.tool_calls if call["id"] not in answered]
-        return [Send("tool", ToolTask(call=dict(call))) for call in pending] or "model"
+        return [Send(_node_for(call), ToolTask(call=dict(call))) for call in pending] or "model"
+
+    def _node_for(call: dict[str, Any]) -> str:
+        return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
+
+    async def run_search(task: ToolTask) -> dict[str, Any]:
+        assert tool_search is not None
+        message, found = tool_search.answer(task["call"])
+        return {"messages": [message], "found_tools": found}
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         available = {tool.name: tool for tool in tools_provider()}
@@ -240,8 +260,13 @@ def build_graph(
     graph.add_edge(START, "begin_turn")
     graph.add_edge("begin_turn", "model")
     graph.add_conditional_edges("model", route_after_model, ["approve", END])
-    graph.add_conditional_edges("approve", dispatch_calls, ["tool", "model"])
     graph.add_edge("tool", "model")
+    call_nodes = ["tool", "model"]
+    if tool_search is not None:
+        graph.add_node("search", run_search)
+        graph.add_edge("search", "model")
+        call_nodes.append("search")
+    graph.add_conditional_edges("approve", dispatch_calls, call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
     # A model step takes three supersteps (model, approve, tool); max_steps is the limit that counts.
     return compiled.with_config(recursion_limit=3 * max_steps + 5)

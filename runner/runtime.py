@@ -47,6 +47,7 @@ from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput
+from runner.tools.search import ToolSearch
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class Generation:
     prompt_catalog: PromptCatalog
     logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
+    tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
 
     @property
     def loaded(self) -> LoadedManifest:
@@ -292,6 +294,7 @@ class Runtime:
         catalog.answer = self._answer if self.interactive else None
         catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
+        generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         if model is not None:
             generation.graph = build_graph(
                 model,
@@ -300,6 +303,7 @@ class Runtime:
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 checkpointer=self.checkpointer,
+                tool_search=generation.tool_search,
             )
         self._generation = generation
 

@@ -25,7 +25,7 @@ from langgraph.types import Command
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
 from runner.cli.logins import offer_logins
 from runner.cli.questions import QUESTION_EVENTS, answer_question
-from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import (ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView,
                                  preview)
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
@@ -302,9 +302,10 @@ async def _help(session: ChatSession, line: str) -> None:
 
 @chat_command("tools")
 async def _tools(session: ChatSession, line: str) -> None:
-    rows = [{key: row[key] for key in ("name", "server", "original", "description", "approval")}
-            for row in tool_rows(session.runtime)]
-    session.view.show({"type": "tools", "tools": rows})
+    offered = await offered_tools(session.runtime)
+    rows = [{**{key: row[key] for key in ("name", "server", "original", "description", "approval")},
+             "bound": offered is None or row["name"] in offered} for row in tool_rows(session.runtime)]
+    session.view.show({"type": "tools", "tools": rows, "search": offered is not None})
 
 
 @chat_command("prompts")
