@@ -53,6 +53,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.calls import call_suite
     from bench.launch import http_server
     from bench.scale import scale_suite
+    from bench.scaleout import scale_out_suite
     from bench.search import search_suite
     from bench.serving import serving_suite
     from bench.startup import start_cases
@@ -68,7 +69,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
         http_url = await stack.enter_async_context(http_server())
         suites: list[AbstractAsyncContextManager[Any]] = [
             call_suite(settings, http_url), scale_suite(settings), agent_suite(settings, folder),
-            serving_suite(settings, folder),
+            serving_suite(settings, folder), scale_out_suite(settings, folder),
             search_suite(settings),
         ]
         ours = len(suites)  # the adapters' suite, when run, comes last

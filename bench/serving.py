@@ -59,9 +59,9 @@ def write_served_manifest(folder: Path) -> Path:
 
 
 @asynccontextmanager
-async def served_agent(manifest: Path) -> AsyncIterator[str]:
-    """``mcp-run serve MANIFEST --http 127.0.0.1:0`` in a subprocess; yields its MCP URL."""
-    command = [sys.executable, "-m", "runner", "serve", str(manifest), "--http", "127.0.0.1:0"]
+async def served_agent(manifest: Path, *options: str) -> AsyncIterator[str]:
+    """``mcp-run serve MANIFEST --http 127.0.0.1:0 OPTIONS`` in a subprocess; yields its MCP URL."""
+    command = [sys.executable, "-m", "runner", "serve", str(manifest), "--http", "127.0.0.1:0", *options]
     process = await anyio.open_process(command, cwd=ROOT, stdin=-3, stdout=-3, stderr=-1)  # DEVNULL, PIPE
     try:
         assert process.stderr is not None
@@ -147,19 +147,21 @@ async def serving_suite(settings: Settings, folder: Path) -> AsyncIterator[list[
         yield cases
 
 
+def conversations(turn: Any) -> Any:
+    """A call for ``run_concurrently`` that runs ``turn(thread)``, each worker on a thread of its own."""
+    threads: dict[int, str] = {}
+
+    async def one_turn() -> None:
+        key = anyio.get_current_task().id
+        thread = threads.setdefault(key, uuid.uuid4().hex)
+        await turn(thread)
+
+    return one_turn
+
+
 def _throughput_cases(settings: Settings, runtime: Runtime, client: Client, concurrency: int) -> list[Case]:
     """Turns/s with ``concurrency`` conversations at once: each worker keeps its own thread."""
     total = max(settings.throughput_calls // 4, concurrency)
-
-    def conversations(turn: Any) -> Any:
-        threads: dict[int, str] = {}
-
-        async def one_turn() -> None:
-            key = anyio.get_current_task().id
-            thread = threads.setdefault(key, uuid.uuid4().hex)
-            await turn(thread)
-
-        return one_turn
 
     async def in_process() -> dict[str, float]:
         return await run_concurrently(conversations(lambda thread: in_process_turn(runtime, thread)),

@@ -21,6 +21,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+import anyio
+import jsonschema
+import mcp_types as types
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -31,8 +34,6 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
-import jsonschema
-import mcp_types as types
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
@@ -45,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
+from runner.postgres import open_postgres_saver
 from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
@@ -371,7 +373,7 @@ async def open_checkpointer(
             yield saver
         return
     if spec.startswith(("postgres://", "postgresql://")):
-        async with _postgres_saver(spec) as saver:
+        async with open_postgres_saver(spec) as saver:
             yield saver
         return
     raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
@@ -383,9 +385,7 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
     async with AsyncExitStack() as stack:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():  # noqa: ASYNC240 (one stat) aiosqlite leaks its worker thread on this failure
-                raise IsADirectoryError(f"{path} is a directory")
+            await anyio.to_thread.run_sync(_room_for_file, path)  # off the event loop (LangGraph's server)
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
             await saver.setup()
         except (OSError, sqlite3.Error) as exc:
@@ -393,20 +393,7 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
         yield saver
 
 
-@asynccontextmanager
-async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver]:
-    try:
-        import psycopg
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError as exc:
-        raise CheckpointerError(
-            "the postgres checkpointer needs the langgraph-checkpoint-postgres package: "
-            "pip install langgraph-checkpoint-postgres"
-        ) from exc
-    async with AsyncExitStack() as stack:
-        try:
-            saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
-            await saver.setup()
-        except psycopg.Error as exc:  # its messages name host and user, never the password
-            raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
-        yield saver
+def _room_for_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # aiosqlite leaks its worker thread on this failure
+        raise IsADirectoryError(f"{path} is a directory")

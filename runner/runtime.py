@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -451,9 +452,11 @@ async def load_agent(
     ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
     in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
     """
-    checked = checked_agent(path, environ=environ)
+    # Reading files and making folders happen in a worker thread: a server hosting the agent
+    # (LangGraph's) refuses blocking calls on its event loop.
+    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ))
     loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
-    state_dir = state_folder(loaded, environ=environ)
+    state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
             open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)

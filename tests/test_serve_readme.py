@@ -61,7 +61,7 @@ def bundled(tmp_path: Path) -> Path:
 
 
 async def test_the_stdio_client_config_serves_the_bundled_agent(bundled: Path) -> None:
-    [config] = blocks("json")
+    [config] = [block for block in blocks("json") if "mcpServers" in block]
     entry = next(iter(json.loads(config)["mcpServers"].values()))
     assert entry["command"] == "mcp-run"
     args = [str(bundled / "agent.yaml") if arg.endswith("agent.yaml") else arg for arg in entry["args"]]
@@ -90,7 +90,7 @@ async def test_the_http_command_with_its_token_serves_the_bundled_agent(bundled:
 async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    [snippet] = blocks("yaml")
+    [snippet] = [block for block in blocks("yaml") if "servers:" in block]
     servers = yaml.safe_load(snippet)["servers"]
     [(key, entry)] = servers.items()
     (tmp_path / Path(entry["args"][1]).parent).mkdir()
