@@ -1,0 +1,176 @@
+"""The chat's line editor in a pseudo-terminal: history across runs, Tab completion, multi-line
+messages, the status line, output printed above a half-typed line, Ctrl-C at a question, media
+saved from a tool; and plain lines without escape codes when stdin is not a terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pexpect
+import pytest
+from builders import copy_bundled_agent, server, write_manifest
+from test_elicitation_graph import write_agent
+
+UP = "\x1b[A"
+ALT_ENTER = "\x1b\r"
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+STYLE = r"(?:\x1b\[[\d;]*m)*"
+GAP = rf"{STYLE}(?: |\x1b\[\d*C){STYLE}"  # a space, or the cursor moved over one
+TERMINAL = {**os.environ, "TERM": "xterm-256color"}
+
+
+def drawn(text: str) -> str:
+    """A pattern for ``text`` as the editor draws it: a space may be a cursor move over a blank."""
+    return GAP.join(re.escape(part) for part in text.split(" "))
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    return copy_bundled_agent(tmp_path)
+
+
+@contextmanager
+def chat(folder: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[pexpect.spawn]:
+    """The chat of ``folder/agent.yaml`` in a pseudo-terminal, at its first prompt; /exit at the end."""
+    child = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", *options], cwd=str(folder),
+                          encoding="utf-8", timeout=60, dimensions=(40, 200), env=env or TERMINAL)
+    try:
+        child.expect("/help for commands")
+        child.expect("> ")
+        yield child
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_up_recalls_a_message_sent_in_an_earlier_run(agent_dir: Path) -> None:
+    with chat(agent_dir) as first:
+        first.sendline('notes__calculate {"expression": "6*7"}')
+        first.expect("returned: 42")
+        first.expect("> ")
+    assert (agent_dir / ".mcp-run" / "chat_history").is_file()
+    with chat(agent_dir) as second:
+        second.send(UP + UP + "\r")  # the last line was /exit
+        second.expect("returned: 42")
+        second.expect("> ")
+
+
+def test_tab_completes_a_chat_command_and_a_tool_name(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send("/to\t")
+        session.expect("ols")  # drawn after what was typed
+        session.send("\r")
+        session.expect("notes__delete_note")
+        session.expect("> ")
+        session.send("/call notes__calc\t")
+        session.expect("ulate")
+        session.send(' {"expression": "2*5"}\r')
+        session.expect("→ notes__calculate")
+        session.expect(r"\b10\b")
+        session.expect("> ")
+
+
+def test_a_message_of_several_lines_is_sent_as_one(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        # A line ending in a backslash continues; so does Alt-Enter; pasted lines stay together.
+        session.send('notes__calculate {"expression":\\\r')
+        session.send('"6*7"}\r')
+        session.expect("returned: 42")
+        session.expect("> ")
+        session.send('notes__calculate {"expression":' + ALT_ENTER + '"3*3"}\r')
+        session.expect("returned: 9")
+        session.expect("> ")
+        session.send(PASTE_START + 'notes__calculate {"expression":\r"2*2"}' + PASTE_END + "\r")
+        session.expect("returned: 4")
+        session.expect("> ")
+
+
+def test_ctrl_c_at_an_approval_then_a_command_is_answered_at_once(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.sendline('notes__delete_note {"title": "ghost"}')
+        session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        session.sendcontrol("c")
+        session.expect("turn interrupted")
+        session.expect("> ")
+        session.sendline("/thread")
+        session.expect(r"thread [0-9a-f]{12}\r\n", timeout=10)  # no abandoned reader took the line
+        session.expect("> ")
+
+
+def test_a_reload_line_is_printed_above_a_half_typed_line_which_survives(agent_dir: Path) -> None:
+    with chat(agent_dir, "--watch") as session:
+        session.send('notes__calculate {"expression": ')
+        session.expect(drawn('notes__calculate {"expression":'))
+        manifest = agent_dir / "agent.yaml"
+        manifest.write_text(manifest.read_text().replace("tone: concise", "tone: friendly"))
+        session.expect("reloaded in")
+        session.expect(">" + GAP + drawn('notes__calculate {"expression":'))  # redrawn under the line
+        session.send('"2+3"}\r')
+        session.expect("returned: 5")
+        session.expect("> ")
+
+
+def test_the_status_line_names_the_agent_and_servers_and_shows_a_running_calls_progress(
+    tmp_path: Path,
+) -> None:
+    write_agent(tmp_path, legacy=True)
+    with chat(tmp_path) as session:
+        session.expect(r"asking · offline · thread [0-9a-f]{12} · servers 1/1 up")
+        session.sendline('asking__slow {"steps": 2, "interval": 1.5}')
+        session.expect(r"calling asking__slow")
+        # The status line is redrawn in place: unchanged cells are skipped with cursor moves. The
+        # printed progress line reads "asking__slow: 1/2 …".
+        session.expect(rf"(?<!: )1/2{GAP}\(50%\){GAP}step{GAP}1")
+        session.expect("slow done 2")
+        session.expect("> ")
+
+
+def test_an_image_from_a_tool_is_saved_and_its_path_printed(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="pictures", model="offline")
+    with chat(tmp_path) as session:
+        session.sendline("demo__image")
+        session.expect(r"saved image/png from demo__image: (/[^\s\x1b]+\.png)")
+        path = Path(session.match.group(1))
+        session.expect("> ")
+        session.sendline("/media")
+        session.expect(re.escape(str(path)))
+        session.expect("> ")
+    assert path.read_bytes().startswith(b"\x89PNG")
+    assert path.parent.parent == (tmp_path / ".mcp-run" / "media").resolve()
+    assert path.name == "001-demo__image.png"
+
+
+def test_a_one_shot_run_prints_the_saved_media_path_on_stderr(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="pictures", model="offline")
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "-p", "demo__image"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("saved image/png")]
+    assert Path(line.split(": ", 1)[1]).read_bytes().startswith(b"\x89PNG")
+
+
+def test_piped_input_is_read_as_plain_lines_without_escape_codes(agent_dir: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml"], cwd=agent_dir, env=TERMINAL,
+                            input='notes__calculate {"expression": "6*7"}\n/thread\n', capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "returned: 42" in result.stdout and "\x1b" not in result.stdout + result.stderr
+    assert not (agent_dir / ".mcp-run" / "chat_history").exists()
+
+
+def test_a_dumb_terminal_gets_plain_lines(agent_dir: Path) -> None:
+    with chat(agent_dir, env={**os.environ, "TERM": "dumb"}) as session:
+        session.sendline('notes__calculate {"expression": "6*7"}')
+        session.expect("returned: 42")
+        session.expect("> ")
+        shown = session.before
+    assert "\x1b" not in shown
+    assert not (agent_dir / ".mcp-run" / "chat_history").exists()
