@@ -8,13 +8,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-import pexpect
 import pytest
 from builders import copy_bundled_agent, server, write_manifest
+from test_agent_cli import chat_in_a_terminal
 from test_elicitation_graph import write_agent
 
 UP = "\x1b[A"
@@ -35,20 +34,9 @@ def agent_dir(tmp_path: Path) -> Path:
     return copy_bundled_agent(tmp_path)
 
 
-@contextmanager
-def chat(folder: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[pexpect.spawn]:
-    """The chat of ``folder/agent.yaml`` in a pseudo-terminal, at its first prompt; /exit at the end."""
-    child = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", *options], cwd=str(folder),
-                          encoding="utf-8", timeout=60, dimensions=(40, 200), env=env or TERMINAL)
-    try:
-        child.expect("/help for commands")
-        child.expect("> ")
-        yield child
-        child.sendline("/exit")
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
+def chat(folder: Path, *options: str, env: dict[str, str] | None = None) -> Any:
+    """The chat in a pseudo-terminal of a known kind (xterm unless ``env`` says otherwise)."""
+    return chat_in_a_terminal(folder, *options, env=env or TERMINAL)
 
 
 def test_up_recalls_a_message_sent_in_an_earlier_run(agent_dir: Path) -> None:
@@ -75,6 +63,10 @@ def test_tab_completes_a_chat_command_and_a_tool_name(agent_dir: Path) -> None:
         session.send(' {"expression": "2*5"}\r')
         session.expect("→ notes__calculate")
         session.expect(r"\b10\b")
+        session.expect("> ")
+        session.send("/summary st\t")  # a prompt command's argument name
+        session.expect("yle=")
+        session.send("short\r")
         session.expect("> ")
 
 
@@ -174,3 +166,14 @@ def test_a_dumb_terminal_gets_plain_lines(agent_dir: Path) -> None:
         shown = session.before
     assert "\x1b" not in shown
     assert not (agent_dir / ".mcp-run" / "chat_history").exists()
+
+
+def test_a_line_typed_while_a_turn_runs_is_sent_after_it(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="ahead", model="offline", checkpointer="memory")
+    with chat(tmp_path) as session:
+        session.sendline('demo__sleep {"seconds": 2}')
+        session.expect("→ demo__sleep")
+        session.sendline('demo__echo {"text": "typed ahead"}')
+        session.expect("demo__sleep returned")
+        session.expect("returned: typed ahead")
+        session.expect("> ")

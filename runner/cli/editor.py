@@ -182,6 +182,7 @@ class ChatEditor:
             self._typeahead += event.data.replace("\r\n", "\n").replace("\r", "\n")
 
         @bindings.add("enter")
+        @bindings.add("c-j")  # a newline without a carriage return (what programs send)
         def _line(event: KeyPressEvent) -> None:
             self._typeahead += "\n"
 
