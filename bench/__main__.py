@@ -53,6 +53,9 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.calls import call_suite
     from bench.launch import http_server
     from bench.scale import scale_suite
+    from bench.scaleout import scale_out_suite
+    from bench.search import search_suite
+    from bench.serving import serving_suite
     from bench.startup import start_cases
 
     began = time.perf_counter()
@@ -65,16 +68,19 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
         logger.info("starting servers and opening sessions")
         http_url = await stack.enter_async_context(http_server())
         suites: list[AbstractAsyncContextManager[Any]] = [
-            call_suite(settings, http_url), scale_suite(settings), agent_suite(settings, folder)
+            call_suite(settings, http_url), scale_suite(settings), agent_suite(settings, folder),
+            serving_suite(settings, folder), scale_out_suite(settings, folder),
+            search_suite(settings),
         ]
+        ours = len(suites)  # the adapters' suite, when run, comes last
         if adapters:
             from bench.adapters import adapters_suite
 
             suites.append(adapters_suite(settings, http_url))
         opened = await stack.enter_async_context(opened_together(suites, SETUP_TIMEOUT))
-        cases: list[Case] = [case for suite_cases in opened[:3] for case in suite_cases]
+        cases: list[Case] = [case for suite_cases in opened[:ours] for case in suite_cases]
         if adapters:
-            adapter_cases, versions = opened[3]
+            adapter_cases, versions = opened[ours]
             cases += adapter_cases
             environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
         cases += start_cases(settings)

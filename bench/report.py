@@ -33,6 +33,9 @@ def describe(key: str, metrics: Metrics) -> str:
         return (f"build {metrics['build_ms']:,.0f} ms (first {metrics['first_build_ms']:,.0f}) · "
                 f"peak RSS {metrics['peak_rss_mb']:,.0f} MB (after imports "
                 f"{metrics['baseline_rss_mb']:,.0f} MB) · {metrics['tools']:,.0f} tools")
+    if key == "kb_per_request":
+        return (f"{metrics['kb_per_request']:,.1f} kB per request (largest {metrics['max_kb']:,.1f} kB, "
+                f"{metrics['requests']:.0f} requests)")
     text = f"{metrics[key]:,.1f} ms"
     if "build_ms" in metrics and "list_ms" in metrics:
         text += f" (list {metrics['list_ms']:,.1f} + build {metrics['build_ms']:,.1f})"
@@ -51,7 +54,12 @@ def floors(results: list[CaseResult]) -> set[tuple[str, str]]:
 def ratio_cell(result: CaseResult, summary: Metrics, is_floor: bool) -> str:
     if is_floor:
         return "1.00 (floor)"
-    return f"{summary['ratio']:.2f}×" if "ratio" in summary else "—"
+    return times(summary["ratio"]) if "ratio" in summary else "—"
+
+
+def times(ratio: float) -> str:
+    """A ratio to its floor; small ones (a share of the floor) with the digits that tell them apart."""
+    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.4f}×"
 
 
 def goal_cell(result: CaseResult) -> str:
@@ -88,7 +96,7 @@ def markdown(results: list[CaseResult], environment: dict[str, Any]) -> str:
         for goal, value, met in result.goal_outcomes():
             verdict = "MET" if met else "MISSED"
             unit = "×" if goal.metric == "ratio" else (" MB" if goal.metric.endswith("_mb") else " ms")
-            shown = "n/a" if value is None else f"{value:,.2f}{unit}"
+            shown = "n/a" if value is None else times(value) if unit == "×" else f"{value:,.2f}{unit}"
             where = f"{result.case.row} / {result.case.path}"
             lines.append(f"- {verdict}: {goal.text} — measured {shown} ({where})")
     return "\n".join(lines) + "\n"

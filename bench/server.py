@@ -128,10 +128,14 @@ def http_app(extra_tools: int, mounts: int) -> ASGIApp:
     """One server at ``/mcp``, or ``mounts`` independent servers at ``/s00/mcp``, ``/s01/mcp``, ..."""
     if mounts == 0:
         return whole_requests_only(build(extra_tools).streamable_http_app())
-    children = [
+    return whole_requests_only(mounted([
         build(extra_tools).streamable_http_app(streamable_http_path=mount_path(index))
         for index in range(mounts)
-    ]
+    ]))
+
+
+def mounted(children: list[Starlette]) -> Starlette:
+    """One app serving the routes of every child app, each child's lifespan running in its own."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -140,8 +144,7 @@ def http_app(extra_tools: int, mounts: int) -> ASGIApp:
                 await stack.enter_async_context(child.router.lifespan_context(child))
             yield
 
-    app = Starlette(routes=[route for child in children for route in child.routes], lifespan=lifespan)
-    return whole_requests_only(app)
+    return Starlette(routes=[route for child in children for route in child.routes], lifespan=lifespan)
 
 
 def whole_requests_only(app: ASGIApp) -> ASGIApp:

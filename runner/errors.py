@@ -21,7 +21,10 @@
     ├── StateError                 the state folder (logs, conversations) cannot be created
     ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
     ├── CassetteMissing            an eval case has no cassette to replay (``mcp-run test --replay``)
-    └── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
+    ├── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
+    └── ServeError                 a request to the served agent cannot be taken (``mcp-run serve``)
+        ├── BusyError              too many turns running and waiting: the caller may try again later
+        └── AskError               the request itself is wrong (empty message, bad thread id, ...)
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``; for everything said to or by an MCP server
@@ -229,3 +232,15 @@ class CassetteMissing(RunnerError):
 
 class CaseSaveError(RunnerError):
     """A case could not be written (a bad name, a file already there, nothing to save)."""
+
+
+class ServeError(RunnerError):
+    """A request to the served agent cannot be taken; the caller gets it as a tool error."""
+
+
+class BusyError(ServeError):
+    """Every turn slot is taken and the queue is full."""
+
+
+class AskError(ServeError):
+    """The request itself is wrong: an empty message, a malformed thread id, a stale answer."""

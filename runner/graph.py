@@ -21,6 +21,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+import anyio
+import jsonschema
+import mcp_types as types
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -31,8 +34,6 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
-import jsonschema
-import mcp_types as types
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
@@ -45,6 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
+from runner.postgres import open_postgres_saver
+from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class ToolTask(TypedDict):
 class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     model_calls: NotRequired[int]  # model calls in the current turn; reset when a turn starts
+    # Tools search_tools found in this thread: bound at every later step (runner.tools.search).
+    found_tools: NotRequired[Annotated[list[str], remember_found]]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -173,9 +178,14 @@ def build_graph(
     max_steps: int,
     needs_approval: ApprovalPredicate = lambda name: False,
     checkpointer: BaseCheckpointSaver | None = None,
+    tool_search: ToolSearch | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
-    resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit)."""
+    resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
+
+    With ``tool_search``, each model step is offered what it selects (``search_tools``, pinned and
+    found tools, or everything below its threshold); ``search_tools`` calls run in the ``search``
+    node, which remembers the tools found in the thread's ``found_tools``."""
     chain = as_model_chain(model)
 
     async def begin_turn(state: AgentState) -> dict[str, Any]:
@@ -191,7 +201,11 @@ def build_graph(
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
         prompt += _close_dangling_tool_calls(state["messages"])
-        reply = await chain.ainvoke(prompt, tools=list(tools_provider()), config=config)
+        if tool_search is None:
+            tools = list(tools_provider())
+        else:  # search_tools, pinned and found tools past the threshold; every tool below it
+            tools = tool_search.offered(state.get("found_tools", []))
+        reply = await chain.ainvoke(prompt, tools=tools, config=config)
         return {"messages": [reply], "model_calls": calls + 1}
 
     async def approve_calls(state: AgentState) -> dict[str, Any]:
@@ -222,7 +236,15 @@ def build_graph(
         request = _last_request(messages)
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         pending = [call for call in request.tool_calls if call["id"] not in answered]
-        return [Send("tool", ToolTask(call=dict(call))) for call in pending] or "model"
+        return [Send(_node_for(call), ToolTask(call=dict(call))) for call in pending] or "model"
+
+    def _node_for(call: dict[str, Any]) -> str:
+        return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
+
+    async def run_search(task: ToolTask) -> dict[str, Any]:
+        assert tool_search is not None
+        message, found = tool_search.answer(task["call"])
+        return {"messages": [message], "found_tools": found}
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         available = {tool.name: tool for tool in tools_provider()}
@@ -240,8 +262,13 @@ def build_graph(
     graph.add_edge(START, "begin_turn")
     graph.add_edge("begin_turn", "model")
     graph.add_conditional_edges("model", route_after_model, ["approve", END])
-    graph.add_conditional_edges("approve", dispatch_calls, ["tool", "model"])
     graph.add_edge("tool", "model")
+    call_nodes = ["tool", "model"]
+    if tool_search is not None:
+        graph.add_node("search", run_search)
+        graph.add_edge("search", "model")
+        call_nodes.append("search")
+    graph.add_conditional_edges("approve", dispatch_calls, call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
     # A model step takes three supersteps (model, approve, tool); max_steps is the limit that counts.
     return compiled.with_config(recursion_limit=3 * max_steps + 5)
@@ -346,7 +373,7 @@ async def open_checkpointer(
             yield saver
         return
     if spec.startswith(("postgres://", "postgresql://")):
-        async with _postgres_saver(spec) as saver:
+        async with open_postgres_saver(spec) as saver:
             yield saver
         return
     raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
@@ -358,9 +385,7 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
     async with AsyncExitStack() as stack:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():  # noqa: ASYNC240 (one stat) aiosqlite leaks its worker thread on this failure
-                raise IsADirectoryError(f"{path} is a directory")
+            await anyio.to_thread.run_sync(_room_for_file, path)  # off the event loop (LangGraph's server)
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
             await saver.setup()
         except (OSError, sqlite3.Error) as exc:
@@ -368,20 +393,7 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
         yield saver
 
 
-@asynccontextmanager
-async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver]:
-    try:
-        import psycopg
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError as exc:
-        raise CheckpointerError(
-            "the postgres checkpointer needs the langgraph-checkpoint-postgres package: "
-            "pip install langgraph-checkpoint-postgres"
-        ) from exc
-    async with AsyncExitStack() as stack:
-        try:
-            saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
-            await saver.setup()
-        except psycopg.Error as exc:  # its messages name host and user, never the password
-            raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
-        yield saver
+def _room_for_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # aiosqlite leaks its worker thread on this failure
+        raise IsADirectoryError(f"{path} is a directory")

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput
+from runner.tools.search import ToolSearch
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,7 @@ class Generation:
     prompt_catalog: PromptCatalog
     logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
+    tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
 
     @property
     def loaded(self) -> LoadedManifest:
@@ -292,6 +295,7 @@ class Runtime:
         catalog.answer = self._answer if self.interactive else None
         catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
+        generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         if model is not None:
             generation.graph = build_graph(
                 model,
@@ -300,6 +304,7 @@ class Runtime:
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 checkpointer=self.checkpointer,
+                tool_search=generation.tool_search,
             )
         self._generation = generation
 
@@ -447,9 +452,11 @@ async def load_agent(
     ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
     in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
     """
-    checked = checked_agent(path, environ=environ)
+    # Reading files and making folders happen in a worker thread: a server hosting the agent
+    # (LangGraph's) refuses blocking calls on its event loop.
+    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ))
     loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
-    state_dir = state_folder(loaded, environ=environ)
+    state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
         fleet = await stack.enter_async_context(
             open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)

@@ -5,16 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System tools of the isolation tests: bubblewrap (sandbox) and docker.io (a daemon the tests start
-# on a socket of their own). apt-get update runs once, and only when something is missing.
+# on a socket of their own); of the scale-out tests: postgresql and haproxy (started from temporary
+# folders by tests/services.py). apt-get update runs once, and only when something is missing.
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v dockerd >/dev/null || missing+=(docker.io)
+compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || missing+=(postgresql)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 if [ "${#missing[@]}" -gt 0 ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
         apt-get update
         DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
     else
-        echo "missing ${missing[*]}: install them (the container tests are skipped without a daemon)" >&2
+        echo "missing ${missing[*]}: install them (the tests that need them are skipped, saying why)" >&2
     fi
 fi
 

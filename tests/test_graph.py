@@ -288,7 +288,7 @@ async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> Non
     except ImportError:
         postgres_installed = False
     if not postgres_installed:
-        with pytest.raises(CheckpointerError, match="pip install langgraph-checkpoint-postgres"):
+        with pytest.raises(CheckpointerError, match="langgraph-checkpoint-postgres"):
             async with open_checkpointer("postgres://u@127.0.0.1/db", state_dir=tmp_path):
                 pass
 

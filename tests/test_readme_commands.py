@@ -46,6 +46,8 @@ RUN_ELSEWHERE = {
 COMMANDS_RUN_ELSEWHERE = {
     "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
     "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    # The scale-out recipe: two instances on one PostgreSQL behind HAProxy.
+    "serve agent.yaml": "tests/test_scale_out.py",
 }
 
 

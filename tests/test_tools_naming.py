@@ -233,6 +233,7 @@ def test_filter_entries_that_match_nothing_are_reported_with_a_suggestion() -> N
     spec = ToolFilterSpec(
         only=["get_tme", "delete_*", "nothing_*"],
         approve=["creat_issue"],
+        pin=["get_time", "list_*"],
         rename={"convert_tim": "convert"},
         timeouts={"get_time": 5},
     )
@@ -241,6 +242,7 @@ def test_filter_entries_that_match_nothing_are_reported_with_a_suggestion() -> N
         ("only", 0),
         ("only", 2),
         ("approve", 0),
+        ("pin", 1),
         ("rename", "convert_tim"),
     ]
     messages = dict(problems)

@@ -76,6 +76,7 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.starting": ("init", "import", "config"),
     "runner.cli.auth": ("auth",),
     "runner.cli.evals": ("test",),
+    "runner.cli.serve": ("serve",),
 }
 # What `mcp-run --help` says of each command, so that listing the commands imports none of their
 # modules (tests/test_cli_registry.py checks each line against the command's own docstring).
@@ -88,6 +89,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
             "agent.schema.json, and .mcp-run/ in .gitignore.",
     "prompt": "Render prompt NAME with key=value ARGUMENTS and print its messages.",
     "prompts": "List the prompt commands: alias or namespaced name, server, original name, arguments.",
+    "serve": "Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads.",
     "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
     "tools": "List the tools the model sees: generated name, server, original name, description.",
     "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",

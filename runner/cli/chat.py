@@ -29,7 +29,7 @@ from runner.cli.editor import ChatEditor, can_edit
 from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, media_blocks, save_turn_media
 from runner.cli.questions import QUESTION_EVENTS, answer_question
-from runner.cli.rows import output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView, preview
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
@@ -340,9 +340,10 @@ async def _help(session: ChatSession, line: str) -> None:
 
 @chat_command("tools")
 async def _tools(session: ChatSession, line: str) -> None:
-    rows = [{key: row[key] for key in ("name", "server", "original", "description", "approval")}
-            for row in tool_rows(session.runtime)]
-    session.view.show({"type": "tools", "tools": rows})
+    offered = await offered_tools(session.runtime)
+    rows = [{**{key: row[key] for key in ("name", "server", "original", "description", "approval")},
+             "bound": offered is None or row["name"] in offered} for row in tool_rows(session.runtime)]
+    session.view.show({"type": "tools", "tools": rows, "search": offered is not None})
 
 
 @chat_command("prompts")

@@ -25,6 +25,19 @@ def tool_rows(runtime: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
+async def offered_tools(runtime: Runtime) -> set[str] | None:
+    """The tools the model is offered at its next step in the current thread when tool search is
+    on (pinned and found ones); None when it is offered every tool."""
+    search = runtime.generation.tool_search
+    if search is None or not search.active():
+        return None
+    found: list[str] = []
+    if runtime.generation.graph is not None:
+        snapshot = await runtime.graph.aget_state(runtime.config())
+        found = snapshot.values.get("found_tools", [])
+    return search.bound_names(found)
+
+
 def prompt_rows(runtime: Runtime) -> list[dict[str, Any]]:
     return [
         {

@@ -179,9 +179,13 @@ class TerminalView:
         elif kind == "help":
             self._help(event)
         elif kind == "tools":
+            if event["search"]:
+                say("tool search is on: the model is offered search_tools and the tools marked *; "
+                    "it finds the others by searching", style="dim", markup=False)
             for tool in event["tools"]:
                 marker = "  (asks for approval)" if tool["approval"] else ""
-                say(f"{tool['name']}  {tool['description']}{marker}", markup=False)
+                bound = ("* " if tool["bound"] else "  ") if event["search"] else ""
+                say(f"{bound}{tool['name']}  {tool['description']}{marker}", markup=False)
         elif kind == "prompts":
             for row in event["prompts"]:
                 usage = f"{row['command']} {row['arguments']}".strip()

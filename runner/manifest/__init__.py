@@ -112,10 +112,55 @@ class PromptsSpec(Spec):
         return "\n" not in text and text.strip().endswith(TEMPLATE_SUFFIXES)
 
 
+def _mode_word(value: Any) -> Any:
+    # YAML 1.1 reads a bare on / off as a boolean.
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+ToolSearchMode = Annotated[
+    Literal["auto", "on", "off"],
+    BeforeValidator(_mode_word, json_schema_input_type=Literal["auto", "on", "off"] | bool),
+]
+
+
+class ToolSearchSpec(Spec):
+    """When the model is offered a ``search_tools`` tool instead of every tool."""
+
+    mode: ToolSearchMode = Field(
+        "auto",
+        description="auto: search once the tools pass max_tools or max_bytes (or the provider's "
+        "tool limit); on: always; off: never, every tool is offered.",
+    )
+    max_tools: PositiveInt = Field(64, description="auto: more tools than this turn search on.")
+    max_bytes: PositiveInt = Field(
+        32768, description="auto: tool definitions larger than this (bytes of JSON) turn search on."
+    )
+    results: Annotated[int, Field(gt=0, le=50, strict=True)] = Field(
+        8, description="Tools one search returns at most."
+    )
+
+
+def _tool_search_from_mode(value: Any) -> Any:
+    value = _mode_word(value)
+    if isinstance(value, str) and value not in ("auto", "on", "off"):
+        raise ValueError(f"expected auto, on, off or a mapping {{mode, max_tools, ...}}, not '{value}'")
+    return {"mode": value} if isinstance(value, str) else value
+
+
 class AgentSpec(Spec):
     max_steps: PositiveInt = Field(25, description="Model calls allowed in one turn.")
     tool_separator: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,3}$")] = Field(
         "__", description="Between the server key and the tool name in generated names."
+    )
+    tool_search: Annotated[
+        ToolSearchSpec,
+        BeforeValidator(
+            _tool_search_from_mode,
+            json_schema_input_type=Literal["auto", "on", "off"] | bool | ToolSearchSpec,
+        ),
+    ] = Field(
+        default_factory=ToolSearchSpec,
+        description="auto | on | off, or a mapping {mode, max_tools, max_bytes, results}.",
     )
 
 

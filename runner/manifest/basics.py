@@ -129,6 +129,10 @@ class ToolFilterSpec(NameFilterSpec):
     approve: UniqueNames = Field(
         default_factory=list, description="Globs of tools that need approval before each call."
     )
+    pin: UniqueNames = Field(
+        default_factory=list,
+        description="Globs of tools always offered to the model, also when tool search is on.",
+    )
     rename: dict[str, Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")]] = Field(
         default_factory=dict, description="Original tool name -> name shown to the model."
     )

@@ -263,12 +263,14 @@ _SCRIPT = TypeAdapter(list[Turn])
 class ScriptedChatModel(_BuiltinChatModel):
     """Replays turns: each call consumes the next one. Records what each call was offered.
 
-    ``calls[i]`` lists the tool names offered to call ``i``; ``received[i]`` its messages.
+    ``calls[i]`` lists the tool names offered to call ``i``; ``received[i]`` its messages;
+    ``offered_bytes[i]`` the size of its tool definitions (compact JSON, as a request carries them).
     """
 
     turns: list[TextTurn | ToolCallsTurn]
     _next: int = PrivateAttr(0)
     _calls: list[list[str]] = PrivateAttr(default_factory=list)
+    _offered_bytes: list[int] = PrivateAttr(default_factory=list)
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
 
     def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn]) -> None:
@@ -294,8 +296,15 @@ class ScriptedChatModel(_BuiltinChatModel):
     def received(self) -> list[list[BaseMessage]]:
         return self._received
 
+    @property
+    def offered_bytes(self) -> list[int]:
+        return self._offered_bytes
+
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         self._calls.append([tool["name"] for tool in tools])
+        self._offered_bytes.append(sum(
+            len(json.dumps({"type": "function", "function": tool}, separators=(",", ":"))) for tool in tools
+        ))
         self._received.append(list(messages))
         if self._next >= len(self.turns):
             raise ModelError(

@@ -91,11 +91,13 @@ async def _lifetime(connection: ServerConnection) -> None:
             await anyio.sleep(delay)
             connection.restarts += 1
         started_at = anyio.current_time()
-        mode = connection.eras.connect_mode(connection.spec)
+        mode = await anyio.to_thread.run_sync(connection.eras.connect_mode, connection.spec)
         try:
             error = await _run_session(connection, mode)
         except ServerStartError as exc:
-            if mode == "legacy" and not exc.permanent and connection.eras.forget(connection.spec):
+            if mode == "legacy" and not exc.permanent and await anyio.to_thread.run_sync(
+                connection.eras.forget, connection.spec
+            ):
                 logger.info(
                     "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
                 )
@@ -130,7 +132,7 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
     link = Link(connection.key, spec, base_dir=connection.base_dir, stderr_log=connection.stderr_log)
     if connection.stderr_log is not None:
         try:
-            connection.stderr_log.open()
+            await anyio.to_thread.run_sync(connection.stderr_log.open)  # file system: off the event loop
         except OSError as exc:  # the state folder is not writable: no restart would help
             raise ServerStartError(
                 connection.key, f"cannot write its log {connection.stderr_log.path}: {describe(exc)}",
@@ -158,7 +160,8 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                     link.process.handshake_done = True
                 connection.attach(client, link, listing)
                 attached = True
-                connection.eras.remember(connection.spec, client.protocol_version)
+                era = client.protocol_version
+                await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
                 try:
                     ending = await _watch(connection, client, link)
                 finally:

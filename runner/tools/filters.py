@@ -74,6 +74,7 @@ def filter_problems(spec: NameFilterSpec, names: Sequence[str], *, kind: str = "
         problems += _unmatched(spec.except_, names, "except", kind)
     if isinstance(spec, ToolFilterSpec):
         problems += _unmatched(spec.approve, names, "approve", kind)
+        problems += _unmatched(spec.pin, names, "pin", kind)
         for field, keys in (("rename", spec.rename), ("timeouts", spec.timeouts)):
             for key in keys:
                 if key not in names:

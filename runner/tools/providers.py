@@ -49,6 +49,15 @@ _MODEL_NAME_PREFIXES: tuple[tuple[tuple[str, ...], Provider], ...] = (
 )
 
 
+# How many tools one request may offer, where a provider says so.
+TOOL_LIMITS: dict[str, int] = {"openai": 128}
+
+
+def tool_limit(provider: str) -> int | None:
+    """The most tools ``provider`` accepts in one request (None: no known limit)."""
+    return TOOL_LIMITS.get(provider)
+
+
 def provider_for_model(model_id: str) -> Provider:
     """Which schema pass a model id (``provider:model`` as in ``init_chat_model``) needs.
 

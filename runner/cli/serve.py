@@ -1,0 +1,84 @@
+"""``mcp-run serve FILE``: the agent as an MCP server, over stdio or streamable HTTP.
+
+Everything meant for people goes to stderr: over stdio, stdout is the MCP wire. The command ends
+with 0 when the client closes stdin, 130 on Ctrl-C, 128+N on signal N (SIGTERM: 143); the
+agent's servers are stopped in every case.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import anyio
+import click
+
+from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.serve import (DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS, ServeOptions, check_binding, parse_address,
+                          serve_agent)
+from runner.servers import stop_on_signals
+
+
+def _show(event: dict[str, Any]) -> None:
+    kind = event["type"]
+    if kind == "listening":
+        stderr.print(f"serving '{event['name']}' on {event['url']}", markup=False)
+    elif kind == "ready":
+        stderr.print(f"serving '{event['name']}' over stdio", style="dim", markup=False)
+    elif kind == "reload":
+        stderr.print(event.get("summary", "reloaded"), style="dim", markup=False)
+    elif kind == "reload_error":
+        stderr.print("reload failed; still serving the last good manifest:", style="yellow", markup=False)
+        for problem in event["problems"]:
+            stderr.print(f"  {problem}", markup=False)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--http", "address", metavar="HOST:PORT",
+              help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio; port 0 picks a free one.")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow --http on an address other than loopback (needs a bearer token).")
+@click.option("--token-env", metavar="VAR",
+              help="Require the bearer token held by environment variable VAR on every HTTP request.")
+@click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=DEFAULT_MAX_TURNS, show_default=True,
+              help="Turns that run at once (over all conversations).")
+@click.option("--max-queued", type=click.IntRange(min=0), default=DEFAULT_MAX_QUEUED, show_default=True,
+              help="Requests that may wait for a turn; past that a request gets a 'busy' error.")
+@click.option("--stateless", is_flag=True,
+              help="HTTP without sessions (behind a load balancer); callers on 2025-11-25 then get no "
+                   "questions forwarded.")
+@reports_errors
+def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
+          max_turns: int, max_queued: int, stateless: bool) -> None:
+    """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
+                                     param_hint="--token-env")
+    if address is None:
+        if allow_remote or token_env or stateless:
+            raise click.UsageError("--allow-remote, --token-env and --stateless apply to --http only")
+        http = None
+    else:
+        try:
+            http = parse_address(address)
+            check_binding(http, allow_remote=allow_remote, token=token)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http") from exc
+    options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
+                           watch=watch, max_turns=max_turns, max_queued=max_queued)
+    sys.exit(anyio.run(_until_signalled, file, options))
+
+
+async def _until_signalled(file: str, options: ServeOptions) -> int:
+    async with stop_on_signals() as stopped:
+        await serve_agent(file, options, _show)
+    if stopped.received is not None:
+        stderr.print(f"stopped by {stopped.received.name}", style="yellow")
+        return 128 + int(stopped.received)
+    return EXIT_OK

@@ -1,0 +1,97 @@
+"""The PostgreSQL checkpointer (``checkpointer: postgres://…``), shared by several processes.
+
+A pool of connections rather than one: concurrent conversations do not queue behind a single
+connection, and a connection the server dropped is replaced instead of failing every later turn.
+The tables are created (and migrated) under a PostgreSQL advisory lock, so instances starting
+together on a new database do not race to create them.
+
+Needs the ``postgres`` extra (``langgraph-checkpoint-postgres`` and psycopg). libpq settings go in
+the URL as usual (``?sslmode=require&connect_timeout=5``); the password may come from the URL, from
+``PGPASSWORD`` or from ``~/.pgpass``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from runner.errors import CheckpointerError
+
+POOL_MAX_SIZE = 10  # connections per process; a turn holds one only while it reads or writes
+CONNECT_TIMEOUT = 10.0  # seconds to get the first connection at start-up
+# Key of the advisory lock held while the tables are created: any constant unique to this use.
+SETUP_LOCK_KEY = 0x6D63_7072_756E  # "mcprun"
+SETUP_POLL = 0.05  # seconds between attempts to take that lock
+SETUP_WAIT = 60.0  # seconds another process may take to create the tables
+MISSING_PACKAGE = (
+    "the postgres checkpointer needs the langgraph-checkpoint-postgres package: "
+    "pip install 'mcp-run[postgres]' (or langgraph-checkpoint-postgres and psycopg[binary])"
+)
+
+
+@asynccontextmanager
+async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
+    """An ``AsyncPostgresSaver`` over a connection pool to ``url``, its tables set up, for the block.
+
+    Raises CheckpointerError when the package is missing or the database cannot be reached; the
+    message names host and user as psycopg does, never the password.
+    """
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    except ImportError as exc:
+        raise CheckpointerError(MISSING_PACKAGE) from exc
+    # The settings AsyncPostgresSaver.from_conn_string uses for its connection.
+    settings: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+    # The tables first, on a connection of its own: an unreachable database fails at once, with
+    # libpq's reason, rather than after the pool's wait.
+    try:
+        async with await psycopg.AsyncConnection.connect(url, **settings) as connection:
+            await _setup_tables(connection, AsyncPostgresSaver)
+    except TimeoutError as exc:
+        raise CheckpointerError(
+            "cannot open the postgres checkpointer: "
+            f"its tables were still being created after {SETUP_WAIT:g}s"
+        ) from exc
+    except psycopg.Error as exc:  # its messages name host and user, never the password
+        raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
+    # The pool checks a connection before lending it, so one the server closed is replaced.
+    pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
+                               check=AsyncConnectionPool.check_connection)
+    try:
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout as exc:
+            raise CheckpointerError(
+                f"cannot open the postgres checkpointer: no connection within {CONNECT_TIMEOUT:g}s"
+            ) from exc
+        yield AsyncPostgresSaver(conn=pool)
+    finally:
+        await pool.close()
+
+
+async def _setup_tables(connection: Any, saver_class: Any) -> None:
+    """Create or migrate the checkpointer's tables, one process at a time.
+
+    The lock is polled, not awaited in SQL: a session blocked in ``pg_advisory_lock`` holds a
+    snapshot, which the migrations' ``CREATE INDEX CONCURRENTLY`` waits for (a deadlock).
+    """
+    with anyio.fail_after(SETUP_WAIT):
+        # Another process holding it (creating the tables) sends nothing to wait on: poll.
+        while not await _try_lock(connection):  # noqa: ASYNC110
+            await anyio.sleep(SETUP_POLL)
+    try:
+        await saver_class(conn=connection).setup()
+    finally:
+        await connection.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+
+async def _try_lock(connection: Any) -> bool:
+    cursor = await connection.execute("SELECT pg_try_advisory_lock(%s) AS locked", (SETUP_LOCK_KEY,))
+    return bool((await cursor.fetchone())["locked"])

@@ -1,0 +1,97 @@
+"""The agent as an MCP server (``mcp-run serve``): one running agent answers many callers.
+
+    await serve_agent("agent.yaml", ServeOptions(http=parse_address("127.0.0.1:8000"), token=...))
+
+The agent starts once (its MCP servers, its model, its checkpointer) and every conversation
+shares it: :mod:`runner.serve.scheduling` orders the turns (per thread, bounded),
+:mod:`runner.serve.service` offers the ``ask`` tool (:mod:`runner.serve.ask`), the prompt
+commands and the threads (:mod:`runner.serve.threads`), and :mod:`runner.serve.transports`
+carries it over stdio or streamable HTTP. With ``watch`` the manifest is reloaded on every edit
+(:func:`runner.reload.watch_and_reload`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.errors import ServeError
+from runner.reload import watch_and_reload
+from runner.runtime import load_agent
+from runner.serve.ask import ASK_TOOL
+from runner.serve.scheduling import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS, TurnScheduler
+from runner.serve.service import AgentService
+from runner.serve.threads import THREAD_SCHEME, THREAD_TEMPLATE
+from runner.serve.transports import Address, bind, check_binding, parse_address, serve_http, serve_stdio
+
+__all__ = [
+    "ASK_TOOL",
+    "DEFAULT_MAX_QUEUED",
+    "DEFAULT_MAX_TURNS",
+    "THREAD_SCHEME",
+    "THREAD_TEMPLATE",
+    "Address",
+    "AgentService",
+    "ServeOptions",
+    "TurnScheduler",
+    "check_binding",
+    "parse_address",
+    "serve_agent",
+]
+
+Events = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request."""
+
+    http: Address | None = None
+    token: str | None = None
+    allow_remote: bool = False
+    stateless: bool = False
+    watch: bool = False
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_queued: int = DEFAULT_MAX_QUEUED
+
+
+async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None) -> None:
+    """Serve the agent of manifest ``path`` until the client goes away (stdio) or until cancelled.
+
+    ``on_event`` hears ``listening`` (with the HTTP ``url``), ``ready`` (stdio), and with
+    ``watch`` the ``reload`` and ``reload_error`` events of :func:`runner.reload.watch_and_reload`.
+    The agent's servers are stopped on the way out, however it ends.
+    """
+    sock = None
+    if options.http is not None:
+        try:
+            check_binding(options.http, allow_remote=options.allow_remote, token=options.token)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from exc
+        sock = bind(options.http)  # before the servers start: a taken port fails at once
+    try:
+        async with load_agent(path) as runtime:
+            service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
+                                                          max_queued=options.max_queued))
+            async with anyio.create_task_group() as group:
+                if options.watch:
+                    watching = anyio.Event()
+                    group.start_soon(partial(watch_and_reload, runtime, on_event, stop=anyio.Event(),
+                                             ready=watching))
+                    await watching.wait()  # edits from here on are seen
+                if sock is None:
+                    on_event({"type": "ready", "name": runtime.manifest.name, "transport": "stdio"})
+                    await serve_stdio(service.server)
+                else:
+                    await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
+                                     on_ready=lambda url: on_event({"type": "listening", "url": url,
+                                                                    "name": runtime.manifest.name}))
+                group.cancel_scope.cancel()
+    finally:
+        if sock is not None:
+            sock.close()

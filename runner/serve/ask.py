@@ -1,0 +1,210 @@
+"""The ``ask`` tool of the served agent: one turn of a conversation, from a calling MCP client.
+
+``ask {message, thread?}`` runs a turn on ``thread`` (a new thread without one) and returns the
+answer and the thread id, as text and as structured content. While it runs, the model's tokens,
+its tool calls and their results reach the caller as progress notifications (when the caller
+sent a progress token). A question of the agent (an approval, a server's elicitation, a sampling
+approval) is put to the caller as an elicitation: during the call on 2025-11-25 connections, as
+a result asking for input on 2026-07-28 ones (the caller retries with the answer, and the turn,
+paused in the checkpointer, resumes). A caller without elicitation gets deny / decline at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from langgraph.types import Command
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from runner.errors import AskError, RunnerError
+from runner.graph import MAX_STEPS_REASON
+from runner.runtime import Runtime
+from runner.serve.questions import (can_elicit, elicitation_request, question_key, refusal,
+                                    resume_value)
+from runner.serve.scheduling import TurnScheduler
+from runner.serve.threads import THREAD_PATTERN, checked_thread_id
+from runner.turns import stream_turn
+
+ASK_TOOL = "ask"
+QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
+PREVIEW_CHARS = 200
+QUESTION_EVENTS = ("approval", "elicitation", "sampling")
+
+ASK_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "What to say to the agent."},
+        "thread": {"type": "string", "pattern": THREAD_PATTERN,
+                   "description": "The conversation to continue (the thread id of an earlier answer); "
+                                  "a new conversation without it."},
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+ASK_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "thread": {"type": "string"}},
+    "required": ["answer", "thread"],
+}
+
+
+def ask_tool(agent_name: str, description: str | None) -> types.Tool:
+    about = f" ({description})" if description else ""
+    return types.Tool(
+        name=ASK_TOOL,
+        description=(f"Ask the agent '{agent_name}'{about}. Returns its answer and the thread id; pass "
+                     "the thread id back to continue the same conversation."),
+        input_schema=ASK_INPUT_SCHEMA,
+        output_schema=ASK_OUTPUT_SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    message: str
+    thread: str | None
+
+
+def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
+    """The checked arguments of ``ask``; AskError names what is wrong."""
+    arguments = arguments or {}
+    unknown = sorted(set(arguments) - {"message", "thread"})
+    if unknown:
+        raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
+    message = arguments.get("message")
+    if not isinstance(message, str):
+        raise AskError(f"message must be a string, got {type(message).__name__ if message is not None else 'nothing'}")
+    if not message.strip():
+        raise AskError("message is empty: say something to the agent")
+    thread = arguments.get("thread")
+    return AskRequest(message, None if thread is None else checked_thread_id(thread))
+
+
+def error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+class _Progress:
+    """Progress notifications of one call: a counter and a message per event."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+        self._count = 0
+
+    async def note(self, message: str) -> None:
+        self._count += 1
+        await self._ctx.session.report_progress(self._count, None, message)
+
+    async def event(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "token":
+            await self.note(event["text"])
+        elif kind == "tool_call":
+            await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
+        elif kind == "tool_result":
+            text = event["text"] if len(event["text"]) <= PREVIEW_CHARS else event["text"][:PREVIEW_CHARS] + " …"
+            await self.note(f"tool result {event['name']} ({event['status']}): {text}")
+        elif kind == "progress":
+            detail = event.get("message") or f"{event.get('progress')}/{event.get('total') or '?'}"
+            await self.note(f"{event.get('tool')}: {detail}")
+
+
+def _state_token(thread: str, key: str) -> str:
+    raw = json.dumps({"thread": thread, "question": key}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _read_state_token(token: str | None) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode((token or "").encode()))
+        return checked_thread_id(data["thread"]), str(data["question"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AskError("the answer came without the state of the question it answers") from exc
+
+
+class AskHandler:
+    """Runs ``ask`` calls over one runtime, through one scheduler."""
+
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler) -> None:
+        self.runtime = runtime
+        self.scheduler = scheduler
+
+    async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                       ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            request = parse_ask(params.arguments)
+            if params.input_responses or params.request_state:
+                thread, message = await self._answered(params)
+            else:
+                thread, message = request.thread or uuid.uuid4().hex, request.message
+            return await self._turn(ctx, thread, message)
+        except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
+            return error_result(str(exc))
+
+    async def _answered(self, params: types.CallToolRequestParams) -> tuple[str, Command]:
+        """A retried call carrying the caller's answer: the thread and the resume command."""
+        thread, key = _read_state_token(params.request_state)
+        response = (params.input_responses or {}).get(QUESTION_KEY)
+        if response is None:
+            raise AskError("the retried call carries no answer to the agent's question")
+        answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        state = await self.runtime.graph.aget_state(self.runtime.config(thread))
+        for pending in state.interrupts:
+            value = dict(pending.value)
+            kind = value.get("type")
+            event = {**value, "type": kind if kind in ("elicitation", "sampling") else "approval"}
+            if question_key(event) == key:
+                return thread, Command(resume=resume_value(event, answer))
+        raise AskError(f"thread {thread} no longer waits for that answer")
+
+    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command
+                    ) -> types.CallToolResult | types.InputRequiredResult:
+        progress = _Progress(ctx)
+        async with self.scheduler.turn(thread, waiting=progress.note):
+            while True:
+                pending, final = None, None
+                async for event in stream_turn(self.runtime, message, thread_id=thread):
+                    if event["type"] in QUESTION_EVENTS:
+                        pending = event
+                    elif event["type"] == "final":
+                        final = event
+                    else:
+                        await progress.event(event)
+                if pending is None:
+                    break
+                if not can_elicit(ctx.session.client_capabilities, pending):
+                    await progress.note(f"{pending['type']} answered for the caller: {refusal(pending)['action']}")
+                    message = Command(resume=refusal(pending))
+                elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    return types.InputRequiredResult(
+                        input_requests={QUESTION_KEY: elicitation_request(pending)},
+                        request_state=_state_token(thread, question_key(pending)))
+                else:
+                    message = Command(resume=await self._ask_caller(ctx, pending))
+        if final is None:
+            return error_result(f"the turn on thread {thread} ended without an answer")
+        answer = final["text"]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=answer)],
+            structured_content={"answer": answer, "thread": thread},
+            is_error=final.get("reason") == MAX_STEPS_REASON,
+        )
+
+    async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: dict[str, Any]) -> dict[str, Any]:
+        """The caller's answer, asked during the call (2025-11-25): the thread's turn waits for it."""
+        try:
+            answer = await ctx.session.send_request(
+                elicitation_request(pending), types.ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+        except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return refusal(pending)  # the client refused the request or went away: nobody answered
+        return resume_value(pending, answer)

@@ -1,0 +1,118 @@
+"""The agent as an MCP server (the SDK's low-level ``Server``): the ``ask`` tool, the agent's prompt
+commands as prompts, and its conversation threads as resources.
+
+Every handler reads the runtime's current generation when it is called, so after a reload
+(``serve --watch``) new calls see the new prompts and tools while calls in flight go on.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+
+from runner.errors import PromptError, RunnerError, ServeError
+from runner.runtime import Runtime
+from runner.serve.ask import ASK_TOOL, AskHandler, ask_tool, error_result
+from runner.serve.scheduling import TurnScheduler
+from runner.serve.threads import (listed_threads, thread_messages, thread_of, thread_resource,
+                                  thread_template)
+
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
+
+
+def _package_version() -> str:
+    try:
+        return version("mcp-run")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0"
+
+
+class AgentService:
+    """One agent served to every caller: ``service.server`` is handed to a transport."""
+
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None) -> None:
+        self.runtime = runtime
+        self.scheduler = scheduler or TurnScheduler()
+        self.ask = AskHandler(runtime, self.scheduler)
+        manifest = runtime.manifest
+        self.server: Server[Any] = Server(
+            manifest.name,
+            version=_package_version(),
+            description=manifest.description,
+            instructions=manifest.description,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+        )
+
+    # ------------------------------------------------------------------ tools
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        manifest = self.runtime.manifest
+        return types.ListToolsResult(tools=[ask_tool(manifest.name, manifest.description)])
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                         ) -> types.CallToolResult | types.InputRequiredResult:
+        if params.name != ASK_TOOL:
+            return error_result(f"unknown tool '{params.name}': this agent has one tool, '{ASK_TOOL}'")
+        return await self.ask(ctx, params)
+
+    # ------------------------------------------------------------------ prompts
+
+    async def _list_prompts(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        prompts = []
+        for command in self.runtime.prompt_catalog:
+            arguments = [argument for argument in command.prompt.arguments or []
+                         if argument.name not in command.fixed_arguments]
+            prompts.append(types.Prompt(name=command.name, title=command.prompt.title,
+                                        description=command.description or None, arguments=arguments))
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def _get_prompt(self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+                          ) -> types.GetPromptResult:
+        """The prompt command's messages, as the server that offers it renders them."""
+        try:
+            request = self.runtime.prompt_catalog.resolve(params.name, params.arguments or {})
+        except PromptError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        connection = self.runtime.fleet.connections[request.server]
+        try:
+            result = await connection.get_prompt(request.name, dict(request.arguments))
+        except RunnerError as exc:  # the server that offers it failed or refused
+            raise MCPError(INTERNAL_ERROR, f"prompt {params.name}: {exc}") from exc
+        return types.GetPromptResult(description=result.description, messages=result.messages)
+
+    # ------------------------------------------------------------------ resources
+
+    async def _list_resources(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        threads = await listed_threads(self.runtime)
+        return types.ListResourcesResult(resources=[thread_resource(thread) for thread in threads])
+
+    async def _list_resource_templates(self, ctx: ServerRequestContext[Any], params: Any
+                                       ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[thread_template()])
+
+    async def _read_resource(self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+                             ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            thread = thread_of(uri)
+        except ServeError as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from exc
+        messages = await thread_messages(self.runtime, thread)
+        if messages is None:
+            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages")
+        text = json.dumps({"thread": thread, "messages": messages}, default=str)
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])

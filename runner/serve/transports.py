@@ -1,0 +1,209 @@
+"""Where the served agent listens: this process's stdin/stdout, or streamable HTTP on HOST:PORT.
+
+Over HTTP, a bearer token (when given) is required on every request: a request without it, or
+with another one, gets 401 before it reaches the MCP server. Binding to an address other than
+loopback is the caller's decision (:func:`check_binding`): it needs ``allow_remote`` and a token.
+
+Both transports end when their block is cancelled (a signal) and return when the client goes
+away (stdin closes); stdin is read by a daemon thread, so a read that never returns cannot hold
+up the exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import math
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import uvicorn
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runner.errors import ServeError
+
+DEFAULT_HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
+LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:  # a host name: only "localhost" is taken for loopback
+            return False
+
+
+def parse_address(text: str) -> Address:
+    """``HOST:PORT``, ``[IPV6]:PORT`` or ``:PORT`` (loopback); ValueError says what is wrong."""
+    host, separator, port = text.rpartition(":")
+    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (for example 127.0.0.1:8000; port 0 picks a free one)")
+    host = host.removeprefix("[").removesuffix("]") or DEFAULT_HOST
+    return Address(host, int(port))
+
+
+def check_binding(address: Address, *, allow_remote: bool, token: str | None) -> None:
+    """Refuse a non-loopback address unless remote callers are allowed and a token is required."""
+    if address.loopback:
+        return
+    if not allow_remote:
+        raise ValueError(f"{address.host} is not a loopback address: serving there needs --allow-remote "
+                         "(and a bearer token, --token-env VAR)")
+    if not token:
+        raise ValueError(f"serving on {address.host} needs a bearer token: --token-env VAR names the "
+                         "environment variable that holds it")
+
+
+# --------------------------------------------------------------------------- stdio
+
+
+@contextmanager
+def _claimed_stdin() -> Iterator[int]:
+    """A private duplicate of fd 0 for the wire; fd 0 itself reads the null device meanwhile, so
+    nothing else in this process (or started by it) can take the client's messages."""
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    saved = os.dup(0)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        yield wire
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+async def _stdin_lines(fd: int) -> AsyncIterator[str]:
+    """The lines of ``fd``, read by a daemon thread (closed at end of input)."""
+    loop = asyncio.get_running_loop()
+    send, receive = anyio.create_memory_object_stream[str](math.inf)
+
+    def read() -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                loop.call_soon_threadsafe(_deliver, send, line)
+        loop.call_soon_threadsafe(send.close)
+
+    threading.Thread(target=read, name="mcp-run serve stdin", daemon=True).start()
+    async with receive:
+        async for line in receive:
+            yield line
+
+
+def _deliver(send: Any, line: str) -> None:
+    try:
+        send.send_nowait(line)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return  # the server stopped reading: the line has no one to go to
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve over stdin/stdout until stdin closes (or the block is cancelled)."""
+    with _claimed_stdin() as wire:
+        async with stdio_server(stdin=_stdin_lines(wire)) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` behind a bearer token: other HTTP requests get 401 (the token is never echoed)."""
+    expected = token.encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, given = header.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), expected):
+                refusal = JSONResponse(
+                    {"error": "invalid_token", "error_description": "a valid bearer token is required"},
+                    status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-run"'})
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: the command's signal handling stops it."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind(address: Address) -> socket.socket:
+    """A listening socket on ``address`` (port 0: a free port, read back from the socket)."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it small SSE writes wait for delayed ACKs (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((address.host, address.port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {address.host}:{address.port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def http_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+
+
+async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
+                     on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds."""
+    host = sock.getsockname()[0]
+    app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+                                              stateless_http=stateless)
+    if token:
+        app = require_bearer(app, token)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN))
+    web = _Uvicorn(config)
+    finished = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # it stops when told to (should_exit), not midway
+                await web.serve(sockets=[sock])
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        try:
+            if on_ready is not None:
+                on_ready(http_url(sock))
+            await finished.wait()
+        finally:
+            web.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
+                await finished.wait()
+            sock.close()

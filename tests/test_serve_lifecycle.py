@@ -1,0 +1,126 @@
+"""`mcp-run serve` as a process: it refuses unsafe bindings, requires its bearer token, reloads with
+--watch, and stops its agent's servers however it ends (stdin closed, Ctrl-C, SIGTERM)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import httpx2
+import psutil
+import pytest
+import yaml
+from builders import ROOT
+from servers import gates as gates_server
+from serving import SERVE, call_message, http_agent, http_client, text_of, write_served_agent
+
+LIMIT = 90
+TOKEN = "s3cret-t0ken-for-tests"
+
+
+@pytest.fixture
+def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
+    shared = gates_server.Gates()
+    return shared, serve_http(gates_server.build(shared))
+
+
+@pytest.mark.parametrize(("arguments", "complaint"), [
+    (["--http", "0.0.0.0:0"], "0.0.0.0 is not a loopback address: serving there needs --allow-remote"),
+    (["--http", "0.0.0.0:0", "--allow-remote"], "serving on 0.0.0.0 needs a bearer token"),
+    (["--http", "127.0.0.1"], "'127.0.0.1' is not HOST:PORT"),
+    (["--http", "127.0.0.1:0", "--token-env", "MCP_RUN_TEST_UNSET"], "MCP_RUN_TEST_UNSET is not set"),
+    (["--allow-remote"], "apply to --http only"),
+])
+def test_an_unsafe_or_malformed_binding_is_refused_with_exit_2(
+    tmp_path: Path, arguments: list[str], complaint: str
+) -> None:
+    manifest = write_served_agent(tmp_path, "http://127.0.0.1:9/mcp")
+    result = subprocess.run([*SERVE, str(manifest), *arguments], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2, result.stderr
+    assert complaint in " ".join(result.stderr.split())
+
+
+async def test_http_requests_without_the_bearer_token_get_401_and_the_token_is_never_shown(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest, "--token-env", "MCP_RUN_SERVE_TOKEN", env={"MCP_RUN_SERVE_TOKEN": TOKEN}) as served:
+        with anyio.fail_after(LIMIT):
+            async with httpx2.AsyncClient() as http:
+                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+                for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+                    response = await http.post(served.url, json=body, headers=headers)
+                    assert response.status_code == 401, headers
+                    assert response.headers["www-authenticate"].startswith("Bearer")
+                    assert TOKEN not in response.text
+            async with http_client(served.url, token=TOKEN) as client:
+                result = await client.call_tool("ask", {"message": call_message("gates__note", text="in")})
+    assert text_of(result) == "gates__note returned: noted in"
+    assert log.log == ["note in"]
+
+
+async def test_serve_watch_offers_an_edited_prompt_to_the_next_call(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    binding = {"server": "demo", "name": "greet", "as": "hello"}
+    manifest = write_served_agent(tmp_path, url, demo=True, prompts={"mcp": [binding]})
+    with http_agent(manifest, "--watch") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url) as client:
+                before = {prompt.name for prompt in (await client.list_prompts()).prompts}
+                document = yaml.safe_load(manifest.read_text())
+                document["prompts"]["mcp"][0]["as"] = "welcome"
+                manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+                await anyio.to_thread.run_sync(served.wait_for_line, "reloaded in")
+                after = {prompt.name for prompt in (await client.list_prompts()).prompts}
+                greeting = await client.get_prompt("welcome", {"name": "Ada"})
+    assert "hello" in before and "welcome" not in before
+    assert "welcome" in after and "hello" not in after
+    assert "Ada" in greeting.messages[0].content.text
+
+
+def _agent_children(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_served_agent_and_every_server_it_started(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str], stop: signal.Signals, code: int
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    with http_agent(manifest) as served:
+        children = _agent_children(served.process.pid)
+        assert children, "the demo server runs as a child of mcp-run serve"
+        served.process.send_signal(stop)
+        assert served.process.wait(timeout=30) == code
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+
+
+def test_closing_stdin_ends_a_stdio_serve_with_0_and_stops_its_servers(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    process = subprocess.Popen([*SERVE, str(manifest)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "over stdio" in process.stderr.readline()
+        children = _agent_children(process.pid)
+        assert children
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+        assert process.stdout.read() == ""  # nothing but the protocol ever goes to stdout
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []

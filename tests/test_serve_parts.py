@@ -1,0 +1,130 @@
+"""The parts of `mcp-run serve` on their own: the turn scheduler's admission and order, the mapping
+of the agent's questions to elicitations and back, addresses, and the listening socket."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import mcp_types as types
+import pytest
+
+from runner.errors import BusyError
+from runner.serve.questions import can_elicit, elicitation_for, question_key, refusal, resume_value
+from runner.serve.scheduling import TurnScheduler
+from runner.serve.transports import Address, bind, check_binding, parse_address
+
+APPROVAL = {"type": "approval", "tool": "files__delete", "args": {"path": "a"}, "id": "call_1"}
+FORM = {"type": "elicitation", "server": "cal", "message": "Which day?", "mode": "form",
+        "schema": {"type": "object", "properties": {"day": {"type": "string"}}}}
+URL = {"type": "elicitation", "server": "cal", "message": "Sign in", "mode": "url",
+       "url": "https://cal.example/in", "elicitation_id": "e1"}
+
+
+async def test_turns_of_one_thread_run_in_arrival_order_and_others_pass_them() -> None:
+    scheduler = TurnScheduler(max_turns=4, max_queued=4)
+    order: list[str] = []
+    release = anyio.Event()
+    told: list[str] = []
+
+    async def turn(thread: str, name: str, hold: bool = False) -> None:
+        async def waiting(reason: str) -> None:
+            told.append(f"{name}: {reason}")
+
+        async with scheduler.turn(thread, waiting=waiting):
+            order.append(f"start {name}")
+            if hold:
+                await release.wait()
+            order.append(f"end {name}")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn, "t", "first", True)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(turn, "t", "second")
+            group.start_soon(turn, "u", "other")
+            await anyio.wait_all_tasks_blocked()
+            assert order == ["start first", "start other", "end other"]
+            assert scheduler.waiting == 1 and scheduler.running == 1
+            release.set()
+    assert order[3:] == ["end first", "start second", "end second"]
+    assert told == ["second: queued: an earlier turn of this thread is running"]
+
+
+async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None:
+    scheduler = TurnScheduler(max_turns=1, max_queued=1)
+    release = anyio.Event()
+
+    async def hold(thread: str) -> None:
+        async with scheduler.turn(thread):
+            await release.wait()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(hold, "a")
+            group.start_soon(hold, "b")
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(BusyError, match="1 turns running and 1 waiting"):
+                async with scheduler.turn("c"):
+                    pass
+            release.set()
+    async with scheduler.turn("c"):  # free again once they are done
+        assert scheduler.running == 1
+
+
+def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:
+    question = elicitation_for(APPROVAL)
+    assert isinstance(question, types.ElicitRequestFormParams)
+    assert question.message == 'The agent wants to call the tool files__delete with {"path": "a"}. Allow it?'
+    yes = types.ElicitResult(action="accept", content={"approve": True})
+    no = types.ElicitResult(action="accept", content={"approve": False, "reason": "keep it"})
+    assert resume_value(APPROVAL, yes) == {"action": "approve"}
+    assert resume_value(APPROVAL, no) == {"action": "deny", "reason": "keep it"}
+    assert resume_value(APPROVAL, types.ElicitResult(action="cancel")) == {
+        "action": "deny", "reason": "the caller's user chose cancel"}
+    assert refusal(APPROVAL)["action"] == "deny"
+
+
+def test_a_servers_question_keeps_its_form_or_url_and_its_answer() -> None:
+    form = elicitation_for(FORM)
+    assert isinstance(form, types.ElicitRequestFormParams) and form.requested_schema == FORM["schema"]
+    url = elicitation_for(URL)
+    assert isinstance(url, types.ElicitRequestURLParams) and url.elicitation_id == "e1"
+    answer = types.ElicitResult(action="accept", content={"day": "monday"})
+    assert resume_value(FORM, answer) == {"action": "accept", "content": {"day": "monday"}}
+    assert resume_value(URL, types.ElicitResult(action="accept")) == {"action": "accept"}
+    assert refusal(FORM) == refusal(URL) == {"action": "decline"}
+    assert question_key(FORM) != question_key(URL) and question_key(FORM) == question_key(dict(FORM))
+
+
+def test_only_a_client_that_declared_the_needed_elicitation_mode_is_asked() -> None:
+    form_only = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    both = types.ClientCapabilities(elicitation=types.ElicitationCapability(
+        form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()))
+    assert not can_elicit(None, FORM) and not can_elicit(types.ClientCapabilities(), APPROVAL)
+    assert can_elicit(form_only, APPROVAL) and can_elicit(form_only, FORM) and not can_elicit(form_only, URL)
+    assert can_elicit(both, URL)
+
+
+def test_addresses_parse_and_only_loopback_is_served_without_permission() -> None:
+    assert parse_address("127.0.0.1:8000") == Address("127.0.0.1", 8000)
+    assert parse_address("[::1]:0") == Address("::1", 0)
+    assert parse_address(":9000") == Address("127.0.0.1", 9000)
+    for loopback in ("127.0.0.1:1", "localhost:1", "[::1]:1", "127.9.9.9:1"):
+        check_binding(parse_address(loopback), allow_remote=False, token=None)
+    with pytest.raises(ValueError, match="needs --allow-remote"):
+        check_binding(parse_address("10.1.2.3:80"), allow_remote=False, token="t")
+    with pytest.raises(ValueError, match="needs a bearer token"):
+        check_binding(parse_address("example.org:80"), allow_remote=True, token=None)
+    check_binding(parse_address("0.0.0.0:80"), allow_remote=True, token="t")
+    for bad in ("127.0.0.1", "host:port", "127.0.0.1:70000"):
+        with pytest.raises(ValueError, match="is not HOST:PORT"):
+            parse_address(bad)
+
+
+def test_the_listening_socket_sends_small_writes_at_once() -> None:
+    sock = bind(Address("127.0.0.1", 0))
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        sock.close()
