@@ -177,3 +177,18 @@ def test_a_line_typed_while_a_turn_runs_is_sent_after_it(tmp_path: Path) -> None
         session.expect("demo__sleep returned")
         session.expect("returned: typed ahead")
         session.expect("> ")
+
+
+def test_the_status_line_shows_a_crashed_server_restarting_and_its_tools_work_again(tmp_path: Path) -> None:
+    import psutil
+
+    write_manifest(tmp_path, {"demo": server("demo")}, name="crashy", model="offline", checkpointer="memory")
+    with chat(tmp_path) as session:
+        session.expect("servers 1/1 up")
+        [demo] = [child for child in psutil.Process(session.pid).children(recursive=True)
+                  if any("demo.py" in part for part in child.cmdline())]
+        demo.kill()
+        session.expect(r"restarting\)")  # "servers 0/1 up (demo restarting)", redrawn in place
+        session.sendline('demo__echo {"text": "back"}')
+        session.expect("returned: back")
+        session.expect("> ")
