@@ -4,6 +4,7 @@ saved from a tool; and plain lines without escape codes when stdin is not a term
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
@@ -15,6 +16,8 @@ import pytest
 from builders import copy_bundled_agent, server, write_manifest
 from test_agent_cli import chat_in_a_terminal
 from test_elicitation_graph import write_agent
+
+from runner.cli.media import MediaFolder, inline_preview
 
 UP = "\x1b[A"
 ALT_ENTER = "\x1b\r"
@@ -192,3 +195,42 @@ def test_the_status_line_shows_a_crashed_server_restarting_and_its_tools_work_ag
         session.sendline('demo__echo {"text": "back"}')
         session.expect("returned: back")
         session.expect("> ")
+
+
+def test_tab_completes_a_thread_id_the_checkpointer_holds(agent_dir: Path) -> None:
+    earlier = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "-p", "hi", "--thread", "older1"],
+                             cwd=agent_dir, capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+    assert earlier.returncode == 0, earlier.stderr
+    with chat(agent_dir, "--thread", "t2") as session:
+        session.send("/thread ol\t")
+        session.expect("der1")
+        session.send("\r")
+        session.expect(r"thread older1\r\n")
+        session.expect("> ")
+
+
+def test_images_are_previewed_inline_only_on_terminals_known_to_show_them(tmp_path: Path) -> None:
+    png = tmp_path / "001-demo__image.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16)
+    event = {"type": "media", "tool": "demo__image", "id": "c1", "mime_type": "image/png", "path": str(png)}
+    assert inline_preview(event, {"TERM": "xterm-256color"}) is None
+    assert inline_preview(event, {"TERM": "xterm-256color", "TERM_PROGRAM": "Apple_Terminal"}) is None
+    assert inline_preview({**event, "mime_type": "audio/wav"}, {"TERM_PROGRAM": "iTerm.app"}) is None
+    assert inline_preview(event, {"TERM_PROGRAM": "iTerm.app"}).startswith("\x1b]1337;File=inline=1;")
+    assert inline_preview(event, {"TERM": "xterm-kitty"}).startswith("\x1b_Gf=100,a=T,m=0;")
+
+
+def test_media_files_are_numbered_per_thread_and_named_by_tool(tmp_path: Path) -> None:
+    folder = MediaFolder(tmp_path)
+    image = {"type": "image", "base64": base64.b64encode(b"\x89PNG").decode(), "mime_type": "image/png"}
+    audio = {"type": "audio", "base64": base64.b64encode(b"RIFF").decode(), "mime_type": "audio/wav"}
+    document = {"type": "file", "base64": base64.b64encode(b"%PDF").decode(), "mime_type": "application/pdf",
+                "extras": {"filename": "report.pdf"}}
+    folder.save("t1", "demo__image", "c1", [image, {"type": "text", "text": "not media"}])
+    folder.save("t1", "voice/speak", "c2", [audio, document])
+    folder.save("t2", "demo__image", "c3", [image])
+    assert [path.name for path in folder.files("t1")] == [
+        "001-demo__image.png", "002-voice_speak.wav", "003-voice_speak.pdf"]
+    assert [path.name for path in folder.files("t2")] == ["001-demo__image.png"]
+    assert (tmp_path / "media" / "t1" / "003-voice_speak.pdf").read_bytes() == b"%PDF"

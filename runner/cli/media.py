@@ -29,6 +29,9 @@ from runner.runtime import Runtime
 MEDIA_TYPES = ("image", "audio", "file")
 MARKERS = tuple(f"[{kind}]" for kind in MEDIA_TYPES)  # how turn events show a media block
 PREVIEW_LIMIT = 4 * 1024 * 1024  # bytes: larger images are not previewed inline
+# Types the mimetypes module does not know on every system.
+_EXTENSIONS = {"audio/wav": ".wav", "audio/wave": ".wav", "audio/webm": ".webm", "audio/ogg": ".ogg",
+               "image/webp": ".webp"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -142,7 +145,8 @@ def _extension(block: Mapping[str, Any], mime: str) -> str:
     filename = extras.get("filename") if isinstance(extras, Mapping) else None
     if isinstance(filename, str) and (suffix := Path(filename).suffix):
         return "." + _safe(suffix)
-    return mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
+    kind = mime.split(";")[0].strip().lower()
+    return _EXTENSIONS.get(kind) or mimetypes.guess_extension(kind) or ".bin"
 
 
 def _safe(name: str) -> str:
