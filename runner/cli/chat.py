@@ -14,8 +14,7 @@ import json
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -24,14 +23,13 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
-from runner.cli.completion import ChatCompleter
-from runner.cli.editor import ChatEditor, can_edit
+from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, media_blocks, save_turn_media
 from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.status import ChatStatus
-from runner.cli.terminal import ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView, preview
+from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
 from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
@@ -164,7 +162,7 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
     code = EXIT_OK
     error: BaseException | None = None
     status = ChatStatus(runtime)
-    async with _reader(runtime, as_json, status, interrupts) as reader, \
+    async with chat_reader(stdout, runtime, as_json=as_json, status=status, interrupt=interrupts) as reader, \
             anyio.create_task_group() as group:  # the watcher, with --watch
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader, status)
         session = ChatSession(runtime, view, interrupts, yes=yes)
@@ -185,21 +183,6 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
         raise error
     return code
 
-
-@asynccontextmanager
-async def _reader(runtime: Runtime, as_json: bool, status: ChatStatus,
-                  interrupts: _Interrupts) -> AsyncIterator[LineReader | ChatEditor]:
-    """The line editor for a person at a terminal; plain lines for programs, pipes, dumb terminals."""
-    if as_json or not can_edit(sys.stdin, sys.stdout):
-        yield LineReader(stdout)
-        return
-    editor = ChatEditor(stdout, history=runtime.fleet.state_dir / HISTORY_FILE,
-                        completer=ChatCompleter(runtime, CHAT_COMMANDS), status=status, interrupt=interrupts)
-    async with editor.open():
-        yield editor
-
-
-HISTORY_FILE = "chat_history"  # in the state folder: one history per manifest
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
 # not take them), and tests/test_cli_chat.py checks that each has a description and a handler.

@@ -42,12 +42,32 @@ from prompt_toolkit.output.vt100 import Vt100_Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
+from runner.cli.completion import ChatCompleter
 from runner.cli.status import SPINNER_STEP, ChatStatus
+from runner.cli.terminal import LineReader
+from runner.manifest import CHAT_COMMANDS
+from runner.runtime import Runtime
 
 DUMB_TERMINALS = ("dumb", "unknown")
 STATUS_REFRESH = 0.5  # seconds between redraws of the status line at the prompt
 MENU_LINES = 4  # lines kept free under the prompt for the completion menu
 PROMPT_STYLE = "fg:ansidefault"  # looks plain; makes the prompt's trailing space printed, as before
+
+
+HISTORY_FILE = "chat_history"  # in the state folder: one history per manifest
+
+
+@asynccontextmanager
+async def chat_reader(console: Console, runtime: Runtime, *, as_json: bool, status: ChatStatus,
+                      interrupt: Callable[[], None]) -> AsyncIterator[LineReader | ChatEditor]:
+    """The line editor for a person at a terminal; plain lines for programs, pipes, dumb terminals."""
+    if as_json or not can_edit(sys.stdin, sys.stdout):
+        yield LineReader(console)
+        return
+    editor = ChatEditor(console, history=runtime.fleet.state_dir / HISTORY_FILE,
+                        completer=ChatCompleter(runtime, CHAT_COMMANDS), status=status, interrupt=interrupt)
+    async with editor.open():
+        yield editor
 
 
 def can_edit(stdin: TextIO, stdout: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
