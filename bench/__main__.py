@@ -57,6 +57,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.search import search_suite
     from bench.serving import serving_suite
     from bench.startup import start_cases
+    from bench.telemetry import telemetry_suite
 
     began = time.perf_counter()
     environment: dict[str, Any] = {
@@ -84,6 +85,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
             cases += adapter_cases
             environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
         cases += start_cases(settings)
+        cases += await stack.enter_async_context(telemetry_suite(settings))
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
                     settings.rounds)
         results = await run_rounds(cases, settings.rounds, on_round=_log_round)

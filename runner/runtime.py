@@ -10,6 +10,7 @@ Before anything starts, the manifest is checked as ``mcp-run validate`` checks i
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import uuid
@@ -27,6 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.graph.state import CompiledStateGraph
 
+from runner import telemetry
 from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
@@ -240,6 +242,7 @@ class Runtime:
         report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         self._install(checked, model, previous, logins)
         report.seconds = time.perf_counter() - began
+        telemetry.reloaded(report, initial=previous is None)
         return report
 
     async def _reconcile(
@@ -293,6 +296,7 @@ class Runtime:
                               call_hook=self.adapter.call_tool if self.adapter is not None else None,
                               warned=previous.catalog.warnings if previous is not None else ())
         catalog.answer = self._answer if self.interactive else None
+        catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)
         catalog.progress_sink = _stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
@@ -458,6 +462,7 @@ async def load_agent(
     loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
     state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
+        stack.enter_context(telemetry.session(loaded, os.environ if environ is None else environ))
         fleet = await stack.enter_async_context(
             open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )

@@ -13,6 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
+from runner import telemetry
 from runner.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -47,11 +48,13 @@ async def stream_turn(
     modes = ["messages", "updates", "custom"]
     stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
     send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
-    run = asyncio.create_task(_run_graph(stream, send))
+    clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
+                                 resumed=isinstance(message, Command))
+    run = asyncio.create_task(_run_graph(stream, send), context=clock.context())
     try:
         async for mode, data in receive:
             if mode == "custom":  # progress of a running tool call
-                yield data
+                yield clock.seen(data)
                 continue
             if mode == "messages":
                 chunk, metadata = data
@@ -64,20 +67,21 @@ async def stream_turn(
                     for pending in update:
                         kind = pending.value.get("type")
                         kind = kind if kind in ("elicitation", "sampling") else "approval"
-                        yield {**pending.value, "type": kind}
+                        yield clock.seen({**pending.value, "type": kind})
                     continue
                 for item in (update or {}).get("messages", []):
                     if isinstance(item, AIMessage) and item.tool_calls and node == "model":
                         for call in item.tool_calls:
                             names[call["id"]] = call["name"]
-                            yield {"type": "tool_call", "name": call["name"], "args": call["args"],
-                                   "id": call["id"]}
+                            yield clock.seen({"type": "tool_call", "name": call["name"], "args": call["args"],
+                                              "id": call["id"]})
                     elif isinstance(item, AIMessage) and node == "model":
                         reason = item.response_metadata.get("finish_reason")
-                        yield {"type": "final", "text": item.text, "reason": reason}
+                        yield clock.seen({"type": "final", "text": item.text, "reason": reason})
                     elif isinstance(item, ToolMessage):
-                        yield {"type": "tool_result", "name": names.get(item.tool_call_id, item.name),
-                               "id": item.tool_call_id, "status": item.status, "text": _message_text(item)}
+                        name = names.get(item.tool_call_id, item.name)
+                        yield clock.seen({"type": "tool_result", "name": name, "id": item.tool_call_id,
+                                          "status": item.status, "text": _message_text(item)})
         await run  # the run's own error, if it failed
     finally:
         # A stopped turn (Ctrl-C, a cancelled task) cancels the graph run once and waits for it
@@ -88,6 +92,7 @@ async def stream_turn(
         receive.close()
         if run.done() and not run.cancelled() and (error := run.exception()) is not None:
             logger.debug("the graph run ended with %r", error)  # raised above unless stopped
+        clock.end(None if not run.done() or run.cancelled() else run.exception())
 
 
 async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendStream[Any]) -> None:

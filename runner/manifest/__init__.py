@@ -171,6 +171,26 @@ class WatchSpec(Spec):
     )
 
 
+class TelemetrySpec(Spec):
+    enabled: bool | None = Field(
+        None,
+        description=(
+            "Export OpenTelemetry traces and metrics (OTLP over HTTP; needs mcp-run[otel]). "
+            "Unset: on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set."
+        ),
+    )
+    service_name: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="service.name of the exported data; default OTEL_SERVICE_NAME, else the agent's name.",
+    )
+    resource_attributes: dict[
+        Annotated[str, Field(min_length=1)], str | bool | int | float
+    ] = Field(default_factory=dict, description="Added to the resource of everything exported.")
+    capture_content: bool = Field(
+        False, description="Record tool arguments and results in spans (off: only their sizes)."
+    )
+
+
 _CHECKPOINTER = re.compile(r"^(memory|sqlite:///.+|postgres(ql)?://.+)$")
 
 
@@ -198,6 +218,7 @@ class Manifest(Spec):
     roots: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="Folders offered as roots to every server without its own."
     )
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:

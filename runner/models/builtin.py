@@ -107,9 +107,10 @@ def _as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
             name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
         )
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[part]))
-    # The last chunk says why the reply ended, as a provider's does ('final' events carry it).
+    # The last chunk says why the reply ended (and its token usage), as a provider's does.
     yield ChatGenerationChunk(message=AIMessageChunk(
-        content="", response_metadata={"finish_reason": _finish_reason(message)}))
+        content="", response_metadata={"finish_reason": _finish_reason(message)},
+        usage_metadata=message.usage_metadata))
 
 
 def _finish_reason(message: AIMessage) -> str:
@@ -228,13 +229,22 @@ class ScriptedToolCall(_ScriptSpec):
     id: str | None = None
 
 
+class TokenUsage(_ScriptSpec):
+    """Token counts the scripted reply reports, as a provider's would."""
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+
+
 class TextTurn(_ScriptSpec):
     text: str
+    usage: TokenUsage | None = None
 
 
 class ToolCallsTurn(_ScriptSpec):
     tool_calls: list[ScriptedToolCall] = Field(min_length=1)
     text: str = ""
+    usage: TokenUsage | None = None
 
 
 def _turn_kind(value: Any) -> str | None:
@@ -313,13 +323,17 @@ class ScriptedChatModel(_BuiltinChatModel):
             )
         index, turn = self._next, self.turns[self._next]
         self._next += 1
+        usage = None
+        if turn.usage is not None:
+            counts = turn.usage.model_dump()
+            usage = {**counts, "total_tokens": counts["input_tokens"] + counts["output_tokens"]}
         if isinstance(turn, TextTurn):
-            return AIMessage(content=turn.text)
+            return AIMessage(content=turn.text, usage_metadata=usage)
         calls = [
             {"name": c.name, "args": c.args, "id": c.id or f"call_{index}_{n}", "type": "tool_call"}
             for n, c in enumerate(turn.tool_calls)
         ]
-        return AIMessage(content=turn.text, tool_calls=calls)
+        return AIMessage(content=turn.text, tool_calls=calls, usage_metadata=usage)
 
 
 def load_script(path: Path) -> list[TextTurn | ToolCallsTurn]:

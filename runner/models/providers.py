@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 
+from runner import telemetry
 from runner.errors import ModelError, RunnerError
 from runner.manifest import ModelSpec, did_you_mean
 from runner.models.builtin import OFFLINE_ID, SCRIPTED_ID, OfflineChatModel, ScriptedChatModel
@@ -243,7 +244,7 @@ class ModelChain:
             runnable = self.bind_tools(tools)
             if options:
                 runnable = runnable.bind(**options)
-            reply = await runnable.ainvoke(list(messages), config)
+            reply = await telemetry.model_step(self.primary, runnable.ainvoke(list(messages), config))
         except RunnerError:
             raise
         except Exception as exc:  # the one boundary where provider errors are translated

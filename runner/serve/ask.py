@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runner import telemetry
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
@@ -169,6 +170,7 @@ class AskHandler:
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command
                     ) -> types.CallToolResult | types.InputRequiredResult:
         progress = _Progress(ctx)
+        telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
         async with self.scheduler.turn(thread, waiting=progress.note):
             while True:
                 pending, final = None, None

@@ -25,6 +25,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runner import telemetry
 from runner.errors import ServerClosedError, ServerError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.catalogue import (
@@ -87,6 +88,7 @@ class ServerConnection:
         self.finished = anyio.Event()  # the lifetime task has ended
         self.stop_requested = anyio.Event()
         self._listing_lock = anyio.Lock()
+        telemetry.server_status(self, self.status)
 
     def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
         return f"<ServerConnection {self.key} {self.spec.transport} {self.status}>"
@@ -145,7 +147,8 @@ class ServerConnection:
                     f"tools/call {name!r}",
                     limit,
                     lambda client, remaining: client.call_tool(
-                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress
+                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress,
+                        meta=telemetry.trace_meta(),
                     ),
                     setting=setting,
                 )
@@ -161,7 +164,8 @@ class ServerConnection:
                 f"tools/call {name!r}",
                 total,
                 lambda client, remaining: client.call_tool(
-                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress
+                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress,
+                    meta=telemetry.trace_meta(),
                 ),
                 setting=f"servers.{self.key}.max_timeout",
             )
@@ -249,6 +253,7 @@ class ServerConnection:
 
     def set_status(self, status: Status) -> None:
         self.status = status
+        telemetry.server_status(self, status)
         self._status_changed.set()
         self._status_changed = anyio.Event()
 

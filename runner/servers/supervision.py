@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from typing import Literal
 
@@ -37,6 +38,7 @@ from mcp.client.subscriptions import (
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runner import telemetry
 from runner.errors import (
     ServerClosedError,
     ServerError,
@@ -158,10 +160,12 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                 await _set_log_level(connection, client)
                 if link.process is not None:
                     link.process.handshake_done = True
-                connection.attach(client, link, listing)
-                attached = True
+                # Remembered before attaching: between attach and _watch nothing may await, or a
+                # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
                 await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
+                connection.attach(client, link, listing)
+                attached = True
                 try:
                     ending = await _watch(connection, client, link)
                 finally:
@@ -221,6 +225,7 @@ async def _watch(connection: ServerConnection, client: Client, link: Link) -> En
         async def heartbeat() -> None:
             nonlocal ending
             ending = await _heartbeat(connection, client, link)
+            telemetry.heartbeat_failed(connection, ending)
             tg.cancel_scope.cancel()
 
         tg.start_soon(until_closed)
@@ -260,6 +265,7 @@ async def _heartbeat(connection: ServerConnection, client: Client, link: Link) -
 async def _relist_on_change(connection: ServerConnection, client: Client) -> None:
     while True:
         kinds = await connection.changes.next_batch()
+        began = time.time_ns()
         try:
             with translated(Boundary(connection.key, f"re-listing {', '.join(sorted(kinds))}")):
                 await connection.relist(client, kinds)
@@ -267,6 +273,7 @@ async def _relist_on_change(connection: ServerConnection, client: Client) -> Non
             logger.warning("server %s", exc)
         finally:
             connection.changes.done()
+            telemetry.relisted(connection, kinds, began)
 
 
 async def _listen(connection: ServerConnection, client: Client) -> None:

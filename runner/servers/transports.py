@@ -26,6 +26,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from runner import telemetry
 from runner.auth.flow import http_auth
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
@@ -207,7 +208,7 @@ class Link:
             headers=headers,
             auth=auth,
             timeout=timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT),
-            event_hooks={"response": [remember_failure]},
+            event_hooks={"response": [remember_failure], "request": telemetry.http_request_hooks()},
             trust_env=True,
         )
 

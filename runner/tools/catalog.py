@@ -15,6 +15,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from mcp import types
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ConfigDict
 
+from runner import telemetry
 from runner.errors import (
     BuildError,
     ErrorKind,
@@ -369,7 +371,8 @@ class ToolCatalog:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
-                    return await connection.call_tool(tool, arguments, ask=ask, progress=progress)
+                    return await telemetry.mcp_tool_call(connection, tool, partial(
+                        connection.call_tool, tool, arguments, ask=ask, progress=progress))
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
@@ -403,6 +406,7 @@ class ToolCatalog:
             await self._calls_ended.wait()
 
     async def _before_fallback(self, event: FallbackEvent) -> None:
+        telemetry.fallback(event)
         hook = self._hooks.get(event.server)
         if hook is None:
             return
