@@ -420,3 +420,24 @@ async def test_a_served_turn_joins_the_trace_its_caller_sent_in_meta(
     assert (turn.trace_id, turn.parent_id) == (caller_trace, caller_span)
     tool = only(receiver.spans(), "execute_tool local__echo")
     assert (tool.trace_id, tool.parent_id) == (caller_trace, turn.span_id)
+
+
+def test_a_server_printing_its_secret_before_failing_leaks_it_to_neither_terminal_nor_spans(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    secret = "brk-SEKRIT-777"
+    broken = {"command": "sh", "args": ["-c", 'echo "bad token $BROKEN_SECRET" >&2; exit 4'],
+              "env": {"BROKEN_SECRET": secret}, "required": False}
+    script = write_script(tmp_path, ["ok"])
+    write_manifest(tmp_path, {"broken": broken}, defaults=FAST, checkpointer="memory",
+                   model={"id": "scripted", "script": script})
+    result = subprocess.run([str(MCP_RUN), "agent.yaml", "-p", "hi", "--json"], cwd=tmp_path,
+                            env=otel_environ(receiver), capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "bad token ***" in result.stderr  # the tail still says what went wrong
+    failed = only(receiver.spans(), "server failed broken")
+    assert "bad token ***" in failed.attributes["mcp_run.failure.reason"]
+    for text in (result.stdout, result.stderr, *(body.decode("latin-1") for body in receiver.bodies)):
+        assert secret not in text
+    assert secret in (tmp_path / ".mcp-run" / "logs" / "broken.log").read_text()  # the log keeps it
