@@ -441,3 +441,60 @@ def test_a_server_printing_its_secret_before_failing_leaks_it_to_neither_termina
     for text in (result.stdout, result.stderr, *(body.decode("latin-1") for body in receiver.bodies)):
         assert secret not in text
     assert secret in (tmp_path / ".mcp-run" / "logs" / "broken.log").read_text()  # the log keeps it
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_one_turn(folder: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    write_manifest(folder, {}, checkpointer="memory", model={"id": "scripted", "script": write_script(folder, ["ok"])})
+    keep = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    return subprocess.run([str(MCP_RUN), "agent.yaml", "-p", "hi"], cwd=folder, env={**keep, **environ},
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_an_unreachable_endpoint_earns_one_warning_naming_it_and_the_sdk_lines_go_to_the_log(
+    tmp_path: Path,
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_METRIC_EXPORT_INTERVAL": "100"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "cannot export" in line]
+    assert len(warnings) == 1 and url in warnings[0], result.stderr
+    assert "Transient error" not in result.stderr and "Failed to export" not in result.stderr
+    assert "opentelemetry" in (tmp_path / ".mcp-run" / "logs" / "telemetry.log").read_text()
+
+
+def test_an_endpoint_that_is_no_url_and_malformed_headers_are_each_one_clear_warning(tmp_path: Path) -> None:
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": "not-a-url",
+                                     "OTEL_EXPORTER_OTLP_HEADERS": "api-key-without-value"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    lines = result.stderr.splitlines()
+    assert lines.count("warning: OTEL_EXPORTER_OTLP_ENDPOINT=not-a-url is not an http:// or https:// URL: "
+                       "no traces are exported") == 1, result.stderr
+    assert len([line for line in lines if "OTEL_EXPORTER_OTLP_HEADERS" in line]) == 1, result.stderr
+    assert "api-key-without-value" not in result.stderr and "cannot export" not in result.stderr
+
+
+async def test_the_metrics_endpoint_alone_turns_telemetry_on_and_exports_only_metrics(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    script = write_script(tmp_path, ["ok"])
+    path = write_manifest(tmp_path, {}, checkpointer="memory", model={"id": "scripted", "script": script})
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    await run_turn(path, {**environ, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"{receiver.url}/v1/metrics"})
+    assert receiver.metric_total("gen_ai.client.operation.duration") == 1
+    assert receiver.spans() == []
+
+
+def test_a_signal_without_its_own_or_the_common_endpoint_is_not_sent_to_the_default() -> None:
+    from runner.telemetry.exporting import endpoint
+
+    traces_only = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/t"}
+    assert (endpoint(traces_only, "traces"), endpoint(traces_only, "metrics")) == ("http://127.0.0.1:9/t", None)
+    assert endpoint({}, "metrics") == "http://localhost:4318/v1/metrics"  # telemetry.enabled with no variable

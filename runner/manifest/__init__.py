@@ -176,7 +176,8 @@ class TelemetrySpec(Spec):
         None,
         description=(
             "Export OpenTelemetry traces and metrics (OTLP over HTTP; needs mcp-run[otel]). "
-            "Unset: on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set."
+            "Unset: on when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set."
         ),
     )
     service_name: Annotated[str, Field(min_length=1)] | None = Field(

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from runner.errors import ManifestError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from runner.loading import LoadedManifest
     from runner.manifest import Manifest
     from runner.telemetry.recorder import Recorder
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXTRA_HINT = "pip install 'mcp-run[otel]'"
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                      "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+LOG_NAME = "telemetry.log"  # in the state folder's logs: what the OpenTelemetry SDK says
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_run_telemetry", default=None)
 # The trace context of the request that runs the turns of this task (``mcp-run serve``).
@@ -85,17 +89,20 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Reco
                        "(%s): no telemetry is exported", EXTRA_HINT)
         yield None
         return
-    with recording(loaded.manifest, environ) as recorder:
+    from runner.state import state_folder
+
+    log_path = state_folder(loaded, environ=environ) / "logs" / LOG_NAME
+    with recording(loaded.manifest, environ, log_path) as recorder:
         yield recorder
 
 
 @contextmanager
-def recording(manifest: Manifest, environ: Mapping[str, str]) -> Iterator[Recorder]:
+def recording(manifest: Manifest, environ: Mapping[str, str], log_path: Path | None = None) -> Iterator[Recorder]:
     """Record in this context (and the tasks it starts) until the block ends, then flush.
     Needs the OpenTelemetry packages (ImportError otherwise)."""
     from runner.telemetry.exporting import start_recorder
 
-    recorder = start_recorder(manifest, environ)
+    recorder = start_recorder(manifest, environ, log_path)
     token = _current.set(recorder)
     try:
         yield recorder
