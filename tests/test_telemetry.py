@@ -498,3 +498,20 @@ def test_a_signal_without_its_own_or_the_common_endpoint_is_not_sent_to_the_defa
     traces_only = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/t"}
     assert (endpoint(traces_only, "traces"), endpoint(traces_only, "metrics")) == ("http://127.0.0.1:9/t", None)
     assert endpoint({}, "metrics") == "http://localhost:4318/v1/metrics"  # telemetry.enabled with no variable
+
+
+async def test_validate_reports_telemetry_without_its_packages_and_commands_without_turns_warn_and_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("runner.telemetry.exporting", "runner.telemetry.recorder"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    path = write_manifest(tmp_path, {"demo": server("demo")}, checkpointer="memory", telemetry={"enabled": True})
+    with pytest.raises(ManifestError) as raised:
+        checked_agent(path)  # what `mcp-run validate` runs
+    (problem,) = raised.value.problems
+    assert problem.path == "telemetry.enabled" and "pip install 'mcp-run[otel]'" in problem.message
+    with anyio.fail_after(60):
+        async with load_agent(path, model=False, interactive=False) as runtime:  # `tools`, `call`
+            assert "demo__echo" in {tool.name for tool in runtime.catalog.tools}
+    assert "OpenTelemetry packages are not installed" in caplog.text

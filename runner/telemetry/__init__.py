@@ -17,6 +17,7 @@ off), so scripts reading ``--json`` can join events with traces.
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import logging
 import re
 import time
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runner.errors import ManifestError
+from runner.errors import ManifestError, Problem
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 EXTRA_HINT = "pip install 'mcp-run[otel]'"
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                       "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+MISSING_PACKAGES = f"telemetry needs the OpenTelemetry packages, which are not installed: {EXTRA_HINT}"
 LOG_NAME = "telemetry.log"  # in the state folder's logs: what the OpenTelemetry SDK says
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_run_telemetry", default=None)
@@ -47,7 +49,7 @@ _incoming: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVa
 _Result = TypeVar("_Result")
 
 __all__ = [
-    "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed",
+    "EXTRA_HINT", "TurnClock", "installed", "package_problems", "begin_turn", "current", "fallback", "heartbeat_failed",
     "http_request_hooks", "join_trace", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
@@ -68,12 +70,32 @@ def wanted(enabled: bool | None, environ: Mapping[str, str]) -> bool:
     return any(environ.get(name) for name in ENDPOINT_VARIABLES)
 
 
+PACKAGES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+
+
+def installed() -> bool:
+    """Whether the OpenTelemetry packages of the ``otel`` extra are there (none is imported)."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in PACKAGES)
+    except (ImportError, ValueError):  # a parent package missing
+        return False
+
+
+def package_problems(loaded: LoadedManifest) -> list[Problem]:
+    """The manifest asks for telemetry (``enabled: true``) without the packages installed."""
+    if loaded.manifest.telemetry.enabled and not installed():
+        return [loaded.source.problem(("telemetry", "enabled"), MISSING_PACKAGES)]
+    return []
+
+
 @contextmanager
-def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Recorder | None]:
+def session(loaded: LoadedManifest, environ: Mapping[str, str], *, required: bool = True
+            ) -> Iterator[Recorder | None]:
     """Record for the block when telemetry is wanted; flush (bounded) when it ends.
 
     A manifest asking for telemetry without the OpenTelemetry packages installed is a located
-    error; an endpoint variable alone then only earns a warning (nothing is exported).
+    error (not ``required``, for commands that run no turn: a warning); an endpoint variable
+    alone then only earns a warning (nothing is exported).
     """
     spec = loaded.manifest.telemetry
     if not wanted(spec.enabled, environ):
@@ -82,10 +104,9 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Reco
     try:
         import runner.telemetry.exporting  # noqa: F401 (needs the OpenTelemetry packages)
     except ImportError as exc:
-        if spec.enabled:
-            message = f"telemetry needs the OpenTelemetry packages, which are not installed: {EXTRA_HINT}"
-            raise ManifestError([loaded.source.problem(("telemetry", "enabled"), message)]) from exc
-        logger.warning("an OTLP endpoint is set, but the OpenTelemetry packages are not installed "
+        if spec.enabled and required:
+            raise ManifestError([loaded.source.problem(("telemetry", "enabled"), MISSING_PACKAGES)]) from exc
+        logger.warning("telemetry is asked for, but the OpenTelemetry packages are not installed "
                        "(%s): no telemetry is exported", EXTRA_HINT)
         yield None
         return
