@@ -344,7 +344,10 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
         async with load_agent(path, environ=otel_environ(receiver), thread_id="t1") as runtime:
             first = [event async for event in stream_turn(runtime, "go")]
             assert first[-1]["type"] == "approval"
+            await anyio.sleep(0.5)  # the person deciding: a wait the tool's duration leaves out
             second = [e async for e in stream_turn(runtime, Command(resume={"action": "approve"}))]
+            (result,) = [e for e in second if e["type"] == "tool_result"]
+            assert 0 <= result["ms"] < 500
             assert second[-1]["text"] == "done"
             async with runtime.fleet.subscribe() as changes:
                 await runtime.catalog.call("dyn__add_tool", {"name": "fresh"})
@@ -358,7 +361,8 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
     asked, resumed = sorted(turns, key=lambda s: s.attributes["mcp_run.turn.resumed"])
     assert "mcp_run.wait.kind" not in asked.attributes
     assert resumed.attributes["mcp_run.wait.kind"] == "approval"
-    assert resumed.attributes["mcp_run.wait.seconds"] > 0
+    assert resumed.attributes["mcp_run.wait.seconds"] >= 0.5
+    assert resumed.links == [(asked.trace_id, asked.span_id)] and asked.links == []
     assert resumed.attributes["gen_ai.conversation.id"] == asked.attributes["gen_ai.conversation.id"] == "t1"
     assert only(spans, "execute_tool demo__echo").parent_id == resumed.span_id
     step = next(s for s in by_name(spans, "chat mcp-run-scripted") if s.parent_id == asked.span_id)

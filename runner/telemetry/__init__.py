@@ -9,7 +9,8 @@ every hook is a cheap no-op and OpenTelemetry is never imported; with it on (the
     exporting.py  providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
 
 A turn's events carry durations whether telemetry is on or off (:class:`TurnClock`): a
-``tool_result`` event gets ``ms`` (since its ``tool_call`` event: approval waits included), and
+``tool_result`` event gets ``ms`` (since its ``tool_call`` event, or since the turn resumed after
+an approval: the wait is not included), and
 ``final`` gets ``ms`` (the whole turn) and ``trace_id`` (the turn's trace; null when telemetry is
 off), so scripts reading ``--json`` can join events with traces.
 """

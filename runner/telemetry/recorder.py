@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace_id
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, format_trace_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from runner.errors import ServerError
@@ -53,7 +53,8 @@ class Recorder:
         self.capture_content = capture_content
         self.generation = 0
         self._servers: WeakKeyDictionary[Any, tuple[str, int]] = WeakKeyDictionary()  # status, since (ns)
-        self._waiting: dict[str, tuple[str, float]] = {}  # thread -> what it waits for, since when
+        # thread -> what it waits for, since when, and the span of the turn that began waiting
+        self._waiting: dict[str, tuple[str, float, SpanContext]] = {}
         meter = meter_provider.get_meter("mcp-run")
         self.tool_calls = meter.create_counter("mcp_run.tool.calls", "{call}", "Tool calls the model made")
         self.tool_duration = meter.create_histogram(
@@ -100,17 +101,17 @@ class Recorder:
         parent = _PROPAGATOR.extract(incoming) if incoming else otel_context.Context()
         return _TracedTurn(self, agent, thread_id, resumed, parent)
 
-    def wait_began(self, thread_id: str, kind: str) -> None:
-        self._waiting.setdefault(thread_id, (kind, time.perf_counter()))
+    def wait_began(self, thread_id: str, kind: str, turn: SpanContext) -> None:
+        self._waiting.setdefault(thread_id, (kind, time.perf_counter(), turn))
 
-    def wait_ended(self, thread_id: str) -> tuple[str, float] | None:
+    def wait_ended(self, thread_id: str) -> tuple[str, float, SpanContext] | None:
         waiting = self._waiting.pop(thread_id, None)
         if waiting is None:
             return None
-        kind, since = waiting
+        kind, since, turn = waiting
         seconds = time.perf_counter() - since
         self.waits.record(seconds, {"mcp_run.wait.kind": kind})
-        return kind, seconds
+        return kind, seconds, turn
 
     async def model_step(self, model: Any, call: Awaitable[_Result]) -> _Result:
         provider, requested = _model_names(model)
@@ -277,12 +278,14 @@ class _TracedTurn(TurnClock):
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
                       "gen_ai.conversation.id": thread_id, "mcp_run.generation": recorder.generation,
                       "mcp_run.turn.resumed": resumed}
-        self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
-                                               context=parent, attributes=attributes)
-        self.trace_id = format_trace_id(self.span.get_span_context().trace_id)
         waited = recorder.wait_ended(thread_id) if resumed else None
-        if waited is not None:
-            self.span.set_attributes({"mcp_run.wait.kind": waited[0], "mcp_run.wait.seconds": waited[1]})
+        links = []
+        if waited is not None:  # the turn that asked is another trace: linked from this one
+            attributes.update({"mcp_run.wait.kind": waited[0], "mcp_run.wait.seconds": waited[1]})
+            links.append(Link(waited[2], {"mcp_run.link": "asked"}))
+        self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
+                                               context=parent, attributes=attributes, links=links)
+        self.trace_id = format_trace_id(self.span.get_span_context().trace_id)
         recorder.active_turns.add(1)
 
     def context(self) -> contextvars.Context:
@@ -292,7 +295,7 @@ class _TracedTurn(TurnClock):
 
     def observe(self, kind: Any, event: dict[str, Any]) -> None:
         if kind in WAITS:
-            self.recorder.wait_began(self.thread_id, kind)
+            self.recorder.wait_began(self.thread_id, kind, self.span.get_span_context())
         elif kind == "final" and event.get("reason"):
             self.span.set_attribute("gen_ai.response.finish_reasons", [str(event["reason"])])
 
