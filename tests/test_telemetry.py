@@ -268,6 +268,7 @@ def test_ctrl_c_during_a_turn_still_exports_the_stopped_turn(tmp_path: Path, rec
     turn = only(receiver.spans(), "invoke_agent stopped")
     tool = only(receiver.spans(), "execute_tool demo__sleep")
     assert tool.parent_id == turn.span_id and tool.attributes["error.type"] == "cancelled"
+    assert turn.status_code == 2 and turn.attributes["error.type"] == "cancelled"
 
 
 async def test_capture_content_puts_arguments_and_results_in_the_tool_span(

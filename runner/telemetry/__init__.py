@@ -170,7 +170,7 @@ class TurnClock:
         """What the recorder notes of an event (waits for an answer, the finish reason)."""
 
     def end(self, error: BaseException | None = None) -> None:
-        """The turn is over (``error``: why it ended early)."""
+        """The turn is over (``error``: why it ended early; CancelledError: it was stopped)."""
 
 
 def _ms(seconds: float) -> float:
