@@ -112,6 +112,7 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert len(steps) == 3
     assert all(s.parent_id == turn.span_id and s.kind == SPAN_CLIENT for s in steps)
     assert all(s.attributes["gen_ai.operation.name"] == "chat" for s in steps)
+    assert all(s.attributes["gen_ai.provider.name"] == "mcp_run" for s in steps)
 
     sleep = only(spans, "execute_tool primary__sleep")
     assert sleep.parent_id == turn.span_id and sleep.trace_id == turn.trace_id
@@ -128,7 +129,8 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert [a.attributes["mcp_run.server"] for a in attempts] == ["backup", "primary"]
     assert all(a.parent_id == sleep.span_id and a.kind == SPAN_CLIENT for a in attempts)
     assert all(a.attributes["mcp.method.name"] == "tools/call" for a in attempts)
-    assert all(a.attributes["gen_ai.tool.name"] == "sleep" for a in attempts)
+    assert all(a.attributes["gen_ai.tool.name"] == "primary__sleep" for a in attempts)
+    assert all(a.attributes["mcp.tool.name"] == "sleep" for a in attempts)
     assert all(a.attributes["network.transport"] == "pipe" for a in attempts)
     assert attempts[1].attributes["error.type"] == "ServerTimeoutError" and attempts[1].status_code == 2
     assert attempts[0].status_code != 2
@@ -149,6 +151,9 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert receiver.metric_total("mcp_run.tool.duration") == 3
     assert receiver.metric_total("mcp.client.operation.duration") == 4
     assert receiver.metric_total("mcp.client.operation.duration", {"error.type": "ServerTimeoutError"}) == 1
+    for metric in ("mcp_run.tool.calls", "mcp.client.operation.duration", "mcp_run.tool.fallbacks"):
+        assert receiver.metric_total(metric, {"gen_ai.tool.name": "primary__sleep"}) >= 1, metric
+    assert receiver.metric_total("mcp_run.tool.fallbacks", {"mcp.tool.name": "sleep"}) == 1
     assert receiver.metric_total("mcp_run.tool.fallbacks", {"mcp_run.fallback.server": "backup"}) == 1
     assert receiver.metric_total("mcp_run.server.restarts", {"mcp_run.server": "primary"}) == 1
     assert receiver.metric_total("mcp_run.server.downtime", {"mcp_run.server": "primary"}) == 1

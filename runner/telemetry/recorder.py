@@ -36,9 +36,13 @@ FLUSH_MILLIS = 2500  # what closing waits at most for the last exports
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 WAITS = ("approval", "elicitation", "sampling")
+BUILTIN_PROVIDER = "mcp_run"
 
 _Result = TypeVar("_Result")
 _PROPAGATOR = TraceContextTextMapPropagator()
+# The generated name of the tool call running in this context: MCP-level spans and metrics carry
+# it as gen_ai.tool.name (joinable with mcp_run.tool.calls), the server's name as mcp.tool.name.
+_calling: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_run_tool_call", default=None)
 
 
 class Recorder:
@@ -158,6 +162,7 @@ class Recorder:
             metric = {"mcp_run.server": server or "local", "gen_ai.tool.name": name, "mcp_run.status": "ok"}
             began = time.perf_counter()
             with self._span(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
+                calling = _calling.set(name)
                 try:
                     output = await (call(name, arguments) if inner is None else inner(name, arguments, call))
                 except BaseException as exc:
@@ -165,6 +170,7 @@ class Recorder:
                     metric["error.type"] = _failed(span, exc)
                     raise
                 finally:
+                    _calling.reset(calling)
                     self.tool_calls.add(1, metric)
                     self.tool_duration.record(time.perf_counter() - began, metric)
                 span.set_attribute("mcp_run.tool.result_size", _size(output.content))
@@ -177,9 +183,12 @@ class Recorder:
     async def mcp_tool_call(
         self, connection: Any, tool: str, call: Callable[[], Awaitable[_Result]]
     ) -> _Result:
-        attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool,
+        attributes = {"mcp.method.name": "tools/call", "mcp.tool.name": tool,
                       "gen_ai.operation.name": "execute_tool", **_server_attributes(connection)}
-        metric = {key: attributes[key] for key in ("mcp.method.name", "gen_ai.tool.name", "mcp_run.server")}
+        if (generated := _calling.get()) is not None:  # not for /call and `mcp-run call`
+            attributes["gen_ai.tool.name"] = generated
+        metric = {key: attributes[key] for key in ("mcp.method.name", "mcp.tool.name", "gen_ai.tool.name",
+                                                   "mcp_run.server") if key in attributes}
         began = time.perf_counter()
         with self._span(f"tools/call {tool}", SpanKind.CLIENT, attributes) as span:
             try:
@@ -199,8 +208,11 @@ class Recorder:
         span.set_attribute("mcp_run.fallback.server", event.fallback)
         span.add_event("fallback", {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
                                     "error.type": type(event.error).__name__})
-        self.fallbacks.add(1, {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
-                               "gen_ai.tool.name": event.tool})
+        metric = {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
+                  "mcp.tool.name": event.tool}
+        if (generated := _calling.get()) is not None:
+            metric["gen_ai.tool.name"] = generated
+        self.fallbacks.add(1, metric)
 
     def trace_meta(self) -> dict[str, Any] | None:
         carrier: dict[str, str] = {}
@@ -354,7 +366,10 @@ def _reason(key: str, error: BaseException | None) -> dict[str, str]:
 def _model_names(model: Any) -> tuple[str, str]:
     """(provider, model id) of a LangChain chat model, as it reports them to tracers."""
     params = model._get_ls_params() if hasattr(model, "_get_ls_params") else {}
-    provider = params.get("ls_provider") or getattr(model, "_llm_type", None) or "unknown"
+    if type(model).__module__.startswith("runner."):  # the built-in models (offline, scripted)
+        provider = BUILTIN_PROVIDER
+    else:  # the partner packages name their provider as init_chat_model does (openai, anthropic...)
+        provider = params.get("ls_provider") or getattr(model, "_llm_type", None) or "unknown"
     name = (params.get("ls_model_name") or getattr(model, "model_name", None)
             or getattr(model, "model", None) or getattr(model, "_llm_type", None) or provider)
     return str(provider), str(name)
