@@ -525,3 +525,14 @@ async def test_validate_reports_telemetry_without_its_packages_and_commands_with
         async with load_agent(path, model=False, interactive=False) as runtime:  # `tools`, `call`
             assert "demo__echo" in {tool.name for tool in runtime.catalog.tools}
     assert "OpenTelemetry packages are not installed" in caplog.text
+
+
+async def test_a_turn_the_sampler_drops_reports_no_trace_id(
+    tmp_path: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")  # the SDK reads it from the process
+    script = write_script(tmp_path, ["ok"])
+    path = write_manifest(tmp_path, {}, checkpointer="memory", model={"id": "scripted", "script": script})
+    events = await run_turn(path, otel_environ(receiver))
+    assert events[-1]["type"] == "final" and events[-1]["trace_id"] is None
+    assert receiver.spans() == []

@@ -297,7 +297,8 @@ class _TracedTurn(TurnClock):
             links.append(Link(waited[2], {"mcp_run.link": "asked"}))
         self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
                                                context=parent, attributes=attributes, links=links)
-        self.trace_id = format_trace_id(self.span.get_span_context().trace_id)
+        sampled = self.span.get_span_context()
+        self.trace_id = format_trace_id(sampled.trace_id) if sampled.trace_flags.sampled else None
         recorder.active_turns.add(1)
 
     def context(self) -> contextvars.Context:
