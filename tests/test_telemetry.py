@@ -536,3 +536,17 @@ async def test_a_turn_the_sampler_drops_reports_no_trace_id(
     events = await run_turn(path, otel_environ(receiver))
     assert events[-1]["type"] == "final" and events[-1]["trace_id"] is None
     assert receiver.spans() == []
+
+
+@pytest.mark.parametrize(("block", "expected"), [
+    (True, "telemetry: a mapping: enabled, service_name, resource_attributes, capture_content"),
+    ({"resource_attributes": {"deployment.environment": ["a"]}},
+     "telemetry.resource_attributes.deployment.environment: a value is text, a number or true/false"),
+    ({"resource_attributes": {"": "x"}}, "telemetry.resource_attributes: an attribute name cannot be empty"),
+])
+def test_a_bad_telemetry_value_is_one_clear_located_line(tmp_path: Path, block: Any, expected: str) -> None:
+    path = write_manifest(tmp_path, {}, telemetry=block)
+    with pytest.raises(ManifestError) as raised:
+        parse_manifest(path.read_text(), file=str(path), path=path)
+    (problem,) = raised.value.problems
+    assert f"{problem.path}: {problem.message}" == expected
