@@ -462,7 +462,8 @@ def closed_port() -> int:
 
 
 def run_one_turn(folder: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    write_manifest(folder, {}, checkpointer="memory", model={"id": "scripted", "script": write_script(folder, ["ok"])})
+    script = write_script(folder, ["ok"])
+    write_manifest(folder, {}, checkpointer="memory", model={"id": "scripted", "script": script})
     keep = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     return subprocess.run([str(MCP_RUN), "agent.yaml", "-p", "hi"], cwd=folder, env={**keep, **environ},
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -472,7 +473,8 @@ def test_an_unreachable_endpoint_earns_one_warning_naming_it_and_the_sdk_lines_g
     tmp_path: Path,
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_METRIC_EXPORT_INTERVAL": "100"})
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": url,
+                                     "OTEL_METRIC_EXPORT_INTERVAL": "100"})
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     warnings = [line for line in result.stderr.splitlines() if "cannot export" in line]
     assert len(warnings) == 1 and url in warnings[0], result.stderr
@@ -506,7 +508,8 @@ def test_a_signal_without_its_own_or_the_common_endpoint_is_not_sent_to_the_defa
     from runner.telemetry.exporting import endpoint
 
     traces_only = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/t"}
-    assert (endpoint(traces_only, "traces"), endpoint(traces_only, "metrics")) == ("http://127.0.0.1:9/t", None)
+    assert endpoint(traces_only, "traces") == "http://127.0.0.1:9/t"
+    assert endpoint(traces_only, "metrics") is None
     assert endpoint({}, "metrics") == "http://localhost:4318/v1/metrics"  # telemetry.enabled with no variable
 
 
@@ -516,7 +519,8 @@ async def test_validate_reports_telemetry_without_its_packages_and_commands_with
     for name in ("runner.telemetry.exporting", "runner.telemetry.recorder"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
-    path = write_manifest(tmp_path, {"demo": server("demo")}, checkpointer="memory", telemetry={"enabled": True})
+    path = write_manifest(tmp_path, {"demo": server("demo")}, checkpointer="memory",
+                          telemetry={"enabled": True})
     with pytest.raises(ManifestError) as raised:
         checked_agent(path)  # what `mcp-run validate` runs
     (problem,) = raised.value.problems

@@ -204,7 +204,8 @@ class TelemetrySpec(Spec):
         description="service.name of the exported data; default OTEL_SERVICE_NAME, else the agent's name.",
     )
     resource_attributes: Annotated[
-        dict[Annotated[str, Field(min_length=1)], Annotated[str | bool | int | float, BeforeValidator(_scalar)]],
+        dict[Annotated[str, Field(min_length=1)],
+             Annotated[str | bool | int | float, BeforeValidator(_scalar)]],
         BeforeValidator(_attribute_names),
     ] = Field(default_factory=dict, description="Added to the resource of everything exported.")
     capture_content: bool = Field(
@@ -239,7 +240,8 @@ class Manifest(Spec):
     roots: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="Folders offered as roots to every server without its own."
     )
-    telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(default_factory=TelemetrySpec)
+    telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
+        default_factory=TelemetrySpec)
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:

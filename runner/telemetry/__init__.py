@@ -1,9 +1,10 @@
 """OpenTelemetry traces and metrics of turns, model steps, tool calls, servers and reloads.
 
 The rest of the runner calls the hooks below, one line each. With telemetry off (the default)
-every hook is a cheap no-op and OpenTelemetry is never imported; with it on (the manifest's
-``telemetry.enabled``, or an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable) they record through the
-:class:`~runner.telemetry.recorder.Recorder` that :func:`session` installs for the agent's lifetime.
+every hook is a cheap no-op and the runner never imports OpenTelemetry (other packages may); with
+it on (the manifest's ``telemetry.enabled``, or an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable) they
+record through the :class:`~runner.telemetry.recorder.Recorder` that :func:`session` installs for
+the agent's lifetime.
 
     recorder.py   spans and metrics (imports OpenTelemetry)
     exporting.py  providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
@@ -50,7 +51,8 @@ _incoming: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVa
 _Result = TypeVar("_Result")
 
 __all__ = [
-    "EXTRA_HINT", "TurnClock", "installed", "package_problems", "begin_turn", "current", "fallback", "heartbeat_failed",
+    "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed", "installed",
+    "package_problems",
     "http_request_hooks", "join_trace", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
@@ -119,7 +121,8 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str], *, required: boo
 
 
 @contextmanager
-def recording(manifest: Manifest, environ: Mapping[str, str], log_path: Path | None = None) -> Iterator[Recorder]:
+def recording(manifest: Manifest, environ: Mapping[str, str], log_path: Path | None = None
+              ) -> Iterator[Recorder]:
     """Record in this context (and the tasks it starts) until the block ends, then flush.
     Needs the OpenTelemetry packages (ImportError otherwise)."""
     from runner.telemetry.exporting import start_recorder

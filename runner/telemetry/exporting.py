@@ -51,10 +51,11 @@ def start_recorder(manifest: Manifest, environ: Mapping[str, str], log_path: Pat
     _warn_malformed_headers(environ)
     resource = Resource.create(resource_attributes(manifest, environ))
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    readers = []
+    readers: list[PeriodicExportingMetricReader] = []
     traces_url = usable_endpoint(environ, "traces")
     if traces_url is not None:
-        spans = OTLPSpanExporter(endpoint=traces_url, headers=headers(environ, "TRACES"), timeout=EXPORT_TIMEOUT)
+        spans = OTLPSpanExporter(endpoint=traces_url, headers=headers(environ, "TRACES"),
+                                 timeout=EXPORT_TIMEOUT)
         tracer_provider.add_span_processor(BatchSpanProcessor(
             spans, schedule_delay_millis=SPAN_DELAY_MS, export_timeout_millis=EXPORT_TIMEOUT * 1000))
     metrics_url = usable_endpoint(environ, "metrics")
@@ -91,9 +92,10 @@ def usable_endpoint(environ: Mapping[str, str], signal: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme in ("http", "https") and parts.hostname:
         return url
-    name = (f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"
-            if environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT") else "OTEL_EXPORTER_OTLP_ENDPOINT")
-    logger.warning("%s=%s is not an http:// or https:// URL: no %s are exported", name, environ.get(name), signal)
+    specific = f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"
+    name = specific if environ.get(specific) else "OTEL_EXPORTER_OTLP_ENDPOINT"
+    logger.warning("%s=%s is not an http:// or https:// URL: no %s are exported",
+                   name, environ.get(name), signal)
     return None
 
 
@@ -144,7 +146,8 @@ class _ExportTrouble(logging.Handler):
                     log.write(f"{record.levelname} {record.name}: {record.getMessage()}\n")
             except OSError:
                 self.log_path = None
-        if record.levelno >= logging.WARNING and not self.warned:
+        failed_export = record.name.startswith("opentelemetry.exporter") or "export" in record.getMessage()
+        if record.levelno >= logging.WARNING and failed_export and not self.warned:
             self.warned = True
             where = f" (details in {self.log_path})" if self.log_path is not None else ""
             logger.warning("telemetry: cannot export to %s%s; later export errors are not shown",
