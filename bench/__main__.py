@@ -56,7 +56,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
     from bench.scaleout import scale_out_suite
     from bench.search import search_suite
     from bench.serving import serving_suite
-    from bench.startup import start_cases
+    from bench.startup import command_cases, start_cases
     from bench.telemetry import telemetry_suite
 
     began = time.perf_counter()
@@ -84,7 +84,7 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
             adapter_cases, versions = opened[ours]
             cases += adapter_cases
             environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
-        cases += start_cases(settings)
+        cases += start_cases(settings) + command_cases(folder / "command")
         cases += await stack.enter_async_context(telemetry_suite(settings))
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
                     settings.rounds)

@@ -1,10 +1,10 @@
 """Rows 5 and 6: what the agent adds around a tool call, and how fast edits and list changes land.
 
 Row 5 runs real turns (``load_agent`` on a manifest, the scripted model: one tool call, then an
-answer) and subtracts the tool call itself - the catalog's LangChain tool invoked with a ToolCall,
-timed in the same round - from the turn. Row 6 times ``reload_runtime`` for a prompt-only edit and
+answer) and subtracts the tool call itself - the call as the graph's tool node makes it
+(``ToolCatalog.run_tool_call``), timed in the same round - from the turn. Row 6 times ``reload_runtime`` for a prompt-only edit and
 for an edit of one server's settings (against a raw start of one server), and a tools/list_changed
-until the new tool is in the catalog (against one raw tools/list round trip plus the debounce).
+until the new tool is in the catalog (against one raw tools/list round trip).
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ PROMPT_ROW = "6a. reload: prompt-only edit -> new generation live"
 SERVER_ROW = "6b. reload: one-server edit -> restarted server live"
 CHANGED_ROW = "6c. tools/list_changed -> new tool in the catalog"
 CHANGE_TIMEOUT = 30.0
+MEMORY_TURN = "mcp-run graph turn (memory checkpointer)"
+SQLITE_GOAL = Goal("turn overhead with the SQLite checkpointer <= 1.5x the in-memory one", 1.5)
 PROMPT_GOAL = Goal("prompt-only reload <= 100 ms", 100.0, metric="ms")
-CHANGED_GOAL = Goal("list_changed -> registry <= one tools/list round trip + debounce", 1.0)
+CHANGED_GOAL = Goal("list_changed -> new tool visible <= 2x one tools/list round trip", 2.0)
+LIST_FLOOR = "raw tools/list round trip (floor)"
 
 
 def write_manifest(folder: Path, servers: dict[str, Any], **top: Any) -> Path:
@@ -67,9 +70,11 @@ async def agent_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Ca
                                   checkpointer="memory" if checkpointer == "memory" else None)
             runtime = await stack.enter_async_context(load_agent(path))
             await check_turn(runtime)
+            sqlite = checkpointer == "sqlite"
             cases.append(Case(TURN_ROW, f"mcp-run graph turn ({checkpointer} checkpointer)",
                               lambda runtime=runtime: turn_overhead(runtime, settings.agent_turns),
-                              "overhead_ms"))
+                              "overhead_ms", MEMORY_TURN if sqlite else None,
+                              (SQLITE_GOAL,) if sqlite else ()))
         cases += await stack.enter_async_context(reload_suite(settings, folder / "reload"))
         yield cases
 
@@ -82,11 +87,10 @@ async def check_turn(runtime: Runtime) -> None:
 
 
 async def turn_overhead(runtime: Runtime, turns: int) -> Metrics:
-    tool = runtime.catalog.entries["bench__echo"].tool
     tool_times, turn_times = [], []
     for _ in range(turns):
         started = time.perf_counter()
-        await tool.ainvoke(tool_call("bench__echo", {"text": "ping"}))
+        await runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"}))
         tool_times.append(elapsed_ms(started))
         started = time.perf_counter()
         await runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex))
@@ -144,24 +148,26 @@ async def reload_suite(settings: Settings, folder: Path) -> AsyncIterator[list[C
         async def list_changed() -> Metrics:
             samples, from_call = [], []
             for _ in range(settings.reloads):
+                # A single change: one arriving within DEBOUNCE_QUIET of the last re-list belongs
+                # to that burst and waits for it to go quiet (ChangeSignal).
+                await anyio.sleep(DEBOUNCE_QUIET * 1.5)
                 name = f"added_{uuid.uuid4().hex[:8]}"
                 samples_pair = await _time_list_changed(runtime, name)
                 samples.append(samples_pair[0])
                 from_call.append(samples_pair[1])
             return {"ms": statistics.median(samples), "from_call_start_ms": statistics.median(from_call)}
 
-        async def list_bound() -> Metrics:
-            round_trip = await median_ms(raw.list_tools, settings.reloads)
-            return {"ms": round_trip + DEBOUNCE_QUIET * 1000, "list_ms": round_trip}
+        async def list_round_trip() -> Metrics:
+            return {"ms": await median_ms(raw.list_tools, max(settings.reloads, 3))}
 
         yield [
             Case(PROMPT_ROW, "mcp-run reload_runtime", prompt_edit, "ms", goals=(PROMPT_GOAL,)),
             Case(SERVER_ROW, "raw mcp.Client start of one server (floor)", raw_one_start, "ms"),
             Case(SERVER_ROW, "mcp-run reload_runtime", server_edit, "ms",
                  "raw mcp.Client start of one server (floor)"),
-            Case(CHANGED_ROW, "raw tools/list round trip + debounce (bound)", list_bound, "ms"),
-            Case(CHANGED_ROW, "mcp-run supervisor -> catalog", list_changed, "ms",
-                 "raw tools/list round trip + debounce (bound)", (CHANGED_GOAL,)),
+            Case(CHANGED_ROW, LIST_FLOOR, list_round_trip, "ms"),
+            Case(CHANGED_ROW, "mcp-run supervisor -> catalog", list_changed, "ms", LIST_FLOOR,
+                 (CHANGED_GOAL,)),
         ]
 
 

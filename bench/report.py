@@ -39,8 +39,6 @@ def describe(key: str, metrics: Metrics) -> str:
     text = f"{metrics[key]:,.1f} ms"
     if "build_ms" in metrics and "list_ms" in metrics:
         text += f" (list {metrics['list_ms']:,.1f} + build {metrics['build_ms']:,.1f})"
-    elif "list_ms" in metrics:
-        text += f" (list {metrics['list_ms']:,.1f} + debounce)"
     if "from_call_start_ms" in metrics:
         text += f"; {metrics['from_call_start_ms']:,.1f} ms from the call's start"
     return text

@@ -1,9 +1,8 @@
 """Row 4: many tools. One server with 1,000 tools (list, and list + build), and 20 servers with
 500 tools each (catalog build time and the runner process's peak RSS, in a fresh subprocess).
 
-mcp-run's "list + build" is what a tools/list_changed costs it: ``ServerConnection.refresh()``
-(which lists tools, prompts and resources and diffs them against the cache) followed by
-``ToolCatalog.rebuild()``. The floor is one raw ``tools/list`` on an open session.
+mcp-run's "list + build" is what a tools/list_changed costs it: ``ServerConnection.refresh``
+of the tools (list, filter, diff against the cache, publish) followed by ``ToolCatalog.rebuild()``. The floor is one raw ``tools/list`` on an open session.
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ RAW_LIST = "raw mcp.Client tools/list (floor)"
 RUN_LIST = "mcp-run refresh + ToolCatalog.rebuild"
 WIDE = "mcp-run fleet + ToolCatalog (fresh process)"
 WORKER_TIMEOUT = 240.0
-LIST_GOAL = Goal("1,000 tools listed and built <= 1.3x the raw tools/list", 1.3)
-BUILD_GOAL = Goal("20 x 500 tools built in <= 1 s", 1000.0, metric="build_ms")
-RSS_GOAL = Goal("20 x 500 tools: peak RSS <= 300 MB", 300.0, metric="peak_rss_mb")
+LIST_GOAL = Goal("1,000 tools listed and built <= 1.2x the raw tools/list", 1.2)
+BUILD_GOAL = Goal("20 x 500 tools: first build <= 0.5 s", 500.0, metric="first_build_ms")
+RSS_GOAL = Goal("20 x 500 tools: peak RSS <= 200 MB", 200.0, metric="peak_rss_mb")
 
 
 def many_row(settings: Settings) -> str:
@@ -71,7 +70,7 @@ async def scale_suite(settings: Settings) -> AsyncIterator[list[Case]]:
             totals, lists, builds = [], [], []
             for _ in range(settings.list_repeats):
                 started = time.perf_counter()
-                await connection.refresh()
+                await connection.refresh(("tools",))  # what a tools/list_changed re-lists
                 listed_at = time.perf_counter()
                 catalog.rebuild()
                 done = time.perf_counter()

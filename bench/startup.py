@@ -1,17 +1,22 @@
-"""Row 3: cold start of N stdio servers until their tools are listed.
+"""Row 3: cold start of N stdio servers until their tools are listed; 3b: a whole command.
 
 The floor starts N raw ``mcp.Client`` sessions in parallel, each listing its tools; mcp-run opens a
 fleet of N servers (``open_fleet`` returns once every server is ready: handshake and first listing
 of tools, prompts and resources). Stopping is not timed.
+
+Row 3b times whole processes, interpreter start and imports included: ``mcp-run tools FILE`` for
+one stdio server against a minimal script that imports the SDK, connects, lists and exits.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
+import yaml
 from mcp import Client
 
 from bench.calls import bench_manifest
@@ -24,6 +29,18 @@ RAW = "raw mcp.Client, all in parallel (floor)"
 FLEET = "mcp-run open_fleet"
 START_TIMEOUT = 180.0  # eight interpreters importing the SDK on two busy cores
 READY_GOAL = Goal("8 servers ready <= 1.1x the parallel raw floor", 1.1)
+COMMAND_ROW = "3b. start-up: one command listing one stdio server's tools, process to exit"
+SDK_SCRIPT = "minimal SDK script: import, connect, list (floor)"
+TOOLS_COMMAND = "mcp-run tools FILE"
+COMMAND_GOAL = Goal("mcp-run tools FILE <= 1.3x a minimal SDK script", 1.3)
+MINIMAL_SCRIPT = """
+import sys, anyio
+from mcp import Client, StdioServerParameters
+async def main():
+    async with Client(StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])) as client:
+        print(len((await client.list_tools()).tools))
+anyio.run(main)
+"""
 
 
 def start_row(count: int) -> str:
@@ -67,6 +84,33 @@ async def fleet_start(count: int) -> Metrics:
             if not_ready:
                 raise BenchError(f"servers not ready after open_fleet: {not_ready}")
     return {"ms": took}
+
+
+async def process_ms(command: list[str], cwd: Path) -> Metrics:
+    """One process from start to exit; it must succeed."""
+    with anyio.fail_after(START_TIMEOUT):
+        started = time.perf_counter()
+        done = await anyio.run_process(command, cwd=cwd, check=False)
+        took = elapsed_ms(started)
+    if done.returncode != 0:
+        raise BenchError(f"{command[:4]} failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
+    return {"ms": took}
+
+
+def command_cases(folder: Path) -> list[Case]:
+    """Row 3b: ``mcp-run tools FILE`` against the minimal SDK script, as whole processes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = stdio_entry()
+    manifest = {"version": 1, "name": "bench-start", "model": {"id": "offline"},
+                "servers": {"bench": entry}}
+    (folder / "agent.yaml").write_text(yaml.safe_dump(manifest))
+    script = [sys.executable, "-c", MINIMAL_SCRIPT, entry["command"], *entry["args"]]
+    tools = [sys.executable, "-m", "runner", "tools", "agent.yaml"]
+    return [
+        Case(COMMAND_ROW, SDK_SCRIPT, lambda: process_ms(script, folder), "ms"),
+        Case(COMMAND_ROW, TOOLS_COMMAND, lambda: process_ms(tools, folder), "ms", SDK_SCRIPT,
+             (COMMAND_GOAL,)),
+    ]
 
 
 def start_cases(settings: Settings) -> list[Case]:

@@ -34,7 +34,8 @@ runner.
 Failed requests carry an :class:`ErrorKind` that decides fallbacks: JSON-RPC -32700, -32600,
 -32601 and -32602 (the request itself is wrong) are permanent and would fail on any server; -32603
 and -32000..-32099 (send failure, timeout, refused, connection lost) and transport failures are
-transient and go to the server's ``fallback``; -32003 (cancelled on purpose) is never retried. A
+transient and go to the server's ``fallback`` (but -32042, a URL the user must visit first, is
+permanent); -32003 (cancelled on purpose) is never retried. A
 tool's ``isError`` result is the tool's answer, not an error here, and never falls back.
 """
 
@@ -132,8 +133,9 @@ class ServerTimeoutError(ServerError):
         super().__init__(server, message)
 
 
-# JSON-RPC codes that mean the request itself is wrong and would fail on any server.
-PERMANENT_CODES = frozenset({-32700, -32600, -32601, -32602})
+# JSON-RPC codes that mean the request itself is wrong and would fail on any server, and -32042:
+# the user must visit a URL first (URL elicitation), which another server would not change.
+PERMANENT_CODES = frozenset({-32700, -32600, -32601, -32602, -32042})
 CANCELLED_CODE = -32003
 
 
@@ -149,10 +151,11 @@ def classify_code(code: int) -> ErrorKind:
 
 
 class ServerRequestError(ServerError):
-    """The server answered with a JSON-RPC error."""
+    """The server answered with a JSON-RPC error (``data``: the error's data, as sent)."""
 
-    def __init__(self, server: str, message: str, *, code: int) -> None:
+    def __init__(self, server: str, message: str, *, code: int, data: object = None) -> None:
         self.code = code
+        self.data = data
         self.kind = classify_code(code)
         super().__init__(server, f"{message} (code {code})")
 

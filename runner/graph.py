@@ -47,11 +47,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from runner.errors import CheckpointerError, RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 from runner.postgres import open_postgres_saver
+from runner.sampling import counted, metered, sampling_calls
 from runner.tools.search import ToolSearch, remember_found
 
 logger = logging.getLogger(__name__)
 
 ToolsProvider = Callable[[], Sequence[BaseTool]]
+# Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
+DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
 
@@ -60,6 +63,7 @@ MAX_STEPS_REASON = "max_steps"
 
 class ToolTask(TypedDict):
     call: dict[str, Any]  # one tool call, sent to the tool node as its own task
+    steps_left: NotRequired[int]  # model calls the turn has left: completions servers may take
 
 
 class AgentState(TypedDict):
@@ -179,6 +183,7 @@ def build_graph(
     needs_approval: ApprovalPredicate = lambda name: False,
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
+    direct_call: DirectToolCall | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -192,7 +197,7 @@ def build_graph(
         return {"model_calls": 0}
 
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        calls = state.get("model_calls", 0)
+        calls = state.get("model_calls", 0) + sampling_calls(state["messages"])
         if calls >= max_steps:
             logger.info("turn stopped after %d model calls (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
@@ -236,7 +241,9 @@ def build_graph(
         request = _last_request(messages)
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         pending = [call for call in request.tool_calls if call["id"] not in answered]
-        return [Send(_node_for(call), ToolTask(call=dict(call))) for call in pending] or "model"
+        left = max_steps - state.get("model_calls", 0)
+        sends = [Send(_node_for(call), ToolTask(call=dict(call), steps_left=left)) for call in pending]
+        return sends or "model"
 
     def _node_for(call: dict[str, Any]) -> str:
         return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
@@ -247,8 +254,14 @@ def build_graph(
         return {"messages": [message], "found_tools": found}
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
-        available = {tool.name: tool for tool in tools_provider()}
-        return {"messages": [await _execute(task["call"], available, config)]}
+        call = task["call"]
+        with metered(task.get("steps_left")) as budget:
+            if direct_call is not None:
+                answered = await _answered(call, lambda: direct_call(call))
+                if answered is not None:
+                    return {"messages": [counted(answered, budget)]}
+            available = {tool.name: tool for tool in tools_provider()}
+            return {"messages": [counted(await _execute(call, available, config), budget)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]
@@ -333,8 +346,16 @@ async def _execute(
         return _error_message(
             call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."
         )
+    result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
+    if isinstance(result, ToolMessage):
+        return result
+    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
+
+
+async def _answered(call: dict[str, Any], invoke: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``invoke`` returns; failures the model should hear about become error results."""
     try:
-        result = await tool.ainvoke({**call, "type": "tool_call"}, config)
+        return await invoke()
     except GraphBubbleUp:
         raise
     except (RunnerError, ToolException) as exc:
@@ -347,9 +368,6 @@ async def _execute(
             f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
         )
         return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
-    if isinstance(result, ToolMessage):
-        return result
-    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
 
 
 # --------------------------------------------------------------------------- checkpointers
@@ -381,13 +399,15 @@ async def open_checkpointer(
 
 @asynccontextmanager
 async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from runner.checkpointers import SqliteCheckpointer
 
     async with AsyncExitStack() as stack:
         try:
-            await anyio.to_thread.run_sync(_room_for_file, path)  # off the event loop (LangGraph's server)
-            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
-            await saver.setup()
+            # Off the event loop (LangGraph's server refuses blocking calls on it).
+            await anyio.to_thread.run_sync(_room_for_file, path)
+            opened = SqliteCheckpointer.open(path)
+            saver = await anyio.to_thread.run_sync(opened.__enter__)
+            stack.push_async_callback(anyio.to_thread.run_sync, lambda: opened.__exit__(None, None, None))
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
         yield saver
@@ -395,5 +415,5 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
 def _room_for_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_dir():  # aiosqlite leaks its worker thread on this failure
+    if path.is_dir():  # a clear message rather than SQLite's
         raise IsADirectoryError(f"{path} is a directory")

@@ -309,6 +309,7 @@ class Runtime:
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 checkpointer=self.checkpointer,
                 tool_search=generation.tool_search,
+                direct_call=lambda call: self.catalog.run_tool_call(call),
             )
         self._generation = generation
 
@@ -322,9 +323,9 @@ class Runtime:
 
     async def sample(
         self, server: str, request: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult:
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
         """A completion for server ``server`` from the manifest's model."""
-        return await complete(self.model, request)
+        return await complete(self.model, request, provider=self.catalog.provider)
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}

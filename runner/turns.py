@@ -38,9 +38,11 @@ async def stream_turn(
     ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
     ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
     and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
-    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens: what a server asks the model)
-    — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
-    total, message: a running tool call's progress notification), and
+    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens, tools: what a server asks
+    the model) — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
+    total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
+    status, message: a tool call running as a task was created or changed status),
+    ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done), and
     ``final`` (text, reason) when the model answered without tool calls.
     """
     config = runtime.config(thread_id)

@@ -41,7 +41,8 @@ def write_served_agent(folder: Path, gates_url: str, *, approve: list[str] | Non
                        demo: bool = False, **top: Any) -> Path:
     """An offline agent with the gates server (``approve``: its tools that need approval) and,
     with ``demo``, the demo server (its prompts greet and review)."""
-    servers: dict[str, Any] = {"gates": {"url": gates_url, **({"tools": {"approve": approve}} if approve else {})}}
+    gates: dict[str, Any] = {"url": gates_url, **({"tools": {"approve": approve}} if approve else {})}
+    servers: dict[str, Any] = {"gates": gates}
     if demo:
         servers["demo"] = {"command": "python", "args": [str(SERVERS / "demo.py")]}
     return write_manifest(folder, servers, name="served", model="offline", **top)
@@ -81,7 +82,8 @@ class Progress:
 @asynccontextmanager
 async def stdio_agent(manifest: Path, *args: str, **client_options: Any) -> AsyncIterator[Client]:
     """A client of ``mcp-run serve MANIFEST ARGS`` over stdio (the client starts the process)."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runner", "serve", str(manifest), *args],
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "runner", "serve", str(manifest), *args],
                                    cwd=str(ROOT))
     async with Client(params, **client_options) as client:
         yield client

@@ -275,6 +275,17 @@ async def test_the_default_checkpointer_is_sqlite_in_the_state_dir(tmp_path: Pat
     assert (tmp_path / ".mcp-run" / "state.sqlite").is_file()
 
 
+async def test_the_sqlite_checkpointer_logs_ahead_and_does_not_sync_every_step(tmp_path: Path) -> None:
+    async with open_checkpointer(None, state_dir=tmp_path) as saver:
+        graph = make_graph(ScriptedChatModel(["hello"]), [], checkpointer=saver)
+        await graph.ainvoke({"messages": [HumanMessage("hi")]}, thread())
+        connection = saver.conn  # type: ignore[attr-defined]
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        assert (await saver.aget_tuple(thread())) is not None
+        assert len([item async for item in saver.alist(thread())]) >= 2
+
+
 async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> None:
     (tmp_path / "dir.sqlite").mkdir()
     (tmp_path / "file").write_text("not a directory")

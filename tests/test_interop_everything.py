@@ -31,7 +31,7 @@ from runner.tools.naming import NAME_PATTERN
 pytestmark = pytest.mark.anyio
 
 WAIT = 15.0  # bound for anything the server announces on its own
-# Registered once the client has initialized (the list_changed burst); needs task augmentation.
+# Registered once the client has initialized (the list_changed burst); runs only as a task.
 TASK_TOOL = "simulate-research-query"
 ALWAYS_REGISTERED = {
     "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
@@ -74,7 +74,7 @@ async def test_tools_are_listed_and_their_results_keep_text_images_links_and_str
         listed = {tool.name for tool in connection.tools}
         assert listed == ALWAYS_REGISTERED | ASKING_TOOLS | {TASK_TOOL}  # registered after initialize
         assert all(NAME_PATTERN.match(name) for name in runtime.catalog.entries)
-        offered = {f"everything__{name}" for name in listed - {TASK_TOOL}}  # task-only: skipped
+        offered = {f"everything__{name}" for name in listed}
         assert offered <= set(runtime.catalog.entries)
 
         assert (await call(runtime, "echo", message="hi")).content == "Echo: hi"
@@ -212,12 +212,37 @@ async def test_a_stdio_server_sees_its_manifest_env_and_the_allow_list_only(
     assert "INTEROP_API_TOKEN" not in seen
 
 
-async def test_a_tool_that_requires_task_augmentation_is_not_offered(
-    everything_url: str, tmp_path: Path
+async def turn_events(runtime: Runtime, message: Any) -> list[dict[str, Any]]:
+    with anyio.fail_after(60):
+        return [event async for event in stream_turn(runtime, message)]
+
+
+async def test_its_task_only_tool_runs_as_a_task_with_status_events(
+    tmp_path: Path, everything_spec: dict[str, Any]
 ) -> None:
-    async with load_agent(agent_file(tmp_path, {"url": everything_url})) as runtime:
-        assert TASK_TOOL in {tool.name for tool in runtime.fleet.connections["everything"].tools}
-        assert f"everything__{TASK_TOOL}" not in runtime.catalog.entries
+    async with load_agent(agent_file(tmp_path, everything_spec)) as runtime:
+        events = await turn_events(runtime, f'everything__{TASK_TOOL} {{"topic": "tides"}}')
+    statuses = [(event["status"], event["message"]) for event in events if event["type"] == "task"]
+    assert statuses[0] == ("working", "Gathering sources...")
+    assert statuses[-1][0] == "completed"
+    assert len(statuses) >= 3  # polled once a second, the 1-second stages show on the way
+    [result] = [event for event in events if event["type"] == "tool_result"]
+    assert result["status"] == "success" and result["text"].startswith("# Research Report: tides")
+
+
+async def test_its_task_asks_for_clarification_through_the_graph_while_input_is_required(
+    tmp_path: Path,
+) -> None:
+    async with load_agent(agent_file(tmp_path, everything())) as runtime:
+        asking = f'everything__{TASK_TOOL} {{"topic": "python", "ambiguous": true}}'
+        events = await turn_events(runtime, asking)
+        [question] = [event for event in events if event["type"] == "elicitation"]
+        assert "multiple interpretations" in question["message"]
+        assert "input_required" in [event["status"] for event in events if event["type"] == "task"]
+        answer = {"action": "accept", "content": {"interpretation": "snake"}}
+        events = await turn_events(runtime, Command(resume=answer))
+    [result] = [event for event in events if event["type"] == "tool_result"]
+    assert "- **Clarification**: snake" in result["text"]
 
 
 async def test_a_textual_blob_in_a_prompt_reaches_the_model_as_text(
@@ -228,11 +253,6 @@ async def test_a_textual_blob_in_a_prompt_reaches_the_model_as_text(
             "/everything__resource-prompt resourceType=Blob resourceId=3")
     assert all(block["type"] == "text" for block in message.content)
     assert any("Resource 3: This is a base64 blob" in block["text"] for block in message.content)
-
-
-async def turn_events(runtime: Runtime, message: Any) -> list[dict[str, Any]]:
-    with anyio.fail_after(60):
-        return [event async for event in stream_turn(runtime, message)]
 
 
 async def test_its_elicitation_tool_asks_through_the_graph_and_gets_the_answer(

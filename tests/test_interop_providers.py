@@ -164,14 +164,11 @@ async def test_every_third_party_tool_meets_each_providers_rules_in_definitions_
                                            loaded.base_dir)
                         for model in (OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL)}
             tools = [tool for connection in fleet.connections.values() for tool in connection.tools]
-            task_only = [tool.name for tool in tools
-                         if tool.execution is not None and tool.execution.task_support == "required"]
             for catalog in catalogs.values():
-                # + everything's resource tools; tools that only run as tasks are skipped, with a warning
-                assert len(catalog.entries) == len(tools) - len(task_only) + 2
+                # + everything's resource tools; tools that only run as tasks are offered too
+                assert len(catalog.entries) == len(tools) + 2
                 assert list(catalog.entries) == list(catalogs[OPENAI_MODEL].entries)
-                assert len(catalog.warnings) == len(task_only)
-                assert all("only run as a task" in warning for warning in catalog.warnings)
+                assert catalog.warnings == []
             assert [catalog.provider for catalog in catalogs.values()] == ["openai", "anthropic", "google"]
             check_openai_tools(catalogs[OPENAI_MODEL])
             check_anthropic_tools(catalogs[ANTHROPIC_MODEL])

@@ -40,14 +40,16 @@ RUN_ELSEWHERE = {
     "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
     "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
+    "Serving": "tests/test_serve_readme.py; its scale-out recipe tests/test_scale_out.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.
 COMMANDS_RUN_ELSEWHERE = {
     "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
     "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
-    # The scale-out recipe: two instances on one PostgreSQL behind HAProxy.
-    "serve agent.yaml": "tests/test_scale_out.py",
+    # Served agents (a server waits for its client): the Serving section's own test, and the
+    # scale-out recipe (two instances on one PostgreSQL behind HAProxy).
+    "serve agent.yaml": "tests/test_serve_readme.py, tests/test_scale_out.py",
 }
 
 

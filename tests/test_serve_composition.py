@@ -53,10 +53,11 @@ async def test_the_main_agent_calls_the_sub_agent_and_its_user_approves_the_sub_
             asked = await run_turn(runtime, message)
             [question] = [event for event in asked if event["type"] == "elicitation"]
             assert question["server"] == "sub"
-            assert question["message"] == ('The agent wants to call the tool gates__note with {"text": "deep"}. '
-                                           "Allow it?")
+            assert question["message"] == (
+                'The agent wants to call the tool gates__note with {"text": "deep"}. Allow it?')
             assert log.log == []  # nothing runs before the top-level user answers
-            answered = await run_turn(runtime, Command(resume={"action": "accept", "content": {"approve": True}}))
+            approve = Command(resume={"action": "accept", "content": {"approve": True}})
+            answered = await run_turn(runtime, approve)
     [final] = [event for event in answered if event["type"] == "final"]
     assert final["text"] == "sub__ask returned: gates__note returned: noted deep"
     assert log.log == ["note deep"]
@@ -91,3 +92,23 @@ def test_a_one_shot_run_of_the_main_agent_denies_the_sub_agents_approval_at_once
     [tool_result] = [event for event in events if event["type"] == "tool_result"]
     assert "gates__note failed" in tool_result["text"]
     assert log.log == []
+
+
+def test_the_main_agents_json_chat_asks_its_user_the_sub_agents_approval(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    main = write_main_agent(tmp_path, url)
+    # Without "/call" (the chat's own command, which calls tools outside the conversation).
+    message = "sub__ask " + json.dumps({"message": call_message("gates__note", text="chat")})
+    lines = [{"text": message}, {"action": "accept", "content": {"approve": True}}]
+    result = subprocess.run([sys.executable, "-m", "runner", str(main), "--json"], cwd=ROOT,
+                            input="".join(json.dumps(line) + "\n" for line in lines),
+                            capture_output=True, text=True, timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    [question] = [event for event in events if event["type"] == "elicitation"]
+    assert question["server"] == "sub" and "gates__note" in question["message"]
+    [final] = [event for event in events if event["type"] == "final"]
+    assert final["text"] == "sub__ask returned: gates__note returned: noted chat"
+    assert log.log == ["note chat"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import psutil
 import pytest
 import yaml
@@ -49,7 +50,8 @@ async def test_http_requests_without_the_bearer_token_get_401_and_the_token_is_n
 ) -> None:
     log, url = gates
     manifest = write_served_agent(tmp_path, url)
-    with http_agent(manifest, "--token-env", "MCP_RUN_SERVE_TOKEN", env={"MCP_RUN_SERVE_TOKEN": TOKEN}) as served:
+    token_env = {"MCP_RUN_SERVE_TOKEN": TOKEN}
+    with http_agent(manifest, "--token-env", "MCP_RUN_SERVE_TOKEN", env=token_env) as served:
         with anyio.fail_after(LIMIT):
             async with httpx2.AsyncClient() as http:
                 body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -124,3 +126,68 @@ def test_closing_stdin_ends_a_stdio_serve_with_0_and_stops_its_servers(
             process.wait(timeout=10)
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+async def test_a_stateless_http_serve_answers_and_forwards_approvals_to_2026_callers(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, approve=["note"])
+    asked: list[types.ElicitRequestParams] = []
+
+    async def approve(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    with http_agent(manifest, "--stateless") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url, elicitation_callback=approve) as client:
+                first = await client.call_tool("ask", {"message": call_message("gates__note", text="a")})
+            async with http_client(served.url) as other:  # another connection continues the thread
+                second = await other.call_tool("ask", {"message": call_message("gates__note", text="b"),
+                                                       "thread": first.structured_content["thread"]})
+    assert text_of(first) == "gates__note returned: noted a"
+    assert len(asked) == 1
+    assert "its MCP client has no elicitation" in text_of(second)
+    assert log.log == ["note a"]
+
+
+async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    outcome: list[str] = []
+    with http_agent(manifest) as served:
+        children = _agent_children(served.process.pid)
+
+        async def ask() -> None:
+            try:
+                async with http_client(served.url) as client:
+                    result = await client.call_tool("ask", {"message": call_message("gates__hold", key="t")})
+                    outcome.append(text_of(result))
+            except Exception as exc:  # or the connection goes away mid-call
+                outcome.append(repr(exc))
+
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                await anyio.to_thread.run_sync(log.wait_for, "enter t")
+                served.process.send_signal(signal.SIGTERM)
+                assert await anyio.to_thread.run_sync(lambda: served.process.wait(timeout=30)) == 143
+    try:
+        log.wait_for("cancelled t")  # the agent's call was cancelled on the gates server
+    finally:
+        log.open("t")  # frees the waiting thread either way
+    [ended] = outcome
+    assert "held t" not in ended  # the turn did not finish as if nothing happened
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+
+
+def test_a_port_already_taken_fails_with_exit_1_and_says_so(tmp_path: Path, listening_port: int) -> None:
+    manifest = write_served_agent(tmp_path, "http://127.0.0.1:9/mcp")
+    result = subprocess.run([*SERVE, str(manifest), "--http", f"127.0.0.1:{listening_port}"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{listening_port}" in result.stderr

@@ -12,8 +12,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 from servers import gates as gates_server
-from serving import (Progress, call_message, http_agent, http_client, stdio_agent, text_of,
-                     write_served_agent)
+from serving import Progress, call_message, http_agent, http_client, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
 
@@ -78,8 +77,8 @@ async def test_the_agents_prompt_commands_are_offered_as_prompts(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:
     _, url = gates
-    manifest = write_served_agent(tmp_path, url, demo=True, prompts={
-        "mcp": [{"server": "demo", "name": "review", "as": "python_review", "arguments": {"language": "python"}}]})
+    binding = {"server": "demo", "name": "review", "as": "python_review", "arguments": {"language": "python"}}
+    manifest = write_served_agent(tmp_path, url, demo=True, prompts={"mcp": [binding]})
     with anyio.fail_after(LIMIT):
         async with stdio_agent(manifest) as client:
             prompts = {prompt.name: prompt for prompt in (await client.list_prompts()).prompts}
@@ -118,3 +117,21 @@ async def test_a_bad_ask_gets_a_tool_error_that_says_what_is_wrong(
             other = await client.session.call_tool("summon", {"message": "hi"})
             assert other.is_error and "this agent has one tool, 'ask'" in text_of(other)
     assert log.log == []
+
+
+async def test_a_turn_that_fails_in_the_model_is_a_tool_error_and_the_server_keeps_serving(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    (tmp_path / "script.yaml").write_text("- the only answer\n")
+    manifest = write_served_agent(tmp_path, url)
+    manifest.write_text(manifest.read_text().replace("model: offline",
+                                                     "model: {id: scripted, script: script.yaml}"))
+    with anyio.fail_after(LIMIT):
+        async with stdio_agent(manifest) as client:
+            first = await client.call_tool("ask", {"message": "hello"})
+            failed = await client.call_tool("ask", {"message": "again"})
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["ask"]
+    assert text_of(first) == "the only answer" and not first.is_error
+    assert failed.is_error
+    assert "the scripted model has no turn left" in text_of(failed)

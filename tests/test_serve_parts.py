@@ -10,8 +10,8 @@ import mcp_types as types
 import pytest
 
 from runner.errors import BusyError
+from runner.serve.conversations import TurnScheduler
 from runner.serve.questions import can_elicit, elicitation_for, question_key, refusal, resume_value
-from runner.serve.scheduling import TurnScheduler
 from runner.serve.transports import Address, bind, check_binding, parse_address
 
 APPROVAL = {"type": "approval", "tool": "files__delete", "args": {"path": "a"}, "id": "call_1"}

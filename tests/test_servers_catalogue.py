@@ -14,7 +14,7 @@ from servers._serve import http_app
 from servers.loopback import serve_app
 
 from runner.servers import CatalogueChange, ServerConnection, ServerFleet, open_fleet
-from runner.servers.catalogue import compare
+from runner.servers.catalogue import ChangeSignal, compare
 
 CHANGE_WAIT = 10.0
 ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
@@ -194,3 +194,34 @@ def test_a_redefined_item_counts_as_changed() -> None:
     }
     assert compare("s", "tools", before, after) == CatalogueChange("s", "tools", ("u",), (), ("t",))
     assert compare("s", "tools", after, after) is None
+
+
+def test_a_changed_schema_deep_inside_a_tool_counts_as_changed() -> None:
+    def tool(kind: str) -> types.Tool:
+        return types.Tool(name="t", input_schema={"type": "object", "properties": {"x": {"type": kind}}})
+
+    assert compare("s", "tools", {"t": tool("string")}, {"t": tool("integer")}) is not None
+    assert compare("s", "tools", {"t": tool("string")}, {"t": tool("string")}) is None
+
+
+async def test_the_first_announcement_after_a_calm_spell_is_relisted_at_once() -> None:
+    signal = ChangeSignal(quiet=30.0, max_delay=60.0)  # a quiet period on this path would time out
+    signal.mark("tools")
+    with anyio.fail_after(5):
+        assert await signal.next_batch() == {"tools"}
+
+
+async def test_announcements_during_and_right_after_a_relist_are_handed_out_as_one_batch() -> None:
+    signal = ChangeSignal(quiet=0.2, max_delay=5.0)
+    signal.mark("tools")
+    with anyio.fail_after(5):
+        assert await signal.next_batch() == {"tools"}
+        signal.mark("tools")  # the re-list of the first is running: the burst goes on
+        signal.mark("prompts")
+        signal.done()
+        signal.mark("resources")  # right after it ended: still the same burst
+        started = anyio.current_time()
+        assert await signal.next_batch() == {"tools", "prompts", "resources"}
+        assert anyio.current_time() - started >= 0.2  # it waited for the burst to go quiet
+        signal.done()
+        await signal.settled()  # nothing left: one re-list for the rest of the burst

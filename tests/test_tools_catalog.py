@@ -204,6 +204,42 @@ async def test_local_tools_sit_beside_mcp_tools_and_report_their_errors(tmp_path
             await catalog.call("explode", {"reason": "nope"})
 
 
+async def test_a_direct_tool_call_answers_exactly_as_the_langchain_tool_does(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"demo": demo(max_output_chars=1000)},
+                           local_tools=["fixtures.hooks:multiply"]) as catalog:
+        for name, arguments in (("demo__echo", {"text": "hi"}), ("demo__image", {})):
+            call = {"name": name, "args": arguments, "id": f"call_{name}", "type": "tool_call"}
+            direct = await catalog.run_tool_call(call)
+            through_langchain = await catalog.entries[name].tool.ainvoke(call)
+            assert direct is not None
+            assert (direct.content, direct.artifact, direct.status, direct.name, direct.tool_call_id) == (
+                through_langchain.content, through_langchain.artifact, through_langchain.status,
+                through_langchain.name, through_langchain.tool_call_id)
+        with pytest.raises(ToolError, match="invalid arguments"):
+            await catalog.run_tool_call({"name": "demo__echo", "args": {"text": 5}, "id": "c"})
+        # Local tools, and names the catalog does not know, are left to their LangChain tools.
+        assert await catalog.run_tool_call({"name": "multiply", "args": {"a": 1, "b": 2}, "id": "c"}) is None
+        assert await catalog.run_tool_call({"name": "nope", "args": {}, "id": "c"}) is None
+
+
+async def test_a_build_converts_no_schema_and_an_unusable_one_is_withdrawn_when_tools_are_offered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with catalog_for(tmp_path, {"wire": server("wire", "--unusable-schema")}) as catalog:
+        assert catalog.schema_cache == {}  # nothing converted, no LangChain tool made
+        assert all(entry.built is None for entry in catalog.entries.values())
+        catalog.rebuild()  # unchanged tools keep their entries, still unconverted
+        unusable = [e.name for e in catalog.entries.values() if "$ref" in str(e.definition.input_schema)]
+        assert len(unusable) == 1
+        offered = {tool.name for tool in catalog.tools}
+        assert unusable[0] not in offered and unusable[0] not in catalog.entries
+        assert "wire__echo" in offered
+        assert [w for w in catalog.warnings if "skipped: unusable input schema" in w]
+        catalog.rebuild()
+        assert catalog.tools
+    assert len([r for r in caplog.records if "unusable input schema" in r.getMessage()]) == 1
+
+
 async def test_resource_tools_list_and_read_a_servers_resources(tmp_path: Path) -> None:
     async with catalog_for(tmp_path, {"demo": demo(resources=True, tools={"only": ["echo"]})}) as catalog:
         assert {"demo__list_resources", "demo__read_resource"} <= set(catalog.entries)

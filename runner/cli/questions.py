@@ -130,6 +130,8 @@ async def _approve_sampling(view: TerminalView, event: dict[str, Any]) -> dict[s
         say(f"  system: {event['system_prompt']}", markup=False)
     for message in event["messages"]:
         say(f"  {message['role']}: {message['text']}", markup=False)
+    if event.get("tools"):
+        say(f"  tools offered: {', '.join(event['tools'])}", markup=False)
     action = await _choice(view, "send it to the model? [y]es / [n]o: ", {"y": "approve", "n": "deny"})
     return {"action": action}
 

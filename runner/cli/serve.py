@@ -15,8 +15,14 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
-from runner.serve import (DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS, ServeOptions, check_binding, parse_address,
-                          serve_agent)
+from runner.serve import (
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_TURNS,
+    ServeOptions,
+    check_binding,
+    parse_address,
+    serve_agent,
+)
 from runner.servers import stop_on_signals
 
 
@@ -37,7 +43,8 @@ def _show(event: dict[str, Any]) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--http", "address", metavar="HOST:PORT",
-              help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio; port 0 picks a free one.")
+              help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio; port 0 picks a "
+                   "free one.")
 @click.option("--allow-remote", is_flag=True,
               help="Allow --http on an address other than loopback (needs a bearer token).")
 @click.option("--token-env", metavar="VAR",

@@ -98,6 +98,11 @@ class ServerBase(ServerSettings):
     logging: Annotated[ServerLoggingSpec, RESTARTS] = Field(
         default_factory=ServerLoggingSpec, description="Log level asked of the server, and shown."
     )
+    tasks: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Tool calls as tasks (2025-11-25): auto for tools that require it, always also "
+        "for those that allow it, never (tools that require it are not offered).",
+    )
 
     def inherit(self, defaults: DefaultsSpec) -> ServerBase:
         """A copy with every unset setting taken from ``defaults``."""

@@ -225,23 +225,28 @@ class ModelChain:
         names = [type(m).__name__ for m in (self.primary, *self.fallbacks)]
         return f"ModelChain({' -> '.join(names)})"
 
-    def bind_tools(self, tools: Sequence[BaseTool]) -> Runnable[LanguageModelInput, BaseMessage]:
-        """Every model bound to ``tools`` (none bound when empty), chained as fallbacks."""
-        bound = [m.bind_tools(list(tools)) if tools else m for m in (self.primary, *self.fallbacks)]
+    def bind_tools(
+        self, tools: Sequence[BaseTool | dict[str, Any]], tool_choice: str | None = None
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Every model bound to ``tools`` (none bound when empty), chained as fallbacks;
+        ``tool_choice="any"`` makes each call one of them."""
+        choice = {"tool_choice": tool_choice} if tool_choice else {}
+        bound = [m.bind_tools(list(tools), **choice) if tools else m for m in (self.primary, *self.fallbacks)]
         return bound[0].with_fallbacks(bound[1:]) if len(bound) > 1 else bound[0]
 
     async def ainvoke(
         self,
         messages: Sequence[BaseMessage],
         *,
-        tools: Sequence[BaseTool],
+        tools: Sequence[BaseTool | dict[str, Any]],
         config: RunnableConfig | None = None,
         options: Mapping[str, Any] | None = None,
+        tool_choice: str | None = None,
     ) -> AIMessage:
         """One model call offering ``tools``; failures of the whole chain become ModelError.
         ``options`` (``max_tokens``, ``stop``) are passed to the provider's call."""
         try:
-            runnable = self.bind_tools(tools)
+            runnable = self.bind_tools(tools, tool_choice)
             if options:
                 runnable = runnable.bind(**options)
             reply = await telemetry.model_step(self.primary, runnable.ainvoke(list(messages), config))

@@ -3,10 +3,11 @@
     await serve_agent("agent.yaml", ServeOptions(http=parse_address("127.0.0.1:8000"), token=...))
 
 The agent starts once (its MCP servers, its model, its checkpointer) and every conversation
-shares it: :mod:`runner.serve.scheduling` orders the turns (per thread, bounded),
+shares it: :mod:`runner.serve.conversations` orders the turns (per thread, bounded) and
+reads threads back, :mod:`runner.serve.questions` puts the agent's questions to the caller,
 :mod:`runner.serve.service` offers the ``ask`` tool (:mod:`runner.serve.ask`), the prompt
-commands and the threads (:mod:`runner.serve.threads`), and :mod:`runner.serve.transports`
-carries it over stdio or streamable HTTP. With ``watch`` the manifest is reloaded on every edit
+commands and the threads, and :mod:`runner.serve.transports` carries it over stdio or
+streamable HTTP. With ``watch`` the manifest is reloaded on every edit
 (:func:`runner.reload.watch_and_reload`).
 """
 
@@ -24,9 +25,14 @@ from runner.errors import ServeError
 from runner.reload import watch_and_reload
 from runner.runtime import load_agent
 from runner.serve.ask import ASK_TOOL
-from runner.serve.scheduling import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS, TurnScheduler
+from runner.serve.conversations import (
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_TURNS,
+    THREAD_SCHEME,
+    THREAD_TEMPLATE,
+    TurnScheduler,
+)
 from runner.serve.service import AgentService
-from runner.serve.threads import THREAD_SCHEME, THREAD_TEMPLATE
 from runner.serve.transports import Address, bind, check_binding, parse_address, serve_http, serve_stdio
 
 __all__ = [

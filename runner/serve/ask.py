@@ -24,15 +24,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from runner import telemetry
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
-from runner.serve.questions import (can_elicit, elicitation_request, question_key, refusal,
-                                    resume_value)
-from runner.serve.scheduling import TurnScheduler
-from runner.serve.threads import THREAD_PATTERN, checked_thread_id
+from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id
+from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
 from runner.turns import stream_turn
 
 ASK_TOOL = "ask"
@@ -83,7 +82,8 @@ def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
         raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
     message = arguments.get("message")
     if not isinstance(message, str):
-        raise AskError(f"message must be a string, got {type(message).__name__ if message is not None else 'nothing'}")
+        given = "nothing" if message is None else type(message).__name__
+        raise AskError(f"message must be a string, got {given}")
     if not message.strip():
         raise AskError("message is empty: say something to the agent")
     thread = arguments.get("thread")
@@ -112,7 +112,8 @@ class _Progress:
         elif kind == "tool_call":
             await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
         elif kind == "tool_result":
-            text = event["text"] if len(event["text"]) <= PREVIEW_CHARS else event["text"][:PREVIEW_CHARS] + " …"
+            text = event["text"]
+            text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
         elif kind == "progress":
             detail = event.get("message") or f"{event.get('progress')}/{event.get('total') or '?'}"
@@ -157,7 +158,10 @@ class AskHandler:
         response = (params.input_responses or {}).get(QUESTION_KEY)
         if response is None:
             raise AskError("the retried call carries no answer to the agent's question")
-        answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        try:
+            answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        except ValidationError as exc:
+            raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
         state = await self.runtime.graph.aget_state(self.runtime.config(thread))
         for pending in state.interrupts:
             value = dict(pending.value)
@@ -184,7 +188,8 @@ class AskHandler:
                 if pending is None:
                     break
                 if not can_elicit(ctx.session.client_capabilities, pending):
-                    await progress.note(f"{pending['type']} answered for the caller: {refusal(pending)['action']}")
+                    action = refusal(pending)["action"]
+                    await progress.note(f"{pending['type']} answered for the caller: {action}")
                     message = Command(resume=refusal(pending))
                 elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     return types.InputRequiredResult(

@@ -20,9 +20,14 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from runner.errors import PromptError, RunnerError, ServeError
 from runner.runtime import Runtime
 from runner.serve.ask import ASK_TOOL, AskHandler, ask_tool, error_result
-from runner.serve.scheduling import TurnScheduler
-from runner.serve.threads import (listed_threads, thread_messages, thread_of, thread_resource,
-                                  thread_template)
+from runner.serve.conversations import (
+    TurnScheduler,
+    listed_threads,
+    thread_messages,
+    thread_of,
+    thread_resource,
+    thread_template,
+)
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 

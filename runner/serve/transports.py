@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import uvicorn
-from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from starlette.responses import JSONResponse

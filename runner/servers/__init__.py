@@ -12,7 +12,8 @@ errors), ``environment`` (what a stdio server inherits), ``isolation`` (a stdio 
 run directly, in a container or under bubblewrap), ``stdio`` (the subprocess transport),
 ``websocket`` (the websocket transport), ``transports`` (per-attempt transport and liveness
 facts), ``eras`` (the protocol era each server spoke last, kept in the state folder),
-``catalogue`` (listing, diffing, debouncing), ``connection`` (state and requests),
+``catalogue`` (listing, diffing, debouncing), ``requests`` (what servers ask of the client),
+``tasks`` (tool calls run as tasks), ``connection`` (state and requests),
 ``supervision`` (the lifetime task), ``fleet`` (start, stop, and :meth:`ServerFleet.update`:
 restart or live update, as the manifest's ``RESTARTS`` fields say).
 """

@@ -3,7 +3,7 @@
 A :class:`Catalogue` holds the last complete listing of one server. Replacing a kind's items yields
 a :class:`CatalogueChange` naming what was added, removed and changed (by tool/prompt name, by
 resource URI and template URI). :class:`ChangeSignal` collects list_changed notifications and
-hands them out debounced and coalesced: servers send bursts, one re-list per burst is enough.
+hands them out: the first of a burst at once, the rest coalesced (servers send bursts).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 CatalogueKind = Literal["tools", "prompts", "resources"]
 KINDS: tuple[CatalogueKind, ...] = ("tools", "prompts", "resources")
 MAX_PAGES = 1000  # a paginator that never ends must not hang start-up
-DEBOUNCE_QUIET = 0.1  # a burst is over after this much silence ...
+DEBOUNCE_QUIET = 0.1  # a burst's tail is over after this much silence ...
 DEBOUNCE_MAX_DELAY = 1.0  # ... or this long after its first notification, whichever comes first
 
 _Item = TypeVar("_Item", bound=BaseModel)
@@ -90,16 +90,11 @@ def compare(
     """What changed between two keyed listings, or None when they are the same."""
     added = tuple(sorted(after.keys() - before.keys()))
     removed = tuple(sorted(before.keys() - after.keys()))
-    changed = tuple(
-        sorted(name for name in before.keys() & after.keys() if _dump(before[name]) != _dump(after[name]))
-    )
+    # Model equality compares field values (nested models included) without serialising them.
+    changed = tuple(sorted(name for name in before.keys() & after.keys() if before[name] != after[name]))
     if not (added or removed or changed):
         return None
     return CatalogueChange(server, kind, added, removed, changed)
-
-
-def _dump(item: BaseModel) -> dict[str, Any]:
-    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 async def _all_pages(
@@ -184,10 +179,13 @@ async def fetch_catalogue(server: str, client: Client, kinds: Iterable[Catalogue
 
 
 class ChangeSignal:
-    """list_changed notifications in, debounced batches of kinds out.
+    """list_changed notifications in, batches of kinds out: the first at once, a burst coalesced.
 
-    ``mark`` never blocks (it is called from notification callbacks); ``next_batch`` returns once
-    a burst has been quiet for ``quiet`` seconds, or ``max_delay`` after its first mark.
+    ``mark`` never blocks (it is called from notification callbacks). ``next_batch`` hands out the
+    first notification after a calm spell at once, so a single change is re-listed without delay;
+    notifications that arrive while that re-list runs, or within ``quiet`` seconds of its end, are
+    a burst: they are handed out together once the burst has been quiet for ``quiet`` seconds, or
+    ``max_delay`` after it started, whichever comes first (one re-list for the rest of the burst).
     """
 
     def __init__(self, quiet: float = DEBOUNCE_QUIET, max_delay: float = DEBOUNCE_MAX_DELAY) -> None:
@@ -197,6 +195,7 @@ class ChangeSignal:
         self._marked = anyio.Event()
         self._idle = anyio.Event()  # set while no change waits to be re-listed
         self._idle.set()
+        self._calm_at = float("-inf")  # marks before this belong to the last re-list's burst
 
     def mark(self, *kinds: CatalogueKind) -> None:
         self._pending.update(kinds)
@@ -206,6 +205,7 @@ class ChangeSignal:
 
     def done(self) -> None:
         """The batch from ``next_batch`` is re-listed (or given up): idle unless more arrived."""
+        self._calm_at = anyio.current_time() + self.quiet
         if not self._pending:
             self._idle.set()
 
@@ -215,16 +215,18 @@ class ChangeSignal:
 
     async def next_batch(self) -> set[CatalogueKind]:
         await self._marked.wait()
-        give_up_at = anyio.current_time() + self.max_delay
-        while True:
-            self._marked = anyio.Event()
-            wait = min(self.quiet, give_up_at - anyio.current_time())
-            if wait <= 0:
-                break
-            with anyio.move_on_after(wait):
-                await self._marked.wait()
-            if not self._marked.is_set():
-                break
+        if anyio.current_time() < self._calm_at:  # the tail of a burst: wait until it is quiet
+            give_up_at = anyio.current_time() + self.max_delay
+            while True:
+                self._marked = anyio.Event()
+                wait = min(self.quiet, give_up_at - anyio.current_time())
+                if wait <= 0:
+                    break
+                with anyio.move_on_after(wait):
+                    await self._marked.wait()
+                if not self._marked.is_set():
+                    break
         batch, self._pending = self._pending, set()
         self._marked = anyio.Event()
+        self._calm_at = float("inf")  # until ``done``: what arrives meanwhile is this burst's
         return batch

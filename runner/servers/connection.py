@@ -12,6 +12,7 @@ server), ``ServerClosedError`` (the connection is gone, or the server failed for
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -26,8 +27,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner import telemetry
-from runner.errors import ServerClosedError, ServerError
+from runner.errors import ServerClosedError, ServerError, ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
+from runner.servers import tasks
 from runner.servers.catalogue import (
     KINDS,
     Catalogue,
@@ -38,7 +40,7 @@ from runner.servers.catalogue import (
 )
 from runner.servers.environment import secret_values
 from runner.servers.eras import EraMemory
-from runner.servers.requests import Ask, ServerRequests
+from runner.servers.requests import Ask, CallEvents, ServerRequests
 from runner.servers.stdio import StderrLog
 from runner.servers.translation import Boundary, timed_out, translated
 from runner.servers.transports import Link
@@ -49,6 +51,7 @@ Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 ServerSpecType = StdioServerSpec | HttpServerSpec
 Publish = Callable[[CatalogueChange], None]
 Kinds = set[CatalogueKind] | tuple[CatalogueKind, ...]
+URL_ROUNDS = 3  # a call answered "visit this URL first" is made again at most this often
 BACKSTOP_GRACE = 1.0  # the SDK times requests out itself; this only catches a wedged transport write
 
 _Result = TypeVar("_Result")
@@ -90,6 +93,7 @@ class ServerConnection:
         self.finished = anyio.Event()  # the lifetime task has ended
         self.stop_requested = anyio.Event()
         self._listing_lock = anyio.Lock()
+        self._tools_by_name: tuple[list[types.Tool] | None, dict[str, types.Tool]] = (None, {})
         telemetry.server_status(self, self.status)
 
     def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
@@ -133,18 +137,38 @@ class ServerConnection:
         timeout: float | None = None,
         progress: ProgressFnT | None = None,
         ask: Ask | None = None,
+        events: CallEvents | None = None,
     ) -> types.CallToolResult:
         """Call tool ``name``; ``progress(progress, total, message)`` receives its progress
         notifications and ``ask`` answers the server's requests for input while the call runs.
 
         With ``max_timeout`` set, ``timeout`` is the idle limit: each progress notification gives
-        the call another ``timeout``, up to ``max_timeout`` in total.
+        the call another ``timeout``, up to ``max_timeout`` in total. A tool that runs as a task
+        (``runner.servers.tasks``) reports its statuses to ``events``. A call answered -32042 (a URL
+        the user must visit first) is made again once the user has been there, ``URL_ROUNDS`` times
+        at most (``ServerRequests.visit``).
         """
         limit = self.tool_timeout(name) if timeout is None else timeout
+        rounds = 0
+        while True:
+            try:
+                return await self._call_tool(name, arguments, limit, progress, ask, events)
+            except ServerRequestError as exc:
+                rounds += 1
+                if exc.code != types.URL_ELICITATION_REQUIRED or rounds > URL_ROUNDS:
+                    raise
+                await self.requests.visit(exc, ask, events, limit)
+
+    async def _call_tool(
+        self, name: str, arguments: dict, limit: float, progress: ProgressFnT | None, ask: Ask | None,
+        events: CallEvents | None,
+    ) -> types.CallToolResult:
         total = self.spec.max_timeout
         setting = f"servers.{self.key}.tools.timeouts.{name} or servers.{self.key}.timeout"
+        if self._as_task(name):
+            return await self._call_as_task(name, arguments, limit, ask, events, setting)
         if total is None or total <= limit:
-            with self.requests.asking(ask):
+            with self.requests.asking(ask, events):
                 return await self._request(
                     f"tools/call {name!r}",
                     limit,
@@ -161,7 +185,7 @@ class ServerConnection:
             if progress is not None:
                 await progress(done, of, message)
 
-        with self.requests.asking(ask), idle:  # leaving it cancels the request on the server
+        with self.requests.asking(ask, events), idle:  # leaving it cancels the request on the server
             return await self._request(
                 f"tools/call {name!r}",
                 total,
@@ -173,6 +197,52 @@ class ServerConnection:
             )
         raise timed_out(
             Boundary(self.key, f"tools/call {name!r}", limit, setting), " without progress"
+        )
+
+    def _as_task(self, name: str) -> bool:
+        """Whether a call of ``name`` is task-augmented; raises when it has to be and cannot be."""
+        tools = self.catalogue.tools
+        if self._tools_by_name[0] is not tools:
+            self._tools_by_name = (tools, {tool.name: tool for tool in tools})
+        tool = self._tools_by_name[1].get(name)
+        if tool is None or tool.execution is None:
+            return False
+        client = self._client  # None while restarting: its last session said it could
+        capable = client is None or tasks.server_runs_tasks(client.server_capabilities)
+        if why := tasks.unavailable(tool, self.spec.tasks, capable):
+            raise ServerRequestError(self.key, f"tools/call {name!r}: {why}", code=types.METHOD_NOT_FOUND)
+        return tasks.runs_as_task(tool, self.spec.tasks, capable)
+
+    async def _call_as_task(
+        self, name: str, arguments: dict, limit: float, ask: Ask | None, events: CallEvents | None,
+        setting: str,
+    ) -> types.CallToolResult:
+        """A task-augmented call, bounded as a whole: by ``timeout``, or with ``max_timeout`` set,
+        by ``max_timeout`` in total and ``timeout`` without an update of its status."""
+        total = self.spec.max_timeout
+        idle = anyio.CancelScope(deadline=math.inf)
+        if total is not None and total > limit:
+            idle.deadline = anyio.current_time() + limit
+            setting = f"servers.{self.key}.max_timeout"
+        else:
+            total = limit
+
+        def alive() -> None:  # a new status shows the task is alive
+            if idle.deadline != math.inf:
+                idle.deadline = anyio.current_time() + limit
+
+        with self.requests.asking(ask, events), idle:  # leaving it cancels the task on the server
+            return await self._request(
+                f"tools/call {name!r} (task)",
+                total,
+                lambda client, remaining: tasks.TaskRun(
+                    self.key, client.session, name, arguments, events=events, alive=alive
+                ).run(anyio.current_time() + remaining),
+                setting=setting,
+            )
+        raise timed_out(
+            Boundary(self.key, f"tools/call {name!r} (task)", limit, f"servers.{self.key}.timeout"),
+            " without a status change",
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> types.GetPromptResult:
@@ -187,10 +257,10 @@ class ServerConnection:
             f"resources/read {uri!r}", self._default_timeout(), lambda client, _: client.read_resource(uri)
         )
 
-    async def refresh(self) -> list[CatalogueChange]:
-        """List everything again now; subscribers get the changes too."""
+    async def refresh(self, kinds: Kinds = KINDS) -> list[CatalogueChange]:
+        """List ``kinds`` (default: everything) again now; subscribers get the changes too."""
         return await self._request(
-            "refresh", self._default_timeout(), lambda client, _: self.relist(client, KINDS)
+            "refresh", self._default_timeout(), lambda client, _: self.relist(client, kinds)
         )
 
     async def relist(self, client: Client, kinds: Kinds) -> list[CatalogueChange]:
@@ -305,6 +375,8 @@ class ServerConnection:
             self.changes.mark("prompts")
         elif isinstance(message, types.ResourceListChangedNotification):
             self.changes.mark("resources")
+        elif isinstance(message, types.ElicitCompleteNotification):
+            self.requests.on_elicitation_complete(message.params.elicitation_id)
         elif isinstance(message, Exception):
             logger.debug("server %s transport reported %r", self.key, message)
 

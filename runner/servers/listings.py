@@ -16,9 +16,9 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
-from mcp_types.methods import validate_server_result
+from mcp_types.methods import SERVER_RESULTS
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ class ToolListingFilter:
         self._initialize_ids: set[Any] = set()
         self._pending: dict[Any, str] = {}  # tools/list request id -> protocol version
         self._reported: set[str] = set()
+        self._accepted: dict[Any, dict[str, Any]] = {}  # tool name -> its last definition that passed
+        self._accepted_version: str | None = None  # ... at this protocol version
 
     def outbound(self, message: SessionMessage) -> None:
         request = message.message
@@ -67,9 +69,16 @@ class ToolListingFilter:
         if version is None or version not in KNOWN_PROTOCOL_VERSIONS or not isinstance(tools, list):
             return item  # not a listing, or one the SDK will judge as a whole
         named = all(isinstance(tool, dict) and tool.get("name") != "" for tool in tools)
-        if (named and _problem(message.result, version) is None) or _problem(
+        if version != self._accepted_version:
+            self._accepted, self._accepted_version = {}, version
+        # A re-list mostly repeats tools already checked: comparing a dict costs far less than
+        # validating it again (the SDK validates the whole answer anyway).
+        fresh = [tool for tool in tools if not named or self._accepted.get(tool.get("name")) != tool]
+        if (named and _problem({**message.result, "tools": fresh}, version) is None) or _problem(
             {**message.result, "tools": []}, version
         ):
+            if named:
+                self._accepted.update((tool["name"], tool) for tool in fresh)
             return item  # all is well, or what is wrong is not in the tools: the SDK will say
         kept = [tool for tool in tools if self._usable(message.result, tool, version)]
         answer = message.model_copy(update={"result": {**message.result, "tools": kept}})
@@ -89,10 +98,22 @@ class ToolListingFilter:
         return False
 
 
+_surfaces: dict[str, TypeAdapter[Any]] = {}
+
+
+def _surface(version: str) -> TypeAdapter[Any]:
+    """The version's ``tools/list`` result model, as the SDK validates it (``validate_server_result``
+    also serialises what it validated, which a check does not need: a third of its cost)."""
+    adapter = _surfaces.get(version)
+    if adapter is None:
+        adapter = _surfaces[version] = TypeAdapter(SERVER_RESULTS[(LIST_METHOD, version)])
+    return adapter
+
+
 def _problem(result: dict[str, Any], version: str) -> str | None:
     """Why the SDK would refuse ``result`` as a ``tools/list`` answer at ``version``, or None."""
     try:
-        validate_server_result(LIST_METHOD, version, result)
+        _surface(version).validate_python(result, by_name=False)
         types.ListToolsResult.model_validate(result, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -13,6 +13,14 @@ SDK does not say which call a 2025-11-25 request belongs to, so concurrent calls
 answered by the one that started last. Accepted answers are completed with the schema's defaults
 (SEP-1034): a field the user left out and the schema gives a default for is sent with it.
 
+URL mode (2025-11-25): a server that needs the user at a URL either asks with an
+``elicitation/create`` (the call goes on once the user agreed), or answers the call with error
+-32042 listing the URLs; then each is asked like any elicitation, the call waits for the server's
+``notifications/elicitation/complete`` for it (up to the call's timeout: the notification is not
+guaranteed) and is made again (:meth:`ServerRequests.visit`). Each completion the server announces
+is an ``elicitation_complete`` event of the calls in flight, and is remembered (the most recent
+``MAX_COMPLETIONS``), so a call retried after the graph paused does not wait for it again.
+
 Log messages (``notifications/message``) at or above ``logging.level`` (the level asked of the
 server on connect, enforced here too for servers that ignore it) are appended to the server's log
 file with their level
@@ -22,27 +30,39 @@ above ``logging.terminal`` are also logged to ``runner.servers.log.<key>`` for t
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+import anyio
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from pydantic import ValidationError
 
+from runner.errors import ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 
+logger = logging.getLogger(__name__)
+
 Question = types.ElicitRequestParams | types.CreateMessageRequestParams
-Reply = types.ElicitResult | types.CreateMessageResult | types.ErrorData
+Completion = types.CreateMessageResult | types.CreateMessageResultWithTools
+Reply = types.ElicitResult | Completion | types.ErrorData
 Ask = Callable[[str, Question], Awaitable[Reply]]
 """``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
 (its completion, or an error when the user refused it)."""
-Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
+Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]]
 """``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
+CallEvents = Callable[[dict[str, Any]], None]
+"""``events(event)``: what happens during one tool call (a task's status, a URL visit completed)."""
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PYTHON_LEVELS = {
@@ -51,6 +71,32 @@ PYTHON_LEVELS = {
     "emergency": logging.CRITICAL,
 }
 MAX_LOG_DATA_CHARS = 4000  # one message's text in the log file; a flood must not fill the disk fast
+MAX_COMPLETIONS = 100  # URL elicitations whose completion is remembered
+
+
+@dataclass(eq=False)  # each call's own: told apart by identity
+class SamplingBudget:
+    """The completions servers may still get during one tool call of the agent: the model calls
+    its turn has left (``agent.max_steps``); ``used`` is how many they got."""
+
+    left: int
+    used: int = 0
+
+
+# The budget of the tool call running in this context (None outside the agent's turns: no limit).
+sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.ContextVar(
+    "sampling_budget", default=None
+)
+
+
+def call_events(sink: CallEvents | None, tool: str, server: str) -> CallEvents | None:
+    """``events`` of a call of ``tool`` that writes its events, naming the tool and server, to
+    ``sink``, in the context of the caller (a graph's stream writer needs it; notifications
+    arrive in the SDK's task)."""
+    if sink is None:
+        return None
+    caller = contextvars.copy_context()
+    return lambda event: caller.run(sink, {"type": event["type"], "tool": tool, "server": server, **event})
 
 
 def declined(reason: str = "") -> types.ElicitResult:
@@ -80,6 +126,9 @@ class ServerRequests:
         self.sampling_default: Literal["ask", "deny"] = "deny"  # when the spec says nothing
         self.sample: Sample | None = None
         self._askers: list[Ask] = []
+        self._budgets: list[SamplingBudget | None] = []  # of the calls in flight, newest last
+        self._listeners: list[CallEvents] = []  # the events of the calls in flight
+        self._completions: OrderedDict[str, anyio.Event] = OrderedDict()
         self._log: TextIO | None = None
         self._terminal = logging.getLogger(f"runner.servers.log.{key}")
 
@@ -97,6 +146,8 @@ class ServerRequests:
             options["list_roots_callback"] = self.on_list_roots
         if self.sampling != "deny":
             options["sampling_callback"] = self.on_sample
+            # The tools a request carries are bound to the model (runner.sampling).
+            options["sampling_capabilities"] = types.SamplingCapability(tools=types.SamplingToolsCapability())
         return options
 
     @property
@@ -112,16 +163,66 @@ class ServerRequests:
     # -- elicitation -------------------------------------------------------------------------
 
     @contextmanager
-    def asking(self, ask: Ask | None) -> Iterator[None]:
-        """``ask`` answers this server's elicitations while the block runs (a call in flight)."""
-        if ask is None:
-            yield
-            return
-        self._askers.append(ask)
+    def asking(self, ask: Ask | None, events: CallEvents | None = None) -> Iterator[None]:
+        """``ask`` answers this server's elicitations while the block runs (a call in flight), and
+        ``events`` hears of the URL visits the server says are complete."""
+        if events is not None:
+            self._listeners.append(events)
+        if ask is not None:
+            self._askers.append(ask)
+        budget = sampling_budget.get()  # the caller's: read here, in the calling task
+        self._budgets.append(budget)
         try:
             yield
         finally:
-            self._askers.remove(ask)
+            self._budgets.remove(budget)
+            if ask is not None:
+                self._askers.remove(ask)
+            if events is not None:
+                self._listeners.remove(events)
+
+    # -- URL mode ----------------------------------------------------------------------------
+
+    def on_elicitation_complete(self, elicitation_id: str) -> None:
+        """The server's ``notifications/elicitation/complete``."""
+        self._completion(elicitation_id).set()
+        if not self._listeners:
+            logger.info("server %s: the URL visit %s is complete", self.key, elicitation_id)
+        event = {"type": "elicitation_complete", "elicitation_id": elicitation_id}
+        for listener in list(self._listeners):
+            listener(event)
+
+    def _completion(self, elicitation_id: str) -> anyio.Event:
+        completion = self._completions.pop(elicitation_id, None) or anyio.Event()
+        self._completions[elicitation_id] = completion  # the newest last: the oldest go first
+        while len(self._completions) > MAX_COMPLETIONS:
+            self._completions.popitem(last=False)
+        return completion
+
+    async def visit(
+        self, error: ServerRequestError, ask: Ask | None, events: CallEvents | None, timeout: float
+    ) -> None:
+        """A call answered -32042: the user is asked to visit each URL, and each completion is
+        awaited (at most ``timeout``) before the call is made again; raises what the model is told
+        when the user does not go."""
+        try:
+            required = UrlElicitationRequiredError.from_error(
+                types.ErrorData(code=error.code, message=str(error), data=error.data)
+            ).elicitations
+        except (ValidationError, ValueError, TypeError):
+            raise error from None  # not the shape the specification gives: the server's error stands
+        for request in required:
+            asker = ask if self.spec.elicitation == "ask" else None
+            answer = await asker(self.key, request) if asker is not None else declined()
+            if not isinstance(answer, types.ElicitResult) or answer.action != "accept":
+                action = answer.action if isinstance(answer, types.ElicitResult) else "decline"
+                raise ServerRequestError(
+                    self.key, f"the server needs the user to visit {request.url} ({request.message}); "
+                    f"the user chose {action}", code=error.code,
+                )
+            completion = self._completion(request.elicitation_id)
+            with self.asking(None, events), anyio.move_on_after(timeout):
+                await completion.wait()
 
     async def on_elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
@@ -142,18 +243,26 @@ class ServerRequests:
 
     async def on_sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.ErrorData:
+    ) -> Completion | types.ErrorData:
         """``allow``: the model answers; ``ask``: the user sees the request first (through the call's
-        ``ask``); no call asking, no model, or ``deny``: refused."""
-        if self.sampling == "allow" and self.sample is not None:
-            return await self.sample(self.key, params)
-        ask = self._askers[-1] if self._askers else None
-        if self.sampling != "ask" or ask is None:
-            refused = "sampling was refused: no one can approve it"
+        ``ask``); no call asking, no model, or ``deny``: refused. Each completion counts against the
+        calling turn's model calls (:class:`SamplingBudget`); once they are used up, refused."""
+        budget = self._budgets[-1] if self._budgets else None
+        if budget is not None and budget.used >= budget.left:
+            refused = "sampling was refused: the agent's turn has used its model calls (agent.max_steps)"
             return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
-        reply = await ask(self.key, params)
+        if self.sampling == "allow" and self.sample is not None:
+            reply: Reply = await self.sample(self.key, params)
+        else:
+            ask = self._askers[-1] if self._askers else None
+            if self.sampling != "ask" or ask is None:
+                refused = "sampling was refused: no one can approve it"
+                return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
+            reply = await ask(self.key, params)
         if isinstance(reply, types.ElicitResult):
             return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused")
+        if budget is not None and not isinstance(reply, types.ErrorData):
+            budget.used += 1
         return reply
 
     # -- roots -------------------------------------------------------------------------------

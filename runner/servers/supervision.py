@@ -160,10 +160,12 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                 await _set_log_level(connection, client)
                 if link.process is not None:
                     link.process.handshake_done = True
-                connection.attach(client, link, listing)
-                attached = True
+                # Remembered before attaching: between attach and _watch nothing may await, or a
+                # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
                 await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
+                connection.attach(client, link, listing)
+                attached = True
                 try:
                     ending = await _watch(connection, client, link)
                 finally:

@@ -73,7 +73,8 @@ def _answer(boundary: Boundary, exc: MCPError) -> ServerError:
         return timed_out(boundary)
     if exc.code == types.CONNECTION_CLOSED:
         return _closed(boundary, exc)
-    return ServerRequestError(boundary.server, f"{boundary.what}: {exc.error.message}", code=exc.code)
+    return ServerRequestError(boundary.server, f"{boundary.what}: {exc.error.message}", code=exc.code,
+                              data=exc.error.data)
 
 
 def _timeout(boundary: Boundary, exc: TimeoutError) -> ServerError:

@@ -10,16 +10,18 @@ conversion of the result. Failures meant for the model are raised as :class:`Too
 from __future__ import annotations
 
 import contextvars
+import gc
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
 from mcp.shared.dispatcher import ProgressFnT
@@ -35,7 +37,8 @@ from runner.errors import (
     UnusableSchemaError,
 )
 from runner.manifest import Manifest, ServerBase
-from runner.servers.requests import Ask
+from runner.servers.requests import Ask, CallEvents, call_events
+from runner.servers.tasks import offered_to_agent
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
@@ -71,7 +74,7 @@ class Connection(Protocol):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, ask: Ask | None = None,
-        progress: ProgressFnT | None = None,
+        progress: ProgressFnT | None = None, events: CallEvents | None = None,
     ) -> types.CallToolResult: ...
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
@@ -94,13 +97,27 @@ class FallbackEvent:
 
 @dataclass
 class CatalogEntry:
-    """One tool of the catalog: its generated name, where it comes from and the LangChain tool."""
+    """One tool of the catalog: its generated name, where it comes from and the LangChain tool.
+
+    A server tool's LangChain tool (and the provider's form of its schema) is made on first use,
+    when a model is offered the tool or something asks for ``tool``: a build of thousands of tools
+    converts nothing, and calls (``ToolCatalog.run_tool_call``) never need it.
+    """
 
     name: str
     origin: Origin
     description: str
-    tool: BaseTool
+    built: BaseTool | None  # the LangChain tool, once made
     definition: types.Tool | None = None  # the MCP definition (None for local and resource tools)
+    make: Callable[[], BaseTool] | None = field(default=None, repr=False)
+
+    @property
+    def tool(self) -> BaseTool:
+        """The LangChain tool; raises UnusableSchemaError when the schema cannot be converted."""
+        if self.built is None:
+            assert self.make is not None
+            self.built = self.make()
+        return self.built
 
 
 @dataclass
@@ -126,6 +143,7 @@ class ToolCatalog:
         self.provider = provider_for_model(self.manifest.model.id)
         self.warnings = list(self.warned)
         self._in_flight: Counter[str] = Counter()
+        self._withdrawn: set[str] = set(self.warned)
         self._calls_ended = anyio.Event()
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
         self._filters = {
@@ -142,7 +160,31 @@ class ToolCatalog:
 
     @property
     def tools(self) -> list[BaseTool]:
-        return [entry.tool for entry in self.entries.values()]
+        """The LangChain tools the model is offered; a server tool whose schema turns out
+        unusable when its tool is first made is withdrawn, with a warning."""
+        return self.tools_named(list(self.entries))
+
+    def tools_named(self, names: Iterable[str]) -> list[BaseTool]:
+        """The LangChain tools of ``names`` that are in the catalog (unusable ones withdrawn)."""
+        tools = []
+        for name in names:
+            entry = self.entries.get(name)
+            if entry is None:
+                continue
+            try:
+                tools.append(entry.tool)
+            except UnusableSchemaError as exc:
+                self._withdraw(entry, exc)
+        return tools
+
+    def _withdraw(self, entry: CatalogEntry, problem: UnusableSchemaError) -> None:
+        warning = f"{entry.origin.server}: tool '{entry.origin.name}' skipped: {problem}"
+        if warning not in self.warnings:
+            if warning not in self._withdrawn:  # said once, not again after every rebuild
+                logger.warning("%s", warning)
+            self._withdrawn.add(warning)
+            self.warnings.append(warning)
+        self.entries.pop(entry.name, None)
 
     def needs_approval(self, name: str) -> bool:
         entry = self.entries.get(name)
@@ -152,6 +194,18 @@ class ToolCatalog:
 
     def rebuild(self) -> list[str]:
         """Rebuild every entry from the connections as they are now; returns new warnings."""
+        # Thousands of new objects would trigger full garbage collections over every listing the
+        # servers sent (three quarters of a 10,000-tool build); the build makes no garbage worth
+        # collecting meanwhile, and it runs without awaiting, so nothing else runs with it paused.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._rebuild()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _rebuild(self) -> list[str]:
         warnings: list[str] = []
         self._used_schemas: set[tuple[str, int]] = set()
         offered: dict[str, list[types.Tool]] = {}
@@ -202,7 +256,8 @@ class ToolCatalog:
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
         # Keep only the schemas of definitions still offered, so relists do not grow the cache.
-        self.schema_cache = {key: self.schema_cache[key] for key in self._used_schemas}
+        self.schema_cache = {key: self.schema_cache[key] for key in self._used_schemas
+                             if key in self.schema_cache}  # a reused entry may not have converted yet
         for warning in warnings:
             if warning not in self.warnings:
                 logger.warning("%s", warning)
@@ -221,9 +276,8 @@ class ToolCatalog:
         for tool in tools:
             if tool.name not in keep:
                 continue
-            if tool.execution is not None and tool.execution.task_support == "required":
-                # Such a tool only runs as a long-lived task, which the runner does not drive.
-                warnings.append(f"{key}: tool '{tool.name}' skipped: it can only run as a task")
+            if not offered_to_agent(tool, spec.tasks):
+                warnings.append(f"{key}: tool '{tool.name}' skipped: it only runs as a task (tasks: never)")
                 continue
             selected.append(tool)
         if key in self._filters:
@@ -234,14 +288,13 @@ class ToolCatalog:
     def _mcp_entry(
         self, name: str, server: str, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
-        try:
-            schema = self._schema_for(definition)
-        except UnusableSchemaError as exc:
-            warnings.append(f"{server}: tool '{definition.name}' skipped: unusable input schema ({exc})")
-            return None
         description = definition.description or definition.title or f"{definition.name} from {server}"
-        tool = self._tool(name, description, schema)
-        return CatalogEntry(name, Origin(server, definition.name), description, tool, definition)
+        key = (definition.name, id(definition))
+        cached = self.schema_cache.get(key)
+        if cached is not None and cached[0] is definition:
+            self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
+        return CatalogEntry(name, Origin(server, definition.name), description, None, definition,
+                            make=lambda: self._tool(name, description, self._schema_for(definition)))
 
     def _resource_entry(self, name: str, server: str, which: str) -> CatalogEntry:
         if which == READ_RESOURCE:
@@ -257,10 +310,7 @@ class ToolCatalog:
         """The LangChain tool the model calls: every call goes through :meth:`call`."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            if self.call_hook is None:
-                output = await self.call(name, arguments)
-            else:
-                output = await self.call_hook(name, arguments, self.call)
+            output = await self._hooked_call(name, arguments)
             return output.content, output.artifact
 
         return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
@@ -328,6 +378,24 @@ class ToolCatalog:
         self._used_schemas.add(key)  # only once converted: an unusable schema is not cached
         return cached[1]
 
+    async def run_tool_call(self, call: Mapping[str, Any]) -> ToolMessage | None:
+        """Answer a model's tool call as the catalog's LangChain tool would, without LangChain's
+        per-call machinery (callback managers, config merging, signature inspection), which costs
+        more than the server call itself; None for a tool that is not a server's (a local tool, or
+        none): those go through their LangChain tool. Raises what the tool would raise."""
+        entry = self.entries.get(call["name"])
+        if entry is None or entry.origin.server is None:
+            return None
+        output = await self._hooked_call(entry.name, dict(call["args"]))
+        content = output.content if isinstance(output.content, str) else list(output.content)
+        return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
+                           status="success")
+
+    async def _hooked_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        if self.call_hook is None:
+            return await self.call(name, arguments)
+        return await self.call_hook(name, arguments, self.call)
+
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         entry = self.entries.get(name)
@@ -347,8 +415,10 @@ class ToolCatalog:
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         progress = self._progress_reporter(name, server)
+        events = call_events(self.progress_sink(), name, server)
         result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress), self.answer
+            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
+            self.answer,
         )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
@@ -360,7 +430,8 @@ class ToolCatalog:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT,
+        events: CallEvents | None = None,
     ) -> types.CallToolResult:
         current = server
         seen = {server}
@@ -372,7 +443,7 @@ class ToolCatalog:
                 self._in_flight[current] += 1
                 try:
                     return await telemetry.mcp_tool_call(connection, tool, partial(
-                        connection.call_tool, tool, arguments, ask=ask, progress=progress))
+                        connection.call_tool, tool, arguments, ask=ask, progress=progress, events=events))
                 finally:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()

@@ -93,7 +93,7 @@ class ToolSearch:
         if limit is not None:  # the provider's cap: the tools found longest ago give way
             room = max(limit - 1 - len(always), 0)
             recent = recent[len(recent) - room:] if room else []
-        return [self.search_tool(), *(entries[name].tool for name in (*always, *recent))]
+        return [self.search_tool(), *catalog.tools_named((*always, *recent))]
 
     def answers(self, name: str) -> bool:
         """Whether a call to ``name`` is a search this object answers (also after search turned

@@ -1,8 +1,11 @@
 """A server that asks the client for things, in both protocol eras.
 
-Tools: book (a form: date required, seats with a default), visit (URL mode), roots (the client's
-roots), summarize (sampling), slow (progress every ``interval`` seconds), levels (one log message
-per level), flood (``count`` log messages, then an answer), elicitations_seen (the answers it got).
+Tools: book (a form: date required, seats with a default), visit (URL mode; on 2025-11-25 the
+server then says the visit is complete), portal (error -32042: a URL to visit before the call is
+made again; the visit completes ``delay`` seconds after the first call), roots (the client's
+roots), summarize (sampling), forecast (sampling with a tool, 2025-11-25), slow (progress every
+``interval`` seconds), levels (one log message per level), flood (``count`` log messages, then an
+answer), elicitations_seen (the answers it got).
 
 On 2025-11-25 sessions the questions are ``elicitation/create`` / ``roots/list`` requests; on
 2026-07-28 ones the tool returns a result asking for input and reads the answers when the client
@@ -11,6 +14,7 @@ retries the call.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import warnings
 from pathlib import Path
@@ -22,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the `servers` package imp
 import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 BOOKING_SCHEMA: dict[str, Any] = {
@@ -33,6 +37,12 @@ BOOKING_SCHEMA: dict[str, Any] = {
     },
     "required": ["date"],
 }
+
+
+WEATHER_TOOL = types.Tool(
+    name="get.weather", description="The weather in a city.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
 
 
 def build(name: str = "asking") -> MCPServer:
@@ -74,7 +84,33 @@ def build(name: str = "asking") -> MCPServer:
         if isinstance(answer, types.InputRequiredResult):
             return answer
         answers.append(answer.action)
+        if answer.action == "accept" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The user went through the page (out of band): the server says so.
+            await ctx.request_context.session.send_elicit_complete("sign-in-1")
         return f"visit: {answer.action}"
+
+    portal_calls: list[int] = []
+    connected = anyio.Event()
+
+    async def connect_later(session: Any, delay: float) -> None:
+        await anyio.sleep(delay)
+        connected.set()
+        await session.send_elicit_complete("connect-1")
+
+    @server.tool()
+    async def portal(ctx: Context, delay: float = 0.3) -> str:
+        """Needs the user to connect an account at a URL first (error -32042); the account is
+        connected ``delay`` seconds after the first call asked (2025-11-25)."""
+        portal_calls.append(1)
+        if not connected.is_set():
+            if len(portal_calls) == 1:
+                session = ctx.request_context.session
+                asyncio.get_running_loop().create_task(connect_later(session, delay))
+            raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
+                message="Connect your account", url="https://portal.example/connect",
+                elicitation_id="connect-1",
+            )])
+        return f"connected after {len(portal_calls)} calls"
 
     @server.tool()
     async def roots(ctx: Context) -> Any:
@@ -108,6 +144,34 @@ def build(name: str = "asking") -> MCPServer:
                 session = ctx.request_context.session
                 completion = await session.send_request(request, types.CreateMessageResult)
         return f"summary: {completion.content.text}"
+
+    @server.tool()
+    async def forecast(city: str, ctx: Context, choice: str = "auto") -> str:
+        """Ask the client's model for a forecast of ``city``, offering it the tool get.weather (run
+        here, its result sent back in the next request); ``choice`` is the request's toolChoice."""
+        question = types.TextContent(text=f"Forecast for {city}?")
+        messages = [types.SamplingMessage(role="user", content=question)]
+        session = ctx.request_context.session
+        for _ in range(3):
+            request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+                messages=messages, max_tokens=100, tools=[WEATHER_TOOL],
+                tool_choice=types.ToolChoice(mode=choice),
+            ))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await session.send_request(request, types.CreateMessageResultWithTools)
+            uses = [block for block in result.content_as_list if isinstance(block, types.ToolUseContent)]
+            if result.stop_reason != "toolUse" or not uses:
+                blocks = result.content_as_list
+                texts = [block.text for block in blocks if isinstance(block, types.TextContent)]
+                return f"forecast: {' '.join(texts)}"
+            messages.append(types.SamplingMessage(role="assistant", content=result.content_as_list))
+            messages.append(types.SamplingMessage(role="user", content=[
+                types.ToolResultContent(tool_use_id=use.id,
+                                        content=[types.TextContent(text=f"sunny in {use.input['city']}")])
+                for use in uses
+            ]))
+        return "forecast: the model kept calling tools"
 
     @server.tool()
     async def levels(ctx: Context) -> str:

@@ -7,7 +7,8 @@ Run in the test process (``serve_http``), so the test opens the gates and reads 
     ...  # the agent calls gates__hold {"key": "a"}: it enters and waits
     gates.wait_for("enter a"); gates.open("a")
 
-Tools: hold (log ``enter KEY``, wait for the gate, log ``leave KEY``), note (log ``note TEXT``),
+Tools: hold (log ``enter KEY``, wait for the gate, log ``leave KEY``, or ``cancelled KEY``),
+note (log ``note TEXT``),
 ask_user (a form for a colour, over the 2025-11-25 request or the 2026-07-28 result asking).
 """
 
@@ -58,7 +59,11 @@ def build(gates: Gates, name: str = "gates") -> MCPServer:
     async def hold(key: str) -> str:
         """Wait until the test opens gate ``key``."""
         gates.record(f"enter {key}")
-        opened = await anyio.to_thread.run_sync(gates._gate(key).wait, HOLD_LIMIT)
+        try:
+            opened = await anyio.to_thread.run_sync(gates._gate(key).wait, HOLD_LIMIT, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            gates.record(f"cancelled {key}")
+            raise
         gates.record(f"leave {key}")
         return f"held {key}" if opened else f"gate {key} stayed shut"
 
