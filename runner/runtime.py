@@ -459,11 +459,12 @@ async def load_agent(
     """
     # Reading files and making folders happen in a worker thread: a server hosting the agent
     # (LangGraph's) refuses blocking calls on its event loop.
-    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ))
+    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ, turns=model))
     loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
     state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
-        stack.enter_context(telemetry.session(loaded, os.environ if environ is None else environ))
+        stack.enter_context(
+            telemetry.session(loaded, os.environ if environ is None else environ, required=model))
         fleet = await stack.enter_async_context(
             open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
