@@ -481,7 +481,7 @@ async def load_agent(
         )
         checkpointer = None
         if model:
-            from runner.graph import open_checkpointer
+            from runner.checkpointers import open_checkpointer
 
             checkpointer = await stack.enter_async_context(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
