@@ -85,10 +85,11 @@ def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
 
 
 @contextmanager
-def chat_in_a_terminal(agent_dir: Path, *options: str) -> Iterator[pexpect.spawn]:
+def chat_in_a_terminal(agent_dir: Path, *options: str,
+                       env: dict[str, str] | None = None) -> Iterator[pexpect.spawn]:
     """The chat of ``agent_dir/agent.yaml`` in a pseudo-terminal, at its first prompt; /exit at the end."""
     chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", *options], cwd=str(agent_dir),
-                         encoding="utf-8", timeout=60, dimensions=(40, 200))
+                         encoding="utf-8", timeout=60, dimensions=(40, 200), env=env)
     try:
         chat.expect("/help for commands")
         chat.expect("> ")

@@ -39,7 +39,7 @@ def test_every_chat_command_has_a_handler_and_a_help_line() -> None:
 def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(agent_dir: Path) -> None:
     with chat_in_a_terminal(agent_dir) as session:
         session.sendline("/bogus")
-        session.expect(r"unknown command '/bogus'; commands: (.*)\r\n")
+        session.expect(r"unknown command '/bogus'; commands: ([^\r\n]*)\r\n")
         listed = session.match.group(1)
         assert all(f"/{name}" in listed for name in CHAT_COMMANDS) and "/summary" in listed
         session.expect("> ")
@@ -127,7 +127,7 @@ def test_in_watch_mode_the_prompt_is_redrawn_after_a_reload_line(agent_dir: Path
         manifest = agent_dir / "agent.yaml"
         manifest.write_text(manifest.read_text().replace("tone: concise", "tone: friendly"))
         session.expect("reloaded in")
-        session.expect("\r\n> ")
+        session.expect("> ")  # the prompt drawn again below the line
         session.sendline('notes__calculate {"expression": "2+2"}')
         session.expect("returned: 4")
         session.expect("> ")
@@ -226,6 +226,11 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         chat.send({"text": 'asking__slow {"steps": 1, "interval": 0.01}'})
         assert chat.wait_for("progress")["total"] == 1
         chat.wait_for("final")
+        chat.send({"text": "demo__image"})
+        image = chat.wait_for("media")
+        assert image["tool"] == "demo__image" and Path(image["path"]).read_bytes().startswith(b"\x89PNG")
+        chat.send({"text": "/media"})
+        assert chat.wait_for("media_list")["files"] == [image["path"]]
         chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
         assert chat.wait_for("change")["added"] == ["fresh"]
         manifest = agent_dir / "agent.yaml"

@@ -23,19 +23,21 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
+from runner.cli.media import MediaFolder, media_blocks, save_turn_media
 from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
-from runner.cli.terminal import (ChatView, JsonLinesView, LineReader, StartupSpinner, TerminalView,
-                                 preview)
+from runner.cli.status import ChatStatus
+from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
 from runner.errors import CaseSaveError, ManifestError, RunnerError, ToolError
 from runner.evals.saving import save_case
 from runner.graph import MAX_STEPS_REASON
 from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
 from runner.servers import stop_on_signals
+from runner.turns import stream_turn
 
 
 class _FileCommand(click.Command):
@@ -81,9 +83,13 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         stderr.print(f"thread {runtime.thread_id}", style="dim")
         message: str | Command = text
         final: dict[str, Any] | None = None
+        media = MediaFolder(runtime.fleet.state_dir)
         while True:
             approval = None
+            results = []
             async for event in stream_turn(runtime, message):
+                if event["type"] == "tool_result":
+                    results.append(event)
                 if as_json:
                     click.echo(json.dumps(event, default=str))
                 elif event["type"] == "tool_call":
@@ -96,6 +102,12 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
                     approval = event
                 elif event["type"] == "final":
                     final = event
+            for saved in await save_turn_media(runtime, media, results):
+                if as_json:
+                    click.echo(json.dumps(saved.event()))
+                else:
+                    stderr.print(f"saved {saved.mime_type} from {saved.tool}: {saved.path}", markup=False,
+                                 style="dim")
             if approval is None:
                 break
             if yes:
@@ -149,9 +161,10 @@ async def _converse(runtime: Runtime, interrupts: _Interrupts, *, watch: bool, a
                     yes: bool) -> int:
     code = EXIT_OK
     error: BaseException | None = None
-    async with anyio.create_task_group() as group:  # the watcher, with --watch
-        reader = LineReader(stdout)
-        view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader)
+    status = ChatStatus(runtime)
+    async with chat_reader(stdout, runtime, as_json=as_json, status=status, interrupt=interrupts) as reader, \
+            anyio.create_task_group() as group:  # the watcher, with --watch
+        view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader, status)
         session = ChatSession(runtime, view, interrupts, yes=yes)
         if not as_json and sys.stdin.isatty():  # before watching: a login started here is no edit
             await offer_logins(runtime, reader.read)
@@ -182,6 +195,7 @@ CHAT_COMMAND_HELP = {
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
     "reload": ("/reload", "reload the manifest, templates and modules now"),
     "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
+    "media": ("/media", "the images, audio and files tools returned in this thread, saved as files"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
     "quit": ("/quit", "leave the chat"),
 }
@@ -209,6 +223,7 @@ class ChatSession:
         self.interrupts = interrupts
         self.yes = yes
         self.direct_calls = 0
+        self.media = MediaFolder(runtime.fleet.state_dir)
         runtime.listeners.append(self._show_change)
 
     async def run(self) -> int:
@@ -249,7 +264,8 @@ class ChatSession:
     async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
         with anyio.CancelScope() as scope:
             self.interrupts.turn = scope
-            await work()
+            async with self.view.working():
+                await work()
         self.interrupts.turn = None
         if scope.cancelled_caught:
             self.view.show({"type": "interrupted"})
@@ -265,11 +281,16 @@ class ChatSession:
     async def _turn(self, message: Any) -> None:
         while True:
             pending = None  # an interrupt: a tool call to approve, or a server's question
+            results = []
             async for event in stream_turn(self.runtime, message):
                 if event["type"] in ("approval", *QUESTION_EVENTS):
                     pending = event
                 else:
                     self.view.show(event)
+                    if event["type"] == "tool_result":
+                        results.append(event)
+            for saved in await save_turn_media(self.runtime, self.media, results):
+                self.view.show(saved.event())
             if pending is None:
                 return
             if pending["type"] == "approval":
@@ -390,3 +411,15 @@ async def _call(session: ChatSession, line: str) -> None:
         text = f"{text}\nstructured content:\n{structured}" if text else structured
     session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "success",
                        "text": text}, in_full=True)
+    if not isinstance(output.content, str):
+        thread = session.runtime.thread_id
+        for saved in session.media.save(thread, name, call_id, media_blocks(output.content)):
+            session.view.show(saved.event())
+
+
+@chat_command("media")
+async def _media(session: ChatSession, line: str) -> None:
+    thread = session.runtime.thread_id
+    files = [str(path) for path in session.media.files(thread)]
+    session.view.show({"type": "media_list", "thread": thread, "folder": str(session.media.folder(thread)),
+                       "files": files})

@@ -1,8 +1,9 @@
 """The two faces of the chat: a person at a terminal, or a program speaking JSON lines.
 
-Both read stdin through one :class:`LineReader`, so a question and the prompt never compete for
-a line. Every text from a manifest, a server or a model is printed with ``markup=False``: it is
-never read as rich markup, so a server cannot style or hide output.
+Each reads stdin through one reader, so a question and the prompt never compete for a line: the
+line editor (``runner.cli.editor``) on a terminal, else a :class:`LineReader` of plain lines.
+Every text from a manifest, a server or a model is printed with ``markup=False``: it is never read
+as rich markup, so a server cannot style or hide output.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 import anyio
 import click
 from rich.console import Console
+
+from runner.cli.media import inline_preview
+from runner.cli.status import ChatStatus, progress_text
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
@@ -75,8 +81,9 @@ class LineReader:
         self._ended = False
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
 
-    async def read(self, prompt: str) -> str | None:
-        """The next line without its newline, or None at the end of input."""
+    async def read(self, prompt: str, *, message: bool = False) -> str | None:
+        """The next line without its newline, or None at the end of input (``message``: the
+        chat's prompt rather than a question, which matters to the line editor only)."""
         self.write(prompt)
         self.waiting_prompt = prompt
         try:
@@ -97,13 +104,15 @@ class LineReader:
         self._console.file.write(text)
         self._console.file.flush()
 
+    @asynccontextmanager
+    async def working(self) -> AsyncIterator[None]:
+        """Plain lines have no status line to show while a turn runs."""
+        yield
+
 
 def progress_line(event: dict[str, Any]) -> str:
     """``… tool: 2/4 (50%) message`` for a progress event."""
-    done, total = event["progress"], event.get("total")
-    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
-    message = f" {event['message']}" if event.get("message") else ""
-    return f"… {event['tool']}: {amount}{message}"
+    return f"… {event['tool']}: {progress_text(event)}"
 
 
 class ChatView(Protocol):
@@ -116,19 +125,28 @@ class ChatView(Protocol):
     async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
         """The answer to an ``approval`` event: {action: approve|deny|edit, reason?, args?}."""
 
+    def working(self) -> Any:
+        """An async context manager around a turn or a command (the status line's spinner)."""
+
 
 class TerminalView:
     """The chat for a person: streamed tokens, one line a tool call, approval questions."""
 
-    def __init__(self, console: Console, reader: LineReader) -> None:
+    def __init__(self, console: Console, reader: Any, status: ChatStatus | None = None) -> None:
         self.console = console
-        self.reader = reader
+        self.reader = reader  # a LineReader or a ChatEditor
+        self.status = status
         self._midline = False  # tokens were printed and the line is not finished
 
     async def read(self) -> str | None:
-        return await self.reader.read("> ")
+        return await self.reader.read("> ", message=True)
+
+    def working(self) -> Any:
+        return self.reader.working()
 
     def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+        if self.status is not None:
+            self.status.observe(event)
         prompt = self.reader.waiting_prompt
         if prompt is not None:  # output while the person is at the prompt (a reload, a change)
             self.reader.write("\r\x1b[2K" if self.console.is_terminal else "\n")
@@ -194,6 +212,16 @@ class TerminalView:
         elif kind == "task":
             note = f" {event['message']}" if event.get("message") else ""
             say(f"… {event['tool']}: task {event['status']}{note}", style="dim", markup=False)
+        elif kind == "media":
+            say(f"saved {event['mime_type']} from {event['tool']}: {event['path']}", style="green",
+                markup=False)
+            if self.console.is_terminal and (preview_codes := inline_preview(event)) is not None:
+                self.reader.write(preview_codes)
+        elif kind == "media_list":
+            if not event["files"]:
+                say(f"no media saved in thread {event['thread']}", style="dim", markup=False)
+            for path in event["files"]:
+                say(path, markup=False)
         elif kind == "interrupted":
             say("(turn interrupted)", style="yellow")
         elif kind == "error":
@@ -238,6 +266,10 @@ class JsonLinesView:
 
     def __init__(self, reader: LineReader) -> None:
         self.reader = reader
+
+    @asynccontextmanager
+    async def working(self) -> AsyncIterator[None]:
+        yield
 
     def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
         click.echo(json.dumps(event, default=str))

@@ -1,0 +1,69 @@
+"""The chat's status line on a terminal: who is talking (agent, model, thread), which servers are
+up, and while a turn runs a spinner with the tool being called or the server's progress.
+
+The line is computed each time it is drawn, from the running agent itself, so a server that
+restarts, a tool list that changes or a reload shows without anyone telling the line.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runner.runtime import Runtime
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPINNER_STEP = 0.1  # seconds a spinner frame is shown
+
+
+class ChatStatus:
+    """What the status line says; chat events are fed to :meth:`observe`."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.activity: str | None = None  # None: no turn is running
+        self.detail = ""
+
+    def observe(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "tool_call":
+            self.activity, self.detail = f"calling {event['name']}", ""
+        elif kind == "progress":
+            self.activity, self.detail = f"calling {event['tool']}", progress_text(event)
+        elif kind == "tool_result":
+            self.activity, self.detail = "thinking", ""
+        elif kind == "token":
+            self.activity, self.detail = "answering", ""
+
+    def start(self, activity: str = "thinking") -> None:
+        self.activity, self.detail = activity, ""
+
+    def stop(self) -> None:
+        self.activity, self.detail = None, ""
+
+    def line(self) -> str:
+        """The whole status line, spinner first while a turn runs."""
+        runtime = self.runtime
+        parts = [runtime.manifest.name, runtime.manifest.model.id, f"thread {runtime.thread_id}",
+                 self.servers()]
+        if self.activity is not None:
+            frame = SPINNER[int(time.monotonic() / SPINNER_STEP) % len(SPINNER)]
+            doing = f"{frame} {self.activity}" + (f" {self.detail}" if self.detail else "")
+            parts.insert(0, doing)
+        return " · ".join(part for part in parts if part)
+
+    def servers(self) -> str:
+        statuses = {key: connection.status for key, connection in self.runtime.fleet.connections.items()}
+        if not statuses:
+            return "no servers"
+        up = sum(1 for status in statuses.values() if status == "ready")
+        text = f"servers {up}/{len(statuses)} up"
+        others = sorted(f"{key} {status}" for key, status in statuses.items() if status != "ready")
+        return f"{text} ({', '.join(others)})" if others else text
+
+
+def progress_text(event: dict[str, Any]) -> str:
+    """``2/4 (50%) message`` for a progress event."""
+    done, total = event["progress"], event.get("total")
+    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
+    return f"{amount} {event['message']}" if event.get("message") else amount
