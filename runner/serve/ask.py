@@ -30,7 +30,7 @@ from runner import telemetry
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
-from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id
+from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id, conversation_store
 from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
 from runner.turns import stream_turn
 
@@ -144,11 +144,12 @@ class AskHandler:
                        ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             request = parse_ask(params.arguments)
-            if params.input_responses or params.request_state:
-                thread, message = await self._answered(params)
-            else:
-                thread, message = request.thread or uuid.uuid4().hex, request.message
-            return await self._turn(ctx, thread, message)
+            with conversation_store():
+                if params.input_responses or params.request_state:
+                    thread, message = await self._answered(params)
+                else:
+                    thread, message = request.thread or uuid.uuid4().hex, request.message
+                return await self._turn(ctx, thread, message)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,8 @@ import anyio
 import mcp_types as types
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from runner.errors import AskError, BusyError
+from runner.errors import AskError, BusyError, CheckpointerError
+from runner.postgres import store_failures
 from runner.runtime import Runtime
 
 THREAD_SCHEME = "mcp-run://threads/"
@@ -44,6 +46,21 @@ def checked_thread_id(value: Any) -> str:
             "'_', '.', ':' or '-', starting with a letter or digit (the thread an earlier answer named)"
         )
     return value
+
+
+STORE_UNREACHABLE = "the conversation store is unreachable"
+
+
+@contextmanager
+def conversation_store() -> Iterator[None]:
+    """The checkpointer's own failures (its database is down, a file is unreadable) as
+    CheckpointerError: the caller hears that the store is unreachable, and why (psycopg and sqlite
+    name host, port and user, never the password)."""
+    try:
+        yield
+    except (sqlite3.Error, *store_failures()) as exc:
+        raise CheckpointerError(f"{STORE_UNREACHABLE}: {str(exc).strip() or type(exc).__name__}; "
+                                "try again when it is back") from exc
 
 
 def thread_uri(thread_id: str) -> str:
