@@ -31,7 +31,15 @@ from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
 from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id, conversation_store
-from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
+from runner.serve.questions import (
+    NOT_ASKED,
+    STATELESS_NOT_ASKED,
+    can_elicit,
+    elicitation_request,
+    question_key,
+    refusal,
+    resume_value,
+)
 from runner.turns import stream_turn
 
 ASK_TOOL = "ask"
@@ -136,9 +144,10 @@ def _read_state_token(token: str | None) -> tuple[str, str]:
 class AskHandler:
     """Runs ``ask`` calls over one runtime, through one scheduler."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False) -> None:
         self.runtime = runtime
         self.scheduler = scheduler
+        self.stateless = stateless  # no session: a question cannot be sent during the call
 
     async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                        ) -> types.CallToolResult | types.InputRequiredResult:
@@ -188,11 +197,14 @@ class AskHandler:
                         await progress.event(event)
                 if pending is None:
                     break
-                if not can_elicit(ctx.session.client_capabilities, pending):
-                    action = refusal(pending)["action"]
-                    await progress.note(f"{pending['type']} answered for the caller: {action}")
-                    message = Command(resume=refusal(pending))
-                elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+                sessionless = self.stateless and not modern
+                if sessionless or not can_elicit(ctx.session.client_capabilities, pending):
+                    why = STATELESS_NOT_ASKED if sessionless else NOT_ASKED
+                    answer = refusal(pending, why)
+                    await progress.note(f"{pending['type']} answered for the caller: {answer['action']} ({why})")
+                    message = Command(resume=answer)
+                elif modern:
                     return types.InputRequiredResult(
                         input_requests={QUESTION_KEY: elicitation_request(pending)},
                         request_state=_state_token(thread, question_key(pending)))

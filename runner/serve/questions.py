@@ -19,6 +19,11 @@ import mcp_types as types
 APPROVE_FIELD = "approve"
 REASON_FIELD = "reason"
 NOT_ASKED = "the caller cannot answer questions (its MCP client has no elicitation)"
+STATELESS_NOT_ASKED = (
+    "the agent is served without sessions (--stateless), so it cannot ask the caller questions in "
+    "the middle of a call on protocol 2025-11-25 (serve with sessions, or call on 2026-07-28, "
+    "where a question comes back as an input request)"
+)
 
 _DECISION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -80,10 +85,11 @@ def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str,
     return {"action": answer.action}
 
 
-def refusal(event: dict[str, Any]) -> dict[str, Any]:
-    """The non-interactive answer: approvals and completions denied, questions declined."""
+def refusal(event: dict[str, Any], why: str = NOT_ASKED) -> dict[str, Any]:
+    """The non-interactive answer: approvals and completions denied, questions declined; ``why``
+    says why nobody was asked."""
     if event["type"] == "approval":
-        return {"action": "deny", "reason": f"not approved: {NOT_ASKED}"}
+        return {"action": "deny", "reason": f"not approved: {why}"}
     if event["type"] == "sampling":
         return {"action": "deny"}
     return {"action": "decline"}

@@ -43,10 +43,11 @@ def _package_version() -> str:
 class AgentService:
     """One agent served to every caller: ``service.server`` is handed to a transport."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None, *,
+                 stateless: bool = False) -> None:
         self.runtime = runtime
         self.scheduler = scheduler or TurnScheduler()
-        self.ask = AskHandler(runtime, self.scheduler)
+        self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
         manifest = runtime.manifest
         self.server: Server[Any] = Server(
             manifest.name,
