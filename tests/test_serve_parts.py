@@ -64,9 +64,12 @@ async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None
             group.start_soon(hold, "a")
             group.start_soon(hold, "b")
             await anyio.wait_all_tasks_blocked()
-            with pytest.raises(BusyError, match="1 turns running and 1 waiting"):
+            assert scheduler.running == 1 and scheduler.waiting == 1
+            with pytest.raises(BusyError) as refused:
                 async with scheduler.turn("c"):
                     pass
+            assert str(refused.value) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run "
+                                          "at once and 1 may wait); try again later")
             release.set()
     async with scheduler.turn("c"):  # free again once they are done
         assert scheduler.running == 1
