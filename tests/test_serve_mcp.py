@@ -96,9 +96,11 @@ BAD_REQUESTS = [
     ({"message": ""}, "message is empty"),
     ({"message": "   "}, "message is empty"),
     ({"message": 42}, "message must be a string, got int"),
-    ({}, "message must be a string, got nothing"),
+    ({}, "message is missing"),
     ({"message": "hi", "thread": "no spaces allowed"}, "invalid thread id"),
-    ({"message": "hi", "thread": 7}, "invalid thread id"),
+    ({"message": "hi", "thread": 7}, "thread must be a string (the thread id of an earlier answer), got int"),
+    ({"message": None}, "message must be a string, got null"),
+    ({"thread": "t1"}, "message is missing"),
     ({"message": "hi", "colour": "red"}, "unknown argument colour"),
 ]
 

@@ -88,6 +88,13 @@ def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:
     assert refusal(APPROVAL)["action"] == "deny"
 
 
+def test_an_accepted_approval_without_a_yes_or_no_is_denied_as_an_invalid_answer() -> None:
+    for content, given in (({}, "nothing"), ({"approve": "yes"}, '"yes"')):
+        answer = types.ElicitResult(action="accept", content=content)
+        assert resume_value(APPROVAL, answer) == {
+            "action": "deny", "reason": f"the caller's answer was invalid: 'approve' must be true or false, got {given}"}
+
+
 def test_a_servers_question_keeps_its_form_or_url_and_its_answer() -> None:
     form = elicitation_for(FORM)
     assert isinstance(form, types.ElicitRequestFormParams) and form.requested_schema == FORM["schema"]

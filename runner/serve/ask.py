@@ -88,14 +88,22 @@ def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
     unknown = sorted(set(arguments) - {"message", "thread"})
     if unknown:
         raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
-    message = arguments.get("message")
+    if "message" not in arguments:
+        raise AskError("message is missing: say something to the agent")
+    message = arguments["message"]
     if not isinstance(message, str):
-        given = "nothing" if message is None else type(message).__name__
-        raise AskError(f"message must be a string, got {given}")
+        raise AskError(f"message must be a string, got {_json_type(message)}")
     if not message.strip():
         raise AskError("message is empty: say something to the agent")
     thread = arguments.get("thread")
+    if thread is not None and not isinstance(thread, str):
+        raise AskError(f"thread must be a string (the thread id of an earlier answer), got {_json_type(thread)}")
     return AskRequest(message, None if thread is None else checked_thread_id(thread))
+
+
+def _json_type(value: Any) -> str:
+    """What the caller sent instead of a string: ``null``, or the type's name (int, list, ...)."""
+    return "null" if value is None else type(value).__name__
 
 
 def error_result(message: str) -> types.CallToolResult:

@@ -73,11 +73,16 @@ def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str,
     kind = event["type"]
     if kind in ("approval", "sampling"):
         content = answer.content or {}
-        allowed = answer.action == "accept" and content.get(APPROVE_FIELD) is True
+        decision = content.get(APPROVE_FIELD)
+        allowed = answer.action == "accept" and decision is True
         if kind == "sampling":
             return {"action": "approve" if allowed else "deny"}
         if allowed:
             return {"action": "approve"}
+        if answer.action == "accept" and not isinstance(decision, bool):
+            given = "nothing" if decision is None else json.dumps(decision)[:80]
+            return {"action": "deny", "reason": f"the caller's answer was invalid: '{APPROVE_FIELD}' must be "
+                                                f"true or false, got {given}"}
         reason = content.get(REASON_FIELD) if answer.action == "accept" else None
         return {"action": "deny", "reason": str(reason or f"the caller's user chose {answer.action}")}
     if answer.action == "accept" and event.get("mode") != "url":
