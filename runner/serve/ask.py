@@ -30,7 +30,13 @@ from runner import telemetry
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
-from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id, conversation_store
+from runner.serve.conversations import (
+    THREAD_PATTERN,
+    TurnScheduler,
+    checked_thread_id,
+    conversation_store,
+    thread_messages,
+)
 from runner.serve.questions import (
     NOT_ASKED,
     STATELESS_NOT_ASKED,
@@ -60,8 +66,14 @@ ASK_INPUT_SCHEMA: dict[str, Any] = {
 }
 ASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"answer": {"type": "string"}, "thread": {"type": "string"}},
-    "required": ["answer", "thread"],
+    "properties": {
+        "answer": {"type": "string"},
+        "thread": {"type": "string"},
+        "new": {"type": "boolean",
+                "description": "True when this call started the thread: no thread id was given, or the "
+                               "one given had no messages yet (a mistyped id starts a new conversation)."},
+    },
+    "required": ["answer", "thread", "new"],
 }
 
 
@@ -164,9 +176,13 @@ class AskHandler:
             with conversation_store():
                 if params.input_responses or params.request_state:
                     thread, message = await self._answered(params)
+                    new = False
+                elif request.thread is None:
+                    thread, message, new = uuid.uuid4().hex, request.message, True
                 else:
-                    thread, message = request.thread or uuid.uuid4().hex, request.message
-                return await self._turn(ctx, thread, message)
+                    thread, message = request.thread, request.message
+                    new = await thread_messages(self.runtime, thread) is None
+                return await self._turn(ctx, thread, message, new=new)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 
@@ -189,7 +205,7 @@ class AskHandler:
                 return thread, Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
 
-    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command
+    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool
                     ) -> types.CallToolResult | types.InputRequiredResult:
         progress = _Progress(ctx)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
@@ -223,7 +239,7 @@ class AskHandler:
         answer = final["text"]
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=answer)],
-            structured_content={"answer": answer, "thread": thread},
+            structured_content={"answer": answer, "thread": thread, "new": new},
             is_error=final.get("reason") == MAX_STEPS_REASON,
         )
 

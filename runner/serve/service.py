@@ -127,7 +127,8 @@ class AgentService:
         except RunnerError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         if messages is None:
-            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages")
+            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages (an ask with this "
+                                               "thread id starts it, and says new: true)")
         text = json.dumps({"thread": thread, "messages": messages}, default=str)
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])
