@@ -112,3 +112,24 @@ def test_server_log_lines_on_the_terminal_name_the_server_and_start_at_its_termi
     assert shown == ["[asking] warning: a warning message", "[asking] error: a error message"]
     log = (tmp_path / ".mcp-run" / "logs" / "asking.log").read_text()
     assert "debug [asking.levels]: a debug message" in log
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"action": "accept", "content": {"date": "sunday", "seats": "abc"}}, "seats"),
+    ({"action": "accept"}, "date"),
+])
+def test_the_json_lines_chat_answers_bad_form_content_with_an_error_naming_the_field_and_asks_again(
+        tmp_path: Path, bad: dict, field: str) -> None:
+    write_agent(tmp_path, legacy=True)
+    lines = [{"text": "asking__book"}, bad, {"action": "accept", "content": {"date": "sunday"}}]
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], cwd=tmp_path,
+                            input="".join(json.dumps(line) + "\n" for line in lines),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    [error] = [e for e in events if e["type"] == "error"]
+    assert error["message"].startswith(f"{field}: ")
+    assert "invalid literal" not in error["message"]
+    assert len([e for e in events if e["type"] == "elicitation"]) == 2
+    assert any(e["type"] == "tool_result" and e["text"] == "booked sunday for 2" for e in events)
