@@ -122,6 +122,8 @@ class ElicitationAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, str | int | float | bool | list[str] | None] | None = None
+    # URL mode: the request the answer was given for; a different request is asked, not answered.
+    elicitation_id: str | None = None
 
 
 def elicitation_request(server: str, request: types.ElicitRequestParams) -> dict[str, Any]:
@@ -166,6 +168,11 @@ def ask_by_interrupt(server: str, request: types.ElicitRequestParams) -> types.E
         return types.ElicitResult(action="decline")
     schema = request.requested_schema if isinstance(request, types.ElicitRequestFormParams) else None
     answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(schema))
+    # Resume values are matched to interrupts by position: a retried call may ask for another
+    # URL where an earlier one was answered. That answer is skipped and the new request asked.
+    while isinstance(request, types.ElicitRequestURLParams) and answer.elicitation_id not in (
+            None, request.elicitation_id):
+        answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(None))
     if answer.action != "accept" or isinstance(request, types.ElicitRequestURLParams):
         return types.ElicitResult(action=answer.action)
     return types.ElicitResult(action="accept", content=answer.content or {})

@@ -25,13 +25,17 @@ QUESTION_EVENTS = ("elicitation", "sampling")
 
 async def answer_question(view: Any, event: dict[str, Any]) -> dict[str, Any]:
     if isinstance(view, JsonLinesView):
-        return await _answer_as_json(view, event)
-    assert isinstance(view, TerminalView)
-    if event["type"] == "sampling":
-        return await _approve_sampling(view, event)
-    if event.get("mode") == "url":
-        return await _visit(view, event)
-    return await _fill_form(view, event)
+        answer = await _answer_as_json(view, event)
+    else:
+        assert isinstance(view, TerminalView)
+        if event["type"] == "sampling":
+            return await _approve_sampling(view, event)
+        if event.get("mode") != "url":
+            return await _fill_form(view, event)
+        answer = await _visit(view, event)
+    if event.get("mode") == "url":  # the answer applies to this request only, not a later one
+        answer["elicitation_id"] = event["elicitation_id"]
+    return answer
 
 
 # --------------------------------------------------------------------------- terminal
