@@ -73,45 +73,88 @@ _UNSET = object()
 
 async def _ask_field(view: TerminalView, name: str, field: dict[str, Any], required: bool) -> Any:
     kind = field.get("type", "string")
-    choices = field.get("enum") or [option.get("const") for option in field.get("oneOf", [])] or None
-    hints = [f"one of {', '.join(map(str, choices))}" if choices else kind]
-    if "default" in field:
-        hints.append(f"default {json.dumps(field['default'])}")
-    if required:
-        hints.append("required")
-    label = field.get("title") or field.get("description") or name
+    label = field.get("title") or name
+    if field.get("description"):
+        view.console.print(f"  {field['description']}", markup=False)
+    choices = choice_labels(field)
     while True:
-        raw = (await view.reader.read(f"{label} ({'; '.join(hints)}): ")) or ""
+        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ")) or ""
         if not raw.strip():
             if "default" in field:
                 return field["default"]
             if not required:
                 return _UNSET
-            view.console.print(f"{name} is required", style="red", markup=False)
+            view.console.print(f"{label}: a value is required", style="red", markup=False)
             continue
         try:
-            value = _parse(raw.strip(), kind)
-            jsonschema.validate(value, field)
-        except (ValueError, jsonschema.ValidationError) as exc:
-            reason = exc.message if isinstance(exc, jsonschema.ValidationError) else str(exc)
-            view.console.print(f"{name}: {reason}", style="red", markup=False)
+            value = _parse(raw.strip(), kind, choices)
+        except ValueError as exc:
+            view.console.print(f"{label}: {exc}", style="red", markup=False)
+            continue
+        problems = list(jsonschema.Draft202012Validator(field, format_checker=FORMATS).iter_errors(value))
+        if problems:
+            view.console.print(f"{label}: {plain_reason(problems[0], field)}", style="red", markup=False)
             continue
         return value
 
 
-def _parse(raw: str, kind: str) -> Any:
+def field_hints(field: dict[str, Any], required: bool) -> list[str]:
+    """What the prompt of one field says: its kind or choices, constraints, default, required."""
+    kind = field.get("type", "string")
+    choices = choice_labels(field)
+    if choices:
+        many = "choose any of" if kind == "array" else "one of"
+        hints = [f"{many} {', '.join(label for _, label in choices)}"]
+    else:
+        words = {"integer": "a whole number", "number": "a number", "boolean": "yes or no",
+                 "array": "a list, comma-separated", "string": "text"}
+        hints = [_FORMAT_WORDS.get(field.get("format", ""), words.get(kind, kind))]
+    for key, words in (("minimum", "at least"), ("maximum", "at most"),
+                       ("exclusiveMinimum", "more than"), ("exclusiveMaximum", "less than"),
+                       ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
+                       ("minItems", "at least {} items"), ("maxItems", "at most {} items")):
+        if key in field:
+            hints.append(words.format(field[key]) if "{}" in words else f"{words} {field[key]}")
+    if "default" in field:
+        default = field["default"]
+        labels = dict((json.dumps(value), label) for value, label in choices)
+        hints.append(f"default {labels.get(json.dumps(default), json.dumps(default))}")
+    if required:
+        hints.append("required")
+    return hints
+
+
+def _parse(raw: str, kind: str, choices: list[tuple[Any, str]] = ()) -> Any:  # type: ignore[assignment]
+    if kind == "array":
+        return [_choice_value(item.strip(), choices) for item in raw.split(",") if item.strip()]
+    if choices:
+        return _choice_value(raw, choices)
     if kind == "integer":
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("expected a whole number") from None
     if kind == "number":
-        return float(raw)
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError("expected a number") from None
     if kind == "boolean":
         if raw.lower() in ("y", "yes", "true", "1"):
             return True
         if raw.lower() in ("n", "no", "false", "0"):
             return False
         raise ValueError("answer yes or no")
-    if kind == "array":
-        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
+def _choice_value(raw: str, choices: list[tuple[Any, str]]) -> Any:
+    """The value of the choice a person typed (its title or its value); else the text itself."""
+    for value, label in choices:
+        if raw.lower() in (label.lower(), str(value).lower()):
+            return value
+    if choices:
+        raise ValueError(f"choose one of {', '.join(label for _, label in choices)}")
     return raw
 
 
