@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,12 @@ async def test_a_server_that_keeps_working_on_cancel_gets_its_pending_request_an
     assert tool_text(events) == "completed"
     first = yaml.safe_load(answers.read_text().splitlines()[0])
     assert "error" in first  # the request of the paused call was refused, not left unanswered
+
+
+def test_the_call_command_lets_the_model_answer_sampling_the_manifest_allows(tmp_path: Path) -> None:
+    write_agent(tmp_path, legacy=True, script=["cat story"], sampling="allow")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "call", "agent.yaml", "asking__summarize", '{"text": "a cat"}'],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "summary: cat story" in result.stdout
