@@ -83,7 +83,8 @@ async def call_answering(
             try:
                 outcome.append(await call(ask))
             except Exception as exc:  # re-raised below, outside the group, unwrapped
-                failure = exc
+                # A pause came first: the call only failed from the refusal sent to the server.
+                failure = failure or exc
             tg.cancel_scope.cancel()
 
         tg.start_soon(run)
