@@ -82,6 +82,7 @@ async def test_a_one_shot_run_does_not_wait_and_tells_the_model_the_url(tmp_path
     assert of_type(events, "elicitation") == []
     [result] = of_type(events, "tool_result")
     assert result["status"] == "error" and "https://portal.example/connect" in result["text"]
+    assert "this run cannot ask the user" in result["text"] and "the user chose" not in result["text"]
 
 
 def test_a_url_required_error_is_not_sent_to_the_fallback() -> None:
