@@ -206,7 +206,7 @@ def build_graph(
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         calls = state.get("model_calls", 0) + sampling_calls(state["messages"])
         if calls >= max_steps:
-            logger.info("turn stopped after %d model calls (agent.max_steps)", max_steps)
+            logger.info("turn stopped after %d model call(s) (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
         system_prompt = system_prompt_provider()
         if inspect.isawaitable(system_prompt):
@@ -302,7 +302,8 @@ def _last_request(messages: Sequence[BaseMessage]) -> AIMessage:
 def _max_steps_message(max_steps: int) -> AIMessage:
     return AIMessage(
         content=(
-            f"I stopped after {max_steps} model calls in this turn (agent.max_steps). "
+            f"I stopped after {max_steps} model call{'s' if max_steps != 1 else ''} in this turn "
+            "(agent.max_steps). "
             "Say 'continue' to go on, or raise agent.max_steps in agent.yaml."
         ),
         response_metadata={"finish_reason": MAX_STEPS_REASON},
