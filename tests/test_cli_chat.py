@@ -44,7 +44,7 @@ def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(age
         assert all(f"/{name}" in listed for name in CHAT_COMMANDS) and "/summary" in listed
         session.expect("> ")
         session.sendline("/relaod")
-        session.expect("did you mean 'reload'")
+        session.expect(r"did you mean '/reload'\?\)")
         session.expect("> ")
         session.sendline("/help")
         session.expect("Anything else is a message to the model.")

@@ -255,7 +255,7 @@ class ChatSession:
 
     def _unknown_command(self, name: str) -> str:
         prompts = [command.name for command in self.runtime.prompt_catalog]
-        hint = did_you_mean(name, [*CHAT_COMMANDS, *prompts])
+        hint = did_you_mean(f"/{name}", [f"/{command}" for command in (*CHAT_COMMANDS, *prompts)])
         known = ", ".join(f"/{command}" for command in CHAT_COMMANDS)
         if prompts:
             known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
