@@ -234,3 +234,30 @@ def test_media_files_are_numbered_per_thread_and_named_by_tool(tmp_path: Path) -
         "001-demo__image.png", "002-voice_speak.wav", "003-voice_speak.pdf"]
     assert [path.name for path in folder.files("t2")] == ["001-demo__image.png"]
     assert (tmp_path / "media" / "t1" / "003-voice_speak.pdf").read_bytes() == b"%PDF"
+
+
+def test_ctrl_r_then_enter_sends_the_match_and_leaves_search_mode(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send('notes__calculate {"expression": "5*7"}\r')
+        session.expect("returned: 35")
+        session.expect("> ")
+        session.sendcontrol("r")
+        session.send("calc")
+        session.expect("5\\*7")
+        session.send("\r")
+        session.expect("returned: 35")
+        session.expect("> ")
+        session.send("/thread\r")  # at the prompt again, not in the search field
+        session.expect(r"thread [0-9a-f]{12}\r\n", timeout=10)
+        session.expect("> ")
+
+
+def test_ctrl_c_clears_a_half_typed_line_and_the_chat_goes_on(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send("half typed words")
+        session.expect(drawn("half typed words"))
+        session.sendcontrol("c")
+        session.send('notes__calculate {"expression": "6*6"}\r')
+        session.expect("returned: 36")
+        session.expect("> ")
+    assert session.exitstatus == 0

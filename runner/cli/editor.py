@@ -9,8 +9,8 @@ and become the start of the next line (Enter ends lines ahead), and Ctrl-C is th
 
 Keys: Enter sends; Alt-Enter (or Esc then Enter) or a trailing ``\\`` starts a new line; pasted
 text keeps its lines (bracketed paste); Up/Down walk the history and Ctrl-R searches it; Tab
-completes; Ctrl-C at a question cancels the turn it belongs to; Ctrl-C or Ctrl-D at the prompt
-leaves.
+completes; Ctrl-C at a question cancels the turn it belongs to; Ctrl-C clears a half-typed line,
+and Ctrl-C on an empty line or Ctrl-D at the prompt leaves.
 
 Where the terminal cannot take this (not a terminal, ``TERM=dumb``), the chat reads plain lines
 with :class:`runner.cli.terminal.LineReader` instead: see :func:`can_edit`.
@@ -30,10 +30,11 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.lowlevel
-from prompt_toolkit import PromptSession
-from prompt_toolkit.application import Application
+from prompt_toolkit import PromptSession, search
+from prompt_toolkit.application import Application, get_app
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.data_structures import Size
+from prompt_toolkit.filters import Condition, is_searching
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -85,12 +86,12 @@ class ChatEditor:
         self._interrupt = interrupt
         self._output = _StatusBelowOutput.of(sys.stdout)
         common: dict[str, Any] = {"bottom_toolbar": self._toolbar, "refresh_interval": STATUS_REFRESH,
-                                  "key_bindings": _line_bindings(), "prompt_continuation": _continuation,
-                                  "output": self._output}
+                                  "prompt_continuation": _continuation, "output": self._output}
         self._messages: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=completer, complete_while_typing=False,
-            reserve_space_for_menu=MENU_LINES, **common)
-        self._questions: PromptSession[str] = PromptSession(history=InMemoryHistory(), **common)
+            reserve_space_for_menu=MENU_LINES, key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
+        self._questions: PromptSession[str] = PromptSession(
+            history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
         self._typeahead = ""  # typed while a turn ran
         self._working = False
@@ -233,14 +234,28 @@ class _StatusBelowOutput(Vt100_Output):
         return 2  # the prompt's line and the status line; the layout asks more for the menu
 
 
-def _line_bindings() -> KeyBindings:
+def _line_bindings(*, clear_on_ctrl_c: bool) -> KeyBindings:
+    """Enter, Alt-Enter and a trailing backslash; Enter in a history search (Ctrl-R) takes the
+    match and sends it, as bash does; with ``clear_on_ctrl_c``, Ctrl-C on a line with text clears
+    it (on an empty line it still interrupts)."""
     bindings = KeyBindings()
+    has_text = Condition(lambda: bool(get_app().current_buffer.text))
+
+    if clear_on_ctrl_c:
+        @bindings.add("c-c", filter=has_text & ~is_searching)
+        def _clear(event: KeyPressEvent) -> None:
+            event.current_buffer.reset()
+
+    @bindings.add("enter", filter=is_searching)
+    def _take_match(event: KeyPressEvent) -> None:
+        search.accept_search()
+        event.app.current_buffer.validate_and_handle()
 
     @bindings.add("escape", "enter")  # Alt-Enter sends Esc Enter
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
-    @bindings.add("enter")
+    @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         document = buffer.document
