@@ -191,7 +191,7 @@ class TerminalView:
                 usage = f"{row['command']} {row['arguments']}".strip()
                 say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
         elif kind == "thread":
-            say(f"thread {event['thread']}", markup=False)
+            say(event.get("note") or f"thread {event['thread']}", markup=False)
         elif kind == "saved":
             say(f"saved the case {event['case']} to {event['path']}", style="green", markup=False)
         elif kind == "reload":
