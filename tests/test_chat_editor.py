@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from builders import copy_bundled_agent, server, write_manifest
 from test_agent_cli import chat_in_a_terminal
@@ -260,4 +261,20 @@ def test_ctrl_c_clears_a_half_typed_line_and_the_chat_goes_on(agent_dir: Path) -
         session.send('notes__calculate {"expression": "6*6"}\r')
         session.expect("returned: 36")
         session.expect("> ")
+    assert session.exitstatus == 0
+
+
+def test_ctrl_d_typed_while_a_turn_runs_leaves_after_the_turn(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="ahead", model="offline", checkpointer="memory")
+    session = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(tmp_path),
+                            encoding="utf-8", timeout=60, dimensions=(40, 200), env=TERMINAL)
+    try:
+        session.expect("> ")
+        session.sendline('demo__sleep {"seconds": 2}')
+        session.expect("→ demo__sleep")
+        session.sendcontrol("d")
+        session.expect("demo__sleep returned")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
     assert session.exitstatus == 0

@@ -5,7 +5,8 @@ One :class:`ChatEditor` reads every line of a chat, messages and questions alike
 event loop. While it is open, stdout and stderr (and the log handlers writing to them) go through
 prompt_toolkit, which prints above the prompt and redraws it with what was typed so far. While a
 turn runs, a one-line application shows the status line with a spinner; keys typed then are kept
-and become the start of the next line (Enter ends lines ahead), and Ctrl-C is the usual SIGINT.
+and become the start of the next line (Enter ends lines ahead), Ctrl-D then leaves once the lines
+ahead are sent, and Ctrl-C is the usual SIGINT.
 
 Keys: Enter sends; Alt-Enter (or Esc then Enter) or a trailing ``\\`` starts a new line; pasted
 text keeps its lines (bracketed paste); Up/Down walk the history and Ctrl-R searches it; Tab
@@ -94,6 +95,7 @@ class ChatEditor:
             history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
         self._typeahead = ""  # typed while a turn ran
+        self._leave_typed = False  # Ctrl-D typed while a turn ran: leave at the next prompt
         self._working = False
         self._status_app: Application[None] | None = None
         self._status_task: asyncio.Task[None] | None = None
@@ -122,6 +124,8 @@ class ChatEditor:
                 if message and line.strip():
                     session.history.append_string(line)
                 return line
+            if message and self._leave_typed:
+                return None
             default, self._typeahead = self._typeahead, ""
             try:
                 return await session.prompt_async([(PROMPT_STYLE, prompt)], default=default,
@@ -192,6 +196,10 @@ class ChatEditor:
         @bindings.add("c-c")
         def _interrupt(event: KeyPressEvent) -> None:
             os.kill(os.getpid(), signal.SIGINT)  # the chat's own Ctrl-C handling, as in cooked mode
+
+        @bindings.add("c-d")
+        def _leave(event: KeyPressEvent) -> None:
+            self._leave_typed = True
 
         @bindings.add(Keys.Any)
         def _keep(event: KeyPressEvent) -> None:
