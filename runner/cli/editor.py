@@ -161,7 +161,7 @@ class ChatEditor:
     # -- the status line while a turn runs -------------------------------------------------------
 
     def _toolbar(self) -> str:
-        return " " + self._status.line()
+        return " " + self._status.line(width=self._output.get_size().columns - 2)
 
     def _start_status_app(self) -> None:
         if self._status_task is not None:
