@@ -278,3 +278,19 @@ def test_ctrl_d_typed_while_a_turn_runs_leaves_after_the_turn(tmp_path: Path) ->
     finally:
         session.close(force=True)
     assert session.exitstatus == 0
+
+
+def test_the_completion_menu_shows_more_than_three_rows_in_a_tall_window(agent_dir: Path) -> None:
+    session = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(agent_dir),
+                            encoding="utf-8", timeout=60, dimensions=(35, 120), env=TERMINAL)
+    try:
+        session.expect("> ")
+        session.send("/\t")
+        for name in ("/help", "/tools", "/prompts", "/call", "/thread", "/reload", "/save", "/media"):
+            session.expect(re.escape(name))  # in the menu, in order
+        session.send("\x1b")
+        session.sendcontrol("u")
+        session.send("/exit\r")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)

@@ -52,7 +52,7 @@ from runner.runtime import Runtime
 
 DUMB_TERMINALS = ("dumb", "unknown")
 STATUS_REFRESH = 0.5  # seconds between redraws of the status line at the prompt
-MENU_LINES = 4  # lines kept free under the prompt for the completion menu
+MENU_LINES = 10  # at most, lines kept free under the prompt for the completion menu
 PROMPT_STYLE = "fg:ansidefault"  # looks plain; makes the prompt's trailing space printed, as before
 
 
@@ -90,7 +90,7 @@ class ChatEditor:
                                   "prompt_continuation": _continuation, "output": self._output}
         self._messages: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=completer, complete_while_typing=False,
-            reserve_space_for_menu=MENU_LINES, key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
+            reserve_space_for_menu=menu_lines(self._output.get_size().rows), key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
         self._questions: PromptSession[str] = PromptSession(
             history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
@@ -117,6 +117,7 @@ class ChatEditor:
         with anyio.CancelScope(shield=True):
             await self._stop_status_app()
         session = self._messages if message else self._questions
+        self._messages.reserve_space_for_menu = menu_lines(self._output.get_size().rows)
         try:
             if "\n" in self._typeahead:  # a line ended with Enter while the turn ran
                 line, _, self._typeahead = self._typeahead.partition("\n")
@@ -274,6 +275,11 @@ def _line_bindings(*, clear_on_ctrl_c: bool) -> KeyBindings:
             buffer.validate_and_handle()
 
     return bindings
+
+
+def menu_lines(rows: int) -> int:
+    """Lines for the completion menu in a window of ``rows``: a third of it, 3 to MENU_LINES."""
+    return max(3, min(MENU_LINES, rows // 3))
 
 
 def _continuation(width: int, line_number: int, wrap_count: int) -> str:
