@@ -294,3 +294,18 @@ def test_the_completion_menu_shows_more_than_three_rows_in_a_tall_window(agent_d
         session.expect(pexpect.EOF)
     finally:
         session.close(force=True)
+
+
+def test_an_approval_says_what_to_answer_and_edit_starts_from_the_current_arguments(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send('notes__delete_note {"title": "ghost"}\r')
+        session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        session.send("maybe\r")
+        session.expect(r"answer y, n or e \(yes, no, or edit the arguments\)")
+        session.expect(r"\[e\]dit: ")
+        session.send("e\r")
+        session.expect("arguments as JSON: ")
+        session.expect(drawn('{"title": "ghost"}'))  # the current arguments, ready to edit
+        session.send('\x7f\x7f2"}\r')
+        session.expect(re.escape('→ notes__delete_note {"title": "ghost2"}'))
+        session.expect("> ")

@@ -110,8 +110,9 @@ class ChatEditor:
                 with anyio.CancelScope(shield=True):
                     await self._stop_status_app()
 
-    async def read(self, prompt: str, *, message: bool = False) -> str | None:
-        """The next line (a ``message`` at the chat's prompt, else a question's answer); None
+    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
+        """The next line (a ``message`` at the chat's prompt, else a question's answer, its
+        line starting with ``default`` unless keys were typed ahead); None
         at Ctrl-D. Ctrl-C cancels the running turn (a question belongs to one), or raises
         KeyboardInterrupt at the prompt."""
         with anyio.CancelScope(shield=True):
@@ -127,7 +128,7 @@ class ChatEditor:
                 return line
             if message and self._leave_typed:
                 return None
-            default, self._typeahead = self._typeahead, ""
+            default, self._typeahead = self._typeahead or default, ""
             try:
                 return await session.prompt_async([(PROMPT_STYLE, prompt)], default=default,
                                                   handle_sigint=False)
