@@ -39,7 +39,9 @@ from pydantic import ValidationError
 
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
+from runner.servers.environment import redacted
 from runner.servers.isolation import Launch, prepare_launch, remove_container
+from runner.servers.parentage import open_child_process
 from runner.servers.translation import Boundary, translated
 
 logger = logging.getLogger(__name__)
@@ -61,12 +63,15 @@ MAX_RESYNC_ATTEMPTS = 8
 class StderrLog:
     """A server's stderr: appended to ``state_dir/logs/<key>.log`` and logged at DEBUG.
 
-    The last lines are kept for error messages ("exited with code 1: <last lines>").
+    The last lines are kept for error messages ("exited with code 1: <last lines>"), with the
+    ``secrets`` (the server's environment values) redacted: the messages reach the terminal,
+    events and telemetry.
     """
 
-    def __init__(self, key: str, path: Path) -> None:
+    def __init__(self, key: str, path: Path, secrets: tuple[str, ...] = ()) -> None:
         self.key = key
         self.path = path
+        self.secrets = secrets
         self.tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._logger = logging.getLogger(f"runner.servers.stderr.{key}")
         self._file: TextIO | None = None
@@ -97,7 +102,7 @@ class StderrLog:
             self._file = None
 
     def last_lines(self, count: int = 5) -> str:
-        return "\n".join(list(self.tail)[-count:])
+        return redacted("\n".join(list(self.tail)[-count:]), self.secrets)
 
 
 class StdioProcess:
@@ -146,7 +151,7 @@ class StdioProcess:
             # failing while this one spawns), asyncio kills the child but leaves it unreaped, and
             # its child watcher then warns "Loop ... that handles pid N is closed" at exit.
             with anyio.CancelScope(shield=True):
-                return await anyio.open_process(
+                return await open_child_process(
                     self.launch.command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
