@@ -125,9 +125,11 @@ class ReloadReport:
     restarted: list[str] = field(default_factory=list)
     rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
     failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
+    renamed: str = ""  # the agent's new name when `name:` changed
 
     def summary(self) -> str:
-        parts = [f"{verb} {', '.join(keys)}" for verb, keys in (
+        parts = [f"renamed the agent to {self.renamed}"] if self.renamed else []
+        parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
             ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
             ("rebuilt", self.rebuilt)) if keys]
         parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
@@ -243,6 +245,8 @@ class Runtime:
             await previous.catalog.drained(set(report.stopped) | restarting)
             await self._reconcile(specs, kept, report, logged_in)
         report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
+        if previous is not None and previous.loaded.manifest.name != manifest.name:
+            report.renamed = manifest.name
         self._install(checked, model, previous, logins)
         report.seconds = time.perf_counter() - began
         telemetry.reloaded(report, initial=previous is None)

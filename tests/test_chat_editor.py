@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from builders import copy_bundled_agent, server, write_manifest
 from test_agent_cli import chat_in_a_terminal
@@ -234,3 +235,77 @@ def test_media_files_are_numbered_per_thread_and_named_by_tool(tmp_path: Path) -
         "001-demo__image.png", "002-voice_speak.wav", "003-voice_speak.pdf"]
     assert [path.name for path in folder.files("t2")] == ["001-demo__image.png"]
     assert (tmp_path / "media" / "t1" / "003-voice_speak.pdf").read_bytes() == b"%PDF"
+
+
+def test_ctrl_r_then_enter_sends_the_match_and_leaves_search_mode(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send('notes__calculate {"expression": "5*7"}\r')
+        session.expect("returned: 35")
+        session.expect("> ")
+        session.sendcontrol("r")
+        session.send("calc")
+        session.expect("5\\*7")
+        session.send("\r")
+        session.expect("returned: 35")
+        session.expect("> ")
+        session.send("/thread\r")  # at the prompt again, not in the search field
+        session.expect(r"thread [0-9a-f]{12}\r\n", timeout=10)
+        session.expect("> ")
+
+
+def test_ctrl_c_clears_a_half_typed_line_and_the_chat_goes_on(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send("half typed words")
+        session.expect(drawn("half typed words"))
+        session.sendcontrol("c")
+        session.send('notes__calculate {"expression": "6*6"}\r')
+        session.expect("returned: 36")
+        session.expect("> ")
+    assert session.exitstatus == 0
+
+
+def test_ctrl_d_typed_while_a_turn_runs_leaves_after_the_turn(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="ahead", model="offline", checkpointer="memory")
+    session = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(tmp_path),
+                            encoding="utf-8", timeout=60, dimensions=(40, 200), env=TERMINAL)
+    try:
+        session.expect("> ")
+        session.sendline('demo__sleep {"seconds": 2}')
+        session.expect("→ demo__sleep")
+        session.sendcontrol("d")
+        session.expect("demo__sleep returned")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
+    assert session.exitstatus == 0
+
+
+def test_the_completion_menu_shows_more_than_three_rows_in_a_tall_window(agent_dir: Path) -> None:
+    session = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml"], cwd=str(agent_dir),
+                            encoding="utf-8", timeout=60, dimensions=(35, 120), env=TERMINAL)
+    try:
+        session.expect("> ")
+        session.send("/\t")
+        for name in ("/help", "/tools", "/prompts", "/call", "/thread", "/reload", "/save", "/media"):
+            session.expect(re.escape(name))  # in the menu, in order
+        session.send("\x1b")
+        session.sendcontrol("u")
+        session.send("/exit\r")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
+
+
+def test_an_approval_says_what_to_answer_and_edit_starts_from_the_current_arguments(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send('notes__delete_note {"title": "ghost"}\r')
+        session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        session.send("maybe\r")
+        session.expect(r"answer y, n or e \(yes, no, or edit the arguments\)")
+        session.expect(r"\[e\]dit: ")
+        session.send("e\r")
+        session.expect("arguments as JSON: ")
+        session.expect(drawn('{"title": "ghost"}'))  # the current arguments, ready to edit
+        session.send('\x7f\x7f2"}\r')
+        session.expect(re.escape('→ notes__delete_note {"title": "ghost2"}'))
+        session.expect("> ")

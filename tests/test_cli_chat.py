@@ -44,7 +44,7 @@ def test_an_unknown_command_lists_the_real_commands_and_help_lists_every_one(age
         assert all(f"/{name}" in listed for name in CHAT_COMMANDS) and "/summary" in listed
         session.expect("> ")
         session.sendline("/relaod")
-        session.expect("did you mean 'reload'")
+        session.expect(r"did you mean '/reload'\?\)")
         session.expect("> ")
         session.sendline("/help")
         session.expect("Anything else is a message to the model.")
@@ -284,3 +284,25 @@ def test_a_tool_error_is_reported_once_without_a_doubled_error_prefix(agent_dir:
     assert result.returncode == 0, result.stderr
     error = next(e for e in map(json.loads, result.stdout.splitlines()) if e["type"] == "tool_result")
     assert error["status"] == "error" and error["text"].startswith("Error executing tool calculate: ")
+
+
+def test_a_mistyped_thread_id_is_said_to_be_new_and_a_unique_prefix_resumes_its_thread(
+    agent_dir: Path,
+) -> None:
+    with chat_in_a_terminal(agent_dir) as session:
+        session.sendline('notes__calculate {"expression": "2*8"}')
+        session.expect("returned: 16")
+        session.expect("> ")
+        session.sendline("/thread")
+        session.expect(r"thread ([0-9a-f]{12})\r\n")
+        first = session.match.group(1)
+        session.expect("> ")
+        session.sendline("/thread nosuch")
+        session.expect(r"new thread nosuch \(no conversation had that id\)")
+        session.expect("> ")
+        session.sendline(f"/thread {first[:5]}")
+        session.expect(f"resumed thread {first}")
+        session.expect("> ")
+    resumed = subprocess.run([str(MCP_RUN), "agent.yaml", "--thread", "doesnotexist", "-p", "hello"],
+                             cwd=agent_dir, capture_output=True, text=True, timeout=60)
+    assert "new thread doesnotexist (no conversation had that id)" in resumed.stderr

@@ -112,3 +112,15 @@ def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Pa
         save_case(manifest, "Bad Name", THREAD)
     with pytest.raises(CaseSaveError, match="no user message"):
         save_case(manifest, "empty", [])
+
+
+def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    without = save_case(plain / "agent.yaml", "groceries", THREAD)
+    assert "yaml-language-server" not in without.read_text()
+    (tmp_path / "repo" / "schemas").mkdir(parents=True)
+    (tmp_path / "repo" / "schemas" / "evals.schema.json").write_text("{}")
+    with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD)
+    assert with_schema.read_text().startswith(
+        "# yaml-language-server: $schema=../schemas/evals.schema.json\n")

@@ -245,3 +245,12 @@ async def test_a_catalog_warning_is_given_once_not_again_on_a_reload_that_change
         await reload_runtime(runtime, changed_files={folder / "system.md.j2"})
         warned = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "warning")]
         assert warned.count(wanted) == 1 and len(warned) == len(set(warned)), warned
+
+
+async def test_a_changed_agent_name_is_named_in_the_reload_summary(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        write_manifest(folder, {"a": demo()}, name="renamed-agent")
+        report = await reload_runtime(runtime)
+        assert "renamed the agent to renamed-agent" in report.summary()
+        assert "nothing changed" not in report.summary()

@@ -23,6 +23,7 @@ import click
 from langgraph.types import Command
 
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli.completion import resolve_thread
 from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, media_blocks, save_turn_media
@@ -80,7 +81,10 @@ async def _until_signalled(body: Any) -> int:
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
     # Nobody answers a server's request for input here: it is declined at once, the model told.
     async with load_agent(file, thread_id=thread_id, interactive=False) as runtime:
-        stderr.print(f"thread {runtime.thread_id}", style="dim")
+        note = ""
+        if thread_id is not None:
+            runtime.thread_id, note = await resolve_thread(runtime, thread_id)
+        stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
         message: str | Command = text
         final: dict[str, Any] | None = None
         media = MediaFolder(runtime.fleet.state_dir)
@@ -148,6 +152,10 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
             if spinner is not None:
                 spinner.stop()
                 spinner = None
+            if thread_id is not None:
+                runtime.thread_id, note = await resolve_thread(runtime, thread_id)
+                if note:
+                    (stderr if as_json else stdout).print(note, markup=False, highlight=False)
             return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -255,7 +263,7 @@ class ChatSession:
 
     def _unknown_command(self, name: str) -> str:
         prompts = [command.name for command in self.runtime.prompt_catalog]
-        hint = did_you_mean(name, [*CHAT_COMMANDS, *prompts])
+        hint = did_you_mean(f"/{name}", [f"/{command}" for command in (*CHAT_COMMANDS, *prompts)])
         known = ", ".join(f"/{command}" for command in CHAT_COMMANDS)
         if prompts:
             known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
@@ -337,9 +345,12 @@ async def _prompts(session: ChatSession, line: str) -> None:
 @chat_command("thread")
 async def _thread(session: ChatSession, line: str) -> None:
     parts = line.split()
-    if len(parts) > 1:
-        session.runtime.thread_id = uuid.uuid4().hex[:12] if parts[1] == "new" else parts[1]
-    session.view.show({"type": "thread", "thread": session.runtime.thread_id})
+    note = ""
+    if len(parts) > 1 and parts[1] == "new":
+        session.runtime.thread_id = uuid.uuid4().hex[:12]
+    elif len(parts) > 1:
+        session.runtime.thread_id, note = await resolve_thread(session.runtime, parts[1])
+    session.view.show({"type": "thread", "thread": session.runtime.thread_id, "note": note})
 
 
 @chat_command("reload")

@@ -56,19 +56,40 @@ class ChatCompleter(Completer):
 
     async def _threads(self) -> list[str]:
         """The thread ids the checkpointer holds, the current one first."""
-        found = [self.runtime.thread_id]
-        checkpointer = self.runtime.checkpointer
-        if checkpointer is None or not hasattr(checkpointer, "alist"):
-            return found
-        scanned = 0
-        async for checkpoint in checkpointer.alist(None):
-            thread = checkpoint.config.get("configurable", {}).get("thread_id")
-            if isinstance(thread, str) and thread not in found:
-                found.append(thread)
-            scanned += 1
-            if scanned >= THREAD_SCAN_LIMIT:
-                break
+        return [self.runtime.thread_id, *(t for t in await stored_threads(self.runtime)
+                                          if t != self.runtime.thread_id)]
+
+
+async def stored_threads(runtime: Runtime) -> list[str]:
+    """The thread ids the checkpointer holds (up to :data:`THREAD_SCAN_LIMIT` checkpoints read)."""
+    found: list[str] = []
+    checkpointer = runtime.checkpointer
+    if checkpointer is None or not hasattr(checkpointer, "alist"):
         return found
+    scanned = 0
+    async for checkpoint in checkpointer.alist(None):
+        thread = checkpoint.config.get("configurable", {}).get("thread_id")
+        if isinstance(thread, str) and thread not in found:
+            found.append(thread)
+        scanned += 1
+        if scanned >= THREAD_SCAN_LIMIT:
+            break
+    return found
+
+
+async def resolve_thread(runtime: Runtime, requested: str) -> tuple[str, str]:
+    """The thread a typed id means, and what to tell the user: the id itself when a conversation
+    had it; the one id it is a unique prefix of; else a new thread of that id, said so."""
+    threads = await stored_threads(runtime)
+    if requested in threads:
+        return requested, ""
+    matches = [thread for thread in threads if thread.startswith(requested)]
+    if len(matches) == 1:
+        return matches[0], f"resumed thread {matches[0]} (the one id starting with {requested})"
+    if matches:
+        return requested, (f"new thread {requested} ({len(matches)} ids start with it: "
+                           f"{', '.join(matches[:5])})")
+    return requested, f"new thread {requested} (no conversation had that id)"
 
 
 def _starting_with(word: str, candidates: Iterable[str]) -> Iterator[Completion]:

@@ -5,12 +5,13 @@ One :class:`ChatEditor` reads every line of a chat, messages and questions alike
 event loop. While it is open, stdout and stderr (and the log handlers writing to them) go through
 prompt_toolkit, which prints above the prompt and redraws it with what was typed so far. While a
 turn runs, a one-line application shows the status line with a spinner; keys typed then are kept
-and become the start of the next line (Enter ends lines ahead), and Ctrl-C is the usual SIGINT.
+and become the start of the next line (Enter ends lines ahead), Ctrl-D then leaves once the lines
+ahead are sent, and Ctrl-C is the usual SIGINT.
 
 Keys: Enter sends; Alt-Enter (or Esc then Enter) or a trailing ``\\`` starts a new line; pasted
 text keeps its lines (bracketed paste); Up/Down walk the history and Ctrl-R searches it; Tab
-completes; Ctrl-C at a question cancels the turn it belongs to; Ctrl-C or Ctrl-D at the prompt
-leaves.
+completes; Ctrl-C at a question cancels the turn it belongs to; Ctrl-C clears a half-typed line,
+and Ctrl-C on an empty line or Ctrl-D at the prompt leaves.
 
 Where the terminal cannot take this (not a terminal, ``TERM=dumb``), the chat reads plain lines
 with :class:`runner.cli.terminal.LineReader` instead: see :func:`can_edit`.
@@ -30,10 +31,11 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.lowlevel
-from prompt_toolkit import PromptSession
-from prompt_toolkit.application import Application
+from prompt_toolkit import PromptSession, search
+from prompt_toolkit.application import Application, get_app
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.data_structures import Size
+from prompt_toolkit.filters import Condition, is_searching
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -50,7 +52,7 @@ from runner.runtime import Runtime
 
 DUMB_TERMINALS = ("dumb", "unknown")
 STATUS_REFRESH = 0.5  # seconds between redraws of the status line at the prompt
-MENU_LINES = 4  # lines kept free under the prompt for the completion menu
+MENU_LINES = 10  # at most, lines kept free under the prompt for the completion menu
 PROMPT_STYLE = "fg:ansidefault"  # looks plain; makes the prompt's trailing space printed, as before
 
 
@@ -85,14 +87,15 @@ class ChatEditor:
         self._interrupt = interrupt
         self._output = _StatusBelowOutput.of(sys.stdout)
         common: dict[str, Any] = {"bottom_toolbar": self._toolbar, "refresh_interval": STATUS_REFRESH,
-                                  "key_bindings": _line_bindings(), "prompt_continuation": _continuation,
-                                  "output": self._output}
+                                  "prompt_continuation": _continuation, "output": self._output}
         self._messages: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=completer, complete_while_typing=False,
-            reserve_space_for_menu=MENU_LINES, **common)
-        self._questions: PromptSession[str] = PromptSession(history=InMemoryHistory(), **common)
+            reserve_space_for_menu=menu_lines(self._output.get_size().rows), key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
+        self._questions: PromptSession[str] = PromptSession(
+            history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
         self._typeahead = ""  # typed while a turn ran
+        self._leave_typed = False  # Ctrl-D typed while a turn ran: leave at the next prompt
         self._working = False
         self._status_app: Application[None] | None = None
         self._status_task: asyncio.Task[None] | None = None
@@ -107,13 +110,15 @@ class ChatEditor:
                 with anyio.CancelScope(shield=True):
                     await self._stop_status_app()
 
-    async def read(self, prompt: str, *, message: bool = False) -> str | None:
-        """The next line (a ``message`` at the chat's prompt, else a question's answer); None
+    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
+        """The next line (a ``message`` at the chat's prompt, else a question's answer, its
+        line starting with ``default`` unless keys were typed ahead); None
         at Ctrl-D. Ctrl-C cancels the running turn (a question belongs to one), or raises
         KeyboardInterrupt at the prompt."""
         with anyio.CancelScope(shield=True):
             await self._stop_status_app()
         session = self._messages if message else self._questions
+        self._messages.reserve_space_for_menu = menu_lines(self._output.get_size().rows)
         try:
             if "\n" in self._typeahead:  # a line ended with Enter while the turn ran
                 line, _, self._typeahead = self._typeahead.partition("\n")
@@ -121,7 +126,9 @@ class ChatEditor:
                 if message and line.strip():
                     session.history.append_string(line)
                 return line
-            default, self._typeahead = self._typeahead, ""
+            if message and self._leave_typed:
+                return None
+            default, self._typeahead = self._typeahead or default, ""
             try:
                 return await session.prompt_async([(PROMPT_STYLE, prompt)], default=default,
                                                   handle_sigint=False)
@@ -156,7 +163,7 @@ class ChatEditor:
     # -- the status line while a turn runs -------------------------------------------------------
 
     def _toolbar(self) -> str:
-        return " " + self._status.line()
+        return " " + self._status.line(width=self._output.get_size().columns - 2)
 
     def _start_status_app(self) -> None:
         if self._status_task is not None:
@@ -191,6 +198,10 @@ class ChatEditor:
         @bindings.add("c-c")
         def _interrupt(event: KeyPressEvent) -> None:
             os.kill(os.getpid(), signal.SIGINT)  # the chat's own Ctrl-C handling, as in cooked mode
+
+        @bindings.add("c-d")
+        def _leave(event: KeyPressEvent) -> None:
+            self._leave_typed = True
 
         @bindings.add(Keys.Any)
         def _keep(event: KeyPressEvent) -> None:
@@ -233,14 +244,28 @@ class _StatusBelowOutput(Vt100_Output):
         return 2  # the prompt's line and the status line; the layout asks more for the menu
 
 
-def _line_bindings() -> KeyBindings:
+def _line_bindings(*, clear_on_ctrl_c: bool) -> KeyBindings:
+    """Enter, Alt-Enter and a trailing backslash; Enter in a history search (Ctrl-R) takes the
+    match and sends it, as bash does; with ``clear_on_ctrl_c``, Ctrl-C on a line with text clears
+    it (on an empty line it still interrupts)."""
     bindings = KeyBindings()
+    has_text = Condition(lambda: bool(get_app().current_buffer.text))
+
+    if clear_on_ctrl_c:
+        @bindings.add("c-c", filter=has_text & ~is_searching)
+        def _clear(event: KeyPressEvent) -> None:
+            event.current_buffer.reset()
+
+    @bindings.add("enter", filter=is_searching)
+    def _take_match(event: KeyPressEvent) -> None:
+        search.accept_search()
+        event.app.current_buffer.validate_and_handle()
 
     @bindings.add("escape", "enter")  # Alt-Enter sends Esc Enter
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
-    @bindings.add("enter")
+    @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         document = buffer.document
@@ -251,6 +276,11 @@ def _line_bindings() -> KeyBindings:
             buffer.validate_and_handle()
 
     return bindings
+
+
+def menu_lines(rows: int) -> int:
+    """Lines for the completion menu in a window of ``rows``: a third of it, 3 to MENU_LINES."""
+    return max(3, min(MENU_LINES, rows // 3))
 
 
 def _continuation(width: int, line_number: int, wrap_count: int) -> str:

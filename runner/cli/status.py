@@ -14,6 +14,7 @@ from runner.runtime import Runtime
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_STEP = 0.1  # seconds a spinner frame is shown
+SHORT_THREAD = 6  # characters of the thread id kept on a narrow status line
 
 
 class ChatStatus:
@@ -41,16 +42,24 @@ class ChatStatus:
     def stop(self) -> None:
         self.activity, self.detail = None, ""
 
-    def line(self) -> str:
-        """The whole status line, spinner first while a turn runs."""
+    def line(self, width: int | None = None) -> str:
+        """The status line, spinner first while a turn runs. Where it is wider than ``width``,
+        the thread, model and agent parts are shortened or left out first: the running call and
+        the servers' health stay."""
         runtime = self.runtime
-        parts = [runtime.manifest.name, runtime.manifest.model.id, f"thread {runtime.thread_id}",
-                 self.servers()]
+        doing = ""
         if self.activity is not None:
             frame = SPINNER[int(time.monotonic() / SPINNER_STEP) % len(SPINNER)]
             doing = f"{frame} {self.activity}" + (f" {self.detail}" if self.detail else "")
-            parts.insert(0, doing)
-        return " · ".join(part for part in parts if part)
+        name, model, thread = runtime.manifest.name, runtime.manifest.model.id, runtime.thread_id
+        short_thread = f"thread {thread[:SHORT_THREAD]}…" if len(thread) > SHORT_THREAD else f"thread {thread}"
+        text = ""
+        for who in ([name, model, f"thread {thread}"], [name, model, short_thread], [name, short_thread],
+                    [name], []):
+            text = " · ".join(part for part in (doing, *who, self.servers()) if part)
+            if width is None or len(text) <= width:
+                break
+        return text
 
     def servers(self) -> str:
         statuses = {key: connection.status for key, connection in self.runtime.fleet.connections.items()}

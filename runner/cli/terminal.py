@@ -81,9 +81,10 @@ class LineReader:
         self._ended = False
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
 
-    async def read(self, prompt: str, *, message: bool = False) -> str | None:
+    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
         """The next line without its newline, or None at the end of input (``message``: the
-        chat's prompt rather than a question, which matters to the line editor only)."""
+        chat's prompt rather than a question, and ``default``, the text the line starts with,
+        matter to the line editor only)."""
         self.write(prompt)
         self.waiting_prompt = prompt
         try:
@@ -191,7 +192,7 @@ class TerminalView:
                 usage = f"{row['command']} {row['arguments']}".strip()
                 say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
         elif kind == "thread":
-            say(f"thread {event['thread']}", markup=False)
+            say(event.get("note") or f"thread {event['thread']}", markup=False)
         elif kind == "saved":
             say(f"saved the case {event['case']} to {event['path']}", style="green", markup=False)
         elif kind == "reload":
@@ -250,15 +251,19 @@ class TerminalView:
                 reason = await self.reader.read("reason (optional): ")
                 return {"action": "deny", "reason": reason or "denied by the user"}
             if answer in ("e", "edit"):
-                raw = await self.reader.read("arguments as JSON: ")
+                raw = await self.reader.read("arguments as JSON: ", default=json.dumps(approval["args"]))
                 try:
                     args = json.loads(raw or "")
                 except json.JSONDecodeError as exc:
                     self.console.print(f"not JSON: {exc}", style="red", markup=False)
                     continue
                 if isinstance(args, dict):
+                    self.console.print(f"→ {approval['tool']} {json.dumps(args)}", style="cyan", markup=False)
                     return {"action": "edit", "args": args}
                 self.console.print("arguments must be a JSON object", style="red")
+            else:
+                self.console.print("answer y, n or e (yes, no, or edit the arguments)", style="red",
+                                   markup=False)
 
 
 class JsonLinesView:

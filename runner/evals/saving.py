@@ -18,6 +18,7 @@ from runner.errors import CaseSaveError
 from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
 
 EXCERPT_CHARS = 60
+SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
 
 
 def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:
@@ -50,9 +51,12 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")
     path.parent.mkdir(parents=True, exist_ok=True)
+    # The editor hint only where the schema is at that path: elsewhere it would point at nothing.
+    schema_line = (f"# yaml-language-server: $schema={SCHEMA_REFERENCE}\n"
+                   if (path.parent / SCHEMA_REFERENCE).exists() else "")
     text = (
-        "# yaml-language-server: $schema=../schemas/evals.schema.json\n"
-        "# Saved from the chat: edit the expectations to what matters, then run\n"
+        schema_line
+        + "# Saved from the chat: edit the expectations to what matters, then run\n"
         f"# `mcp-run test {manifest_path.name} -k {name}`.\n"
         + yaml.safe_dump({"cases": [case]}, sort_keys=False, allow_unicode=True, width=100)
     )
