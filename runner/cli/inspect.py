@@ -24,6 +24,7 @@ from runner.errors import PromptError, ToolError
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
+from runner.tools.suggest import unknown_tool_line
 
 
 def _run(function: Any, *args: Any) -> Any:
@@ -94,8 +95,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 stderr.print(down, markup=False, style="red")
                 raise SystemExit(EXIT_FAILURE)
             if name not in catalog.entries:
-                available = ", ".join(sorted(catalog.entries)) or "none"
-                return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
+                return unknown_tool_line(name, catalog.entries)
             answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"

@@ -40,6 +40,7 @@ from pydantic import (
 
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import OFFLINE_ID, SCRIPTED_ID
+from runner.tools.suggest import unknown_tool_text
 
 logger = logging.getLogger(__name__)
 
@@ -175,8 +176,7 @@ def _parse_call_request(
     if not explicit and (name not in tools or (rest and not rest.startswith("{"))):
         return None
     if name not in tools:
-        available = ", ".join(sorted(tools)) or "none"
-        return f"There is no tool named '{name}'. Available tools: {available}."
+        return unknown_tool_text(name, tools)
     if not rest:
         missing = _required_args(tools[name])
         if missing:

@@ -51,6 +51,7 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
+from runner.tools.suggest import unknown_tool_text
 
 logger = logging.getLogger(__name__)
 
@@ -400,9 +401,8 @@ class ToolCatalog:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         entry = self.entries.get(name)
         if entry is None:
-            available = ", ".join(sorted(self.entries)) or "none"
-            down = "".join(f"; server '{key}' is down ({why})" for key, why in sorted(self.down().items()))
-            raise ToolError(f"unknown tool '{name}'; available: {available}{down}")
+            down = "".join(f" Server '{key}' is down ({why})." for key, why in sorted(self.down().items()))
+            raise ToolError(unknown_tool_text(name, self.entries) + down)
         server, original = entry.origin
         if server is None:
             content = await entry.tool.ainvoke(arguments)

@@ -11,7 +11,7 @@ The graph keeps the found tools in its state (``found_tools``, merged by :func:`
 so they stay bound for the rest of the thread, across checkpoints and resumed threads. Found tools
 that disappear from the catalog are simply no longer offered. A call to a tool the model has not
 found (it knew the name) runs like any other: search narrows what is offered, never what may be
-called. Local tools (``local_tools``) are always offered. A catalog tool of its own named
+called. While search is off, ``search_tools`` is an unknown tool like any other name. Local tools (``local_tools``) are always offered. A catalog tool of its own named
 ``search_tools`` keeps search off, so that it stays callable.
 """
 
@@ -96,9 +96,9 @@ class ToolSearch:
         return [self.search_tool(), *catalog.tools_named((*always, *recent))]
 
     def answers(self, name: str) -> bool:
-        """Whether a call to ``name`` is a search this object answers (also after search turned
-        off: the model may still call it), rather than a catalog tool of that name."""
-        return name == SEARCH_TOOL and SEARCH_TOOL not in self._catalog().entries
+        """Whether a call to ``name`` is a search this object answers: only while search is on
+        (off, it is an unknown tool, or the catalog's own tool of that name)."""
+        return name == SEARCH_TOOL and self.active()
 
     def bound_names(self, found: Sequence[str]) -> set[str]:
         """The names of the catalog's tools a model step binds (for listings)."""
