@@ -354,3 +354,12 @@ async def test_search_tools_is_an_unknown_tool_when_search_is_off(tmp_path: Path
     [answer] = results(state)
     assert answer.status == "error" and answer.text.startswith(f"There is no tool named '{SEARCH_TOOL}'.")
     assert state.get("found_tools", []) == []
+
+
+async def test_a_search_that_finds_one_tool_says_one_tool(tmp_path: Path, small_url: str) -> None:
+    model = ScriptedChatModel([search_call("convert money into another currency", limit=1), "ok"])
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "convert")
+    [found] = results(state)
+    assert found.text.startswith(f"Found 1 tool; call it from your next step:\n- payments__{NEEDLE}: ")

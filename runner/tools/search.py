@@ -153,7 +153,8 @@ class ToolSearch:
             text = f"No tool matches '{query}'. Try other or fewer words."
             return self._message(call, text, "success"), []
         lines = [f"- {document.name}: {one_line(document.description)}" for document in found]
-        text = f"Found {len(found)} tools; call them from your next step:\n" + "\n".join(lines)
+        tools = "1 tool; call it" if len(found) == 1 else f"{len(found)} tools; call them"
+        text = f"Found {tools} from your next step:\n" + "\n".join(lines)
         return self._message(call, text, "success"), [document.name for document in found]
 
     async def _run_directly(self, query: str, limit: int | None = None) -> str:
