@@ -363,3 +363,20 @@ async def test_a_search_that_finds_one_tool_says_one_tool(tmp_path: Path, small_
         state = await turn(runtime, "convert")
     [found] = results(state)
     assert found.text.startswith(f"Found 1 tool; call it from your next step:\n- payments__{NEEDLE}: ")
+
+
+async def test_a_tool_the_filters_remove_cannot_be_called_by_name_and_a_pin_on_it_is_warned(
+    tmp_path: Path, small_url: str
+) -> None:
+    removed = {"tool_calls": [{"name": "weather__get_alert", "args": {}}]}
+    model = ScriptedChatModel([removed, "ok"])
+    filters = {"tools": {"except": ["get_alert"], "pin": ["get_alert", "list_alert"]}}
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS, weather=filters), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "alert")
+        warnings = runtime.catalog.warnings
+    [answer] = results(state)
+    assert answer.status == "error" and answer.text.startswith("There is no tool named 'weather__get_alert'.")
+    assert "weather__get_alert" not in model.calls[0] and "weather__list_alert" in model.calls[0]
+    assert "servers.weather.tools.pin.0: 'get_alert' pins only tools that tools.except removes" in warnings
+    assert not any("pin.1" in warning for warning in warnings)
