@@ -3,6 +3,10 @@ many tools (tests/servers/toolbox.py), a scripted model that records what each r
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -380,3 +384,21 @@ async def test_a_tool_the_filters_remove_cannot_be_called_by_name_and_a_pin_on_i
     assert "weather__get_alert" not in model.calls[0] and "weather__list_alert" in model.calls[0]
     assert "servers.weather.tools.pin.0: 'get_alert' pins only tools that tools.except removes" in warnings
     assert not any("pin.1" in warning for warning in warnings)
+
+
+def test_the_tools_command_marks_what_the_model_starts_with_when_search_is_on(
+    tmp_path: Path, small_url: str
+) -> None:
+    servers = toolbox_servers(small_url, SMALL_DOMAINS, weather={"tools": {"pin": ["get_alert"]}})
+    path = agent(tmp_path, servers, search="on")
+    command = [str(Path(sys.executable).parent / "mcp-run"), "tools", str(path)]
+    env = {**os.environ, "COLUMNS": "200"}
+    listed = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+    assert "* weather__get_alert" in listed and "* payments__" not in listed
+    assert "tool search is on: the model is offered search_tools and the 1 marked *" in listed
+    rows = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60,
+                                     env=env, check=True).stdout)
+    assert [row["name"] for row in rows if row["offered"]] == ["weather__get_alert"]
+    off = subprocess.run([*command[:2], str(agent(tmp_path, servers, search="off"))], capture_output=True,
+                         text=True, timeout=60, env=env, check=True).stdout
+    assert "tool search" not in off and "* " not in off

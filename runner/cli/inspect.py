@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
-from runner.cli.rows import first_line, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
 from runner.manifest import did_you_mean
@@ -63,11 +63,29 @@ def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @reports_errors
 def tools(file: str, as_json: bool) -> None:
-    """List the tools the model sees: generated name, server, original name, description."""
+    """List the tools the agent can call: generated name, server, original name, description.
 
-    _print_listing(file, tool_rows, as_json, ("name", "server", "original", "description"), lambda row: (
-        row["name"], row["server"] or "local", row["original"],
-        first_line(row["description"]) + (" (approval)" if row["approval"] else "")), "tool")
+    With tool search on, the model starts with search_tools and the tools marked * (pinned, local).
+    """
+
+    searching: list[bool] = []
+
+    def rows_of(runtime: Runtime) -> list[dict[str, Any]]:
+        offered = offered_at_start(runtime)
+        searching.append(offered is not None)
+        return [{**row, "offered": offered is None or row["name"] in offered} for row in tool_rows(runtime)]
+
+    def note(rows: list[dict[str, Any]]) -> str | None:
+        if not any(searching):
+            return None
+        start = sum(row["offered"] for row in rows)
+        return (f"tool search is on: the model is offered search_tools and the {start} marked *; "
+                "it finds the others by searching")
+
+    _print_listing(file, rows_of, as_json, ("name", "server", "original", "description"), lambda row: (
+        ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
+        row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
+        "tool", note)
 
 
 @main.command()
@@ -159,6 +177,7 @@ def _print_listing(
     headers: tuple[str, ...],
     cells: Callable[[dict[str, Any]], tuple[str, ...]],
     noun: str,
+    note: Callable[[list[dict[str, Any]]], str | None] = lambda rows: None,
 ) -> None:
     """A listing of the agent started without its model: JSON, or a table and a count."""
 
@@ -172,6 +191,8 @@ def _print_listing(
         return
     print_table(headers, [cells(row) for row in rows])
     stdout.print(f"{len(rows)} {noun}{'s' if len(rows) != 1 else ''}", style="dim")
+    if (text := note(rows)) is not None:
+        stdout.print(text, style="dim", markup=False)
 
 
 @main.command()
