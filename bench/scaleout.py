@@ -12,6 +12,7 @@ the tests do); where either cannot run, the row is skipped and the run says why 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 import uuid
@@ -62,6 +63,12 @@ def write_scaled_manifest(folder: Path, database_url: str) -> Path:
 @asynccontextmanager
 async def scale_out_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Case]]:
     """The row's cases, or none (said on stderr) where PostgreSQL or HAProxy cannot run."""
+    missing = [name for name in ("pytest", "psycopg") if importlib.util.find_spec(name) is None]
+    if missing:  # tests/services.py needs pytest; the database, psycopg
+        logger.warning("row 7c skipped: %s not installed (pip install -e '.[test,postgres]')",
+                       " and ".join(missing))
+        yield []
+        return
     services = _services()
     levels = [concurrency for concurrency in settings.concurrency if concurrency > 1]
     try:
@@ -92,8 +99,9 @@ async def scale_out_suite(settings: Settings, folder: Path) -> AsyncIterator[lis
                 clients[path] = await stack.enter_async_context(Client(balancer.url("/mcp"), cache=None))
                 await check(await served_turn(clients[path], uuid.uuid4().hex), path)
             yield [case for concurrency in levels for case in _cases(settings, clients, concurrency)]
-    finally:
-        await anyio.to_thread.run_sync(services.stop_postgres, database)
+    finally:  # also when cancelled (Ctrl-C, a failed sibling): a cancelled await would skip it
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(services.stop_postgres, database)
 
 
 def _cases(settings: Settings, clients: dict[str, Client], concurrency: int) -> list[Case]:
