@@ -26,15 +26,16 @@ import anyio
 import yaml
 from mcp import Client
 
-from bench.harness import Case, Settings
+from bench.harness import Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry
-from bench.serving import check, conversations, served_agent, served_turn
+from bench.serving import as_turns, check, conversations, served_agent, served_turn
 from bench.stats import run_concurrently
 
 logger = logging.getLogger(__name__)
 
 ONE = "one instance behind HAProxy (floor)"
 TWO = "two instances behind HAProxy, round robin"
+SCALE_OUT_GOAL = Goal("served turns/s of two instances >= 1.5x one at c=32", 1.5, better="higher")
 
 
 def row(concurrency: int) -> str:
@@ -109,10 +110,11 @@ def _cases(settings: Settings, clients: dict[str, Client], concurrency: int) -> 
 
     def measure(client: Client) -> Callable[[], Awaitable[dict[str, float]]]:
         async def turns() -> dict[str, float]:
-            return await run_concurrently(conversations(lambda thread: served_turn(client, thread)),
-                                          total, concurrency)
+            return as_turns(await run_concurrently(conversations(lambda thread: served_turn(client, thread)),
+                                                   total, concurrency))
 
         return turns
 
-    return [Case(row(concurrency), ONE, measure(clients[ONE]), "calls_per_s"),
-            Case(row(concurrency), TWO, measure(clients[TWO]), "calls_per_s", ONE)]
+    goals = (SCALE_OUT_GOAL,) if concurrency == 32 else ()
+    return [Case(row(concurrency), ONE, measure(clients[ONE]), "turns_per_s"),
+            Case(row(concurrency), TWO, measure(clients[TWO]), "turns_per_s", ONE, goals)]

@@ -16,6 +16,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -183,3 +184,19 @@ async def test_the_database_row_7c_started_is_stopped_when_the_run_is_cancelled(
             await started.wait()
             group.cancel_scope.cancel()
     assert len(stopped) == 1
+
+
+def test_goals_name_the_sizes_measured_and_row_7c_has_its_goal_at_c32() -> None:
+    from bench import scale, scaleout
+    from bench.harness import PRESETS
+    from bench.report import describe
+
+    smoke = PRESETS["smoke"]
+    assert scale.list_goal(smoke).text.startswith(f"{smoke.many_tools:,} tools listed")
+    assert all(goal.text.startswith(f"{smoke.wide_servers} x {smoke.wide_tools} tools:")
+               for goal in scale.wide_goals(smoke))
+    clients: dict[str, Any] = {scaleout.ONE: None, scaleout.TWO: None}
+    goals = {case.row: case.goals for case in scaleout._cases(smoke, clients, 32) + scaleout._cases(smoke, clients, 8)}
+    assert goals[scaleout.row(32)] == (scaleout.SCALE_OUT_GOAL,) and goals[scaleout.row(8)] == ()
+    assert (scaleout.SCALE_OUT_GOAL.limit, scaleout.SCALE_OUT_GOAL.better) == (1.5, "higher")
+    assert describe("turns_per_s", {"turns_per_s": 42.0}) == "42 turns/s"
