@@ -5,6 +5,9 @@
     .venv/bin/python -m bench --json          # raw numbers of every round instead of the table
     .venv/bin/python -m bench --no-adapters   # skip langchain-mcp-adapters (no venv, no PyPI)
     .venv/bin/python -m bench --smoke         # tiny sizes, one round: does every row still run?
+    .venv/bin/python -m bench --no-langchain-mcp   # skip langchain.mcp (no venv, no PyPI)
+
+A smoke run uses a peer's environment only if it exists already (it never installs one).
 
 Progress goes to stderr; the table (or JSON) to stdout. See bench/README.md for the rows and goals.
 """
@@ -43,12 +46,14 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print raw numbers as JSON")
     parser.add_argument("--no-adapters", action="store_true",
                         help="skip the langchain-mcp-adapters rows (and the venv they need)")
+    parser.add_argument("--no-langchain-mcp", action="store_true",
+                        help="skip the langchain.mcp MCPAdapter rows (and the venv they need)")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--verbose", "-v", action="store_true", help="log the runner too")
     return parser.parse_args(argv)
 
 
-async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], dict[str, Any]]:
+async def run(settings: Settings, *, peers: list[str]) -> tuple[list[CaseResult], dict[str, Any]]:
     from bench.agent import agent_suite
     from bench.calls import call_suite
     from bench.launch import http_server
@@ -73,17 +78,15 @@ async def run(settings: Settings, *, adapters: bool) -> tuple[list[CaseResult], 
             serving_suite(settings, folder), scale_out_suite(settings, folder),
             search_suite(settings),
         ]
-        ours = len(suites)  # the adapters' suite, when run, comes last
-        if adapters:
-            from bench.adapters import adapters_suite
+        ours = len(suites)  # the peers' suites, when run, come last
+        from bench.adapters import PEER_SUITES
 
-            suites.append(adapters_suite(settings, http_url))
+        suites += [PEER_SUITES[peer](settings, http_url) for peer in peers]
         opened = await stack.enter_async_context(opened_together(suites, SETUP_TIMEOUT))
         cases: list[Case] = [case for suite_cases in opened[:ours] for case in suite_cases]
-        if adapters:
-            adapter_cases, versions = opened[ours]
-            cases += adapter_cases
-            environment["adapters"] = ", ".join(f"{name} {number}" for name, number in versions.items())
+        for peer, (peer_cases, versions) in zip(peers, opened[ours:], strict=True):
+            cases += peer_cases
+            environment[peer] = ", ".join(f"{name} {number}" for name, number in versions.items())
         cases += start_cases(settings) + command_cases(folder / "command")
         cases += await stack.enter_async_context(telemetry_suite(settings))
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
@@ -98,6 +101,21 @@ def _log_round(index: int, seconds: float) -> None:
     logger.info("round %d done in %.1f s", index, seconds)
 
 
+def chosen_peers(options: argparse.Namespace, *, smoke: bool) -> tuple[list[str], dict[str, str]]:
+    """The peers to run, and why each other one is not; a smoke run never creates an environment."""
+    from bench.adapters import PEER_ENVIRONMENTS
+
+    peers, skipped = [], {}
+    for peer, flag in (("adapters", options.no_adapters), ("langchain.mcp", options.no_langchain_mcp)):
+        if flag:
+            skipped[peer] = f"skipped (--no-{peer.replace('.', '-').replace('_', '-')})"
+        elif smoke and not PEER_ENVIRONMENTS[peer].is_ready():
+            skipped[peer] = f"skipped ({PEER_ENVIRONMENTS[peer].folder.name} does not exist)"
+        else:
+            peers.append(peer)
+    return peers, skipped
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_arguments(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
@@ -110,10 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = PRESETS[mode]
     if options.rounds:
         settings = dataclasses.replace(settings, rounds=options.rounds)
-    results, environment = anyio.run(functools.partial(run, settings, adapters=not options.no_adapters))
-    environment = {"mode": mode, **environment}
-    if options.no_adapters:
-        environment["adapters"] = "skipped (--no-adapters)"
+    peers, skipped = chosen_peers(options, smoke=mode == "smoke")
+    results, environment = anyio.run(functools.partial(run, settings, peers=peers))
+    environment = {"mode": mode, **environment, **skipped}
     output = as_json(results, environment, settings) if options.json else markdown(results, environment)
     sys.stdout.write(output)
     return 0

@@ -1,14 +1,7 @@
 """The langchain-mcp-adapters paths of rows 1 and 2, run inside ``bench/.venv-adapters`` (mcp 1.x).
 
-Started by ``bench.adapters`` as ``<venv>/bin/python -m bench.adapters_worker`` and driven over
-stdin/stdout, one JSON object per line:
-
-    -> {"op": "setup", "server_command": [...], "http_url": "...", "settings": {...}}
-    <- {"cases": [{"id", "row", "path", "key", "floor"}, ...], "versions": {...}}
-    -> {"op": "measure", "id": "..."}      <- {"metrics": {...}}
-    -> {"op": "quit"}
-
-Any failure is answered as {"error": "..."}. Imports only mcp 1.x, langchain-mcp-adapters,
+Started by ``bench.adapters`` as ``<venv>/bin/python -m bench.adapters_worker`` and driven as
+``bench.peer_worker`` describes. Imports only mcp 1.x, langchain-mcp-adapters,
 langchain-core, anyio and ``bench.stats`` (standard library + anyio); nothing from mcp-run.
 The servers are the main environment's ``bench/server.py`` (mcp 2.x), which still speaks the
 2025-11-25 handshake that mcp 1.x uses.
@@ -16,10 +9,6 @@ The servers are the main environment's ``bench/server.py`` (mcp 2.x), which stil
 
 from __future__ import annotations
 
-import json
-import sys
-import traceback
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from importlib.metadata import version
 from typing import Any
@@ -32,14 +21,13 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
-from bench.stats import Call, Metrics, run_concurrently, time_calls
+from bench.peer_worker import Described, describe, serve
+from bench.stats import Call, run_concurrently, time_calls
 
 FLOOR = "raw mcp 1.x ClientSession (adapters floor)"
 PERSISTENT = "langchain-mcp-adapters, persistent session"
 DEFAULT = "langchain-mcp-adapters, default (new session per call)"
 ARGUMENTS = {"text": "ping"}
-
-Measure = Callable[[], Awaitable[Metrics]]
 
 
 def tool_call() -> dict[str, Any]:
@@ -74,17 +62,12 @@ async def open_paths(stack: AsyncExitStack, transport: str, command: list[str], 
     return paths
 
 
-Described = dict[str, tuple[dict[str, Any], Measure]]
-
-
 def cases_for(transport: str, paths: dict[str, Call], settings: dict[str, Any]) -> Described:
     cases: Described = {}
     total = settings["throughput_calls"]
 
-    def add(row: str, path: str, key: str, measure: Measure) -> None:
-        case_id = f"{row} / {path}"
-        cases[case_id] = ({"id": case_id, "row": row, "path": path, "key": key,
-                           "floor": None if path == FLOOR else FLOOR}, measure)
+    def add(row: str, path: str, key: str, measure) -> None:
+        describe(cases, row, path, key, None if path == FLOOR else FLOOR, measure)
 
     row = f"1. call latency, {transport}"
     add(row, FLOOR, "p50_ms", lambda: time_calls(paths[FLOOR], settings["calls"], settings["warmup"]))
@@ -99,36 +82,13 @@ def cases_for(transport: str, paths: dict[str, Call], settings: dict[str, Any]) 
     return cases
 
 
-def reply(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
-async def serve() -> None:
+async def setup(stack: AsyncExitStack, request: dict[str, Any]) -> tuple[Described, dict[str, str]]:
     cases: Described = {}
-    async with AsyncExitStack() as stack:
-        while True:
-            line = await anyio.to_thread.run_sync(sys.stdin.readline)
-            if not line:
-                return  # the harness went away
-            request = json.loads(line)
-            try:
-                if request["op"] == "quit":
-                    return
-                if request["op"] == "setup":
-                    for transport in ("stdio", "http"):
-                        paths = await open_paths(stack, transport, request["server_command"],
-                                                 request["http_url"])
-                        cases.update(cases_for(transport, paths, request["settings"]))
-                    reply({"cases": [description for description, _ in cases.values()],
-                           "versions": {name: version(name) for name in ("mcp", "langchain-mcp-adapters")}})
-                elif request["op"] == "measure":
-                    reply({"metrics": await cases[request["id"]][1]()})
-                else:
-                    reply({"error": f"unknown op {request['op']!r}"})
-            except Exception:  # the harness reports it; the worker keeps serving
-                reply({"error": traceback.format_exc()})
+    for transport in ("stdio", "http"):
+        paths = await open_paths(stack, transport, request["server_command"], request["http_url"])
+        cases.update(cases_for(transport, paths, request["settings"]))
+    return cases, {name: version(name) for name in ("mcp", "langchain-mcp-adapters")}
 
 
 if __name__ == "__main__":
-    anyio.run(serve)
+    anyio.run(serve, setup)

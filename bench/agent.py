@@ -2,7 +2,9 @@
 
 Row 5 runs real turns (``load_agent`` on a manifest, the scripted model: one tool call, then an
 answer) and subtracts the tool call itself - the call as the graph's tool node makes it
-(``ToolCatalog.run_tool_call``), timed in the same round - from the turn. Row 6 times ``reload_runtime`` for a prompt-only edit and
+(``ToolCatalog.run_tool_call``), timed in the same round - from the turn. The peer is LangChain's
+``create_agent`` given the same catalog's LangChain tools, the same scripted model and a memory
+checkpointer; its overhead subtracts the tool's own ``ainvoke`` (what its ToolNode runs). Row 6 times ``reload_runtime`` for a prompt-only edit and
 for an edit of one server's settings (against a raw start of one server), and a tools/list_changed
 until the new tool is in the catalog (against one raw tools/list round trip).
 """
@@ -26,7 +28,7 @@ from bench.calls import tool_call
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import stdio_entry, stdio_parameters
 from bench.startup import raw_start
-from bench.stats import Metrics, elapsed_ms, median_ms, percentile
+from bench.stats import Call, Metrics, elapsed_ms, median_ms, percentile
 from runner.reload import reload_runtime
 from runner.runtime import Runtime, load_agent
 from runner.servers.catalogue import DEBOUNCE_QUIET
@@ -37,6 +39,7 @@ SERVER_ROW = "6b. reload: one-server edit -> restarted server live"
 CHANGED_ROW = "6c. tools/list_changed -> new tool in the catalog"
 CHANGE_TIMEOUT = 30.0
 MEMORY_TURN = "mcp-run graph turn (memory checkpointer)"
+CREATE_AGENT = "LangChain create_agent turn (memory checkpointer, same tools and model)"
 SQLITE_GOAL = Goal("turn overhead with the SQLite checkpointer <= 1.5x the in-memory one", 1.5)
 PROMPT_GOAL = Goal("prompt-only reload <= 100 ms", 100.0, metric="ms")
 CHANGED_GOAL = Goal("list_changed -> new tool visible <= 2x one tools/list round trip", 2.0)
@@ -75,29 +78,69 @@ async def agent_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Ca
                               lambda runtime=runtime: turn_overhead(runtime, settings.agent_turns),
                               "overhead_ms", MEMORY_TURN if sqlite else None,
                               (SQLITE_GOAL,) if sqlite else ()))
+            if not sqlite:
+                cases.append(await create_agent_case(runtime, settings))
         cases += await stack.enter_async_context(reload_suite(settings, folder / "reload"))
         yield cases
 
 
 async def check_turn(runtime: Runtime) -> None:
     result = await runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex))
-    tools = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    _check_messages(result["messages"])
+
+
+def _check_messages(messages: list[Any]) -> None:
+    tools = [m for m in messages if isinstance(m, ToolMessage)]
     if len(tools) != 1 or tools[0].status != "success" or "ping" not in str(tools[0].content):
-        raise BenchError(f"the benchmark turn did not call bench__echo: {result['messages']}")
+        raise BenchError(f"the benchmark turn did not call bench__echo: {messages}")
 
 
 async def turn_overhead(runtime: Runtime, turns: int) -> Metrics:
+    return await _overhead(
+        lambda: runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"})),
+        lambda: runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex)),
+        turns,
+    )
+
+
+async def _overhead(call: Call, turn: Call, turns: int) -> Metrics:
+    """A turn's p50 minus its tool call's p50, each timed alternately ``turns`` times."""
     tool_times, turn_times = [], []
     for _ in range(turns):
         started = time.perf_counter()
-        await runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"}))
+        await call()
         tool_times.append(elapsed_ms(started))
         started = time.perf_counter()
-        await runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex))
+        await turn()
         turn_times.append(elapsed_ms(started))
     turn, tool_p50 = percentile(turn_times, 0.5), percentile(tool_times, 0.5)
     return {"overhead_ms": turn - tool_p50, "turn_p50_ms": turn, "tool_p50_ms": tool_p50,
             "turn_p99_ms": percentile(turn_times, 0.99)}
+
+
+async def create_agent_case(runtime: Runtime, settings: Settings) -> Case:
+    """LangChain's own agent over the runtime's tools, with a scripted model of its own."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from runner.models.builtin import ScriptedChatModel
+
+    turns = (settings.agent_turns + 1) * settings.rounds + 1
+    model = ScriptedChatModel(turn_script(turns))
+    tool = runtime.catalog.entries["bench__echo"].tool
+    agent = create_agent(model, [tool], checkpointer=InMemorySaver())
+
+    async def turn() -> Any:
+        return await agent.ainvoke({"messages": [("user", "go")]},
+                                   {"configurable": {"thread_id": uuid.uuid4().hex}})
+
+    _check_messages((await turn())["messages"])
+
+    async def overhead() -> Metrics:
+        return await _overhead(lambda: tool.ainvoke(tool_call("bench__echo", {"text": "ping"})), turn,
+                               settings.agent_turns)
+
+    return Case(TURN_ROW, CREATE_AGENT, overhead, "overhead_ms", MEMORY_TURN)
 
 
 @asynccontextmanager

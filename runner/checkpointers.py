@@ -1,4 +1,5 @@
-"""The SQLite checkpointer: LangGraph's synchronous saver, one worker-thread hop per operation.
+"""Checkpointers: the one a manifest names (:func:`open_checkpointer`), and the SQLite one,
+LangGraph's synchronous saver with one worker-thread hop per operation.
 
 LangGraph's ``AsyncSqliteSaver`` runs every statement, cursor and commit of an operation as its own
 round trip to aiosqlite's thread: about fifty per agent turn, each a queue hand-off and a wake-up
@@ -13,14 +14,24 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+
+from runner.errors import CheckpointerError
+from runner.postgres import open_postgres_saver
 
 _Result = TypeVar("_Result")
 
@@ -89,3 +100,48 @@ class SqliteCheckpointer(SqliteSaver):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         return await self._in_thread(self.get_delta_channel_history, config=config, channels=channels)
+
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    spec: str | None, *, state_dir: Path, base_dir: Path | None = None
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """The checkpointer named by the manifest's ``checkpointer`` value, open for the block.
+
+    ``memory``; ``sqlite:///relative/path`` (relative to ``base_dir``, default the working directory)
+    or ``sqlite:////absolute/path``; ``postgres://...``; None: SQLite at ``state_dir/state.sqlite``.
+    """
+    if spec == "memory":
+        yield InMemorySaver()
+        return
+    if spec is None or spec.startswith("sqlite:///"):
+        path = state_dir / "state.sqlite" if spec is None else Path(spec.removeprefix("sqlite:///"))
+        async with _sqlite_saver((base_dir or Path.cwd()) / path) as saver:
+            yield saver
+        return
+    if spec.startswith(("postgres://", "postgresql://")):
+        async with open_postgres_saver(spec) as saver:
+            yield saver
+        return
+    raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
+
+
+@asynccontextmanager
+async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
+    async with AsyncExitStack() as stack:
+        try:
+            # Off the event loop (LangGraph's server refuses blocking calls on it).
+            await anyio.to_thread.run_sync(_room_for_file, path)
+            opened = SqliteCheckpointer.open(path)
+            saver = await anyio.to_thread.run_sync(opened.__enter__)
+            stack.push_async_callback(anyio.to_thread.run_sync, lambda: opened.__exit__(None, None, None))
+        except (OSError, sqlite3.Error) as exc:
+            raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
+        yield saver
+
+
+def _room_for_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # a clear message rather than SQLite's
+        raise IsADirectoryError(f"{path} is a directory")

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner import telemetry
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
@@ -47,8 +48,11 @@ def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     return checked_agent(path, environ=environ).loaded
 
 
-def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> CheckedAgent:
-    """:func:`check_agent`, keeping what the checks built for the run that follows, and warnings."""
+def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None, turns: bool = True
+                  ) -> CheckedAgent:
+    """:func:`check_agent`, keeping what the checks built for the run that follows, and warnings.
+    ``turns=False`` (commands that run no turn) lets telemetry without its packages pass: those
+    commands warn and run without it."""
     environ = os.environ if environ is None else environ
     loaded = load_manifest(path, environ=environ)
     problems: list[Problem] = []
@@ -74,6 +78,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None)
             problems += exc.problems
     model_problems, warnings = model_findings(loaded, environ)
     problems += model_problems
+    if turns:
+        problems += telemetry.package_problems(loaded)
     if problems:
         raise ManifestError(problems)
     templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))

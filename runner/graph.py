@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-import anyio
 import jsonschema
 import mcp_types as types
 from langchain_core.language_models import BaseChatModel
@@ -35,7 +31,6 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.graph import END, START, StateGraph
@@ -44,9 +39,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runner.errors import CheckpointerError, RunnerError, ToolError
+from runner.checkpointers import open_checkpointer  # noqa: F401 (imported from here too)
+from runner.errors import RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
-from runner.postgres import open_postgres_saver
 from runner.sampling import counted, metered, sampling_calls
 from runner.tools.search import ToolSearch, remember_found
 from runner.tools.suggest import unknown_tool_text
@@ -367,52 +362,3 @@ async def _answered(call: dict[str, Any], invoke: Callable[[], Awaitable[Any]]) 
             f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
         )
         return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
-
-
-# --------------------------------------------------------------------------- checkpointers
-
-
-@asynccontextmanager
-async def open_checkpointer(
-    spec: str | None, *, state_dir: Path, base_dir: Path | None = None
-) -> AsyncIterator[BaseCheckpointSaver]:
-    """The checkpointer named by the manifest's ``checkpointer`` value, open for the block.
-
-    ``memory``; ``sqlite:///relative/path`` (relative to ``base_dir``, default the working directory)
-    or ``sqlite:////absolute/path``; ``postgres://...``; None: SQLite at ``state_dir/state.sqlite``.
-    """
-    if spec == "memory":
-        yield InMemorySaver()
-        return
-    if spec is None or spec.startswith("sqlite:///"):
-        path = state_dir / "state.sqlite" if spec is None else Path(spec.removeprefix("sqlite:///"))
-        async with _sqlite_saver((base_dir or Path.cwd()) / path) as saver:
-            yield saver
-        return
-    if spec.startswith(("postgres://", "postgresql://")):
-        async with open_postgres_saver(spec) as saver:
-            yield saver
-        return
-    raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
-
-
-@asynccontextmanager
-async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
-    from runner.checkpointers import SqliteCheckpointer
-
-    async with AsyncExitStack() as stack:
-        try:
-            # Off the event loop (LangGraph's server refuses blocking calls on it).
-            await anyio.to_thread.run_sync(_room_for_file, path)
-            opened = SqliteCheckpointer.open(path)
-            saver = await anyio.to_thread.run_sync(opened.__enter__)
-            stack.push_async_callback(anyio.to_thread.run_sync, lambda: opened.__exit__(None, None, None))
-        except (OSError, sqlite3.Error) as exc:
-            raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
-        yield saver
-
-
-def _room_for_file(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_dir():  # a clear message rather than SQLite's
-        raise IsADirectoryError(f"{path} is a directory")

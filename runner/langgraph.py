@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 
 from runner.agent_host import HOST, manifest_path
 from runner.checks import checked_agent
-from runner.graph import open_checkpointer
+from runner.checkpointers import open_checkpointer
 from runner.state import state_folder
 
 

@@ -19,23 +19,17 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_stream_writer
-from langgraph.graph.state import CompiledStateGraph
 
 from runner import telemetry
 from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
-from runner.graph import ask_by_interrupt, build_graph, open_checkpointer
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
-from runner.models import ModelChain, build_model_chain
 from runner.prompts import (
     PromptCatalog,
     ServerSummary,
@@ -44,13 +38,20 @@ from runner.prompts import (
     fetch_prompt_messages,
     parse_command_line,
 )
-from runner.sampling import approve_by_interrupt, complete
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput
 from runner.tools.search import ToolSearch
+
+if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
+    # commands that only list or call (tools, call, prompts) start without them
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph.state import CompiledStateGraph
+
+    from runner.models import ModelChain
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class GenerationAdapter:
 
     def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
         """The model chain of ``spec``; called when the model spec changed, not at every reload."""
+        from runner.models import build_model_chain
+
         return build_model_chain(spec, base_dir=base_dir)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
@@ -279,6 +282,8 @@ class Runtime:
             return previous.model  # keep the client (and its connection pool)
         if self.adapter is not None:
             return self.adapter.model(spec, checked.loaded.base_dir)
+        from runner.models import build_model_chain
+
         return build_model_chain(spec, base_dir=checked.loaded.base_dir)
 
     def _install(
@@ -301,6 +306,8 @@ class Runtime:
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         if model is not None:
+            from runner.graph import build_graph
+
             generation.graph = build_graph(
                 model,
                 tools_provider=lambda: self.catalog.tools,
@@ -315,6 +322,9 @@ class Runtime:
 
     async def _answer(self, server: str, request: Question) -> Reply:
         """A server's question during a tool call, answered through a graph interrupt."""
+        from runner.graph import ask_by_interrupt
+        from runner.sampling import approve_by_interrupt
+
         if isinstance(request, types.CreateMessageRequestParams):
             if not approve_by_interrupt(server, request):
                 return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
@@ -325,6 +335,8 @@ class Runtime:
         self, server: str, request: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
         """A completion for server ``server`` from the manifest's model."""
+        from runner.sampling import complete
+
         return await complete(self.model, request, provider=self.catalog.provider)
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
@@ -459,16 +471,19 @@ async def load_agent(
     """
     # Reading files and making folders happen in a worker thread: a server hosting the agent
     # (LangGraph's) refuses blocking calls on its event loop.
-    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ))
+    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ, turns=model))
     loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
     state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
-        stack.enter_context(telemetry.session(loaded, os.environ if environ is None else environ))
+        stack.enter_context(
+            telemetry.session(loaded, os.environ if environ is None else environ, required=model))
         fleet = await stack.enter_async_context(
             open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
         )
         checkpointer = None
         if model:
+            from runner.checkpointers import open_checkpointer
+
             checkpointer = await stack.enter_async_context(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
@@ -498,7 +513,10 @@ def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
 
     A tool invoked directly inside another runnable has a config but no graph runtime in it: the
     lookup then fails with KeyError rather than RuntimeError."""
+    config = sys.modules.get("langgraph.config")
+    if config is None:  # LangGraph was never imported, so no graph is running
+        return None
     try:
-        return get_stream_writer()
+        return config.get_stream_writer()
     except (RuntimeError, KeyError):
         return None

@@ -94,7 +94,7 @@ async def stream_turn(
         receive.close()
         if run.done() and not run.cancelled() and (error := run.exception()) is not None:
             logger.debug("the graph run ended with %r", error)  # raised above unless stopped
-        clock.end(None if not run.done() or run.cancelled() else run.exception())
+        clock.end(asyncio.CancelledError() if not run.done() or run.cancelled() else run.exception())
 
 
 async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendStream[Any]) -> None:

@@ -39,6 +39,7 @@ class ReceivedSpan:
     status_code: int  # 0 unset, 1 ok, 2 error
     events: list[str]
     resource: dict[str, Any]
+    links: list[tuple[str, str]]  # (trace id, span id) of each linked span
 
 
 def value_of(value: AnyValue) -> Any:
@@ -124,6 +125,7 @@ class OtlpReceiver:
                             span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(),
                             span.kind, attributes_of(span.attributes), span.status.code,
                             [event.name for event in span.events], resource,
+                            [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
                         ))
         return found
 

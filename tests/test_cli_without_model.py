@@ -47,3 +47,26 @@ async def test_an_agent_loaded_without_its_model_has_tools_but_no_graph(tmp_path
         assert "demo__echo" in runtime.catalog.entries
         with pytest.raises(RunnerError, match="without its model"):
             runtime.graph  # noqa: B018
+
+
+LOADED_AFTER = """
+import sys
+from runner.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    assert exit.code in (0, None), exit.code
+print("LOADED", " ".join(sorted(name for name in sys.modules if name.startswith("langgraph"))))
+"""
+
+
+@pytest.mark.parametrize("command", [("tools", "agent.yaml"), ("call", "agent.yaml", "demo__echo", '{"text": "hi"}'),
+                                     ("prompts", "agent.yaml")])
+def test_inspecting_commands_do_not_import_langgraph(tmp_path: Path, command: tuple[str, ...]) -> None:
+    write_agent(tmp_path)
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    result = subprocess.run([sys.executable, "-c", LOADED_AFTER, *command], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=environ, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.rsplit("LOADED", 1)[1].split()
+    assert loaded == [], loaded

@@ -112,6 +112,7 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert len(steps) == 3
     assert all(s.parent_id == turn.span_id and s.kind == SPAN_CLIENT for s in steps)
     assert all(s.attributes["gen_ai.operation.name"] == "chat" for s in steps)
+    assert all(s.attributes["gen_ai.provider.name"] == "mcp_run" for s in steps)
 
     sleep = only(spans, "execute_tool primary__sleep")
     assert sleep.parent_id == turn.span_id and sleep.trace_id == turn.trace_id
@@ -128,7 +129,8 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert [a.attributes["mcp_run.server"] for a in attempts] == ["backup", "primary"]
     assert all(a.parent_id == sleep.span_id and a.kind == SPAN_CLIENT for a in attempts)
     assert all(a.attributes["mcp.method.name"] == "tools/call" for a in attempts)
-    assert all(a.attributes["gen_ai.tool.name"] == "sleep" for a in attempts)
+    assert all(a.attributes["gen_ai.tool.name"] == "primary__sleep" for a in attempts)
+    assert all(a.attributes["mcp.tool.name"] == "sleep" for a in attempts)
     assert all(a.attributes["network.transport"] == "pipe" for a in attempts)
     assert attempts[1].attributes["error.type"] == "ServerTimeoutError" and attempts[1].status_code == 2
     assert attempts[0].status_code != 2
@@ -149,6 +151,9 @@ async def test_a_turn_with_a_fallback_and_a_restart_exports_its_span_tree_metric
     assert receiver.metric_total("mcp_run.tool.duration") == 3
     assert receiver.metric_total("mcp.client.operation.duration") == 4
     assert receiver.metric_total("mcp.client.operation.duration", {"error.type": "ServerTimeoutError"}) == 1
+    for metric in ("mcp_run.tool.calls", "mcp.client.operation.duration", "mcp_run.tool.fallbacks"):
+        assert receiver.metric_total(metric, {"gen_ai.tool.name": "primary__sleep"}) >= 1, metric
+    assert receiver.metric_total("mcp_run.tool.fallbacks", {"mcp.tool.name": "sleep"}) == 1
     assert receiver.metric_total("mcp_run.tool.fallbacks", {"mcp_run.fallback.server": "backup"}) == 1
     assert receiver.metric_total("mcp_run.server.restarts", {"mcp_run.server": "primary"}) == 1
     assert receiver.metric_total("mcp_run.server.downtime", {"mcp_run.server": "primary"}) == 1
@@ -268,6 +273,7 @@ def test_ctrl_c_during_a_turn_still_exports_the_stopped_turn(tmp_path: Path, rec
     turn = only(receiver.spans(), "invoke_agent stopped")
     tool = only(receiver.spans(), "execute_tool demo__sleep")
     assert tool.parent_id == turn.span_id and tool.attributes["error.type"] == "cancelled"
+    assert turn.status_code == 2 and turn.attributes["error.type"] == "cancelled"
 
 
 async def test_capture_content_puts_arguments_and_results_in_the_tool_span(
@@ -344,7 +350,10 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
         async with load_agent(path, environ=otel_environ(receiver), thread_id="t1") as runtime:
             first = [event async for event in stream_turn(runtime, "go")]
             assert first[-1]["type"] == "approval"
+            await anyio.sleep(0.5)  # the person deciding: a wait the tool's duration leaves out
             second = [e async for e in stream_turn(runtime, Command(resume={"action": "approve"}))]
+            (result,) = [e for e in second if e["type"] == "tool_result"]
+            assert 0 <= result["ms"] < 500
             assert second[-1]["text"] == "done"
             async with runtime.fleet.subscribe() as changes:
                 await runtime.catalog.call("dyn__add_tool", {"name": "fresh"})
@@ -358,7 +367,8 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
     asked, resumed = sorted(turns, key=lambda s: s.attributes["mcp_run.turn.resumed"])
     assert "mcp_run.wait.kind" not in asked.attributes
     assert resumed.attributes["mcp_run.wait.kind"] == "approval"
-    assert resumed.attributes["mcp_run.wait.seconds"] > 0
+    assert resumed.attributes["mcp_run.wait.seconds"] >= 0.5
+    assert resumed.links == [(asked.trace_id, asked.span_id)] and asked.links == []
     assert resumed.attributes["gen_ai.conversation.id"] == asked.attributes["gen_ai.conversation.id"] == "t1"
     assert only(spans, "execute_tool demo__echo").parent_id == resumed.span_id
     step = next(s for s in by_name(spans, "chat mcp-run-scripted") if s.parent_id == asked.span_id)
@@ -420,3 +430,127 @@ async def test_a_served_turn_joins_the_trace_its_caller_sent_in_meta(
     assert (turn.trace_id, turn.parent_id) == (caller_trace, caller_span)
     tool = only(receiver.spans(), "execute_tool local__echo")
     assert (tool.trace_id, tool.parent_id) == (caller_trace, turn.span_id)
+
+
+def test_a_server_printing_its_secret_before_failing_leaks_it_to_neither_terminal_nor_spans(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    secret = "brk-SEKRIT-777"
+    broken = {"command": "sh", "args": ["-c", 'echo "bad token $BROKEN_SECRET" >&2; exit 4'],
+              "env": {"BROKEN_SECRET": secret}, "required": False}
+    script = write_script(tmp_path, ["ok"])
+    write_manifest(tmp_path, {"broken": broken}, defaults=FAST, checkpointer="memory",
+                   model={"id": "scripted", "script": script})
+    result = subprocess.run([str(MCP_RUN), "agent.yaml", "-p", "hi", "--json"], cwd=tmp_path,
+                            env=otel_environ(receiver), capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "bad token ***" in result.stderr  # the tail still says what went wrong
+    failed = only(receiver.spans(), "server failed broken")
+    assert "bad token ***" in failed.attributes["mcp_run.failure.reason"]
+    for text in (result.stdout, result.stderr, *(body.decode("latin-1") for body in receiver.bodies)):
+        assert secret not in text
+    assert secret in (tmp_path / ".mcp-run" / "logs" / "broken.log").read_text()  # the log keeps it
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_one_turn(folder: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = write_script(folder, ["ok"])
+    write_manifest(folder, {}, checkpointer="memory", model={"id": "scripted", "script": script})
+    keep = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    return subprocess.run([str(MCP_RUN), "agent.yaml", "-p", "hi"], cwd=folder, env={**keep, **environ},
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_an_unreachable_endpoint_earns_one_warning_naming_it_and_the_sdk_lines_go_to_the_log(
+    tmp_path: Path,
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": url,
+                                     "OTEL_METRIC_EXPORT_INTERVAL": "100"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "cannot export" in line]
+    assert len(warnings) == 1 and url in warnings[0], result.stderr
+    assert "Transient error" not in result.stderr and "Failed to export" not in result.stderr
+    assert "opentelemetry" in (tmp_path / ".mcp-run" / "logs" / "telemetry.log").read_text()
+
+
+def test_an_endpoint_that_is_no_url_and_malformed_headers_are_each_one_clear_warning(tmp_path: Path) -> None:
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": "not-a-url",
+                                     "OTEL_EXPORTER_OTLP_HEADERS": "api-key-without-value"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    lines = result.stderr.splitlines()
+    assert lines.count("warning: OTEL_EXPORTER_OTLP_ENDPOINT=not-a-url is not an http:// or https:// URL: "
+                       "no traces are exported") == 1, result.stderr
+    assert len([line for line in lines if "OTEL_EXPORTER_OTLP_HEADERS" in line]) == 1, result.stderr
+    assert "api-key-without-value" not in result.stderr and "cannot export" not in result.stderr
+
+
+async def test_the_metrics_endpoint_alone_turns_telemetry_on_and_exports_only_metrics(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    script = write_script(tmp_path, ["ok"])
+    path = write_manifest(tmp_path, {}, checkpointer="memory", model={"id": "scripted", "script": script})
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    await run_turn(path, {**environ, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"{receiver.url}/v1/metrics"})
+    assert receiver.metric_total("gen_ai.client.operation.duration") == 1
+    assert receiver.spans() == []
+
+
+def test_a_signal_without_its_own_or_the_common_endpoint_is_not_sent_to_the_default() -> None:
+    from runner.telemetry.exporting import endpoint
+
+    traces_only = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/t"}
+    assert endpoint(traces_only, "traces") == "http://127.0.0.1:9/t"
+    assert endpoint(traces_only, "metrics") is None
+    assert endpoint({}, "metrics") == "http://localhost:4318/v1/metrics"  # telemetry.enabled with no variable
+
+
+async def test_validate_reports_telemetry_without_its_packages_and_commands_without_turns_warn_and_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("runner.telemetry.exporting", "runner.telemetry.recorder"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    path = write_manifest(tmp_path, {"demo": server("demo")}, checkpointer="memory",
+                          telemetry={"enabled": True})
+    with pytest.raises(ManifestError) as raised:
+        checked_agent(path)  # what `mcp-run validate` runs
+    (problem,) = raised.value.problems
+    assert problem.path == "telemetry.enabled" and "pip install 'mcp-run[otel]'" in problem.message
+    with anyio.fail_after(60):
+        async with load_agent(path, model=False, interactive=False) as runtime:  # `tools`, `call`
+            assert "demo__echo" in {tool.name for tool in runtime.catalog.tools}
+    assert "OpenTelemetry packages are not installed" in caplog.text
+
+
+async def test_a_turn_the_sampler_drops_reports_no_trace_id(
+    tmp_path: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")  # the SDK reads it from the process
+    script = write_script(tmp_path, ["ok"])
+    path = write_manifest(tmp_path, {}, checkpointer="memory", model={"id": "scripted", "script": script})
+    events = await run_turn(path, otel_environ(receiver))
+    assert events[-1]["type"] == "final" and events[-1]["trace_id"] is None
+    assert receiver.spans() == []
+
+
+@pytest.mark.parametrize(("block", "expected"), [
+    (True, "telemetry: a mapping: enabled, service_name, resource_attributes, capture_content"),
+    ({"resource_attributes": {"deployment.environment": ["a"]}},
+     "telemetry.resource_attributes.deployment.environment: a value is text, a number or true/false"),
+    ({"resource_attributes": {"": "x"}}, "telemetry.resource_attributes: an attribute name cannot be empty"),
+])
+def test_a_bad_telemetry_value_is_one_clear_located_line(tmp_path: Path, block: Any, expected: str) -> None:
+    path = write_manifest(tmp_path, {}, telemetry=block)
+    with pytest.raises(ManifestError) as raised:
+        parse_manifest(path.read_text(), file=str(path), path=path)
+    (problem,) = raised.value.problems
+    assert f"{problem.path}: {problem.message}" == expected

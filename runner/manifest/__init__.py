@@ -172,20 +172,42 @@ class WatchSpec(Spec):
     )
 
 
+def _attribute_names(value: Any) -> Any:
+    if isinstance(value, dict) and "" in value:
+        raise ValueError("an attribute name cannot be empty")
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    """One clear problem for a bad attribute value, not one per type it could have had."""
+    if not isinstance(value, str | bool | int | float):
+        raise ValueError("a value is text, a number or true/false")
+    return value
+
+
+def _telemetry_block(value: Any) -> Any:
+    if isinstance(value, dict | TelemetrySpec):
+        return value
+    raise ValueError("a mapping: enabled, service_name, resource_attributes, capture_content")
+
+
 class TelemetrySpec(Spec):
     enabled: bool | None = Field(
         None,
         description=(
             "Export OpenTelemetry traces and metrics (OTLP over HTTP; needs mcp-run[otel]). "
-            "Unset: on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set."
+            "Unset: on when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set."
         ),
     )
     service_name: Annotated[str, Field(min_length=1)] | None = Field(
         None,
         description="service.name of the exported data; default OTEL_SERVICE_NAME, else the agent's name.",
     )
-    resource_attributes: dict[
-        Annotated[str, Field(min_length=1)], str | bool | int | float
+    resource_attributes: Annotated[
+        dict[Annotated[str, Field(min_length=1)],
+             Annotated[str | bool | int | float, BeforeValidator(_scalar)]],
+        BeforeValidator(_attribute_names),
     ] = Field(default_factory=dict, description="Added to the resource of everything exported.")
     capture_content: bool = Field(
         False, description="Record tool arguments and results in spans (off: only their sizes)."
@@ -219,7 +241,8 @@ class Manifest(Spec):
     roots: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="Folders offered as roots to every server without its own."
     )
-    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
+        default_factory=TelemetrySpec)
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:

@@ -38,6 +38,7 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
+from runner.servers.environment import secret_values
 from runner.servers.eras import EraMemory
 from runner.servers.requests import Ask, CallEvents, ServerRequests
 from runner.servers.stdio import StderrLog
@@ -75,7 +76,8 @@ class ServerConnection:
         self.restarts = 0  # restart attempts made
         self.catalogue = Catalogue()
         self.stderr_log = (
-            StderrLog(key, state_dir / "logs" / f"{key}.log") if isinstance(spec, StdioServerSpec) else None
+            StderrLog(key, state_dir / "logs" / f"{key}.log", secret_values(spec))
+            if isinstance(spec, StdioServerSpec) else None
         )
         self.requests = ServerRequests(
             key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log"

@@ -17,6 +17,7 @@ Values that start with ``()`` (exported shell functions) are never passed throug
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,6 +58,28 @@ def server_environment(spec: StdioServerSpec, host: Mapping[str, str] | None = N
     env = allowlisted_environment(host, frozenset(spec.env_passthrough))
     env.update(spec.env)
     return env
+
+
+# Values too short or too common to be a secret: redacting them would garble every message.
+_NOT_SECRET = re.compile(r"(?i)\d+|true|false|yes|no|on|off")
+MIN_SECRET_CHARS = 4
+
+
+def secret_values(spec: StdioServerSpec, host: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The values of the spec's ``env`` and of its ``env_passthrough`` variables: redacted from
+    whatever a server says that reaches a message (its stderr tail), longest first."""
+    host = os.environ if host is None else host
+    values = list(spec.env.values()) + [host.get(name, "") for name in spec.env_passthrough]
+    kept = {value for value in values
+            if len(value) >= MIN_SECRET_CHARS and not _NOT_SECRET.fullmatch(value)}
+    return tuple(sorted(kept, key=len, reverse=True))
+
+
+def redacted(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret value replaced by ``***``."""
+    for value in secrets:
+        text = text.replace(value, "***")
+    return text
 
 
 def working_directory(key: str, spec: StdioServerSpec, base_dir: Path) -> Path:

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
+from runner.servers.environment import redacted
 from runner.servers.isolation import Launch, prepare_launch, remove_container
 from runner.servers.translation import Boundary, translated
 
@@ -61,12 +62,15 @@ MAX_RESYNC_ATTEMPTS = 8
 class StderrLog:
     """A server's stderr: appended to ``state_dir/logs/<key>.log`` and logged at DEBUG.
 
-    The last lines are kept for error messages ("exited with code 1: <last lines>").
+    The last lines are kept for error messages ("exited with code 1: <last lines>"), with the
+    ``secrets`` (the server's environment values) redacted: the messages reach the terminal,
+    events and telemetry.
     """
 
-    def __init__(self, key: str, path: Path) -> None:
+    def __init__(self, key: str, path: Path, secrets: tuple[str, ...] = ()) -> None:
         self.key = key
         self.path = path
+        self.secrets = secrets
         self.tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._logger = logging.getLogger(f"runner.servers.stderr.{key}")
         self._file: TextIO | None = None
@@ -97,7 +101,7 @@ class StderrLog:
             self._file = None
 
     def last_lines(self, count: int = 5) -> str:
-        return "\n".join(list(self.tail)[-count:])
+        return redacted("\n".join(list(self.tail)[-count:]), self.secrets)
 
 
 class StdioProcess:

@@ -1,15 +1,17 @@
 """OpenTelemetry traces and metrics of turns, model steps, tool calls, servers and reloads.
 
 The rest of the runner calls the hooks below, one line each. With telemetry off (the default)
-every hook is a cheap no-op and OpenTelemetry is never imported; with it on (the manifest's
-``telemetry.enabled``, or an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable) they record through the
-:class:`~runner.telemetry.recorder.Recorder` that :func:`session` installs for the agent's lifetime.
+every hook is a cheap no-op and the runner never imports OpenTelemetry (other packages may); with
+it on (the manifest's ``telemetry.enabled``, or an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable) they
+record through the :class:`~runner.telemetry.recorder.Recorder` that :func:`session` installs for
+the agent's lifetime.
 
     recorder.py   spans and metrics (imports OpenTelemetry)
     exporting.py  providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
 
 A turn's events carry durations whether telemetry is on or off (:class:`TurnClock`): a
-``tool_result`` event gets ``ms`` (since its ``tool_call`` event: approval waits included), and
+``tool_result`` event gets ``ms`` (since its ``tool_call`` event, or since the turn resumed after
+an approval: the wait is not included), and
 ``final`` gets ``ms`` (the whole turn) and ``trace_id`` (the turn's trace; null when telemetry is
 off), so scripts reading ``--json`` can join events with traces.
 """
@@ -17,6 +19,7 @@ off), so scripts reading ``--json`` can join events with traces.
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import logging
 import re
 import time
@@ -24,9 +27,11 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runner.errors import ManifestError
+from runner.errors import ManifestError, Problem
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from runner.loading import LoadedManifest
     from runner.manifest import Manifest
     from runner.telemetry.recorder import Recorder
@@ -34,7 +39,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXTRA_HINT = "pip install 'mcp-run[otel]'"
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                      "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+MISSING_PACKAGES = f"telemetry needs the OpenTelemetry packages, which are not installed: {EXTRA_HINT}"
+LOG_NAME = "telemetry.log"  # in the state folder's logs: what the OpenTelemetry SDK says
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_run_telemetry", default=None)
 # The trace context of the request that runs the turns of this task (``mcp-run serve``).
@@ -43,7 +51,8 @@ _incoming: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVa
 _Result = TypeVar("_Result")
 
 __all__ = [
-    "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed",
+    "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed", "installed",
+    "package_problems",
     "http_request_hooks", "join_trace", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
@@ -64,12 +73,32 @@ def wanted(enabled: bool | None, environ: Mapping[str, str]) -> bool:
     return any(environ.get(name) for name in ENDPOINT_VARIABLES)
 
 
+PACKAGES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+
+
+def installed() -> bool:
+    """Whether the OpenTelemetry packages of the ``otel`` extra are there (none is imported)."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in PACKAGES)
+    except (ImportError, ValueError):  # a parent package missing
+        return False
+
+
+def package_problems(loaded: LoadedManifest) -> list[Problem]:
+    """The manifest asks for telemetry (``enabled: true``) without the packages installed."""
+    if loaded.manifest.telemetry.enabled and not installed():
+        return [loaded.source.problem(("telemetry", "enabled"), MISSING_PACKAGES)]
+    return []
+
+
 @contextmanager
-def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Recorder | None]:
+def session(loaded: LoadedManifest, environ: Mapping[str, str], *, required: bool = True
+            ) -> Iterator[Recorder | None]:
     """Record for the block when telemetry is wanted; flush (bounded) when it ends.
 
     A manifest asking for telemetry without the OpenTelemetry packages installed is a located
-    error; an endpoint variable alone then only earns a warning (nothing is exported).
+    error (not ``required``, for commands that run no turn: a warning); an endpoint variable
+    alone then only earns a warning (nothing is exported).
     """
     spec = loaded.manifest.telemetry
     if not wanted(spec.enabled, environ):
@@ -78,24 +107,27 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str]) -> Iterator[Reco
     try:
         import runner.telemetry.exporting  # noqa: F401 (needs the OpenTelemetry packages)
     except ImportError as exc:
-        if spec.enabled:
-            message = f"telemetry needs the OpenTelemetry packages, which are not installed: {EXTRA_HINT}"
-            raise ManifestError([loaded.source.problem(("telemetry", "enabled"), message)]) from exc
-        logger.warning("an OTLP endpoint is set, but the OpenTelemetry packages are not installed "
+        if spec.enabled and required:
+            raise ManifestError([loaded.source.problem(("telemetry", "enabled"), MISSING_PACKAGES)]) from exc
+        logger.warning("telemetry is asked for, but the OpenTelemetry packages are not installed "
                        "(%s): no telemetry is exported", EXTRA_HINT)
         yield None
         return
-    with recording(loaded.manifest, environ) as recorder:
+    from runner.state import state_folder
+
+    log_path = state_folder(loaded, environ=environ) / "logs" / LOG_NAME
+    with recording(loaded.manifest, environ, log_path) as recorder:
         yield recorder
 
 
 @contextmanager
-def recording(manifest: Manifest, environ: Mapping[str, str]) -> Iterator[Recorder]:
+def recording(manifest: Manifest, environ: Mapping[str, str], log_path: Path | None = None
+              ) -> Iterator[Recorder]:
     """Record in this context (and the tasks it starts) until the block ends, then flush.
     Needs the OpenTelemetry packages (ImportError otherwise)."""
     from runner.telemetry.exporting import start_recorder
 
-    recorder = start_recorder(manifest, environ)
+    recorder = start_recorder(manifest, environ, log_path)
     token = _current.set(recorder)
     try:
         yield recorder
@@ -141,7 +173,7 @@ class TurnClock:
         """What the recorder notes of an event (waits for an answer, the finish reason)."""
 
     def end(self, error: BaseException | None = None) -> None:
-        """The turn is over (``error``: why it ended early)."""
+        """The turn is over (``error``: why it ended early; CancelledError: it was stopped)."""
 
 
 def _ms(seconds: float) -> float:

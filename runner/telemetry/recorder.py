@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, format_trace_id
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, format_trace_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from runner.errors import ServerError
@@ -36,9 +36,13 @@ FLUSH_MILLIS = 2500  # what closing waits at most for the last exports
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 WAITS = ("approval", "elicitation", "sampling")
+BUILTIN_PROVIDER = "mcp_run"
 
 _Result = TypeVar("_Result")
 _PROPAGATOR = TraceContextTextMapPropagator()
+# The generated name of the tool call running in this context: MCP-level spans and metrics carry
+# it as gen_ai.tool.name (joinable with mcp_run.tool.calls), the server's name as mcp.tool.name.
+_calling: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_run_tool_call", default=None)
 
 
 class Recorder:
@@ -53,7 +57,8 @@ class Recorder:
         self.capture_content = capture_content
         self.generation = 0
         self._servers: WeakKeyDictionary[Any, tuple[str, int]] = WeakKeyDictionary()  # status, since (ns)
-        self._waiting: dict[str, tuple[str, float]] = {}  # thread -> what it waits for, since when
+        # thread -> what it waits for, since when, and the span of the turn that began waiting
+        self._waiting: dict[str, tuple[str, float, SpanContext]] = {}
         meter = meter_provider.get_meter("mcp-run")
         self.tool_calls = meter.create_counter("mcp_run.tool.calls", "{call}", "Tool calls the model made")
         self.tool_duration = meter.create_histogram(
@@ -100,17 +105,17 @@ class Recorder:
         parent = _PROPAGATOR.extract(incoming) if incoming else otel_context.Context()
         return _TracedTurn(self, agent, thread_id, resumed, parent)
 
-    def wait_began(self, thread_id: str, kind: str) -> None:
-        self._waiting.setdefault(thread_id, (kind, time.perf_counter()))
+    def wait_began(self, thread_id: str, kind: str, turn: SpanContext) -> None:
+        self._waiting.setdefault(thread_id, (kind, time.perf_counter(), turn))
 
-    def wait_ended(self, thread_id: str) -> tuple[str, float] | None:
+    def wait_ended(self, thread_id: str) -> tuple[str, float, SpanContext] | None:
         waiting = self._waiting.pop(thread_id, None)
         if waiting is None:
             return None
-        kind, since = waiting
+        kind, since, turn = waiting
         seconds = time.perf_counter() - since
         self.waits.record(seconds, {"mcp_run.wait.kind": kind})
-        return kind, seconds
+        return kind, seconds, turn
 
     async def model_step(self, model: Any, call: Awaitable[_Result]) -> _Result:
         provider, requested = _model_names(model)
@@ -157,6 +162,7 @@ class Recorder:
             metric = {"mcp_run.server": server or "local", "gen_ai.tool.name": name, "mcp_run.status": "ok"}
             began = time.perf_counter()
             with self._span(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
+                calling = _calling.set(name)
                 try:
                     output = await (call(name, arguments) if inner is None else inner(name, arguments, call))
                 except BaseException as exc:
@@ -164,6 +170,7 @@ class Recorder:
                     metric["error.type"] = _failed(span, exc)
                     raise
                 finally:
+                    _calling.reset(calling)
                     self.tool_calls.add(1, metric)
                     self.tool_duration.record(time.perf_counter() - began, metric)
                 span.set_attribute("mcp_run.tool.result_size", _size(output.content))
@@ -176,9 +183,12 @@ class Recorder:
     async def mcp_tool_call(
         self, connection: Any, tool: str, call: Callable[[], Awaitable[_Result]]
     ) -> _Result:
-        attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool,
+        attributes = {"mcp.method.name": "tools/call", "mcp.tool.name": tool,
                       "gen_ai.operation.name": "execute_tool", **_server_attributes(connection)}
-        metric = {key: attributes[key] for key in ("mcp.method.name", "gen_ai.tool.name", "mcp_run.server")}
+        if (generated := _calling.get()) is not None:  # not for /call and `mcp-run call`
+            attributes["gen_ai.tool.name"] = generated
+        metric = {key: attributes[key] for key in ("mcp.method.name", "mcp.tool.name", "gen_ai.tool.name",
+                                                   "mcp_run.server") if key in attributes}
         began = time.perf_counter()
         with self._span(f"tools/call {tool}", SpanKind.CLIENT, attributes) as span:
             try:
@@ -198,8 +208,11 @@ class Recorder:
         span.set_attribute("mcp_run.fallback.server", event.fallback)
         span.add_event("fallback", {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
                                     "error.type": type(event.error).__name__})
-        self.fallbacks.add(1, {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
-                               "gen_ai.tool.name": event.tool})
+        metric = {"mcp_run.server": event.server, "mcp_run.fallback.server": event.fallback,
+                  "mcp.tool.name": event.tool}
+        if (generated := _calling.get()) is not None:
+            metric["gen_ai.tool.name"] = generated
+        self.fallbacks.add(1, metric)
 
     def trace_meta(self) -> dict[str, Any] | None:
         carrier: dict[str, str] = {}
@@ -277,12 +290,15 @@ class _TracedTurn(TurnClock):
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
                       "gen_ai.conversation.id": thread_id, "mcp_run.generation": recorder.generation,
                       "mcp_run.turn.resumed": resumed}
-        self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
-                                               context=parent, attributes=attributes)
-        self.trace_id = format_trace_id(self.span.get_span_context().trace_id)
         waited = recorder.wait_ended(thread_id) if resumed else None
-        if waited is not None:
-            self.span.set_attributes({"mcp_run.wait.kind": waited[0], "mcp_run.wait.seconds": waited[1]})
+        links = []
+        if waited is not None:  # the turn that asked is another trace: linked from this one
+            attributes.update({"mcp_run.wait.kind": waited[0], "mcp_run.wait.seconds": waited[1]})
+            links.append(Link(waited[2], {"mcp_run.link": "asked"}))
+        self.span = recorder.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
+                                               context=parent, attributes=attributes, links=links)
+        sampled = self.span.get_span_context()
+        self.trace_id = format_trace_id(sampled.trace_id) if sampled.trace_flags.sampled else None
         recorder.active_turns.add(1)
 
     def context(self) -> contextvars.Context:
@@ -292,7 +308,7 @@ class _TracedTurn(TurnClock):
 
     def observe(self, kind: Any, event: dict[str, Any]) -> None:
         if kind in WAITS:
-            self.recorder.wait_began(self.thread_id, kind)
+            self.recorder.wait_began(self.thread_id, kind, self.span.get_span_context())
         elif kind == "final" and event.get("reason"):
             self.span.set_attribute("gen_ai.response.finish_reasons", [str(event["reason"])])
 
@@ -351,7 +367,10 @@ def _reason(key: str, error: BaseException | None) -> dict[str, str]:
 def _model_names(model: Any) -> tuple[str, str]:
     """(provider, model id) of a LangChain chat model, as it reports them to tracers."""
     params = model._get_ls_params() if hasattr(model, "_get_ls_params") else {}
-    provider = params.get("ls_provider") or getattr(model, "_llm_type", None) or "unknown"
+    if type(model).__module__.startswith("runner."):  # the built-in models (offline, scripted)
+        provider = BUILTIN_PROVIDER
+    else:  # the partner packages name their provider as init_chat_model does (openai, anthropic...)
+        provider = params.get("ls_provider") or getattr(model, "_llm_type", None) or "unknown"
     name = (params.get("ls_model_name") or getattr(model, "model_name", None)
             or getattr(model, "model", None) or getattr(model, "_llm_type", None) or provider)
     return str(provider), str(name)
