@@ -118,6 +118,8 @@ class ElicitationAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, str | int | float | bool | list[str] | None] | None = None
+    # URL mode: the request the answer was given for; a different request is asked, not answered.
+    elicitation_id: str | None = None
 
 
 def elicitation_request(server: str, request: types.ElicitRequestParams) -> dict[str, Any]:
@@ -162,6 +164,11 @@ def ask_by_interrupt(server: str, request: types.ElicitRequestParams) -> types.E
         return types.ElicitResult(action="decline")
     schema = request.requested_schema if isinstance(request, types.ElicitRequestFormParams) else None
     answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(schema))
+    # Resume values are matched to interrupts by position: a retried call may ask for another
+    # URL where an earlier one was answered. That answer is skipped and the new request asked.
+    while isinstance(request, types.ElicitRequestURLParams) and answer.elicitation_id not in (
+            None, request.elicitation_id):
+        answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(None))
     if answer.action != "accept" or isinstance(request, types.ElicitRequestURLParams):
         return types.ElicitResult(action=answer.action)
     return types.ElicitResult(action="accept", content=answer.content or {})
@@ -195,7 +202,7 @@ def build_graph(
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         calls = state.get("model_calls", 0) + sampling_calls(state["messages"])
         if calls >= max_steps:
-            logger.info("turn stopped after %d model calls (agent.max_steps)", max_steps)
+            logger.info("turn stopped after %d model call(s) (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
         system_prompt = system_prompt_provider()
         if inspect.isawaitable(system_prompt):
@@ -292,7 +299,8 @@ def _last_request(messages: Sequence[BaseMessage]) -> AIMessage:
 def _max_steps_message(max_steps: int) -> AIMessage:
     return AIMessage(
         content=(
-            f"I stopped after {max_steps} model calls in this turn (agent.max_steps). "
+            f"I stopped after {max_steps} model call{'s' if max_steps != 1 else ''} in this turn "
+            "(agent.max_steps). "
             "Say 'continue' to go on, or raise agent.max_steps in agent.yaml."
         ),
         response_metadata={"finish_reason": MAX_STEPS_REASON},

@@ -22,6 +22,9 @@ from runner.errors import CheckpointerError
 
 POOL_MAX_SIZE = 10  # connections per process; a turn holds one only while it reads or writes
 CONNECT_TIMEOUT = 10.0  # seconds to get the first connection at start-up
+# Seconds a read or write waits for a pooled connection: with the database down, a turn fails in
+# this time (psycopg_pool's default is 30 s) and the caller hears why.
+POOL_WAIT = 5.0
 # Key of the advisory lock held while the tables are created: any constant unique to this use.
 SETUP_LOCK_KEY = 0x6D63_7072_756E  # "mcprun"
 SETUP_POLL = 0.05  # seconds between attempts to take that lock
@@ -63,7 +66,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
     # The pool checks a connection before lending it, so one the server closed is replaced.
     pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
-                               check=AsyncConnectionPool.check_connection)
+                               check=AsyncConnectionPool.check_connection, timeout=POOL_WAIT)
     try:
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
@@ -74,6 +77,16 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         yield AsyncPostgresSaver(conn=pool)
     finally:
         await pool.close()
+
+
+def store_failures() -> tuple[type[Exception], ...]:
+    """The exceptions a postgres checkpointer raises when its database fails or is unreachable
+    (none without the package): the callers translate them into CheckpointerError."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)
 
 
 async def _setup_tables(connection: Any, saver_class: Any) -> None:

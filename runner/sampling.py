@@ -179,7 +179,13 @@ def _text(content: Any) -> str:
     for block in blocks:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
-        else:  # images, audio, tool results: described, not sent
-            parts.append(f"[{getattr(block, 'type', 'content')}: " + json.dumps(
-                block.model_dump(exclude={"data"}, by_alias=True), default=str)[:200] + "]")
+        elif isinstance(block, types.ToolUseContent):
+            parts.append(f"[tool call {block.name} {json.dumps(block.input, default=str)[:200]}]")
+        elif isinstance(block, types.ToolResultContent):
+            failed = " (failed)" if block.is_error else ""
+            parts.append(f"[tool result{failed}: {_text(block.content)[:200]}]")
+        else:  # images, audio: described, not sent
+            described = block.model_dump(exclude={"data", "type"}, exclude_none=True, by_alias=True)
+            parts.append(f"[{getattr(block, 'type', 'content')}: "
+                         + json.dumps(described, default=str)[:200] + "]")
     return "\n".join(parts)

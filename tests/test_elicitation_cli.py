@@ -46,13 +46,14 @@ def test_the_chat_builds_the_form_re_asks_an_invalid_value_and_the_server_gets_t
         chat.expect(r"\[asking\] asks: Which day, for how many\?")
         chat.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
         chat.sendline("a")
-        chat.expect(r"Day of the booking \(string; required\): ")
+        chat.expect("Day of the booking")
+        chat.expect(r"date \(text; required\): ")
         chat.sendline("")
-        chat.expect("date is required")
+        chat.expect("date: a value is required")
         chat.sendline("saturday")
-        chat.expect(r"seats \(integer; default 2\): ")
+        chat.expect(r"seats \(a whole number; at least 1; default 2\): ")
         chat.sendline("0")
-        chat.expect("seats: 0 is less than the minimum of 1")
+        chat.expect("seats: must be at least 1")
         chat.sendline("3")
         chat.expect("booked saturday for 3")
         chat.expect("> ")
@@ -112,3 +113,24 @@ def test_server_log_lines_on_the_terminal_name_the_server_and_start_at_its_termi
     assert shown == ["[asking] warning: a warning message", "[asking] error: a error message"]
     log = (tmp_path / ".mcp-run" / "logs" / "asking.log").read_text()
     assert "debug [asking.levels]: a debug message" in log
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"action": "accept", "content": {"date": "sunday", "seats": "abc"}}, "seats"),
+    ({"action": "accept"}, "date"),
+])
+def test_the_json_lines_chat_answers_bad_form_content_with_an_error_naming_the_field_and_asks_again(
+        tmp_path: Path, bad: dict, field: str) -> None:
+    write_agent(tmp_path, legacy=True)
+    lines = [{"text": "asking__book"}, bad, {"action": "accept", "content": {"date": "sunday"}}]
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], cwd=tmp_path,
+                            input="".join(json.dumps(line) + "\n" for line in lines),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    [error] = [e for e in events if e["type"] == "error"]
+    assert error["message"].startswith(f"{field}: ")
+    assert "invalid literal" not in error["message"]
+    assert len([e for e in events if e["type"] == "elicitation"]) == 2
+    assert any(e["type"] == "tool_result" and e["text"] == "booked sunday for 2" for e in events)

@@ -82,6 +82,7 @@ async def test_a_one_shot_run_does_not_wait_and_tells_the_model_the_url(tmp_path
     assert of_type(events, "elicitation") == []
     [result] = of_type(events, "tool_result")
     assert result["status"] == "error" and "https://portal.example/connect" in result["text"]
+    assert "this run cannot ask the user" in result["text"] and "the user chose" not in result["text"]
 
 
 def test_a_url_required_error_is_not_sent_to_the_fallback() -> None:
@@ -101,3 +102,18 @@ def test_the_chat_shows_the_url_and_then_that_the_visit_is_complete(tmp_path: Pa
         chat.expect(r"\[asking\] the visit connect-1 is complete")
         chat.expect("connected after")
         chat.expect("> ")
+
+
+async def test_an_answer_to_one_url_visit_is_not_taken_for_a_different_url_on_the_retried_call(
+    tmp_path: Path,
+) -> None:
+    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+        [first] = of_type(await turn(runtime, "asking__steps"), "elicitation")
+        assert (first["url"], first["elicitation_id"]) == ("https://portal.example/step-1", "step-1")
+        events = await turn(runtime, Command(resume={"action": "accept", "elicitation_id": "step-1"}))
+        [second] = of_type(events, "elicitation")  # asked, not accepted with step-1's answer
+        assert (second["url"], second["elicitation_id"]) == ("https://portal.example/step-2", "step-2")
+        assert not of_type(events, "tool_result")
+        events = await turn(runtime, Command(resume={"action": "accept", "elicitation_id": "step-2"}))
+    [result] = of_type(events, "tool_result")
+    assert result["status"] == "success" and result["text"].startswith("through both steps")

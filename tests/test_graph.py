@@ -429,3 +429,10 @@ async def test_cancelling_a_turn_cancels_its_running_tool_calls() -> None:
         with pytest.raises(asyncio.CancelledError):
             await turn
     assert all(event.is_set() for event in cancelled)
+
+
+def test_the_max_steps_message_speaks_of_one_model_call_in_the_singular() -> None:
+    from runner.graph import _max_steps_message
+
+    assert "after 1 model call in this turn" in str(_max_steps_message(1).content)
+    assert "after 2 model calls in this turn" in str(_max_steps_message(2).content)

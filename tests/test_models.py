@@ -351,3 +351,15 @@ async def test_the_scripted_model_records_offered_tools_and_fails_clearly_when_u
 def test_turns_that_are_not_turns_are_rejected() -> None:
     with pytest.raises(ModelError):
         ScriptedChatModel([{"tool_calls": []}])
+
+
+@pytest.mark.parametrize("text", ["server__ad {}", "server__ad"])
+async def test_the_offline_model_says_a_requested_tool_is_unknown_and_names_the_near_one(text: str) -> None:
+    @tool
+    async def server__add(a: int) -> int:
+        """Add."""
+        return a
+
+    reply = await offline_reply(text, [server__add, get_weather])
+    assert reply.tool_calls == []
+    assert "There is no tool named 'server__ad' (did you mean 'server__add'?)" in reply.content

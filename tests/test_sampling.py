@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,33 @@ def test_the_chat_shows_what_the_server_asks_the_model_before_it_is_sent(tmp_pat
         chat.sendline("y")
         chat.expect("summary: cat story")
         chat.expect("> ")
+
+
+async def test_a_server_that_keeps_working_on_cancel_gets_its_pending_request_answered_and_is_not_hung(
+    tmp_path: Path,
+) -> None:
+    answers = tmp_path / "answers.jsonl"
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(
+        [{"tool_calls": [{"name": "stubborn__ask_model", "args": {}}]}, "hi", "done"]))
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({
+        "version": 1, "name": "sampling", "checkpointer": "memory",
+        "model": {"id": "scripted", "script": "script.yaml"},
+        "servers": {"stubborn": {"command": "python", "timeout": "20s", "sampling": "ask",
+                                 "args": [str(TESTS / "servers" / "stubborn_sampler.py"), str(answers)]}},
+    }))
+    async with load_agent(tmp_path / "agent.yaml") as runtime:
+        events = await turn(runtime, "ask the model")
+        assert [event["type"] for event in events if event["type"] == "sampling"] == ["sampling"]
+        events = await turn(runtime, Command(resume={"action": "approve"}))
+    assert tool_text(events) == "completed"
+    first = yaml.safe_load(answers.read_text().splitlines()[0])
+    assert "error" in first  # the request of the paused call was refused, not left unanswered
+
+
+def test_the_call_command_lets_the_model_answer_sampling_the_manifest_allows(tmp_path: Path) -> None:
+    write_agent(tmp_path, legacy=True, script=["cat story"], sampling="allow")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "call", "agent.yaml", "asking__summarize", '{"text": "a cat"}'],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert "summary: cat story" in result.stdout

@@ -99,3 +99,18 @@ def test_the_chat_shows_the_tools_a_sampling_request_offers_before_it_is_sent(tm
         chat.sendline("y")
         chat.expect("forecast: mild")
         chat.expect("> ")
+
+
+def test_the_sampling_request_shows_tool_calls_and_results_readably_without_null_fields() -> None:
+    import mcp_types as types
+
+    from runner.sampling import sampling_request
+
+    request = types.CreateMessageRequestParams(max_tokens=50, messages=[
+        types.SamplingMessage(role="assistant", content=[types.ToolUseContent(
+            type="tool_use", id="u1", name="weather", input={"city": "Paris"})]),
+        types.SamplingMessage(role="user", content=[types.ToolResultContent(
+            type="tool_result", tool_use_id="u1", content=[types.TextContent(type="text", text="sunny")])]),
+    ])
+    texts = [message["text"] for message in sampling_request("s", request)["messages"]]
+    assert texts == ['[tool call weather {"city": "Paris"}]', "[tool result: sunny]"]

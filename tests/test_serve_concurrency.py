@@ -101,7 +101,7 @@ async def test_past_the_running_and_queued_limits_a_request_is_told_the_agent_is
                 await ask("later", call_message("gates__note", text="later"))
     refused = results["refused"]
     assert refused.is_error
-    assert text_of(refused) == ("the agent is busy: 1 turns running and 1 waiting (limits 1 and 1); "
-                                "try again later")
+    assert text_of(refused) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run at once "
+                                "and 1 may wait); try again later")
     assert log.log == ["enter k", "open k", "leave k", "note queued", "note later"]
     assert not results["waiting"].is_error and not results["later"].is_error

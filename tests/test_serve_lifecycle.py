@@ -152,6 +152,24 @@ async def test_a_stateless_http_serve_answers_and_forwards_approvals_to_2026_cal
     assert log.log == ["note a"]
 
 
+async def test_a_stateless_serve_tells_a_2025_caller_with_elicitation_why_it_was_not_asked(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, approve=["note"])
+
+    async def approve(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("a stateless serve cannot send a question during the call")
+
+    with http_agent(manifest, "--stateless") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url, elicitation_callback=approve, mode="legacy") as client:
+                result = await client.call_tool("ask", {"message": call_message("gates__note", text="a")})
+    assert "served without sessions (--stateless)" in text_of(result)
+    assert "no elicitation" not in text_of(result)
+    assert log.log == []
+
+
 async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:

@@ -39,10 +39,14 @@ async def test_a_client_over_stdio_asks_continues_its_thread_and_reads_it_back(
             second = await client.call_tool("ask", {"message": call_message("gates__note", text="two"),
                                                     "thread": thread})
             assert second.structured_content["thread"] == thread
+            assert first.structured_content["new"] is True and second.structured_content["new"] is False
+            mistyped = await client.call_tool("ask", {"message": "hello", "thread": "nobody-here"})
+            assert mistyped.structured_content["new"] is True
+            assert mistyped.structured_content["thread"] == "nobody-here"
             assert log.log == ["note one", "note two"]
 
             listed = (await client.list_resources()).resources
-            assert [resource.uri for resource in listed] == [f"mcp-run://threads/{thread}"]
+            assert f"mcp-run://threads/{thread}" in [resource.uri for resource in listed]
             read = await client.read_resource(f"mcp-run://threads/{thread}")
             history = json.loads(read.contents[0].text)
             assert history["thread"] == thread
@@ -52,8 +56,9 @@ async def test_a_client_over_stdio_asks_continues_its_thread_and_reads_it_back(
             templates = (await client.list_resource_templates()).resource_templates
             assert [template.uri_template for template in templates] == ["mcp-run://threads/{thread}"]
             with pytest.raises(MCPError) as unknown:
-                await client.read_resource("mcp-run://threads/nobody-here")
+                await client.read_resource("mcp-run://threads/nobody-there")
             assert unknown.value.code == -32002
+            assert "an ask with this thread id starts it, and says new: true" in unknown.value.message
 
 
 async def test_a_client_over_http_receives_the_turns_tool_calls_and_tokens_as_progress(
@@ -96,9 +101,11 @@ BAD_REQUESTS = [
     ({"message": ""}, "message is empty"),
     ({"message": "   "}, "message is empty"),
     ({"message": 42}, "message must be a string, got int"),
-    ({}, "message must be a string, got nothing"),
+    ({}, "message is missing"),
     ({"message": "hi", "thread": "no spaces allowed"}, "invalid thread id"),
-    ({"message": "hi", "thread": 7}, "invalid thread id"),
+    ({"message": "hi", "thread": 7}, "thread must be a string (the thread id of an earlier answer), got int"),
+    ({"message": None}, "message must be a string, got null"),
+    ({"thread": "t1"}, "message is missing"),
     ({"message": "hi", "colour": "red"}, "unknown argument colour"),
 ]
 

@@ -64,9 +64,12 @@ async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None
             group.start_soon(hold, "a")
             group.start_soon(hold, "b")
             await anyio.wait_all_tasks_blocked()
-            with pytest.raises(BusyError, match="1 turns running and 1 waiting"):
+            assert scheduler.running == 1 and scheduler.waiting == 1
+            with pytest.raises(BusyError) as refused:
                 async with scheduler.turn("c"):
                     pass
+            assert str(refused.value) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run "
+                                          "at once and 1 may wait); try again later")
             release.set()
     async with scheduler.turn("c"):  # free again once they are done
         assert scheduler.running == 1
@@ -83,6 +86,13 @@ def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:
     assert resume_value(APPROVAL, types.ElicitResult(action="cancel")) == {
         "action": "deny", "reason": "the caller's user chose cancel"}
     assert refusal(APPROVAL)["action"] == "deny"
+
+
+def test_an_accepted_approval_without_a_yes_or_no_is_denied_as_an_invalid_answer() -> None:
+    for content, given in (({}, "nothing"), ({"approve": "yes"}, '"yes"')):
+        answer = types.ElicitResult(action="accept", content=content)
+        assert resume_value(APPROVAL, answer) == {
+            "action": "deny", "reason": f"the caller's answer was invalid: 'approve' must be true or false, got {given}"}
 
 
 def test_a_servers_question_keeps_its_form_or_url_and_its_answer() -> None:

@@ -129,6 +129,7 @@ async def test_a_question_the_task_asks_while_input_is_required_is_answered_thro
         events = await turn(runtime, Command(resume={"action": "accept", "content": {"colour": "red"}}))
     [result] = of_type(events, "tool_result")
     assert result["text"] == 'clarified: accept {"colour": "red"}'
+    assert [event["status"] for event in of_type(events, "task")][-1] == "completed"
 
 
 @pytest.mark.parametrize(("setting", "expected"), [("auto", "ran as a plain call"),

@@ -21,6 +21,7 @@ from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr,
 from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
+from runner.loading import load_manifest
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
@@ -107,7 +108,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         _invalid("ARGUMENTS must be a JSON object")
 
     async def call_tool() -> tuple[str, str | None] | str:
-        async with load_agent(file, model=False, interactive=False) as runtime:
+        # `sampling: allow` needs no one's approval, only the model: it is started for them.
+        samples = any(getattr(spec, "sampling", None) == "allow"
+                      for spec in load_manifest(file).manifest.servers.values())
+        async with load_agent(file, model=samples, interactive=False) as runtime:
             catalog = runtime.catalog
             if name not in catalog.entries and (down := _down_server(runtime, name)):
                 stderr.print(down, markup=False, style="red")

@@ -39,8 +39,7 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, ModelError, Problem
-from runner.manifest import OFFLINE_ID, SCRIPTED_ID
-from runner.tools.suggest import unknown_tool_text
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID, did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -173,10 +172,13 @@ def _parse_call_request(
         text = text.removeprefix("/call").strip()
     name, _, rest = text.partition(" ")
     rest = rest.strip()
-    if not explicit and (name not in tools or (rest and not rest.startswith("{"))):
+    # A server__tool name with JSON (or nothing) after it is a call request even when unknown.
+    looks_like_call = name in tools or ("__" in name and (not rest or rest.startswith("{")))
+    if not explicit and (not looks_like_call or (rest and not rest.startswith("{"))):
         return None
     if name not in tools:
-        return unknown_tool_text(name, tools)
+        available = ", ".join(sorted(tools)) or "none"
+        return f"There is no tool named '{name}'{did_you_mean(name, list(tools))}. Available tools: {available}."
     if not rest:
         missing = _required_args(tools[name])
         if missing:

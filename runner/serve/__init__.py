@@ -83,7 +83,8 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
     try:
         async with load_agent(path) as runtime:
             service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
-                                                          max_queued=options.max_queued))
+                                                          max_queued=options.max_queued),
+                                   stateless=options.stateless)
             async with anyio.create_task_group() as group:
                 if options.watch:
                     watching = anyio.Event()

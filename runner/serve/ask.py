@@ -30,8 +30,22 @@ from runner import telemetry
 from runner.errors import AskError, RunnerError
 from runner.graph import MAX_STEPS_REASON
 from runner.runtime import Runtime
-from runner.serve.conversations import THREAD_PATTERN, TurnScheduler, checked_thread_id
-from runner.serve.questions import can_elicit, elicitation_request, question_key, refusal, resume_value
+from runner.serve.conversations import (
+    THREAD_PATTERN,
+    TurnScheduler,
+    checked_thread_id,
+    conversation_store,
+    thread_messages,
+)
+from runner.serve.questions import (
+    NOT_ASKED,
+    STATELESS_NOT_ASKED,
+    can_elicit,
+    elicitation_request,
+    question_key,
+    refusal,
+    resume_value,
+)
 from runner.turns import stream_turn
 
 ASK_TOOL = "ask"
@@ -52,8 +66,14 @@ ASK_INPUT_SCHEMA: dict[str, Any] = {
 }
 ASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"answer": {"type": "string"}, "thread": {"type": "string"}},
-    "required": ["answer", "thread"],
+    "properties": {
+        "answer": {"type": "string"},
+        "thread": {"type": "string"},
+        "new": {"type": "boolean",
+                "description": "True when this call started the thread: no thread id was given, or the "
+                               "one given had no messages yet (a mistyped id starts a new conversation)."},
+    },
+    "required": ["answer", "thread", "new"],
 }
 
 
@@ -80,14 +100,22 @@ def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
     unknown = sorted(set(arguments) - {"message", "thread"})
     if unknown:
         raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
-    message = arguments.get("message")
+    if "message" not in arguments:
+        raise AskError("message is missing: say something to the agent")
+    message = arguments["message"]
     if not isinstance(message, str):
-        given = "nothing" if message is None else type(message).__name__
-        raise AskError(f"message must be a string, got {given}")
+        raise AskError(f"message must be a string, got {_json_type(message)}")
     if not message.strip():
         raise AskError("message is empty: say something to the agent")
     thread = arguments.get("thread")
+    if thread is not None and not isinstance(thread, str):
+        raise AskError(f"thread must be a string (the thread id of an earlier answer), got {_json_type(thread)}")
     return AskRequest(message, None if thread is None else checked_thread_id(thread))
+
+
+def _json_type(value: Any) -> str:
+    """What the caller sent instead of a string: ``null``, or the type's name (int, list, ...)."""
+    return "null" if value is None else type(value).__name__
 
 
 def error_result(message: str) -> types.CallToolResult:
@@ -136,19 +164,25 @@ def _read_state_token(token: str | None) -> tuple[str, str]:
 class AskHandler:
     """Runs ``ask`` calls over one runtime, through one scheduler."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False) -> None:
         self.runtime = runtime
         self.scheduler = scheduler
+        self.stateless = stateless  # no session: a question cannot be sent during the call
 
     async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                        ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             request = parse_ask(params.arguments)
-            if params.input_responses or params.request_state:
-                thread, message = await self._answered(params)
-            else:
-                thread, message = request.thread or uuid.uuid4().hex, request.message
-            return await self._turn(ctx, thread, message)
+            with conversation_store():
+                if params.input_responses or params.request_state:
+                    thread, message = await self._answered(params)
+                    new = False
+                elif request.thread is None:
+                    thread, message, new = uuid.uuid4().hex, request.message, True
+                else:
+                    thread, message = request.thread, request.message
+                    new = await thread_messages(self.runtime, thread) is None
+                return await self._turn(ctx, thread, message, new=new)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 
@@ -171,7 +205,7 @@ class AskHandler:
                 return thread, Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
 
-    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command
+    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool
                     ) -> types.CallToolResult | types.InputRequiredResult:
         progress = _Progress(ctx)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
@@ -187,11 +221,14 @@ class AskHandler:
                         await progress.event(event)
                 if pending is None:
                     break
-                if not can_elicit(ctx.session.client_capabilities, pending):
-                    action = refusal(pending)["action"]
-                    await progress.note(f"{pending['type']} answered for the caller: {action}")
-                    message = Command(resume=refusal(pending))
-                elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+                sessionless = self.stateless and not modern
+                if sessionless or not can_elicit(ctx.session.client_capabilities, pending):
+                    why = STATELESS_NOT_ASKED if sessionless else NOT_ASKED
+                    answer = refusal(pending, why)
+                    await progress.note(f"{pending['type']} answered for the caller: {answer['action']} ({why})")
+                    message = Command(resume=answer)
+                elif modern:
                     return types.InputRequiredResult(
                         input_requests={QUESTION_KEY: elicitation_request(pending)},
                         request_state=_state_token(thread, question_key(pending)))
@@ -202,7 +239,7 @@ class AskHandler:
         answer = final["text"]
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=answer)],
-            structured_content={"answer": answer, "thread": thread},
+            structured_content={"answer": answer, "thread": thread, "new": new},
             is_error=final.get("reason") == MAX_STEPS_REASON,
         )
 

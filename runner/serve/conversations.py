@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,8 @@ import anyio
 import mcp_types as types
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from runner.errors import AskError, BusyError
+from runner.errors import AskError, BusyError, CheckpointerError
+from runner.postgres import store_failures
 from runner.runtime import Runtime
 
 THREAD_SCHEME = "mcp-run://threads/"
@@ -44,6 +46,21 @@ def checked_thread_id(value: Any) -> str:
             "'_', '.', ':' or '-', starting with a letter or digit (the thread an earlier answer named)"
         )
     return value
+
+
+STORE_UNREACHABLE = "the conversation store is unreachable"
+
+
+@contextmanager
+def conversation_store() -> Iterator[None]:
+    """The checkpointer's own failures (its database is down, a file is unreadable) as
+    CheckpointerError: the caller hears that the store is unreachable, and why (psycopg and sqlite
+    name host, port and user, never the password)."""
+    try:
+        yield
+    except (sqlite3.Error, *store_failures()) as exc:
+        raise CheckpointerError(f"{STORE_UNREACHABLE}: {str(exc).strip() or type(exc).__name__}; "
+                                "try again when it is back") from exc
 
 
 def thread_uri(thread_id: str) -> str:
@@ -133,21 +150,24 @@ class TurnScheduler:
         self._slots = anyio.CapacityLimiter(max_turns)
         self._threads: dict[str, _ThreadLine] = {}
         self._admitted = 0
+        self._running = 0
 
     @property
     def running(self) -> int:
-        return self._slots.borrowed_tokens
+        """Turns inside their block (holding their thread and a slot)."""
+        return self._running
 
     @property
     def waiting(self) -> int:
-        return self._admitted - self.running
+        """Admitted turns waiting for their thread or for a slot."""
+        return self._admitted - self._running
 
     @asynccontextmanager
     async def turn(self, thread_id: str, *, waiting: Waiting | None = None) -> AsyncIterator[None]:
         if self._admitted >= self.max_turns + self.max_queued:
             raise BusyError(
-                f"the agent is busy: {self.running} turns running and {self.waiting} waiting "
-                f"(limits {self.max_turns} and {self.max_queued}); try again later"
+                f"the agent is busy: {_count(self.running, 'turn')} running and {self.waiting} waiting "
+                f"(at most {self.max_turns} run at once and {self.max_queued} may wait); try again later"
             )
         self._admitted += 1
         line = self._threads.setdefault(thread_id, _ThreadLine(anyio.Lock()))
@@ -158,9 +178,17 @@ class TurnScheduler:
                           else f"all {self.max_turns} turn slots are taken")
                 await waiting(f"queued: {reason}")
             async with line.lock, self._slots:
-                yield
+                self._running += 1
+                try:
+                    yield
+                finally:
+                    self._running -= 1
         finally:
             self._admitted -= 1
             line.wanted -= 1
             if line.wanted == 0:
                 del self._threads[thread_id]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

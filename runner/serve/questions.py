@@ -19,6 +19,11 @@ import mcp_types as types
 APPROVE_FIELD = "approve"
 REASON_FIELD = "reason"
 NOT_ASKED = "the caller cannot answer questions (its MCP client has no elicitation)"
+STATELESS_NOT_ASKED = (
+    "the agent is served without sessions (--stateless), so it cannot ask the caller questions in "
+    "the middle of a call on protocol 2025-11-25 (serve with sessions, or call on 2026-07-28, "
+    "where a question comes back as an input request)"
+)
 
 _DECISION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -68,11 +73,16 @@ def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str,
     kind = event["type"]
     if kind in ("approval", "sampling"):
         content = answer.content or {}
-        allowed = answer.action == "accept" and content.get(APPROVE_FIELD) is True
+        decision = content.get(APPROVE_FIELD)
+        allowed = answer.action == "accept" and decision is True
         if kind == "sampling":
             return {"action": "approve" if allowed else "deny"}
         if allowed:
             return {"action": "approve"}
+        if answer.action == "accept" and not isinstance(decision, bool):
+            given = "nothing" if decision is None else json.dumps(decision)[:80]
+            return {"action": "deny", "reason": f"the caller's answer was invalid: '{APPROVE_FIELD}' must be "
+                                                f"true or false, got {given}"}
         reason = content.get(REASON_FIELD) if answer.action == "accept" else None
         return {"action": "deny", "reason": str(reason or f"the caller's user chose {answer.action}")}
     if answer.action == "accept" and event.get("mode") != "url":
@@ -80,10 +90,11 @@ def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str,
     return {"action": answer.action}
 
 
-def refusal(event: dict[str, Any]) -> dict[str, Any]:
-    """The non-interactive answer: approvals and completions denied, questions declined."""
+def refusal(event: dict[str, Any], why: str = NOT_ASKED) -> dict[str, Any]:
+    """The non-interactive answer: approvals and completions denied, questions declined; ``why``
+    says why nobody was asked."""
     if event["type"] == "approval":
-        return {"action": "deny", "reason": f"not approved: {NOT_ASKED}"}
+        return {"action": "deny", "reason": f"not approved: {why}"}
     if event["type"] == "sampling":
         return {"action": "deny"}
     return {"action": "decline"}

@@ -22,6 +22,7 @@ from runner.runtime import Runtime
 from runner.serve.ask import ASK_TOOL, AskHandler, ask_tool, error_result
 from runner.serve.conversations import (
     TurnScheduler,
+    conversation_store,
     listed_threads,
     thread_messages,
     thread_of,
@@ -42,10 +43,11 @@ def _package_version() -> str:
 class AgentService:
     """One agent served to every caller: ``service.server`` is handed to a transport."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None, *,
+                 stateless: bool = False) -> None:
         self.runtime = runtime
         self.scheduler = scheduler or TurnScheduler()
-        self.ask = AskHandler(runtime, self.scheduler)
+        self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
         manifest = runtime.manifest
         self.server: Server[Any] = Server(
             manifest.name,
@@ -101,7 +103,11 @@ class AgentService:
     # ------------------------------------------------------------------ resources
 
     async def _list_resources(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-        threads = await listed_threads(self.runtime)
+        try:
+            with conversation_store():
+                threads = await listed_threads(self.runtime)
+        except RunnerError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         return types.ListResourcesResult(resources=[thread_resource(thread) for thread in threads])
 
     async def _list_resource_templates(self, ctx: ServerRequestContext[Any], params: Any
@@ -115,9 +121,14 @@ class AgentService:
             thread = thread_of(uri)
         except ServeError as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from exc
-        messages = await thread_messages(self.runtime, thread)
+        try:
+            with conversation_store():
+                messages = await thread_messages(self.runtime, thread)
+        except RunnerError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         if messages is None:
-            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages")
+            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages (an ask with this "
+                                               "thread id starts it, and says new: true)")
         text = json.dumps({"thread": thread, "messages": messages}, default=str)
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])

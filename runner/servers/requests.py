@@ -103,6 +103,14 @@ def declined(reason: str = "") -> types.ElicitResult:
     return types.ElicitResult(action="decline", meta={"reason": reason} if reason else None)
 
 
+def _why_not_visited(answer: object, *, asked: bool) -> str:
+    if not asked:
+        return "the server's elicitation is set to decline"
+    if not isinstance(answer, types.ElicitResult) or (answer.meta or {}).get("reason"):
+        return "this run cannot ask the user"  # refused by the runner: nobody was asked
+    return f"the user chose {answer.action}"
+
+
 def with_defaults(schema: dict[str, Any] | None, content: dict[str, Any] | None) -> dict[str, Any]:
     """``content`` completed with the defaults ``schema`` gives for the fields it leaves out."""
     completed = dict(content or {})
@@ -215,10 +223,9 @@ class ServerRequests:
             asker = ask if self.spec.elicitation == "ask" else None
             answer = await asker(self.key, request) if asker is not None else declined()
             if not isinstance(answer, types.ElicitResult) or answer.action != "accept":
-                action = answer.action if isinstance(answer, types.ElicitResult) else "decline"
                 raise ServerRequestError(
                     self.key, f"the server needs the user to visit {request.url} ({request.message}); "
-                    f"the user chose {action}", code=error.code,
+                    f"{_why_not_visited(answer, asked=asker is not None)}", code=error.code,
                 )
             completion = self._completion(request.elicitation_id)
             with self.asking(None, events), anyio.move_on_after(timeout):

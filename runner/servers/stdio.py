@@ -41,6 +41,7 @@ from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
 from runner.servers.environment import redacted
 from runner.servers.isolation import Launch, prepare_launch, remove_container
+from runner.servers.parentage import open_child_process
 from runner.servers.translation import Boundary, translated
 
 logger = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ class StdioProcess:
             # failing while this one spawns), asyncio kills the child but leaves it unreaped, and
             # its child watcher then warns "Loop ... that handles pid N is closed" at exit.
             with anyio.CancelScope(shield=True):
-                return await anyio.open_process(
+                return await open_child_process(
                     self.launch.command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,

@@ -177,6 +177,8 @@ class TaskRun:
             # Blocks until the task ends; the server's questions for it arrive meanwhile.
             results.append(await self._request("tasks/result", types.CallToolResult, deadline))
             group.cancel_scope.cancel()
+        if self.task.status not in TERMINAL:  # the result came while input was required: its end
+            self._report(await self._request("tasks/get", types.GetTaskResult, deadline))
         return results[0]
 
     async def _request(self, method: str, result_type: type[Any], deadline: float) -> Any:

@@ -4,7 +4,8 @@ The server's question arrives in the SDK's task (2025-11-25) or in the call's ow
 the answer must come from the task that runs the tool, because that is where LangGraph's
 ``interrupt()`` works. ``call_answering`` relays each question to the tool's task and the answer
 back. An ``Answer`` either returns the user's answer, or raises (``GraphInterrupt``: the graph
-pauses, the call is cancelled on the server, and the tool runs again on resume, when the same
+pauses: the pending question is refused (so a server that keeps working on cancel is not left
+waiting), the call is cancelled on the server, and the tool runs again on resume, when the same
 question gets the saved answer). Without an ``Answer`` every question is declined at once and
 the declines are reported, so the result can tell the model why the server got no input.
 """
@@ -82,7 +83,8 @@ async def call_answering(
             try:
                 outcome.append(await call(ask))
             except Exception as exc:  # re-raised below, outside the group, unwrapped
-                failure = exc
+                # A pause came first: the call only failed from the refusal sent to the server.
+                failure = failure or exc
             tg.cancel_scope.cancel()
 
         tg.start_soon(run)
@@ -92,9 +94,19 @@ async def call_answering(
                     question.answer = await answer(question.server, question.request)
                 except Exception as exc:  # the graph pauses (or the answer was invalid): stop the call
                     failure = exc
+                    # The server's request is answered before the call is cancelled: a server
+                    # that keeps working on cancel would otherwise wait for it forever.
+                    question.answer = _refusal(question.request)
+                    question.answered.set()
                     tg.cancel_scope.cancel()
                     break
                 question.answered.set()
     if failure is not None:
         raise failure
     return outcome[0], answered
+
+
+def _refusal(request: Question) -> Reply:
+    if isinstance(request, types.CreateMessageRequestParams):
+        return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused: the call was paused")
+    return types.ElicitResult(action="cancel")

@@ -112,6 +112,25 @@ def build(name: str = "asking") -> MCPServer:
             )])
         return f"connected after {len(portal_calls)} calls"
 
+    steps_calls: list[int] = []
+
+    async def complete_later(session: Any, elicitation_id: str) -> None:
+        await anyio.sleep(0.1)
+        await session.send_elicit_complete(elicitation_id)
+
+    @server.tool()
+    async def steps(ctx: Context) -> str:
+        """Needs two URL visits, one per call: step-1, then step-2 (error -32042, 2025-11-25)."""
+        steps_calls.append(1)
+        if len(steps_calls) <= 2:
+            step = f"step-{len(steps_calls)}"
+            session = ctx.request_context.session
+            asyncio.get_running_loop().create_task(complete_later(session, step))
+            raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
+                message=f"Go through {step}", url=f"https://portal.example/{step}", elicitation_id=step,
+            )])
+        return f"through both steps after {len(steps_calls)} calls"
+
     @server.tool()
     async def roots(ctx: Context) -> Any:
         """The client's roots, one URI a line."""
