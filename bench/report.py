@@ -26,6 +26,8 @@ def describe(key: str, metrics: Metrics) -> str:
         return f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
     if key == "calls_per_s":
         return f"{metrics['calls_per_s']:,.0f} calls/s"
+    if key == "turns_per_s":  # rows 7b, 7c: each call is a whole served turn
+        return f"{metrics['turns_per_s']:,.0f} turns/s"
     if key == "overhead_ms":
         return (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
                 f"tool call p50 {metrics['tool_p50_ms']:,.1f})")

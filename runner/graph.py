@@ -44,6 +44,7 @@ from runner.errors import RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 from runner.sampling import counted, metered, sampling_calls
 from runner.tools.search import ToolSearch, remember_found
+from runner.tools.suggest import unknown_tool_text
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +264,8 @@ def build_graph(
                 if answered is not None:
                     return {"messages": [counted(answered, budget)]}
             available = {tool.name: tool for tool in tools_provider()}
-            return {"messages": [counted(await _execute(call, available, config), budget)]}
+            searching = tool_search is not None and tool_search.active()
+            return {"messages": [counted(await _execute(call, available, config, searching), budget)]}
 
     def route_after_model(state: AgentState) -> str:
         last = state["messages"][-1]
@@ -339,16 +341,13 @@ def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
 
 
 async def _execute(
-    call: dict[str, Any], available: dict[str, BaseTool], config: RunnableConfig
+    call: dict[str, Any], available: dict[str, BaseTool], config: RunnableConfig, searching: bool = False
 ) -> ToolMessage:
     """Run one tool call; failures the model should hear about become error results."""
     tool = available.get(call["name"])
     if tool is None:
         logger.info("the model called %r, which is not (or no longer) available", call["name"])
-        names = ", ".join(sorted(available)) or "none"
-        return _error_message(
-            call, f"There is no tool named '{call['name']}' (any more). Available tools: {names}."
-        )
+        return _error_message(call, unknown_tool_text(call["name"], available, searching=searching))
     result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
     if isinstance(result, ToolMessage):
         return result

@@ -14,7 +14,10 @@ import math
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -122,3 +125,79 @@ def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_st
         server.terminate()
         _, errors = server.communicate(timeout=30)
     assert "ClientDisconnect" not in errors and "Traceback" not in errors, errors
+
+
+async def test_row_7c_is_skipped_with_the_reason_when_its_packages_are_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.util
+
+    from bench import scaleout
+    from bench.harness import PRESETS
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "psycopg" else real(name, *rest))
+    with anyio.fail_after(10):
+        async with scaleout.scale_out_suite(PRESETS["smoke"], tmp_path) as cases:
+            assert cases == []
+    assert "row 7c skipped: psycopg not installed (pip install -e '.[test,postgres]')" in caplog.text
+
+
+async def test_the_database_row_7c_started_is_stopped_when_the_run_is_cancelled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bench import scaleout
+    from bench.harness import PRESETS
+
+    stopped: list[object] = []
+    started = anyio.Event()
+
+    class Services:
+        ServiceUnavailable = RuntimeError
+
+        @staticmethod
+        def start_postgres() -> "Services":
+            return Services()
+
+        def create_database(self) -> str:
+            return "postgresql://unused"
+
+        @staticmethod
+        def stop_postgres(database: object) -> None:
+            stopped.append(database)
+
+    @asynccontextmanager
+    async def served_agent(*args: object) -> AsyncIterator[str]:
+        started.set()
+        await anyio.sleep_forever()  # the run is cancelled while an instance starts
+        yield ""
+
+    monkeypatch.setattr(scaleout, "_services", lambda: Services)
+    monkeypatch.setattr(scaleout, "served_agent", served_agent)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            async def run() -> None:
+                async with scaleout.scale_out_suite(PRESETS["smoke"], tmp_path):
+                    pass
+
+            group.start_soon(run)
+            await started.wait()
+            group.cancel_scope.cancel()
+    assert len(stopped) == 1
+
+
+def test_goals_name_the_sizes_measured_and_row_7c_has_its_goal_at_c32() -> None:
+    from bench import scale, scaleout
+    from bench.harness import PRESETS
+    from bench.report import describe
+
+    smoke = PRESETS["smoke"]
+    assert scale.list_goal(smoke).text.startswith(f"{smoke.many_tools:,} tools listed")
+    assert all(goal.text.startswith(f"{smoke.wide_servers} x {smoke.wide_tools} tools:")
+               for goal in scale.wide_goals(smoke))
+    clients: dict[str, Any] = {scaleout.ONE: None, scaleout.TWO: None}
+    goals = {case.row: case.goals for case in scaleout._cases(smoke, clients, 32) + scaleout._cases(smoke, clients, 8)}
+    assert goals[scaleout.row(32)] == (scaleout.SCALE_OUT_GOAL,) and goals[scaleout.row(8)] == ()
+    assert (scaleout.SCALE_OUT_GOAL.limit, scaleout.SCALE_OUT_GOAL.better) == (1.5, "higher")
+    assert describe("turns_per_s", {"turns_per_s": 42.0}) == "42 turns/s"

@@ -3,6 +3,10 @@ many tools (tests/servers/toolbox.py), a scripted model that records what each r
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from runner.manifest import ModelSpec
 from runner.models import ModelChain, ScriptedChatModel
 from runner.runtime import GenerationAdapter, Runtime, load_agent
 from runner.tools.search import SEARCH_TOOL, definition_bytes
+from runner.tools.suggest import unknown_tool_line, unknown_tool_text
 from servers.loopback import serve_app
 from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
 
@@ -316,3 +321,84 @@ async def test_auto_never_searches_for_the_offline_model_which_calls_the_tools_n
     async with load_agent(path) as runtime:
         state = await turn(runtime, f'payments__{NEEDLE} {{"amount": 100, "source": "EUR", "target": "USD"}}')
     assert results(state)[0].text == "100 EUR = 125.00 USD"
+
+
+async def test_an_unknown_tool_is_answered_with_close_names_and_search_not_the_whole_catalog(
+    tmp_path: Path, small_url: str
+) -> None:
+    wrong = {"tool_calls": [{"name": "payments__get_acount", "args": {}}]}
+    model = ScriptedChatModel([wrong, "sorry"])
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "account")
+    [answer] = results(state)
+    assert answer.status == "error"
+    assert answer.text.startswith("There is no tool named 'payments__get_acount'. Did you mean 'payments__get_account'")
+    assert answer.text.endswith(f"{2 * SMALL_TOOLS + 1} tools available; use search_tools to find one by what it does.")
+    assert "weather__" not in answer.text and len(answer.text) < 400
+
+
+def test_an_unknown_name_lists_a_few_close_names_and_a_count_never_thousands() -> None:
+    names = [f"big__tool_{number:04}" for number in range(2000)]
+    text = unknown_tool_text("big__tool_12345", names)
+    assert text.count("big__tool_") <= 1 + 5 and text.endswith("2000 tools available.")
+    assert unknown_tool_text("echo", ["demo__echo", "demo__add"]) == (
+        "There is no tool named 'echo'. Available tools: demo__add, demo__echo.")
+    line = unknown_tool_line("tool_0001", names)
+    assert "'big__tool_0001'" in line and line.endswith("2000 tools, `mcp-run tools FILE` lists them")
+    assert len(line) < 300
+    assert "offered to the model only" in unknown_tool_line(SEARCH_TOOL, names)
+
+
+async def test_search_tools_is_an_unknown_tool_when_search_is_off(tmp_path: Path, small_url: str) -> None:
+    model = ScriptedChatModel([search_call("convert money"), "ok"])
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="off")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "convert")
+    [answer] = results(state)
+    assert answer.status == "error" and answer.text.startswith(f"There is no tool named '{SEARCH_TOOL}'.")
+    assert state.get("found_tools", []) == []
+
+
+async def test_a_search_that_finds_one_tool_says_one_tool(tmp_path: Path, small_url: str) -> None:
+    model = ScriptedChatModel([search_call("convert money into another currency", limit=1), "ok"])
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "convert")
+    [found] = results(state)
+    assert found.text.startswith(f"Found 1 tool; call it from your next step:\n- payments__{NEEDLE}: ")
+
+
+async def test_a_tool_the_filters_remove_cannot_be_called_by_name_and_a_pin_on_it_is_warned(
+    tmp_path: Path, small_url: str
+) -> None:
+    removed = {"tool_calls": [{"name": "weather__get_alert", "args": {}}]}
+    model = ScriptedChatModel([removed, "ok"])
+    filters = {"tools": {"except": ["get_alert"], "pin": ["get_alert", "list_alert"]}}
+    path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS, weather=filters), search="on")
+    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+        state = await turn(runtime, "alert")
+        warnings = runtime.catalog.warnings
+    [answer] = results(state)
+    assert answer.status == "error" and answer.text.startswith("There is no tool named 'weather__get_alert'.")
+    assert "weather__get_alert" not in model.calls[0] and "weather__list_alert" in model.calls[0]
+    assert "servers.weather.tools.pin.0: 'get_alert' pins only tools that tools.except removes" in warnings
+    assert not any("pin.1" in warning for warning in warnings)
+
+
+def test_the_tools_command_marks_what_the_model_starts_with_when_search_is_on(
+    tmp_path: Path, small_url: str
+) -> None:
+    servers = toolbox_servers(small_url, SMALL_DOMAINS, weather={"tools": {"pin": ["get_alert"]}})
+    path = agent(tmp_path, servers, search="on")
+    command = [str(Path(sys.executable).parent / "mcp-run"), "tools", str(path)]
+    env = {**os.environ, "COLUMNS": "200"}
+    listed = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+    assert "* weather__get_alert" in listed and "* payments__" not in listed
+    assert "tool search is on: the model is offered search_tools and the 1 marked *" in listed
+    rows = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60,
+                                     env=env, check=True).stdout)
+    assert [row["name"] for row in rows if row["offered"]] == ["weather__get_alert"]
+    off = subprocess.run([*command[:2], str(agent(tmp_path, servers, search="off"))], capture_output=True,
+                         text=True, timeout=60, env=env, check=True).stdout
+    assert "tool search" not in off and "* " not in off

@@ -161,8 +161,8 @@ async def test_an_unknown_tool_error_names_the_servers_that_are_down_and_why(tmp
         with pytest.raises(ToolError) as raised:
             await catalog.call("flaky__echo", {"text": "hi"})
     message = str(raised.value)
-    assert "unknown tool 'flaky__echo'; available: demo__echo" in message
-    assert "server 'flaky' is down (failed: flaky: command not found: 'mcp-run-no-such-command')" in message
+    assert "There is no tool named 'flaky__echo'. Available tools: demo__echo." in message
+    assert "Server 'flaky' is down (failed: flaky: command not found: 'mcp-run-no-such-command')" in message
 
 
 async def test_a_fallback_chain_is_followed_in_order(tmp_path: Path) -> None:

@@ -243,9 +243,11 @@ def test_filter_entries_that_match_nothing_are_reported_with_a_suggestion() -> N
         ("only", 2),
         ("approve", 0),
         ("pin", 1),
+        ("pin", 0),  # get_time exists, but tools.only keeps it out
         ("rename", "convert_tim"),
     ]
     messages = dict(problems)
+    assert messages[("pin", 0)] == "'get_time' pins only tools that tools.only removes"
     assert "did you mean 'get_time'" in messages[("only", 0)]
     assert "did you mean" not in messages[("only", 2)]
     assert "did you mean 'convert_time'" in messages[("rename", "convert_tim")]

@@ -38,6 +38,7 @@ from runner.manifest import CHAT_COMMANDS, did_you_mean
 from runner.reload import reload_runtime, watch_and_reload
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
+from runner.tools.suggest import unknown_tool_line
 from runner.turns import stream_turn
 
 
@@ -390,8 +391,7 @@ async def _call(session: ChatSession, line: str) -> None:
         session.error('usage: /call NAME {"arg": value}; /tools lists the tools')
         return
     if name not in catalog.entries:
-        available = ", ".join(sorted(catalog.entries)) or "none"
-        session.error(f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}")
+        session.error(unknown_tool_line(name, catalog.entries))
         return
     try:
         args = json.loads(raw.strip() or "{}")

@@ -18,13 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
-from runner.cli.rows import first_line, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
 from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
 from runner.loading import load_manifest
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
+from runner.tools.suggest import unknown_tool_line
 
 
 def _run(function: Any, *args: Any) -> Any:
@@ -63,11 +64,29 @@ def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @reports_errors
 def tools(file: str, as_json: bool) -> None:
-    """List the tools the model sees: generated name, server, original name, description."""
+    """List the tools the agent can call: generated name, server, original name, description.
 
-    _print_listing(file, tool_rows, as_json, ("name", "server", "original", "description"), lambda row: (
-        row["name"], row["server"] or "local", row["original"],
-        first_line(row["description"]) + (" (approval)" if row["approval"] else "")), "tool")
+    With tool search on, the model starts with search_tools and the tools marked * (pinned, local).
+    """
+
+    searching: list[bool] = []
+
+    def rows_of(runtime: Runtime) -> list[dict[str, Any]]:
+        offered = offered_at_start(runtime)
+        searching.append(offered is not None)
+        return [{**row, "offered": offered is None or row["name"] in offered} for row in tool_rows(runtime)]
+
+    def note(rows: list[dict[str, Any]]) -> str | None:
+        if not any(searching):
+            return None
+        start = sum(row["offered"] for row in rows)
+        return (f"tool search is on: the model is offered search_tools and the {start} marked *; "
+                "it finds the others by searching")
+
+    _print_listing(file, rows_of, as_json, ("name", "server", "original", "description"), lambda row: (
+        ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
+        row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
+        "tool", note)
 
 
 @main.command()
@@ -98,8 +117,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 stderr.print(down, markup=False, style="red")
                 raise SystemExit(EXIT_FAILURE)
             if name not in catalog.entries:
-                available = ", ".join(sorted(catalog.entries)) or "none"
-                return f"unknown tool '{name}'{did_you_mean(name, list(catalog.entries))}; tools: {available}"
+                return unknown_tool_line(name, catalog.entries)
             answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
@@ -163,6 +181,7 @@ def _print_listing(
     headers: tuple[str, ...],
     cells: Callable[[dict[str, Any]], tuple[str, ...]],
     noun: str,
+    note: Callable[[list[dict[str, Any]]], str | None] = lambda rows: None,
 ) -> None:
     """A listing of the agent started without its model: JSON, or a table and a count."""
 
@@ -176,6 +195,8 @@ def _print_listing(
         return
     print_table(headers, [cells(row) for row in rows])
     stdout.print(f"{len(rows)} {noun}{'s' if len(rows) != 1 else ''}", style="dim")
+    if (text := note(rows)) is not None:
+        stdout.print(text, style="dim", markup=False)
 
 
 @main.command()

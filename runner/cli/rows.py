@@ -25,6 +25,13 @@ def tool_rows(runtime: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
+def offered_at_start(runtime: Runtime) -> set[str] | None:
+    """The tools a new thread's first model step is offered when tool search is on (pinned and
+    local ones); None when every tool is offered."""
+    search = runtime.generation.tool_search
+    return search.bound_names([]) if search is not None and search.active() else None
+
+
 async def offered_tools(runtime: Runtime) -> set[str] | None:
     """The tools the model is offered at its next step in the current thread when tool search is
     on (pinned and found ones); None when it is offered every tool."""

@@ -142,9 +142,10 @@ class ToolSearchSpec(Spec):
 
 def _tool_search_from_mode(value: Any) -> Any:
     value = _mode_word(value)
-    if isinstance(value, str) and value not in ("auto", "on", "off"):
-        raise ValueError(f"expected auto, on, off or a mapping {{mode, max_tools, ...}}, not '{value}'")
-    return {"mode": value} if isinstance(value, str) else value
+    if isinstance(value, dict | ToolSearchSpec) or (isinstance(value, str) and value in ("auto", "on", "off")):
+        return {"mode": value} if isinstance(value, str) else value
+    shown = "null" if value is None else f"'{value}'" if isinstance(value, str) else repr(value)
+    raise ValueError(f"expected auto, on, off (true, false) or a mapping {{mode, max_tools, ...}}, not {shown}")
 
 
 class AgentSpec(Spec):

@@ -28,6 +28,7 @@ from runner.servers.requests import Ask, CallEvents, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answer, call_answering
 from runner.tools.content import ToolOutput, convert_result
+from runner.tools.suggest import unknown_tool_text
 
 if TYPE_CHECKING:
     from runner.tools.catalog import CatalogEntry
@@ -124,9 +125,8 @@ class ToolCalls:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         entry = self.entries.get(name)
         if entry is None:
-            available = ", ".join(sorted(self.entries)) or "none"
-            down = "".join(f"; server '{key}' is down ({why})" for key, why in sorted(self.down().items()))
-            raise ToolError(f"unknown tool '{name}'; available: {available}{down}")
+            down = "".join(f" Server '{key}' is down ({why})." for key, why in sorted(self.down().items()))
+            raise ToolError(unknown_tool_text(name, self.entries) + down)
         server, original = entry.origin
         if server is None:
             content = await entry.tool.ainvoke(arguments)

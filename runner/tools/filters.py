@@ -62,6 +62,17 @@ def _unmatched(entries: Sequence[str], names: Sequence[str], field: str, kind: s
     return problems
 
 
+def _pins_filtered_out(spec: ToolFilterSpec, names: Sequence[str]) -> list[FilterProblem]:
+    # A pin cannot offer what only / except remove: the filter wins, and the pin is likely a slip.
+    problems: list[FilterProblem] = []
+    for index, entry in enumerate(spec.pin):
+        matched = [name for name in names if entry_matches(entry, name)]
+        if matched and not any(is_selected(name, spec) for name in matched):
+            field = "only" if spec.only is not None else "except"
+            problems.append((("pin", index), f"'{entry}' pins only tools that tools.{field} removes"))
+    return problems
+
+
 def filter_problems(spec: NameFilterSpec, names: Sequence[str], *, kind: str = "tool") -> list[FilterProblem]:
     """Entries of ``spec`` that match none of ``names`` (all the server offers), with a
     "did you mean" where a name is close. Paths are relative to the filter mapping
@@ -75,6 +86,7 @@ def filter_problems(spec: NameFilterSpec, names: Sequence[str], *, kind: str = "
     if isinstance(spec, ToolFilterSpec):
         problems += _unmatched(spec.approve, names, "approve", kind)
         problems += _unmatched(spec.pin, names, "pin", kind)
+        problems += _pins_filtered_out(spec, names)
         for field, keys in (("rename", spec.rename), ("timeouts", spec.timeouts)):
             for key in keys:
                 if key not in names:

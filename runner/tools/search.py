@@ -11,7 +11,7 @@ The graph keeps the found tools in its state (``found_tools``, merged by :func:`
 so they stay bound for the rest of the thread, across checkpoints and resumed threads. Found tools
 that disappear from the catalog are simply no longer offered. A call to a tool the model has not
 found (it knew the name) runs like any other: search narrows what is offered, never what may be
-called. Local tools (``local_tools``) are always offered. A catalog tool of its own named
+called. While search is off, ``search_tools`` is an unknown tool like any other name. Local tools (``local_tools``) are always offered. A catalog tool of its own named
 ``search_tools`` keeps search off, so that it stays callable.
 """
 
@@ -96,9 +96,9 @@ class ToolSearch:
         return [self.search_tool(), *catalog.tools_named((*always, *recent))]
 
     def answers(self, name: str) -> bool:
-        """Whether a call to ``name`` is a search this object answers (also after search turned
-        off: the model may still call it), rather than a catalog tool of that name."""
-        return name == SEARCH_TOOL and SEARCH_TOOL not in self._catalog().entries
+        """Whether a call to ``name`` is a search this object answers: only while search is on
+        (off, it is an unknown tool, or the catalog's own tool of that name)."""
+        return name == SEARCH_TOOL and self.active()
 
     def bound_names(self, found: Sequence[str]) -> set[str]:
         """The names of the catalog's tools a model step binds (for listings)."""
@@ -153,7 +153,8 @@ class ToolSearch:
             text = f"No tool matches '{query}'. Try other or fewer words."
             return self._message(call, text, "success"), []
         lines = [f"- {document.name}: {one_line(document.description)}" for document in found]
-        text = f"Found {len(found)} tools; call them from your next step:\n" + "\n".join(lines)
+        tools = "1 tool; call it" if len(found) == 1 else f"{len(found)} tools; call them"
+        text = f"Found {tools} from your next step:\n" + "\n".join(lines)
         return self._message(call, text, "success"), [document.name for document in found]
 
     async def _run_directly(self, query: str, limit: int | None = None) -> str:
