@@ -117,6 +117,7 @@ def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> Non
         chat.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
         chat.sendline("e")
         chat.expect("arguments as JSON: ")
+        chat.send("\x15")  # Ctrl-U: the answer starts from the current arguments; replace them
         chat.sendline('{"title": "still a ghost"}')
         chat.expect("no note titled 'still a ghost'")
         chat.expect("> ")

@@ -91,7 +91,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
     "prompts": "List the prompt commands: alias or namespaced name, server, original name, arguments.",
     "serve": "Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads.",
     "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
-    "tools": "List the tools the agent can call (with tool search on, * marks those offered at start).",
+    "tools": "List the tools the agent can call: generated name, server, original name, description.",
     "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
