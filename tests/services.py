@@ -269,9 +269,9 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = STOP_WAIT) -
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL per test session (per xdist worker); skipped with the reason when it cannot run."""
+def postgres_or_skip() -> Iterator[PostgresServer]:
+    """A PostgreSQL started for the caller and stopped after it; the test is skipped, with the reason,
+    when it cannot run. The body of the fixtures below."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -284,6 +284,12 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         stop_postgres(server)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL per test session (per xdist worker)."""
+    yield from postgres_or_skip()
 
 
 @pytest.fixture

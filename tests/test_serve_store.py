@@ -13,8 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 from builders import write_manifest
-from services import POSTGRES_SETTINGS, START_WAIT, STOP_WAIT, PostgresServer, ServiceUnavailable, _as_user
-from services import start_postgres, stop_postgres
+from services import (
+    POSTGRES_SETTINGS,
+    START_WAIT,
+    STOP_WAIT,
+    PostgresServer,
+    _as_user,
+    postgres_or_skip,
+)
 from serving import ServedProcess, http_agent, http_client, text_of
 
 LIMIT = 90
@@ -24,18 +30,7 @@ STORE_WAIT = 15.0  # the pool waits POOL_WAIT (5 s) for a connection; far less t
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL of this test alone: the test stops and restarts it."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed (the 'postgres' extra)")
-    try:
-        server = start_postgres()
-    except ServiceUnavailable as exc:
-        pytest.skip(f"no PostgreSQL: {exc}")
-    try:
-        yield server
-    finally:
-        stop_postgres(server)
+    yield from postgres_or_skip()
 
 
 def pg_ctl(server: PostgresServer, *action: str) -> None:
