@@ -6,6 +6,7 @@
     .venv/bin/python -m bench --no-adapters   # skip langchain-mcp-adapters (no venv, no PyPI)
     .venv/bin/python -m bench --smoke         # tiny sizes, one round: does every row still run?
     .venv/bin/python -m bench --no-langchain-mcp   # skip langchain.mcp (no venv, no PyPI)
+    .venv/bin/python -m bench --rows 1,4a     # only these rows ("6" is 6a-6c, "3" is 3 and 3b)
 
 A smoke run uses a peer's environment only if it exists already (it never installs one).
 
@@ -49,11 +50,44 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-langchain-mcp", action="store_true",
                         help="skip the langchain.mcp MCPAdapter rows (and the venv they need)")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--rows", type=row_selection, default=None, metavar="IDS",
+                        help="only these rows, comma-separated ids (1, 2, 3, 3b, 4a, 5, 6, 7c, ...)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log the runner too")
     return parser.parse_args(argv)
 
 
-async def run(settings: Settings, *, peers: list[str]) -> tuple[list[CaseResult], dict[str, Any]]:
+# The rows each suite measures: a suite none of whose rows is selected is not even opened.
+SUITE_ROWS = {
+    "calls": ("1", "2"), "scale": ("4a", "4b"), "agent": ("5", "6a", "6b", "6c"),
+    "serving": ("7a", "7b"), "scale-out": ("7c",), "search": ("4c",), "adapters": ("1", "2"),
+    "langchain.mcp": ("1", "2", "4a"), "start": ("3",), "command": ("3b",), "telemetry": ("8",),
+}
+
+
+def row_selection(text: str) -> tuple[str, ...]:
+    tokens = tuple(token.strip() for token in text.split(",") if token.strip())
+    known = {row for rows in SUITE_ROWS.values() for row in rows}
+    unknown = [token for token in tokens if not any(_matches(token, row) for row in known)]
+    if not tokens or unknown:
+        raise argparse.ArgumentTypeError(f"unknown row id(s) {unknown or text!r}; rows: {sorted(known)}")
+    return tokens
+
+
+def _matches(token: str, row_id: str) -> bool:
+    """``6`` selects 6a, 6b and 6c; ``3`` selects 3 and 3b; ``3b`` selects 3b only."""
+    return row_id == token or (row_id.startswith(token) and row_id[len(token):].isalpha())
+
+
+def selected(selection: tuple[str, ...] | None, *row_ids: str) -> bool:
+    return selection is None or any(_matches(token, row) for token in selection for row in row_ids)
+
+
+def row_id(row: str) -> str:
+    return row.split(".", 1)[0]
+
+
+async def run(settings: Settings, *, peers: list[str],
+              rows: tuple[str, ...] | None = None) -> tuple[list[CaseResult], dict[str, Any]]:
     from bench.agent import agent_suite
     from bench.calls import call_suite
     from bench.launch import http_server
@@ -73,22 +107,33 @@ async def run(settings: Settings, *, peers: list[str]) -> tuple[list[CaseResult]
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         logger.info("starting servers and opening sessions")
         http_url = await stack.enter_async_context(http_server())
+        factories = {
+            "calls": lambda: call_suite(settings, http_url), "scale": lambda: scale_suite(settings),
+            "agent": lambda: agent_suite(settings, folder),
+            "serving": lambda: serving_suite(settings, folder),
+            "scale-out": lambda: scale_out_suite(settings, folder),
+            "search": lambda: search_suite(settings),
+        }
         suites: list[AbstractAsyncContextManager[Any]] = [
-            call_suite(settings, http_url), scale_suite(settings), agent_suite(settings, folder),
-            serving_suite(settings, folder), scale_out_suite(settings, folder),
-            search_suite(settings),
+            factory() for name, factory in factories.items() if selected(rows, *SUITE_ROWS[name])
         ]
         ours = len(suites)  # the peers' suites, when run, come last
         from bench.adapters import PEER_SUITES
 
+        peers = [peer for peer in peers if selected(rows, *SUITE_ROWS[peer])]
         suites += [PEER_SUITES[peer](settings, http_url) for peer in peers]
         opened = await stack.enter_async_context(opened_together(suites, SETUP_TIMEOUT))
         cases: list[Case] = [case for suite_cases in opened[:ours] for case in suite_cases]
         for peer, (peer_cases, versions) in zip(peers, opened[ours:], strict=True):
             cases += peer_cases
             environment[peer] = ", ".join(f"{name} {number}" for name, number in versions.items())
-        cases += start_cases(settings) + command_cases(folder / "command")
-        cases += await stack.enter_async_context(telemetry_suite(settings))
+        if selected(rows, *SUITE_ROWS["start"]):
+            cases += start_cases(settings)
+        if selected(rows, *SUITE_ROWS["command"]):
+            cases += command_cases(folder / "command")
+        if selected(rows, *SUITE_ROWS["telemetry"]):
+            cases += await stack.enter_async_context(telemetry_suite(settings))
+        cases = [case for case in cases if selected(rows, row_id(case.row))]
         logger.info("setup took %.1f s; %d cases, %d rounds", time.perf_counter() - began, len(cases),
                     settings.rounds)
         results = await run_rounds(cases, settings.rounds, on_round=_log_round)
@@ -129,8 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     if options.rounds:
         settings = dataclasses.replace(settings, rounds=options.rounds)
     peers, skipped = chosen_peers(options, smoke=mode == "smoke")
-    results, environment = anyio.run(functools.partial(run, settings, peers=peers))
+    results, environment = anyio.run(functools.partial(run, settings, peers=peers, rows=options.rows))
     environment = {"mode": mode, **environment, **skipped}
+    if options.rows:
+        environment["rows"] = ",".join(options.rows)
     output = as_json(results, environment, settings) if options.json else markdown(results, environment)
     sys.stdout.write(output)
     return 0

@@ -201,3 +201,16 @@ def test_goals_name_the_sizes_measured_and_row_7c_has_its_goal_at_c32() -> None:
     assert goals[scaleout.row(32)] == (scaleout.SCALE_OUT_GOAL,) and goals[scaleout.row(8)] == ()
     assert (scaleout.SCALE_OUT_GOAL.limit, scaleout.SCALE_OUT_GOAL.better) == (1.5, "higher")
     assert describe("turns_per_s", {"turns_per_s": 42.0}) == "42 turns/s"
+
+
+def test_a_row_selection_picks_rows_by_id_and_refuses_unknown_ids() -> None:
+    import argparse
+
+    from bench.__main__ import row_selection, selected
+
+    rows = row_selection("6, 3b")
+    assert selected(rows, "6a") and selected(rows, "6c") and selected(rows, "3b")
+    assert not selected(rows, "3") and not selected(rows, "1") and not selected(rows, "4a")
+    assert selected(row_selection("3"), "3b") and selected(None, "7c")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown row"):
+        row_selection("9z")
