@@ -30,14 +30,7 @@ from runner.checks import CheckedAgent, checked_agent
 from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
-from runner.prompts import (
-    PromptCatalog,
-    ServerSummary,
-    ToolSummary,
-    build_prompt_catalog,
-    fetch_prompt_messages,
-    parse_command_line,
-)
+from runner.prompts import PromptCatalog, build_prompt_catalog, fetch_prompt_messages, parse_command_line
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
@@ -380,6 +373,8 @@ class Runtime:
         if template is None:
             description = f" {self.manifest.description}" if self.manifest.description else ""
             return DEFAULT_SYSTEM_PROMPT.format(name=self.manifest.name, description=description)
+        from runner.prompts.system import ServerSummary, ToolSummary  # with Jinja: templates only
+
         servers = [
             ServerSummary(key, connection.status, connection.instructions)
             for key, connection in self.fleet.connections.items()
