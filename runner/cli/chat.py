@@ -87,47 +87,62 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         if thread_id is not None:
             runtime.thread_id, note = await resolve_thread(runtime, thread_id)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
-        message: str | Command = text
         final: dict[str, Any] | None = None
-        media = MediaFolder(runtime.fleet.state_dir)
-        while True:
-            approval = None
-            results = []
-            async for event in stream_turn(runtime, message):
-                if event["type"] == "tool_result":
-                    results.append(event)
-                if as_json:
-                    click.echo(json.dumps(event, default=str))
-                elif event["type"] == "tool_call":
-                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False,
-                                 style="cyan")
-                elif event["type"] == "tool_result":
-                    style = "red" if event["status"] == "error" else "dim"
-                    stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
-                if event["type"] == "approval":
-                    approval = event
-                elif event["type"] == "final":
-                    final = event
-            for saved in await save_turn_media(runtime, media, results):
-                if as_json:
-                    click.echo(json.dumps(saved.event()))
-                else:
-                    stderr.print(f"saved {saved.mime_type} from {saved.tool}: {saved.path}", markup=False,
-                                 style="dim")
-            if approval is None:
-                break
-            if yes:
-                message = Command(resume={"action": "approve"})
+        # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
+        # a second one while it stops interrupts the way out (the servers are still stopped).
+        async with stop_on_signals(signal.SIGINT) as interrupted:
+            final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
+        if interrupted.received is not None:
+            if as_json:
+                click.echo(json.dumps({"type": "interrupted"}))
             else:
-                stderr.print(f"denied {approval['tool']}: needs approval (pass --yes to allow)",
-                             style="yellow", markup=False)
-                message = Command(resume={"action": "deny", "reason": "not approved (one-shot run)"})
+                stderr.print("interrupted", style="yellow")
+            return EXIT_INTERRUPTED
         if final is None:
             stderr.print("error: the turn ended without an answer", style="red")
             return EXIT_FAILURE
         if not as_json:
             click.echo(final["text"])
         return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
+
+
+async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool
+                               ) -> dict[str, Any] | None:
+    """Run the turn, approving (``--yes``) or denying each call that needs approval; its final event."""
+    message: str | Command = text
+    final: dict[str, Any] | None = None
+    media = MediaFolder(runtime.fleet.state_dir)
+    while True:
+        approval = None
+        results = []
+        async for event in stream_turn(runtime, message):
+            if event["type"] == "tool_result":
+                results.append(event)
+            if as_json:
+                click.echo(json.dumps(event, default=str))
+            elif event["type"] == "tool_call":
+                stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+            elif event["type"] == "tool_result":
+                style = "red" if event["status"] == "error" else "dim"
+                stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
+            if event["type"] == "approval":
+                approval = event
+            elif event["type"] == "final":
+                final = event
+        for saved in await save_turn_media(runtime, media, results):
+            if as_json:
+                click.echo(json.dumps(saved.event()))
+            else:
+                stderr.print(f"saved {saved.mime_type} from {saved.tool}: {saved.path}", markup=False,
+                             style="dim")
+        if approval is None:
+            return final
+        if yes:
+            message = Command(resume={"action": "approve"})
+        else:
+            stderr.print(f"denied {approval['tool']}: needs approval (pass --yes to allow)",
+                         style="yellow", markup=False)
+            message = Command(resume={"action": "deny", "reason": "not approved (one-shot run)"})
 
 
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool) -> int:
