@@ -279,3 +279,17 @@ async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) 
     async with catalog_for(tmp_path, servers) as catalog:
         assert "primary__echo" in catalog.entries
     assert any("other" in w and "'echo'" in w for w in catalog.warnings), catalog.warnings
+
+
+async def test_a_rebuild_after_tools_came_and_went_names_exactly_the_tools_offered_now(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"dyn": server("dynamic")}) as catalog:
+        before = set(catalog.entries)
+        connection = catalog.connections["dyn"]
+        await connection.call_tool("add_tool", {"name": "fresh", "announce": False})
+        await connection.refresh(("tools",))
+        catalog.rebuild()
+        assert set(catalog.entries) == before | {"dyn__fresh"}
+        await connection.call_tool("remove_tool", {"name": "fresh"})
+        await connection.refresh(("tools",))
+        catalog.rebuild()
+        assert set(catalog.entries) == before

@@ -94,6 +94,7 @@ class ToolCatalog(ToolCalls):
         self.provider = provider_for_model(self.manifest.model.id)
         self.warnings = list(self.warned)
         self._withdrawn: set[str] = set(self.warned)
+        self._names: tuple[list[tuple[str | None, str]], NameTable] | None = None
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
         self._filters = {
             key: load_import_path(spec.tools.filter, base_dir=self.base_dir)
@@ -178,8 +179,7 @@ class ToolCatalog(ToolCalls):
             if spec.resources and spec.expose and key in offered for name in RESOURCE_TOOLS
         ]
         origins += [(None, tool.name) for tool in self._local]
-        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
-        table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
+        table = self._name_table(origins)
         entries: dict[str, CatalogEntry] = {}
         for key, tools in offered.items():
             for definition in tools:
@@ -212,6 +212,16 @@ class ToolCatalog(ToolCalls):
                 logger.warning("%s", warning)
         self.warnings = warnings
         return warnings
+
+    def _name_table(self, origins: list[tuple[str | None, str]]) -> NameTable:
+        """The names of ``origins``; the last build's table when they are the same (a re-list that
+        changed nothing), since separator and renames are the manifest's, fixed for this catalog."""
+        if self._names is not None and self._names[0] == origins:
+            return self._names[1]
+        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
+        table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
+        self._names = (origins, table)  # kept only once built: a collision raises above
+        return table
 
     def _selected(
         self, key: str, spec: ServerBase, tools: list[types.Tool], warnings: list[str]
