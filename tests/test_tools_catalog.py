@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -293,3 +294,16 @@ async def test_a_rebuild_after_tools_came_and_went_names_exactly_the_tools_offer
         await connection.refresh(("tools",))
         catalog.rebuild()
         assert set(catalog.entries) == before
+
+
+async def test_a_build_of_many_tools_holds_under_half_a_kilobyte_a_tool(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"box": server("toolbox")}) as catalog:
+        assert len(catalog.entries) >= 500
+        tracemalloc.start()
+        try:
+            again = ToolCatalog(catalog.manifest, catalog.connections, TESTS)
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len(again.entries) == len(catalog.entries)
+        assert held / len(again.entries) < 500, held / len(again.entries)
