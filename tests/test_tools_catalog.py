@@ -307,3 +307,27 @@ async def test_a_build_of_many_tools_holds_under_half_a_kilobyte_a_tool(tmp_path
             tracemalloc.stop()
         assert len(again.entries) == len(catalog.entries)
         assert held / len(again.entries) < 500, held / len(again.entries)
+
+
+async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_the_manifest(
+    tmp_path: Path,
+) -> None:
+    from runner.runtime import load_agent
+
+    lines = ["version: 1", "name: globs", "model: offline", "checkpointer: memory", "servers:", "  demo:",
+             "    command: python", f"    args: [{TESTS / 'servers' / 'demo.py'}]", "    tools:",
+             '      approve: [echo, ech]', '      pin: ["zz_*"]', "      rename: {ad: plus}"]
+    path = tmp_path / "agent.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with anyio.fail_after(60):
+        async with load_agent(path) as runtime:
+            warnings = runtime.catalog.warnings
+
+    def at(row: int, text: str) -> str:  # where ``text`` starts on line ``row`` (from 0)
+        return f"{path}:{row + 1}:{lines[row].index(text) + 1}"
+
+    assert f"{at(9, 'ech]')}: servers.demo.tools.approve[1]: 'ech' matches no tool (did you mean 'echo'?)" \
+        in warnings
+    assert at(10, '"zz') + ": servers.demo.tools.pin[0]: 'zz_*' matches no tool" in warnings
+    assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
+        in warnings

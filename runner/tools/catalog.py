@@ -22,6 +22,7 @@ from mcp import types
 from pydantic import ConfigDict
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
+from runner.loading import SourceMap, format_path
 from runner.manifest import Manifest, ServerBase
 from runner.servers.tasks import offered_to_agent
 from runner.tools.asking import Answer
@@ -84,6 +85,7 @@ class ToolCatalog(ToolCalls):
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
     warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
+    source: SourceMap | None = None  # where the manifest's values are, to locate warnings
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
@@ -229,8 +231,10 @@ class ToolCatalog(ToolCalls):
     ) -> list[types.Tool]:
         names = [tool.name for tool in tools]
         for path, message in filter_problems(spec.tools, names):
-            where = ".".join(str(part) for part in ("servers", key, "tools", *path))
-            warnings.append(f"{where}: {message}")
+            where = ("servers", key, "tools", *path)  # file:line:col: path: as for manifest problems
+            located = self.source.problem(where, message, at_key=isinstance(path[-1], str)) \
+                if self.source is not None else f"{format_path(where)}: {message}"
+            warnings.append(str(located))
         keep = set(select_names(names, spec.tools))
         selected = []
         for tool in tools:
