@@ -222,3 +222,22 @@ async def test_a_timed_out_call_says_after_how_long_and_which_settings_change_it
     message = str(raised.value)
     assert "timed out after 1s" in message
     assert "servers.demo.tools.timeouts.sleep" in message and "servers.demo.timeout" in message
+
+
+async def test_a_request_stuck_where_the_sdk_does_not_time_it_still_ends_as_a_timeout(
+    demo_urls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's timeout starts once the request is written; a wedged write meets the backstop."""
+
+    async def wedged(*args: object, **kwargs: object) -> types.CallToolResult:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr("runner.servers.connection.BACKSTOP_GRACE", 0.1)
+    async with demo_connection(demo_urls, tmp_path, timeout=0.2) as connection:
+        monkeypatch.setattr(connection._client, "call_tool", wedged)
+        with anyio.fail_after(10):
+            with pytest.raises(ServerTimeoutError, match="timed out after 0.2s"):
+                await connection.call_tool("echo", {"text": "stuck"})
+        monkeypatch.undo()
+        assert (await connection.call_tool("echo", {"text": "free"})).content[0].text == "free"

@@ -237,3 +237,78 @@ def test_formats_are_not_asserted() -> None:
     schema = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"},
                                                 "when": {"type": "string", "format": "date-time"}}}
     assert validate_arguments(schema, {"url": "example.com/page", "when": "tomorrow"}) == []
+
+
+PLAIN_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"text": {"type": "string", "title": "Text"}}, "required": ["text"]},
+    {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"},
+                                      "flag": {"type": "boolean"}}, "required": ["n"]},
+    {"type": "object", "properties": {"n": {"type": "integer", "nullable": True}}, "required": ["n"]},
+    {"type": "object", "properties": {"s": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}},
+     "required": ["s"]},
+    {"type": "object", "properties": {"tags": {"type": "array"}, "extra": {"type": "object"},
+                                      "any": {}, "both": {"type": ["string", "integer"]}},
+     "additionalProperties": False},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+     "properties": {"n": {"type": "integer", "format": "int32"}}, "required": ["n"]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+     "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+]
+PLAIN_ARGUMENTS: list[dict[str, Any]] = [
+    {}, {"text": "ping"}, {"text": 1}, {"text": None}, {"n": 1}, {"n": 1.0}, {"n": 1.5}, {"n": True},
+    {"n": None}, {"n": "1"}, {"n": 2, "x": 1}, {"n": 2, "x": 1.5}, {"n": 2, "x": False},
+    {"n": 2, "flag": 0}, {"n": 2, "flag": True}, {"s": None}, {"s": "a"}, {"s": 3},
+    {"tags": [], "extra": {}, "any": object(), "both": 3}, {"tags": (), "both": 3.0}, {"both": 2.5},
+    {"unknown": 1}, {"text": "a", "unknown": [1]},
+]
+
+
+@pytest.mark.parametrize("schema", PLAIN_SCHEMAS)
+def test_the_quick_check_of_plain_schemas_reports_exactly_what_the_full_check_does(
+    schema: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = ArgumentValidator()
+    full = ArgumentValidator()
+    monkeypatch.setattr("runner.tools.arguments.QuickCheck.of", classmethod(lambda cls, *_: None))
+    expected = [full.problems(schema, arguments) for arguments in PLAIN_ARGUMENTS]
+    monkeypatch.undo()
+    assert [quick.problems(schema, arguments) for arguments in PLAIN_ARGUMENTS] == expected
+
+
+def test_valid_arguments_for_a_plain_schema_are_accepted_without_running_the_schema_validator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    validator = ArgumentValidator()
+    schema = PLAIN_SCHEMAS[1]
+    assert validator.problems(schema, {"n": 3}) == []
+
+    def fail(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the full check ran")
+
+    monkeypatch.setattr("jsonschema.validators.Draft202012Validator.iter_errors", fail)
+    compiled = validator._compile(schema)
+    monkeypatch.setattr(type(compiled), "iter_errors", fail)
+    assert validator.problems(schema, {"n": 3, "x": 0.5, "flag": False}) == []
+    with pytest.raises(AssertionError, match="the full check ran"):
+        validator.problems(schema, {"n": "three"})
+
+
+def test_a_schema_with_constraints_beyond_types_is_checked_in_full() -> None:
+    validator = ArgumentValidator()
+    assert validator.problems(ORDER_SCHEMA, {"customer": "", "items": []}) == [
+        "customer: '' should be non-empty"
+    ]
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}
+    assert validator.problems(schema, {"n": 0}) == ["n: 0 is less than the minimum of 1"]
+    schema = {"type": "object", "properties": {"s": {"type": "string"}},
+              "additionalProperties": {"type": "integer"}}
+    assert validator.problems(schema, {"s": "a", "other": "b"}) == ["other: 'b' is not of type 'integer'"]
+
+
+def test_a_new_schema_object_for_a_tool_gets_its_own_quick_check() -> None:
+    validator = ArgumentValidator()
+    first = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert validator.problems(first, {"n": 1}) == []
+    second = {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
+    assert validator.problems(second, {"n": 1}) == ["n: 1 is not of type 'string'"]
+    assert validator.problems(first, {"n": 1}) == []

@@ -333,3 +333,13 @@ def test_an_error_without_any_content_still_says_something() -> None:
 def test_a_long_plain_error_is_guarded() -> None:
     guarded = error_text(result(text("e" * 5_000), is_error=True), max_output_chars=200)
     assert guarded.startswith("e" * 100) and "[… 4,800 characters removed …]" in guarded
+
+
+def test_a_lone_text_is_the_content_as_it_is_unless_it_is_for_the_user_only_or_too_long() -> None:
+    plain = convert_result(result(text("answer"), structured={"result": "answer"}), max_output_chars=6)
+    assert (plain.content, plain.artifact, plain.is_error) == ("answer", {"result": "answer"}, False)
+    for_user = text("user only", annotations=mcp_types.Annotations(audience=["user"]))
+    assert convert_result(result(for_user), max_output_chars=BIG).content == "(the tool returned no content)"
+    for_user_with_data = convert_result(result(for_user, structured={"n": 1}), max_output_chars=BIG)
+    assert for_user_with_data.content == '{"n":1}'
+    assert "characters removed" in convert_result(result(text("a" * 8)), max_output_chars=6).content

@@ -198,9 +198,10 @@ class _RunnerAuth:
         send, when only a challenge starts a flow) goes out without the lock; a 401 on a token
         tries one refresh; what still needs authorizing enters the SDK's flow with that answer.
         """
-        async with self.context.lock:
-            if not self._initialized:
-                await self._initialize()
+        if not self._initialized or self.context.lock.locked():  # else taking it would only yield
+            async with self.context.lock:  # waits for a refresh in flight
+                if not self._initialized:
+                    await self._initialize()
         response: httpx2.Response | None = None
         self._stepping_up = False
         # Without a token to refresh first, the request goes out as the SDK would send it; its

@@ -15,7 +15,6 @@ import logging
 import math
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -283,18 +282,25 @@ class ServerConnection:
         *,
         setting: str | None = None,
     ) -> _Result:
-        deadline = anyio.current_time() + timeout
-        boundary = Boundary(self.key, what, timeout, setting or f"servers.{self.key}.timeout")
-        client = await self._ready_client(boundary, deadline)
+        now = anyio.current_time()
+        deadline = now + timeout
+        client = self._client
         link = self._link
 
         def session_gone() -> bool:
             return client is not self._client or (link is not None and link.session_expired)
 
-        remaining = max(deadline - anyio.current_time(), 0.001)
-        with translated(replace(boundary, session_gone=session_gone)):
-            with anyio.fail_after(remaining + BACKSTOP_GRACE):
+        boundary = Boundary(self.key, what, timeout, setting or f"servers.{self.key}.timeout", session_gone)
+        if self.status != "ready" or client is None:
+            client = await self._ready_client(boundary, deadline)
+            link = self._link
+            now = anyio.current_time()
+        remaining = max(deadline - now, 0.001)
+        with translated(boundary):
+            # A bare scope, not fail_after (a generator context manager): this wraps every request.
+            with anyio.CancelScope(deadline=now + remaining + BACKSTOP_GRACE):
                 return await send(client, remaining)
+            raise TimeoutError  # the backstop ran out (only its deadline cancels it)
 
     async def _ready_client(self, boundary: Boundary, deadline: float) -> Client:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""

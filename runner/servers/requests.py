@@ -34,8 +34,7 @@ import contextvars
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -170,24 +169,10 @@ class ServerRequests:
 
     # -- elicitation -------------------------------------------------------------------------
 
-    @contextmanager
-    def asking(self, ask: Ask | None, events: CallEvents | None = None) -> Iterator[None]:
+    def asking(self, ask: Ask | None, events: CallEvents | None = None) -> _Asking:
         """``ask`` answers this server's elicitations while the block runs (a call in flight), and
         ``events`` hears of the URL visits the server says are complete."""
-        if events is not None:
-            self._listeners.append(events)
-        if ask is not None:
-            self._askers.append(ask)
-        budget = sampling_budget.get()  # the caller's: read here, in the calling task
-        self._budgets.append(budget)
-        try:
-            yield
-        finally:
-            self._budgets.remove(budget)
-            if ask is not None:
-                self._askers.remove(ask)
-            if events is not None:
-                self._listeners.remove(events)
+        return _Asking(self, ask, events)
 
     # -- URL mode ----------------------------------------------------------------------------
 
@@ -310,6 +295,32 @@ class ServerRequests:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class _Asking:
+    """:meth:`ServerRequests.asking`'s block (a class: it wraps every tool call)."""
+
+    __slots__ = ("requests", "ask", "events", "budget")
+
+    def __init__(self, requests: ServerRequests, ask: Ask | None, events: CallEvents | None) -> None:
+        self.requests, self.ask, self.events = requests, ask, events
+
+    def __enter__(self) -> None:
+        requests = self.requests
+        if self.events is not None:
+            requests._listeners.append(self.events)
+        if self.ask is not None:
+            requests._askers.append(self.ask)
+        self.budget = sampling_budget.get()  # the caller's: read here, in the calling task
+        requests._budgets.append(self.budget)
+
+    def __exit__(self, *exc_info: object) -> None:
+        requests = self.requests
+        requests._budgets.remove(self.budget)
+        if self.ask is not None:
+            requests._askers.remove(self.ask)
+        if self.events is not None:
+            requests._listeners.remove(self.events)
 
 
 def _rank(level: str) -> int:

@@ -14,9 +14,9 @@ its own: it raises ``AuthError``, a ``ServerError`` that passes through here unc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 import anyio
 import httpx2
@@ -139,17 +139,28 @@ def translate(boundary: Boundary, exc: BaseException) -> ServerError | None:
     return None
 
 
-@contextmanager
-def translated(boundary: Boundary) -> Iterator[None]:
-    """Let runner errors through; raise the translation of a foreign one, chained to it."""
-    try:
-        yield
-    except ServerError:
-        raise
-    except Exception as exc:  # foreign errors only: cancellation is not an Exception
-        error = translate(boundary, exc)
+class translated:  # noqa: N801 - used like the function it reads as: ``with translated(boundary):``
+    """Let runner errors through; raise the translation of a foreign one, chained to it.
+
+    A class rather than a generator context manager: it wraps every request."""
+
+    __slots__ = ("boundary",)
+
+    def __init__(self, boundary: Boundary) -> None:
+        self.boundary = boundary
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        # Foreign errors only: runner errors pass, and cancellation is not an Exception.
+        if exc is None or isinstance(exc, ServerError) or not isinstance(exc, Exception):
+            return False
+        error = translate(self.boundary, exc)
         if error is None:
-            raise
+            return False
         raise error from exc
 
 

@@ -12,6 +12,10 @@ property with a ``default`` counts as given (:func:`fill_defaults` sends the def
 with ``additionalProperties: false`` accepts unknown properties (zod and pydantic servers drop
 them), ``nullable: true`` admits null, an integral float is an integer in every draft, and
 ``format`` is never asserted.
+
+Arguments for a plain schema (an object of properties that declare at most a type) are checked
+by a :class:`QuickCheck` compiled beside the validator; it only ever says "valid" where the full
+check would, and hands everything else to the full check, which words the problems.
 """
 
 from __future__ import annotations
@@ -121,6 +125,115 @@ def fill_defaults(schema: Any, arguments: Any) -> Any:
     return filled
 
 
+# Keywords that assert nothing here: annotations, and ``format`` (never asserted, see above).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly",
+                          "writeOnly", "$comment", "format"})
+_QUICK_TYPES: dict[str, frozenset[type]] = {
+    "string": frozenset({str}), "integer": frozenset({int}), "number": frozenset({int, float}),
+    "boolean": frozenset({bool}), "null": frozenset({type(None)}), "array": frozenset({list}),
+    "object": frozenset({dict}),
+}
+_QUICK_DRAFTS = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+                 jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+
+
+class QuickCheck:
+    """Whether arguments certainly match a plain object schema: required names present, each
+    known property of a declared JSON type (compared by exact Python type: a subclass, or any
+    other doubt, goes to the full check)."""
+
+    __slots__ = ("required", "types", "integral")
+
+    def __init__(self, required: tuple[str, ...], types: dict[str, frozenset[type]], integral: frozenset[str]):
+        self.required = required
+        self.types = types
+        self.integral = integral  # properties that take an integer (an integral float is one too)
+
+    @classmethod
+    def of(cls, schema: dict[str, Any], validator_class: type[Validator]) -> QuickCheck | None:
+        """The quick check of ``schema``, or None when it says more than this check understands."""
+        if validator_class not in _QUICK_DRAFTS or schema.get("type", "object") != "object":
+            return None
+        if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
+            return None
+        if schema.get("additionalProperties", True) not in (True, False, {}):
+            return None  # a schema for the extra properties
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return None
+        types: dict[str, frozenset[type]] = {}
+        integral = set()
+        for name, field in properties.items():
+            if field is True:
+                continue
+            if not isinstance(field, dict):
+                return None
+            declared = _declared_types(field)
+            if declared is None:
+                return None
+            if declared:
+                names, nullable = declared
+                accepted = frozenset().union(*(_QUICK_TYPES[name_] for name_ in names))
+                types[name] = accepted | {type(None)} if nullable else accepted
+                if "integer" in names:
+                    integral.add(name)
+        if not all(isinstance(name, str) for name in required):
+            return None
+        needed = tuple(name for name in required if not _has_default(schema, name))
+        return cls(needed, types, frozenset(integral))
+
+    def __call__(self, arguments: dict[str, Any]) -> bool:
+        for name in self.required:
+            if name not in arguments:
+                return False
+        types = self.types
+        for name, value in arguments.items():
+            accepted = types.get(name)
+            if accepted is not None and type(value) not in accepted:
+                if not (type(value) is float and name in self.integral and value.is_integer()):
+                    return False
+        return True
+
+
+def _declared_types(field: dict[str, Any]) -> tuple[list[str], bool] | None | tuple[()]:
+    """A property's JSON types and whether it is ``nullable``; ``()`` when it declares none;
+    None when it says more than a type (or an ``anyOf`` of bare types)."""
+    keys = set(field) - _ANNOTATIONS - {"nullable"}
+    nullable = field.get("nullable") is True
+    if not keys:
+        return ()
+    if keys == {"type"}:
+        declared = field["type"]
+        names = [declared] if isinstance(declared, str) else declared
+    elif keys == {"anyOf"} and isinstance(field["anyOf"], list) and field["anyOf"]:
+        names = []
+        for branch in field["anyOf"]:
+            if not isinstance(branch, dict) or set(branch) - _ANNOTATIONS != {"type"}:
+                return None
+            if not isinstance(branch["type"], str):
+                return None
+            names.append(branch["type"])
+        nullable = False  # lenient ``nullable`` applies to a ``type`` keyword only
+    else:
+        return None
+    if not isinstance(names, list) or not names or not all(
+        isinstance(name, str) and name in _QUICK_TYPES for name in names
+    ):
+        return None
+    return names, nullable
+
+
+def _dialect(schema: dict[str, Any]) -> type[Validator]:
+    """The validator class of ``schema``'s ``$schema`` (2020-12 when absent or unknown)."""
+    dialect = schema.get("$schema")
+    if not isinstance(dialect, str):
+        return jsonschema.Draft202012Validator
+    with warnings.catch_warnings():  # an unknown $schema falls back to 2020-12 quietly
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return validator_for({"$schema": dialect}, default=jsonschema.Draft202012Validator)
+
+
 class ArgumentValidator:
     """Validates arguments against input schemas, compiling each distinct schema once."""
 
@@ -129,7 +242,9 @@ class ArgumentValidator:
         self._compiled: OrderedDict[str, Validator | str] = OrderedDict()
         # The same schema object comes back on every call of a tool: found by identity, it costs
         # no serialisation (the schema is kept alive beside its validator, so the id stays its own).
-        self._by_identity: OrderedDict[int, tuple[dict[str, Any], Validator | str]] = OrderedDict()
+        self._by_identity: OrderedDict[int, tuple[dict[str, Any], Validator | str, QuickCheck | None]] = (
+            OrderedDict()
+        )
 
     @staticmethod
     def _key(schema: dict[str, Any]) -> str:
@@ -137,14 +252,18 @@ class ArgumentValidator:
 
     def _compile(self, schema: dict[str, Any]) -> Validator | str:
         """The validator for ``schema``, or the reason it cannot be used."""
+        return self._compiled_with_quick(schema)[0]
+
+    def _compiled_with_quick(self, schema: dict[str, Any]) -> tuple[Validator | str, QuickCheck | None]:
         known = self._by_identity.get(id(schema))
         if known is not None and known[0] is schema:
-            return known[1]
+            return known[1], known[2]
         compiled = self._compile_by_content(schema)
-        self._by_identity[id(schema)] = (schema, compiled)
+        quick = None if isinstance(compiled, str) else QuickCheck.of(schema, _dialect(schema))
+        self._by_identity[id(schema)] = (schema, compiled, quick)
         if len(self._by_identity) > self._cache_size:
             self._by_identity.popitem(last=False)
-        return compiled
+        return compiled, quick
 
     def _compile_by_content(self, schema: dict[str, Any]) -> Validator | str:
         import jsonschema
@@ -154,14 +273,7 @@ class ArgumentValidator:
         if key in self._compiled:
             self._compiled.move_to_end(key)
             return self._compiled[key]
-        with warnings.catch_warnings():  # an unknown $schema falls back to 2020-12 quietly
-            warnings.simplefilter("ignore", DeprecationWarning)
-            dialect = schema.get("$schema")
-            validator_class = (
-                validator_for({"$schema": dialect}, default=jsonschema.Draft202012Validator)
-                if isinstance(dialect, str)
-                else jsonschema.Draft202012Validator
-            )
+        validator_class = _dialect(schema)
         try:
             validator_class.check_schema(schema)
             compiled: Validator | str = lenient(validator_class)(schema)
@@ -186,8 +298,8 @@ class ArgumentValidator:
             return [f"{ROOT}: must be an object, not {type(arguments).__name__}"]
         if schema is None or schema is True or not isinstance(schema, dict):
             return []
-        compiled = self._compile(schema)
-        if isinstance(compiled, str):
+        compiled, quick = self._compiled_with_quick(schema)
+        if isinstance(compiled, str) or (quick is not None and quick(arguments)):
             return []
         import referencing.exceptions  # imported with jsonschema by _compile
 
@@ -196,7 +308,7 @@ class ArgumentValidator:
         except (referencing.exceptions.Unresolvable, re.error) as exc:
             logger.warning("input schema cannot be applied, arguments go unchecked: %s", exc)
             self._compiled[self._key(schema)] = str(exc)  # do not try (and warn) again
-            self._by_identity[id(schema)] = (schema, str(exc))
+            self._by_identity[id(schema)] = (schema, str(exc), None)
             return []
         errors.sort(key=lambda error: [str(part) for part in error.absolute_path])
         return list(dict.fromkeys(_problem(error) for error in errors))

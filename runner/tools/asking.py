@@ -41,6 +41,14 @@ class Answered:
 
     declined: list[str] = field(default_factory=list)
 
+    async def decline(self, server: str, request: Question) -> Reply:
+        """The ``ask`` of a call no one can answer: every question is refused, and remembered."""
+        if isinstance(request, types.CreateMessageRequestParams):
+            self.declined.append("a completion from the model")
+            return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused: not interactive")
+        self.declined.append(request.message)
+        return declined("the run is not interactive")
+
     def note(self) -> str:
         if not self.declined:
             return ""
@@ -55,15 +63,7 @@ async def call_answering(
     """Run ``call(ask)``; the questions ``ask`` receives are answered by ``answer`` in this task."""
     answered = Answered()
     if answer is None:
-
-        async def decline(server: str, request: Question) -> Reply:
-            if isinstance(request, types.CreateMessageRequestParams):
-                answered.declined.append("a completion from the model")
-                return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused: not interactive")
-            answered.declined.append(request.message)
-            return declined("the run is not interactive")
-
-        return await call(decline), answered
+        return await call(answered.decline), answered
 
     send, receive = anyio.create_memory_object_stream[_Question]()
     outcome: list[_Result] = []

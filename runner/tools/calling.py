@@ -25,7 +25,7 @@ from runner.errors import ErrorKind, ServerClosedError, ServerError, ToolError
 from runner.manifest import Manifest
 from runner.servers.requests import Ask, CallEvents, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
-from runner.tools.asking import Answer, call_answering
+from runner.tools.asking import Answer, Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.suggest import unknown_tool_text
 
@@ -114,7 +114,11 @@ class ToolCalls:
             return None
         from langchain_core.messages import ToolMessage  # here: listing and calling never need it
 
-        output = await self._hooked_call(entry.name, dict(call["args"]))
+        arguments = dict(call["args"])
+        if self.call_hook is None:
+            output = await self.call(entry.name, arguments)
+        else:
+            output = await self.call_hook(entry.name, arguments, self.call)
         content = output.content if isinstance(output.content, str) else list(output.content)
         return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
                            status="success")
@@ -141,12 +145,18 @@ class ToolCalls:
         problems = validate_arguments(entry.definition.input_schema, arguments)
         if problems:
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
-        progress = self._progress_reporter(name, server)
-        events = call_events(self.progress_sink(), name, server)
-        result, answered = await call_answering(
-            lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
-            self.answer,
-        )
+        sink = self.progress_sink()
+        progress = _progress_reporter(sink, name, server)
+        events = call_events(sink, name, server)
+        if self.answer is None:  # no one to ask: each question is declined at once (no relay)
+            answered = Answered()
+            result = await self._call_with_fallbacks(server, original, arguments, answered.decline, progress,
+                                                     events)
+        else:
+            result, answered = await call_answering(
+                lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
+                self.answer,
+            )
         spec = self.manifest.servers[server]
         assert spec.max_output_chars is not None
         output = convert_result(result, max_output_chars=spec.max_output_chars, provider=self.provider)
@@ -169,6 +179,9 @@ class ToolCalls:
                     raise ServerClosedError(current, "is not running")
                 self._in_flight[current] += 1
                 try:
+                    if telemetry.current() is None:
+                        return await connection.call_tool(tool, arguments, ask=ask, progress=progress,
+                                                          events=events)
                     return await telemetry.mcp_tool_call(connection, tool, partial(
                         connection.call_tool, tool, arguments, ask=ask, progress=progress, events=events))
                 finally:
@@ -183,19 +196,6 @@ class ToolCalls:
                 await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
-
-    def _progress_reporter(self, name: str, server: str) -> ProgressFnT:
-        """Every call asks for progress (so it carries a progress token); it goes to the sink."""
-        sink = self.progress_sink()
-        # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
-        caller = contextvars.copy_context()
-
-        async def report(done: float, total: float | None, message: str | None) -> None:
-            if sink is not None:
-                caller.run(sink, {"type": "progress", "tool": name, "server": server, "progress": done,
-                                  "total": total, "message": message})
-
-        return report
 
     async def drained(self, servers: set[str]) -> None:
         """Wait until no call made through this catalog is in flight on ``servers``."""
@@ -236,3 +236,21 @@ class ToolCalls:
         ]
         wrapped = types.CallToolResult(content=blocks)
         return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=self.provider)
+
+
+async def _ignore_progress(done: float, total: float | None, message: str | None) -> None:
+    """The progress of a call made where no one listens (it still asks for progress)."""
+
+
+def _progress_reporter(sink: Callable[[dict[str, Any]], None] | None, name: str, server: str) -> ProgressFnT:
+    """Every call asks for progress (so it carries a progress token); it goes to the sink."""
+    if sink is None:
+        return _ignore_progress
+    # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
+    caller = contextvars.copy_context()
+
+    async def report(done: float, total: float | None, message: str | None) -> None:
+        caller.run(sink, {"type": "progress", "tool": name, "server": server, "progress": done,
+                          "total": total, "message": message})
+
+    return report

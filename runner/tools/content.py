@@ -66,6 +66,10 @@ def convert_result(
     artifact = result.structured_content
     if result.is_error:
         return ToolOutput(error_text(result, max_output_chars=max_output_chars), artifact, True)
+    if len(result.content) == 1:  # the common answer, one text for everyone: nothing to convert
+        item = result.content[0]
+        if type(item) is mcp_types.TextContent and item.annotations is None and len(item.text) <= max_output_chars:
+            return ToolOutput(item.text, artifact, False)
     accepted = MEDIA_IN_TOOL_RESULTS.get(provider, MEDIA_IN_TOOL_RESULTS["generic"])
     blocks: list[ContentBlock] = []
     for item in result.content:
