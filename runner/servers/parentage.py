@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
@@ -42,8 +43,8 @@ def _prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _prctl()  # looked up here: after fork only async-signal-safe work is allowed
-_SETPRIV = shutil.which("setpriv") if _PRCTL is not None else None
 _SHELL = "/bin/sh"
+_SETPRIV = shutil.which("setpriv") if _PRCTL is not None and os.access(_SHELL, os.X_OK) else None
 # $0 is the runner's pid; "$@" the command. 125: the parent went before the death signal was set.
 _GUARD = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
 
@@ -60,8 +61,9 @@ def _death_signal_for(parent: int) -> Callable[[], None]:
 
 async def open_child_process(command: Sequence[str], **options: Any) -> anyio.abc.Process:
     """``anyio.open_process(command, **options)``, the child killed when this process dies (Linux)."""
-    if _SETPRIV is not None and os.access(_SHELL, os.X_OK):
-        _check_command(command[0], options.get("env"), options.get("cwd"))
+    if _SETPRIV is not None:
+        # In a worker thread: it looks at the file system, which an event loop must not wait on.
+        await anyio.to_thread.run_sync(_check_command, command[0], options.get("env"), options.get("cwd"))
         command = [_SETPRIV, "--pdeathsig", "KILL", "--", _SHELL, "-c", _GUARD, str(os.getpid()),
                    *command]
     elif _PRCTL is not None:

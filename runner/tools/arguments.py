@@ -133,8 +133,16 @@ _QUICK_TYPES: dict[str, frozenset[type]] = {
     "boolean": frozenset({bool}), "null": frozenset({type(None)}), "array": frozenset({list}),
     "object": frozenset({dict}),
 }
-_QUICK_DRAFTS = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
-                 jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+
+
+@functools.cache
+def _quick_drafts() -> tuple[type[Validator], ...]:
+    """The drafts whose plain object schemas mean the same to the quick check (jsonschema is
+    imported at the first validation, so this is read then)."""
+    import jsonschema
+
+    return (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+            jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
 
 
 class QuickCheck:
@@ -152,7 +160,7 @@ class QuickCheck:
     @classmethod
     def of(cls, schema: dict[str, Any], validator_class: type[Validator]) -> QuickCheck | None:
         """The quick check of ``schema``, or None when it says more than this check understands."""
-        if validator_class not in _QUICK_DRAFTS or schema.get("type", "object") != "object":
+        if validator_class not in _quick_drafts() or schema.get("type", "object") != "object":
             return None
         if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
             return None
@@ -226,6 +234,9 @@ def _declared_types(field: dict[str, Any]) -> tuple[list[str], bool] | None | tu
 
 def _dialect(schema: dict[str, Any]) -> type[Validator]:
     """The validator class of ``schema``'s ``$schema`` (2020-12 when absent or unknown)."""
+    import jsonschema
+    from jsonschema.validators import validator_for
+
     dialect = schema.get("$schema")
     if not isinstance(dialect, str):
         return jsonschema.Draft202012Validator
