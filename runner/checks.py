@@ -2,7 +2,8 @@
 it names, the import paths it names, the scripted model's script and the model ids.
 
 Some findings are warnings, not errors: what may be put right before the run without touching the
-manifest (a stdio command not installed yet, a provider package or an API key variable missing).
+manifest (a stdio command not installed yet, a provider package or an API key variable missing),
+and filter entries no name can match (a blank or malformed glob), which the run ignores.
 
 Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick; LangChain
 is imported only to check a provider model's id.
@@ -23,7 +24,7 @@ from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
 from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
-from runner.tools.filters import ImportPathError, load_import_path
+from runner.tools.filters import ImportPathError, glob_defect, load_import_path
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     if problems:
         raise ManifestError(problems)
     templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
-    warnings = sorted(warnings + command_warnings(loaded, environ), key=_order)
+    warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
 
 
@@ -153,6 +154,23 @@ def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list
             warnings.append(loaded.source.problem(
                 ("servers", key, "command"), f"command '{spec.command}' {reason}, so the server "
                 "cannot start as things are (fine if it is installed before the run)"))
+    return warnings
+
+
+def glob_warnings(loaded: LoadedManifest) -> list[Problem]:
+    """Filter entries (``tools.only`` / ``except`` / ``approve`` / ``pin``, ``prompts.only`` /
+    ``except``) that match nothing whatever the server offers: blank, or a malformed glob."""
+    warnings: list[Problem] = []
+    for key, spec in loaded.manifest.servers.items():
+        for part, kind, names in (("tools", "tool", spec.tools), ("prompts", "prompt", spec.prompts)):
+            lists = {"only": names.only, "except": names.except_}
+            if part == "tools":
+                lists |= {"approve": spec.tools.approve, "pin": spec.tools.pin}
+            for name, entries in lists.items():
+                for index, entry in enumerate(entries or ()):
+                    if (defect := glob_defect(entry, kind)) is not None:
+                        warnings.append(loaded.source.problem(("servers", key, part, name, index),
+                                                              f"'{entry}' {defect}"))
     return warnings
 
 

@@ -206,7 +206,8 @@ class Runtime:
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
                               call_hook=self.adapter.call_tool if self.adapter is not None else None,
-                              warned=previous.catalog.warnings if previous is not None else ())
+                              warned=previous.catalog.warnings if previous is not None else (),
+                              source=checked.loaded.source)
         catalog.answer = self._answer if self.interactive else None
         catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)
         catalog.progress_sink = stream_writer
