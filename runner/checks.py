@@ -18,13 +18,16 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import telemetry
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
-from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
+
+if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
+    from runner.prompts.system import SourceLocation, SystemTemplate
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,14 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     loaded = load_manifest(path, environ=environ)
     problems: list[Problem] = []
     template: SystemTemplate | None = None
-    try:
-        template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
-    except ManifestError as exc:
-        problems += exc.problems
+    templates: frozenset[Path] = frozenset()
+    if loaded.manifest.prompts.system is not None:
+        from runner.prompts.system import compile_system_prompt, template_files
+
+        try:
+            template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
+        except ManifestError as exc:
+            problems += exc.problems
     for where, import_path in import_paths(loaded.manifest):
         try:
             load_import_path(import_path, base_dir=loaded.base_dir)
@@ -83,7 +90,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         problems += telemetry.package_problems(loaded)
     if problems:
         raise ManifestError(problems)
-    templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    if loaded.manifest.prompts.system is not None:
+        templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
 
@@ -217,6 +225,8 @@ def _module_file(module: str, base_dir: Path) -> Path | None:
 def system_location(loaded: LoadedManifest) -> SourceLocation:
     """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
     after its indicator, at its indentation."""
+    from runner.prompts.system import SourceLocation
+
     line, column = loaded.source.locate(("prompts", "system"))
     try:
         lines = loaded.path.read_text(encoding="utf-8").splitlines()

@@ -19,7 +19,7 @@ from runner.checks import CheckedAgent
 from runner.errors import ServerStartError
 from runner.loading import LoadedManifest
 from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
-from runner.prompts import PromptCatalog, ServerSummary, ToolSummary
+from runner.prompts import PromptCatalog
 from runner.servers import ServerConnection, ServerFleet
 from runner.tools.catalog import ToolCall, ToolCatalog
 from runner.tools.content import ToolOutput
@@ -176,6 +176,8 @@ def render_system_prompt(generation: Generation, connections: Mapping[str, Serve
     if template is None:
         description = f" {manifest.description}" if manifest.description else ""
         return DEFAULT_SYSTEM_PROMPT.format(name=manifest.name, description=description)
+    from runner.prompts.system import ServerSummary, ToolSummary  # with Jinja: templates only
+
     servers = [ServerSummary(key, connection.status, connection.instructions)
                for key, connection in connections.items()]
     tools = [ToolSummary(entry.name, entry.description) for entry in generation.catalog.entries.values()]

@@ -14,12 +14,11 @@ import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
-from pydantic import ConfigDict
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
 from runner.loading import SourceMap, format_path
@@ -43,6 +42,9 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
+
+if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
+    from langchain_core.tools import BaseTool
 
 logger = logging.getLogger(__name__)
 
@@ -280,10 +282,12 @@ class ToolCatalog(ToolCalls):
             output = await self._hooked_call(name, arguments)
             return output.content, output.artifact
 
-        return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
-                        response_format="content_and_artifact")
+        return _mcp_tool_class()(name=name, description=description, args_schema=schema, coroutine=run,
+                                 response_format="content_and_artifact")
 
     def _local_tool(self, import_path: str) -> BaseTool:
+        from langchain_core.tools import BaseTool, StructuredTool
+
         function = load_import_path(import_path, base_dir=self.base_dir)
         if isinstance(function, BaseTool):
             return function
@@ -332,16 +336,24 @@ class ToolCatalog(ToolCalls):
         self._used_schemas.add(key)  # only once converted: an unusable schema is not cached
         return cached[1]
 
-class _McpTool(StructuredTool):
-    """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
+@cache
+def _mcp_tool_class() -> type[BaseTool]:
+    """The tool class of server tools, made on first use (LangChain is imported with it)."""
+    from langchain_core.tools import StructuredTool
+    from pydantic import ConfigDict
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    class _McpTool(StructuredTool):
+        """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
 
-    # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
-    # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
-    async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        assert self.coroutine is not None
-        return await self.coroutine(*args, **kwargs)
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+
+        # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
+        # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
+        async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            assert self.coroutine is not None
+            return await self.coroutine(*args, **kwargs)
+
+    return _McpTool
 
 
 def _as_tool_error(function: Callable[..., Any]) -> Callable[..., Any]:
