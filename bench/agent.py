@@ -128,7 +128,9 @@ async def create_agent_case(runtime: Runtime, settings: Settings) -> Case:
     turns = (settings.agent_turns + 1) * settings.rounds + 1
     model = ScriptedChatModel(turn_script(turns))
     tool = runtime.catalog.entries["bench__echo"].tool
-    agent = create_agent(model, [tool], checkpointer=InMemorySaver())
+    # Every tool the mcp-run turn offers its model, not only the one called: binding and offering
+    # them is part of each model step.
+    agent = create_agent(model, runtime.catalog.tools, checkpointer=InMemorySaver())
 
     async def turn() -> Any:
         return await agent.ainvoke({"messages": [("user", "go")]},

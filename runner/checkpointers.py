@@ -4,19 +4,22 @@ LangGraph's synchronous saver with one worker-thread hop per operation.
 LangGraph's ``AsyncSqliteSaver`` runs every statement, cursor and commit of an operation as its own
 round trip to aiosqlite's thread: about fifty per agent turn, each a queue hand-off and a wake-up
 on both sides, which cost more than the writes themselves. :class:`SqliteCheckpointer` runs each
-whole operation (statement and commit: one transaction) in a worker thread instead, one at a time
-and in the order they were asked for. The file format is LangGraph's own, so either saver reads
-what the other wrote.
+whole operation (statement and commit: one transaction) on a thread of its own instead, one at a
+time and in the order they were asked for; operations asked for while one runs are run in the
+same wake-up. The file format is LangGraph's own, so either saver reads what the other wrote.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import queue
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from langchain_core.runnables import RunnableConfig
@@ -36,12 +39,63 @@ from runner.postgres import open_postgres_saver
 _Result = TypeVar("_Result")
 
 
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class _Worker:
+    """One thread running functions in the order they are handed over, for coroutines to await."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    async def run(self, function: Callable[[], _Result]) -> _Result:
+        """``function``'s result, from the thread. Not abandoned on cancellation: a write that
+        started finishes (the caller is cancelled after)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Result] = loop.create_future()
+        self._queue.put((function, loop, future))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([future])
+            raise
+
+    def stop(self) -> None:
+        """Run what was handed over, then end the thread (blocks until it ended)."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            function, loop, future = item
+            try:
+                outcome, failed = function(), False
+            except BaseException as exc:  # handed to the awaiting coroutine, raised there
+                outcome, failed = exc, True
+            try:
+                loop.call_soon_threadsafe(_settle, future, outcome, failed)
+            except RuntimeError:  # the loop closed meanwhile: no one awaits the result
+                pass
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
+    if future.done():
+        return
+    if failed:
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
 class SqliteCheckpointer(SqliteSaver):
-    """A :class:`SqliteSaver` whose async methods each take one hop to a worker thread."""
+    """A :class:`SqliteSaver` whose async methods each take one hop to its own thread."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
-        self._limiter = anyio.CapacityLimiter(1)  # one operation at a time, first come first served
+        self._worker: _Worker | None = None
 
     @classmethod
     @contextmanager
@@ -55,12 +109,16 @@ class SqliteCheckpointer(SqliteSaver):
             conn.execute("PRAGMA synchronous=NORMAL")
             saver = cls(conn)
             saver.setup()
-            yield saver
+            try:
+                yield saver
+            finally:
+                if saver._worker is not None:
+                    saver._worker.stop()
 
     async def _in_thread(self, function: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
-        # Not abandoned on cancellation: a write that started finishes (the caller is cancelled after).
-        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs),
-                                              limiter=self._limiter)
+        if self._worker is None:
+            self._worker = _Worker(f"sqlite checkpointer {id(self):x}")
+        return await self._worker.run(functools.partial(function, *args, **kwargs))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._in_thread(self.get_tuple, config)
@@ -101,6 +159,19 @@ class SqliteCheckpointer(SqliteSaver):
     ) -> Mapping[str, Any]:
         return await self._in_thread(self.get_delta_channel_history, config=config, channels=channels)
 
+
+
+def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "async"]:
+    """When a graph run on ``saver`` writes its state: ``exit`` once, when the turn ends or pauses
+    (an approval, a question), for the checkpointers of one process (memory, a SQLite file);
+    ``async`` after every step for the others (PostgreSQL), which instances share: one may take a
+    thread over in the middle of a turn that another started.
+
+    A turn that ended or paused is on disk when its run returns either way; ``exit`` spares each
+    step a write (and a thread hop), and loses only the steps of a turn in flight when the
+    process dies.
+    """
+    return "exit" if isinstance(saver, InMemorySaver | SqliteCheckpointer) else "async"
 
 
 @asynccontextmanager

@@ -7,8 +7,11 @@ another tool set. Tool calls of one model turn run concurrently, one LangGraph t
 need approval interrupt the graph first, one at a time, before any call of that step runs, so
 re-running the approval node on resume repeats no side effect.
 
-    START -> begin_turn -> model -> (tool calls?) -> approve -> tool (one task per call) -> model
-                                 -> (no tool calls, or max_steps reached) -> END
+    START -> model -> (a call needs approval?) -> approve -> tool (one task per call) -> model
+                   -> (tool calls, none needing approval) -> tool (one task per call) -> model
+                   -> (no tool calls, or max_steps reached) -> END
+
+Each superstep costs a checkpoint, so the common step (no approval) takes two: model, then tools.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
@@ -40,6 +44,7 @@ from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.checkpointers import open_checkpointer  # noqa: F401 (imported from here too)
+from runner.checkpointers import turn_durability
 from runner.errors import RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 from runner.sampling import counted, metered, sampling_calls
@@ -64,7 +69,9 @@ class ToolTask(TypedDict):
 
 class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
-    model_calls: NotRequired[int]  # model calls in the current turn; reset when a turn starts
+    # Model calls in the current turn. A turn starts when the model is called after anything but
+    # tool results (a user message, prompt messages): the count starts again there.
+    model_calls: NotRequired[int]
     # Tools search_tools found in this thread: bound at every later step (runner.tools.search).
     found_tools: NotRequired[Annotated[list[str], remember_found]]
 
@@ -196,11 +203,10 @@ def build_graph(
     node, which remembers the tools found in the thread's ``found_tools``."""
     chain = as_model_chain(model)
 
-    async def begin_turn(state: AgentState) -> dict[str, Any]:
-        return {"model_calls": 0}
-
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        calls = state.get("model_calls", 0) + sampling_calls(state["messages"])
+        messages = state["messages"]
+        continued = bool(messages) and isinstance(messages[-1], ToolMessage)
+        calls = state.get("model_calls", 0) + sampling_calls(messages) if continued else 0
         if calls >= max_steps:
             logger.info("turn stopped after %d model call(s) (agent.max_steps)", max_steps)
             return {"messages": [_max_steps_message(max_steps)]}
@@ -208,7 +214,7 @@ def build_graph(
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
-        prompt += _close_dangling_tool_calls(state["messages"])
+        prompt += _close_dangling_tool_calls(messages)
         if tool_search is None:
             tools = list(tools_provider())
         else:  # search_tools, pinned and found tools past the threshold; every tool below it
@@ -237,7 +243,8 @@ def build_graph(
             messages.insert(0, request.model_copy(update={"tool_calls": calls}))
         return {"messages": messages}
 
-    def dispatch_calls(state: AgentState) -> list[Send] | str:
+    # The routes are coroutines: LangGraph runs a plain function in a worker thread.
+    async def dispatch_calls(state: AgentState) -> list[Send] | str:
         # One task per call: they run concurrently, and an interrupt inside one tool re-runs
         # only that call on resume, not its siblings.
         messages = state["messages"]
@@ -267,28 +274,32 @@ def build_graph(
             searching = tool_search is not None and tool_search.active()
             return {"messages": [counted(await _execute(call, available, config, searching), budget)]}
 
-    def route_after_model(state: AgentState) -> str:
+    async def route_after_model(state: AgentState) -> list[Send] | str:
         last = state["messages"][-1]
-        return "approve" if isinstance(last, AIMessage) and last.tool_calls else END
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return END
+        if any(needs_approval(call["name"]) for call in last.tool_calls):
+            return "approve"
+        return await dispatch_calls(state)  # nothing to ask: the calls run at the next superstep
 
     graph = StateGraph(AgentState)
-    graph.add_node("begin_turn", begin_turn)
     graph.add_node("model", call_model)
     graph.add_node("approve", approve_calls)
     graph.add_node("tool", run_tool)
-    graph.add_edge(START, "begin_turn")
-    graph.add_edge("begin_turn", "model")
-    graph.add_conditional_edges("model", route_after_model, ["approve", END])
+    graph.add_edge(START, "model")
     graph.add_edge("tool", "model")
     call_nodes = ["tool", "model"]
     if tool_search is not None:
         graph.add_node("search", run_search)
         graph.add_edge("search", "model")
         call_nodes.append("search")
+    graph.add_conditional_edges("model", route_after_model, ["approve", *call_nodes, END])
     graph.add_conditional_edges("approve", dispatch_calls, call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
-    # A model step takes three supersteps (model, approve, tool); max_steps is the limit that counts.
-    return compiled.with_config(recursion_limit=3 * max_steps + 5)
+    # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
+    # The durability is the run's default (a caller's own ``durability=`` still wins).
+    return compiled.with_config(recursion_limit=3 * max_steps + 5,
+                                configurable={CONFIG_KEY_DURABILITY: turn_durability(checkpointer)})
 
 
 def _last_request(messages: Sequence[BaseMessage]) -> AIMessage:

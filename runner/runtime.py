@@ -263,9 +263,11 @@ class Runtime:
         of a tool call) is offered at the very next step. Bounded: a server slow to answer its
         re-list is not waited for beyond ``limit``.
         """
-        with anyio.move_on_after(limit):
-            for connection in list(self.fleet.connections.values()):
-                if connection.status == "ready":
+        unsettled = [connection for connection in self.fleet.connections.values()
+                     if connection.status == "ready" and not connection.changes.is_settled]
+        if unsettled:  # the common step has none: no timer, no wait
+            with anyio.move_on_after(limit):
+                for connection in unsettled:
                     await connection.changes.settled()
         while True:
             try:

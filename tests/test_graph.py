@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +285,48 @@ async def test_the_sqlite_checkpointer_logs_ahead_and_does_not_sync_every_step(t
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
         assert (await saver.aget_tuple(thread())) is not None
-        assert len([item async for item in saver.alist(thread())]) >= 2
+
+
+async def test_a_turn_on_a_local_checkpointer_is_written_once_and_is_on_disk_when_it_returns(
+    tmp_path: Path,
+) -> None:
+    async with open_checkpointer(None, state_dir=tmp_path) as saver:
+        call = {"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}
+        model = ScriptedChatModel([call, "three", "again"])
+        graph = make_graph(model, [add], checkpointer=saver)
+        await graph.ainvoke({"messages": [HumanMessage("add")]}, thread())
+        # read by a connection of its own, as another process would
+        with closing(sqlite3.connect(tmp_path / "state.sqlite")) as other:
+            rows = other.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 't'").fetchone()[0]
+        assert rows == 1  # three steps (model, tool, model), one write
+        await graph.ainvoke({"messages": [HumanMessage("again")]}, thread())
+        saved = [item async for item in saver.alist(thread())]
+    assert len(saved) == 2
+    assert [m.content for m in saved[0].checkpoint["channel_values"]["messages"]][-1] == "again"
+    memory = InMemorySaver()
+    graph = make_graph(ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "3"]),
+                       [add], checkpointer=memory)
+    await graph.ainvoke({"messages": [HumanMessage("add")]}, thread())
+    assert len([item async for item in memory.alist(thread())]) == 1
+
+
+async def test_a_turn_paused_for_approval_is_on_disk_and_resumes_from_another_checkpointer(
+    tmp_path: Path,
+) -> None:
+    script = [{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "three"]
+
+    def asked(name: str) -> bool:
+        return True
+
+    async with open_checkpointer(None, state_dir=tmp_path) as saver:
+        graph = make_graph(ScriptedChatModel(script), [add], checkpointer=saver, needs_approval=asked)
+        paused = await graph.ainvoke({"messages": [HumanMessage("add")]}, thread())
+        assert paused["__interrupt__"][0].value["type"] == "tool_approval"
+    async with open_checkpointer(None, state_dir=tmp_path) as saver:  # as after a restart
+        graph = make_graph(ScriptedChatModel(script[1:]), [add], checkpointer=saver, needs_approval=asked)
+        state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    assert tool_messages(state)[0].content == "3"
+    assert state["messages"][-1].content == "three"
 
 
 async def test_an_unusable_checkpointer_is_a_runner_error(tmp_path: Path) -> None:
@@ -436,3 +479,41 @@ def test_the_max_steps_message_speaks_of_one_model_call_in_the_singular() -> Non
 
     assert "after 1 model call in this turn" in str(_max_steps_message(1).content)
     assert "after 2 model calls in this turn" in str(_max_steps_message(2).content)
+
+
+async def test_a_step_whose_calls_need_no_approval_goes_from_the_model_straight_to_its_tools() -> None:
+    model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "three"])
+    graph = make_graph(model, [add], needs_approval=lambda name: False)
+    nodes = [node async for update in graph.astream({"messages": [HumanMessage("add")]}, thread(),
+                                                    stream_mode="updates") for node in update]
+    assert nodes == ["model", "tool", "model"]
+
+
+async def test_a_step_with_a_call_that_needs_approval_stops_at_the_approval() -> None:
+    model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "three"])
+    graph = make_graph(model, [add], needs_approval=lambda name: name == "add")
+    nodes = [node async for update in graph.astream({"messages": [HumanMessage("add")]}, thread(),
+                                                    stream_mode="updates") for node in update]
+    assert nodes == ["model", "__interrupt__"]
+    state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    assert tool_messages(state)[0].content == "3"
+
+
+async def test_a_cancelled_sqlite_write_still_lands_and_closing_the_checkpointer_ends_its_thread(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    async with open_checkpointer(None, state_dir=tmp_path) as saver:
+        graph = make_graph(ScriptedChatModel(["hello"]), [], checkpointer=saver)
+        await graph.ainvoke({"messages": [HumanMessage("hi")]}, thread())
+        saved = await saver.aget_tuple(thread())
+        assert saved is not None
+        workers = [t for t in threading.enumerate() if t.name.startswith("sqlite checkpointer")]
+        assert len(workers) == 1
+        config = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # cancelled before the write is even handed over
+            await saver.aput(config, {**saved.checkpoint, "id": "1f0-cancelled"}, {}, {})
+        assert (await saver.aget_tuple({"configurable": {"thread_id": "other"}})) is not None
+    assert not workers[0].is_alive()

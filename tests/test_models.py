@@ -363,3 +363,34 @@ async def test_the_offline_model_says_a_requested_tool_is_unknown_and_names_the_
     reply = await offline_reply(text, [server__add, get_weather])
     assert reply.tool_calls == []
     assert "There is no tool named 'server__ad' (did you mean 'server__add'?)" in reply.content
+
+
+class CountingModel(ScriptedChatModel):
+    """Records the tool sets it is bound to in ``BINDINGS``."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        BINDINGS.append([t.name for t in tools])
+        return super().bind_tools(tools, **kwargs)
+
+
+BINDINGS: list[list[str]] = []
+
+
+async def test_a_model_chain_binds_a_tool_set_once_and_binds_again_when_the_tools_change() -> None:
+    @tool
+    async def other(a: int) -> int:
+        """Another tool."""
+        return a
+
+    BINDINGS.clear()
+    model = CountingModel(["one", "two", "three", "four"])
+    chain = ModelChain(model)
+    prompt = [HumanMessage("hi")]
+    await chain.ainvoke(prompt, tools=[add])
+    await chain.ainvoke(prompt, tools=[add])  # the same tools, listed again
+    assert BINDINGS == [["add"]]
+    await chain.ainvoke(prompt, tools=[add, other])  # a tool added: bound anew
+    renamed = add.model_copy(update={"name": "plus"})  # another object under the old name's place
+    await chain.ainvoke(prompt, tools=[renamed])
+    assert BINDINGS == [["add"], ["add", "other"], ["plus"]]
+    assert model.calls == [["add"], ["add"], ["add", "other"], ["plus"]]

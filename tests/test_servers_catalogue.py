@@ -211,6 +211,18 @@ async def test_the_first_announcement_after_a_calm_spell_is_relisted_at_once() -
         assert await signal.next_batch() == {"tools"}
 
 
+async def test_a_signal_is_settled_until_an_announcement_and_again_once_its_relist_is_done() -> None:
+    signal = ChangeSignal(quiet=30.0, max_delay=60.0)
+    assert signal.is_settled
+    signal.mark("tools")
+    assert not signal.is_settled
+    with anyio.fail_after(5):
+        await signal.next_batch()
+    assert not signal.is_settled  # handed out, not yet re-listed
+    signal.done()
+    assert signal.is_settled
+
+
 async def test_announcements_during_and_right_after_a_relist_are_handed_out_as_one_batch() -> None:
     signal = ChangeSignal(quiet=0.2, max_delay=5.0)
     signal.mark("tools")

@@ -24,6 +24,8 @@ from runner.servers import CatalogueChange
 class _NoChanges:
     """A replayed server's lists never change."""
 
+    is_settled = True
+
     async def settled(self) -> None:
         return None
 

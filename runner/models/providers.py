@@ -214,12 +214,20 @@ def build_model_chain(spec: ModelSpec, *, base_dir: Path) -> ModelChain:
     return ModelChain(primary, fallbacks)
 
 
+BOUND_KEPT = 8  # tool sets a ModelChain keeps bound: a generation's, and its found-tool sets
+_Bound = Runnable[LanguageModelInput, BaseMessage]
+
+
 class ModelChain:
     """A primary chat model and the models tried in order when a call to it fails."""
 
     def __init__(self, primary: BaseChatModel, fallbacks: Sequence[BaseChatModel] = ()) -> None:
         self.primary = primary
         self.fallbacks = list(fallbacks)
+        # The models bound to recent tool sets, by the tools' identities (the tools are kept
+        # with them, so an identity is not reused while its entry lasts): binding converts every
+        # tool, and the steps of a turn offer the same tools again.
+        self._bound: dict[tuple[Any, ...], tuple[tuple[BaseTool, ...], _Bound]] = {}
 
     def __repr__(self) -> str:
         names = [type(m).__name__ for m in (self.primary, *self.fallbacks)]
@@ -234,6 +242,22 @@ class ModelChain:
         bound = [m.bind_tools(list(tools), **choice) if tools else m for m in (self.primary, *self.fallbacks)]
         return bound[0].with_fallbacks(bound[1:]) if len(bound) > 1 else bound[0]
 
+    def _bound_to(
+        self, tools: Sequence[BaseTool | dict[str, Any]], tool_choice: str | None
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """``bind_tools``, kept for the last ``BOUND_KEPT`` sets of LangChain tools."""
+        if not all(isinstance(tool, BaseTool) for tool in tools):  # definitions made per call
+            return self.bind_tools(tools, tool_choice)
+        key = (tool_choice, *map(id, tools))
+        kept = self._bound.get(key)
+        if kept is not None:
+            return kept[1]
+        runnable = self.bind_tools(tools, tool_choice)
+        if len(self._bound) >= BOUND_KEPT:
+            del self._bound[next(iter(self._bound))]  # the oldest
+        self._bound[key] = (tuple(tools), runnable)  # type: ignore[arg-type]
+        return runnable
+
     async def ainvoke(
         self,
         messages: Sequence[BaseMessage],
@@ -246,7 +270,7 @@ class ModelChain:
         """One model call offering ``tools``; failures of the whole chain become ModelError.
         ``options`` (``max_tokens``, ``stop``) are passed to the provider's call."""
         try:
-            runnable = self.bind_tools(tools, tool_choice)
+            runnable = self._bound_to(tools, tool_choice)
             if options:
                 runnable = runnable.bind(**options)
             reply = await telemetry.model_step(self.primary, runnable.ainvoke(list(messages), config))

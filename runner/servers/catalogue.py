@@ -222,6 +222,11 @@ class ChangeSignal:
         """Wait until every announced change has been re-listed (bound it with a timeout)."""
         await self._idle.wait()
 
+    @property
+    def is_settled(self) -> bool:
+        """Whether every announced change has been re-listed (``settled`` would not wait)."""
+        return self._idle.is_set()
+
     async def next_batch(self) -> set[CatalogueKind]:
         await self._marked.wait()
         if anyio.current_time() < self._calm_at:  # the tail of a burst: wait until it is quiet
