@@ -25,7 +25,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from runner.errors import PromptError, RunnerError, ServeError
 from runner.runtime import Runtime
-from runner.serve.ask import ASK_TOOL, AskHandler, ask_tool, error_result
+from runner.serve.ask import ASK_INPUT_SCHEMA, ASK_TOOL, AskHandler, ask_tool, error_result
 from runner.serve.conversations import (
     TurnScheduler,
     conversation_store,
@@ -71,6 +71,9 @@ class AgentService:
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
             on_subscriptions_listen=ListenHandler(self._changes),
+            # What tools/list says of ask's input: looked up here, the HTTP transport checks a
+            # call's Mcp-Param headers without running a whole tools/list for every call.
+            get_tool_input_schema=lambda name: ASK_INPUT_SCHEMA if name == ASK_TOOL else None,
         )
 
     # ------------------------------------------------------------------ change notifications
