@@ -110,7 +110,9 @@ async def _check_if_disturbed(connection: Any) -> None:
 
 
 def _readable(fd: int) -> bool:
-    poller = select.poll()
+    if not hasattr(select, "poll"):  # Windows: select() takes sockets there
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()  # select() refuses descriptors past FD_SETSIZE, which a busy server reaches
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
 
