@@ -126,6 +126,22 @@ async def test_serve_watch_sends_tools_list_changed_when_the_ask_tool_changes_an
     assert "Answers briefly." in (tools[0].description or "")
 
 
+async def test_stopping_the_served_agent_ends_a_callers_listen_stream_gracefully(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest) as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url) as client:
+                async with client.listen(prompts_list_changed=True) as changes:
+                    served.process.send_signal(signal.SIGTERM)
+                    events = [event async for event in changes]  # an abrupt drop raises SubscriptionLost
+        code = await anyio.to_thread.run_sync(served.process.wait, LIMIT)
+    assert events == []
+    assert code == 143
+
+
 def _rename_binding(manifest: Path, alias: str) -> None:
     document = yaml.safe_load(manifest.read_text())
     document["prompts"]["mcp"][0]["as"] = alias

@@ -55,6 +55,7 @@ class AgentService:
         self.scheduler = scheduler or TurnScheduler()
         self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
         self._changes = InMemorySubscriptionBus()  # to the 2026-07-28 callers' listen streams
+        self._listening = ListenHandler(self._changes)
         self._announced = self._lists()
         self._maybe_changed = anyio.Event()
         manifest = runtime.manifest
@@ -70,13 +71,17 @@ class AgentService:
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
-            on_subscriptions_listen=ListenHandler(self._changes),
+            on_subscriptions_listen=self._listening,
             # What tools/list says of ask's input: looked up here, the HTTP transport checks a
             # call's Mcp-Param headers without running a whole tools/list for every call.
             get_tool_input_schema=lambda name: ASK_INPUT_SCHEMA if name == ASK_TOOL else None,
         )
 
     # ------------------------------------------------------------------ change notifications
+
+    def end_listening(self) -> None:
+        """End every caller's listen stream as the spec's graceful close (the server is stopping)."""
+        self._listening.close()
 
     def lists_may_have_changed(self) -> None:
         """The manifest was reloaded or a server's lists changed: :meth:`announce_changes` compares."""
