@@ -128,6 +128,8 @@ async def opened_together(
     values: list[Any] = [None] * len(contexts)
     entered = 0
     all_entered = anyio.Event()
+    if not contexts:  # no suite's row chosen (say, --rows 3b): nothing to wait for
+        all_entered.set()
     release = anyio.Event()
 
     async def hold(index: int, context: AbstractAsyncContextManager[Any]) -> None:

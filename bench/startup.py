@@ -10,6 +10,7 @@ one stdio server against a minimal script that imports the SDK, connects, lists 
 
 from __future__ import annotations
 
+import compileall
 import sys
 import tempfile
 import time
@@ -98,7 +99,13 @@ async def process_ms(command: list[str], cwd: Path) -> Metrics:
 
 
 def command_cases(folder: Path) -> list[Case]:
-    """Row 3b: ``mcp-run tools FILE`` against the minimal SDK script, as whole processes."""
+    """Row 3b: ``mcp-run tools FILE`` against the minimal SDK script, as whole processes.
+
+    mcp-run's modules are byte-compiled first, as an installed package's are: the floor's SDK
+    loads from its .pyc files, and a source checkout run under PYTHONDONTWRITEBYTECODE would
+    otherwise compile every module of mcp-run again at each start.
+    """
+    compileall.compile_dir(ROOT / "runner", quiet=1)
     folder.mkdir(parents=True, exist_ok=True)
     entry = stdio_entry()
     manifest = {"version": 1, "name": "bench-start", "model": {"id": "offline"},

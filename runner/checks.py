@@ -2,7 +2,8 @@
 it names, the import paths it names, the scripted model's script and the model ids.
 
 Some findings are warnings, not errors: what may be put right before the run without touching the
-manifest (a stdio command not installed yet, a provider package or an API key variable missing).
+manifest (a stdio command not installed yet, a provider package or an API key variable missing),
+and filter entries no name can match (a blank or malformed glob), which the run ignores.
 
 Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick; LangChain
 is imported only to check a provider model's id.
@@ -17,13 +18,16 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import telemetry
 from runner.errors import ManifestError, ModelError, Problem
 from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
-from runner.prompts.system import SourceLocation, SystemTemplate, compile_system_prompt, template_files
-from runner.tools.filters import ImportPathError, load_import_path
+from runner.tools.filters import ImportPathError, glob_defect, load_import_path
+
+if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
+    from runner.prompts.system import SourceLocation, SystemTemplate
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,14 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     loaded = load_manifest(path, environ=environ)
     problems: list[Problem] = []
     template: SystemTemplate | None = None
-    try:
-        template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
-    except ManifestError as exc:
-        problems += exc.problems
+    templates: frozenset[Path] = frozenset()
+    if loaded.manifest.prompts.system is not None:
+        from runner.prompts.system import compile_system_prompt, template_files
+
+        try:
+            template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
+        except ManifestError as exc:
+            problems += exc.problems
     for where, import_path in import_paths(loaded.manifest):
         try:
             load_import_path(import_path, base_dir=loaded.base_dir)
@@ -82,8 +90,9 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         problems += telemetry.package_problems(loaded)
     if problems:
         raise ManifestError(problems)
-    templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
-    warnings = sorted(warnings + command_warnings(loaded, environ), key=_order)
+    if loaded.manifest.prompts.system is not None:
+        templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
 
 
@@ -156,6 +165,23 @@ def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list
     return warnings
 
 
+def glob_warnings(loaded: LoadedManifest) -> list[Problem]:
+    """Filter entries (``tools.only`` / ``except`` / ``approve`` / ``pin``, ``prompts.only`` /
+    ``except``) that match nothing whatever the server offers: blank, or a malformed glob."""
+    warnings: list[Problem] = []
+    for key, spec in loaded.manifest.servers.items():
+        for part, kind, names in (("tools", "tool", spec.tools), ("prompts", "prompt", spec.prompts)):
+            lists = {"only": names.only, "except": names.except_}
+            if part == "tools":
+                lists |= {"approve": spec.tools.approve, "pin": spec.tools.pin}
+            for name, entries in lists.items():
+                for index, entry in enumerate(entries or ()):
+                    if (defect := glob_defect(entry, kind)) is not None:
+                        warnings.append(loaded.source.problem(("servers", key, part, name, index),
+                                                              f"'{entry}' {defect}"))
+    return warnings
+
+
 def _unrunnable(command: str, folder: Path, search_path: str) -> str | None:
     """Why ``command`` cannot be started from ``folder``, or None. A command with a folder part is a
     path (relative ones start from the server's working directory); a bare name is looked up on
@@ -199,6 +225,8 @@ def _module_file(module: str, base_dir: Path) -> Path | None:
 def system_location(loaded: LoadedManifest) -> SourceLocation:
     """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
     after its indicator, at its indentation."""
+    from runner.prompts.system import SourceLocation
+
     line, column = loaded.source.locate(("prompts", "system"))
     try:
         lines = loaded.path.read_text(encoding="utf-8").splitlines()

@@ -1,4 +1,5 @@
-"""One generation of the agent: servers, tools, prompts, model and graph, built from a manifest.
+"""The running agent: its servers, and the current generation (tools, prompts, model and graph)
+built from a manifest over them (:mod:`runner.generation`).
 
     async with load_agent("agent.yaml") as runtime:
         result = await runtime.graph.ainvoke({"messages": [("user", "hi")]}, runtime.config())
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
@@ -27,13 +27,21 @@ import mcp_types as types
 from runner import telemetry
 from runner.auth import login_files
 from runner.checks import CheckedAgent, checked_agent
-from runner.errors import AuthError, BuildError, RunnerError, ServerStartError
+from runner.errors import AuthError, BuildError, RunnerError
+from runner.generation import (
+    Generation,
+    GenerationAdapter,
+    ReloadReport,
+    launch_spec,
+    rebuilt_parts,
+    reconcile_servers,
+    render_system_prompt,
+    stream_writer,
+)
 from runner.loading import LoadedManifest
-from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
+from runner.manifest import Manifest
 from runner.prompts import (
     PromptCatalog,
-    ServerSummary,
-    ToolSummary,
     build_prompt_catalog,
     fetch_prompt_messages,
     parse_command_line,
@@ -41,8 +49,7 @@ from runner.prompts import (
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.requests import SAMPLING_REFUSED, Question, Reply
 from runner.state import state_folder
-from runner.tools.catalog import ToolCall, ToolCatalog
-from runner.tools.content import ToolOutput
+from runner.tools.catalog import ToolCatalog
 from runner.tools.search import ToolSearch
 
 if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
@@ -57,88 +64,10 @@ logger = logging.getLogger(__name__)
 
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
 WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
-DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
 
 ChangeListener = Callable[[CatalogueChange], Any]
 # open_fleet's signature: an empty fleet the runtime starts the manifest's servers in.
 ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
-
-
-def launch_spec(spec: ServerSpec) -> ServerSpec:
-    """``python`` in a stdio command means the interpreter running mcp-run (and its packages).
-
-    Not in a container: there ``python`` is the image's own.
-    """
-    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS and spec.container is None:
-        return spec.model_copy(update={"command": sys.executable})
-    return spec
-
-
-class GenerationAdapter:
-    """What a caller changes in every generation the runtime builds, at start-up and at each
-    reload: the agent as checked, the model chain, and every tool call the model makes.
-
-    The evals run the agent this way (a memory checkpointer, their model recording or replaying,
-    the case's template variables, recorded tool results). This base class changes nothing.
-    """
-
-    def agent(self, checked: CheckedAgent) -> CheckedAgent:
-        """The agent as it is run. ``load_agent`` calls it once more on the first manifest, to
-        open the checkpointer it names: it must depend on ``checked`` alone."""
-        return checked
-
-    def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
-        """The model chain of ``spec``; called when the model spec changed, not at every reload."""
-        from runner.models import build_model_chain
-
-        return build_model_chain(spec, base_dir=base_dir)
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
-        """A call the model makes to the tool ``name``; ``call`` is the catalog's own."""
-        return await call(name, arguments)
-
-
-@dataclass
-class Generation:
-    """What one version of the manifest builds on top of the running servers."""
-
-    checked: CheckedAgent
-    catalog: ToolCatalog
-    model: ModelChain | None  # None: started without a model (listing and calling only)
-    prompt_catalog: PromptCatalog
-    logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
-    graph: CompiledStateGraph | None = None
-    tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
-
-    @property
-    def loaded(self) -> LoadedManifest:
-        return self.checked.loaded
-
-
-@dataclass
-class ReloadReport:
-    """What :meth:`Runtime.apply` did, for the one-line summary and the JSON event stream."""
-
-    seconds: float = 0.0
-    started: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-    restarted: list[str] = field(default_factory=list)
-    rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
-    failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
-    renamed: str = ""  # the agent's new name when `name:` changed
-
-    def summary(self) -> str:
-        parts = [f"renamed the agent to {self.renamed}"] if self.renamed else []
-        parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
-            ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
-            ("rebuilt", self.rebuilt)) if keys]
-        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
-        return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
-
-    def event(self) -> dict[str, Any]:
-        return {"type": "reload", "ms": round(self.seconds * 1000, 1), "started": self.started,
-                "stopped": self.stopped, "restarted": self.restarted, "rebuilt": self.rebuilt,
-                "failed": self.failed}
 
 
 @dataclass
@@ -243,40 +172,14 @@ class Runtime:
             await self.fleet.start_all({key: specs[key] for key in report.started})
         else:
             await previous.catalog.drained(set(report.stopped) | restarting)
-            await self._reconcile(specs, kept, report, logged_in)
-        report.rebuilt = _rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
+            await reconcile_servers(self.fleet, specs, kept, report, logged_in)
+        report.rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         if previous is not None and previous.loaded.manifest.name != manifest.name:
             report.renamed = manifest.name
         self._install(checked, model, previous, logins)
         report.seconds = time.perf_counter() - began
         telemetry.reloaded(report, initial=previous is None)
         return report
-
-    async def _reconcile(
-        self, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport, logged_in: Set[str]
-    ) -> None:
-        async def update(key: str) -> None:
-            try:
-                if await self.fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
-                    report.restarted.append(key)
-            except ServerStartError as exc:  # a required server: reported, the rest goes on
-                report.restarted.append(key)
-                report.failed[key] = str(exc)
-
-        async def start(key: str) -> None:
-            try:
-                await self.fleet.add(key, specs[key])
-            except ServerStartError as exc:
-                report.failed[key] = str(exc)
-
-        async with anyio.create_task_group() as group:
-            for key in report.stopped:
-                group.start_soon(self.fleet.remove, key)
-            for key in kept:
-                group.start_soon(update, key)
-            for key in report.started:
-                group.start_soon(start, key)
-        report.restarted.sort()
 
     def _model_for(self, checked: CheckedAgent, previous: Generation | None) -> ModelChain | None:
         if not self.with_model:
@@ -303,10 +206,11 @@ class Runtime:
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
                               schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
                               call_hook=self.adapter.call_tool if self.adapter is not None else None,
-                              warned=previous.catalog.warnings if previous is not None else ())
+                              warned=previous.catalog.warnings if previous is not None else (),
+                              source=checked.loaded.source)
         catalog.answer = self._answer if self.interactive else None
         catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)
-        catalog.progress_sink = _stream_writer
+        catalog.progress_sink = stream_writer
         generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
         generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         if model is not None:
@@ -376,16 +280,7 @@ class Runtime:
 
     def system_prompt(self) -> str:
         """The system prompt as of now: templates see the servers and tools currently live."""
-        template = self.generation.checked.system_template
-        if template is None:
-            description = f" {self.manifest.description}" if self.manifest.description else ""
-            return DEFAULT_SYSTEM_PROMPT.format(name=self.manifest.name, description=description)
-        servers = [
-            ServerSummary(key, connection.status, connection.instructions)
-            for key, connection in self.fleet.connections.items()
-        ]
-        tools = [ToolSummary(entry.name, entry.description) for entry in self.catalog.entries.values()]
-        return template.render(servers, tools)
+        return render_system_prompt(self.generation, self.fleet.connections)
 
     def _prompt_catalog(self, manifest: Manifest) -> PromptCatalog:
         listings = {
@@ -414,37 +309,6 @@ class Runtime:
             logger.error("after a change on %s: %s", change.server, exc)
         for listener in self.listeners:
             listener(change)
-
-
-def _live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
-    """Every server's settings that apply without a restart (filters, timeouts, fallbacks, ...)."""
-    return [
-        (key, {name: value for name, value in spec.model_dump().items()
-               if name not in restart_fields(type(spec))})
-        for key, spec in sorted(manifest.servers.items())
-    ]
-
-
-def _rebuilt_parts(
-    previous: Generation | None, checked: CheckedAgent, changed_files: set[Path], *, with_model: bool
-) -> list[str]:
-    """What the new generation builds differently from ``previous``: only what changed."""
-    after = checked.loaded.manifest
-    changed = {path.resolve() for path in changed_files}
-    if previous is None:
-        return ["prompts", *(["model"] if with_model else []), "agent", "tools"]
-    before = previous.loaded.manifest
-    parts = []
-    if before.prompts != after.prompts or changed & (checked.templates | previous.checked.templates):
-        parts.append("prompts")
-    if with_model and before.model != after.model:
-        parts.append("model")
-    if before.agent != after.agent:
-        parts.append("agent")
-    if (_live_settings(before) != _live_settings(after) or before.local_tools != after.local_tools
-            or changed & (checked.modules | previous.checked.modules)):
-        parts.append("tools")
-    return parts
 
 
 @asynccontextmanager
@@ -509,18 +373,3 @@ async def load_agent(
                 task_group.cancel_scope.cancel()
         if error is not None:
             raise error
-
-
-
-def _stream_writer() -> Callable[[dict[str, Any]], None] | None:
-    """The running graph's custom stream (progress events), or None outside a graph run.
-
-    A tool invoked directly inside another runnable has a config but no graph runtime in it: the
-    lookup then fails with KeyError rather than RuntimeError."""
-    config = sys.modules.get("langgraph.config")
-    if config is None:  # LangGraph was never imported, so no graph is running
-        return None
-    try:
-        return config.get_stream_writer()
-    except (RuntimeError, KeyError):
-        return None

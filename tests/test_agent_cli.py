@@ -4,11 +4,15 @@ interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offli
 from __future__ import annotations
 
 import json
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -183,5 +187,53 @@ def test_sigterm_during_call_stops_it_and_every_server(tmp_path: Path) -> None:
     finally:
         run.close(force=True)
     assert run.exitstatus == 128 + 15
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize(("call", "running"), [('demo__sleep {"seconds": 60}', "tool_call"),
+                                               ("tasks__forever", "task")], ids=["plain-call", "task"])
+def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_exit_130_and_no_server(
+    tmp_path: Path, call: str, running: str
+) -> None:
+    import psutil
+
+    write_manifest(tmp_path, {"demo": server("demo"), "tasks": server("tasks")}, name="stopped",
+                   model="offline", checkpointer="memory")
+    with (tmp_path / "stderr.txt").open("w") as errors:
+        run = subprocess.Popen([sys.executable, "-m", "runner", "agent.yaml", "-p", call, "--json"],
+                               cwd=tmp_path, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=errors)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert run.stdout is not None
+        for line in run.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def next_event() -> dict[str, Any] | None:
+        line = lines.get(timeout=60)
+        return None if line is None else json.loads(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        while (event := next_event()) is not None and event["type"] != running:
+            pass
+        assert event is not None, (tmp_path / "stderr.txt").read_text()
+        servers = child_pids(run.pid)
+        assert len(servers) >= 2
+        run.send_signal(signal.SIGINT)
+        after = []
+        while (event := next_event()) is not None:
+            after.append(event)
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=60)
+    assert after and after[-1] == {"type": "interrupted"}, (tmp_path / "stderr.txt").read_text()
+    assert "final" not in [event["type"] for event in after]
+    assert code == 130
     assert not [pid for pid in servers if psutil.pid_exists(pid) and
                 psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

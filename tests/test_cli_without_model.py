@@ -70,3 +70,38 @@ def test_inspecting_commands_do_not_import_langgraph(tmp_path: Path, command: tu
     assert result.returncode == 0, result.stderr
     loaded = result.stdout.rsplit("LOADED", 1)[1].split()
     assert loaded == [], loaded
+
+
+# What each command may not import: LangChain (and LangSmith, which it pulls in), LangGraph, the
+# chat terminal, the OAuth stack of http servers, and for listings the argument validator. The
+# offline model offers every tool, so `tools` does not make the tools to size their definitions.
+NOT_IMPORTED = ("langchain_core", "langsmith", "langgraph", "prompt_toolkit", "jwt", "runner.auth.flow")
+NOT_IMPORTED_BY_LISTINGS = (*NOT_IMPORTED, "jsonschema")
+IMPORTED_AFTER = """
+import sys
+from runner.cli import main
+unwanted = tuple(sys.argv[1].split(","))
+try:
+    main(sys.argv[2:])
+except SystemExit as exit:
+    assert exit.code in (0, None), exit.code
+loaded = (name for name in sys.modules if name.split(".")[0] in unwanted or name in unwanted)
+print("LOADED", " ".join(sorted(loaded)))
+"""
+
+
+@pytest.mark.parametrize(("command", "unwanted"), [
+    (("tools", "agent.yaml"), NOT_IMPORTED_BY_LISTINGS),
+    (("prompts", "agent.yaml"), NOT_IMPORTED_BY_LISTINGS),
+    (("call", "agent.yaml", "demo__echo", '{"text": "hi"}'), NOT_IMPORTED),
+])
+def test_listing_and_calling_import_neither_langchain_nor_what_only_other_commands_need(
+    tmp_path: Path, command: tuple[str, ...], unwanted: tuple[str, ...]
+) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="offline", model="offline")
+    result = subprocess.run([sys.executable, "-c", IMPORTED_AFTER, ",".join(unwanted), *command],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.rsplit("LOADED", 1)[1].split()
+    assert loaded == [], loaded

@@ -260,3 +260,26 @@ def test_a_containerised_command_is_not_looked_up_on_the_host(tmp_path: Path) ->
         "version: 1\nname: a\nservers:\n  s: {command: /srv/absent-server, container: {image: x}}\n"
     )
     assert checked_agent(path, environ={}).warnings == []
+
+
+def test_validate_warns_at_its_place_of_each_filter_entry_that_no_name_can_match() -> None:
+    import tempfile
+
+    lines = ["version: 1", "name: globs", "model: offline", "servers:", "  s:", "    command: python",
+             "    tools:", '      approve: ["  ", "delete_[all", "create_*"]', '      pin: ["[z-a]_*"]',
+             '    prompts: {except: ["[!]x"]}']
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "agent.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        result = subprocess.run([sys.executable, "-m", "runner", "validate", str(path)], capture_output=True,
+                                text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"{path}:8:17: servers.s.tools.approve[0]: warning: '  ' is blank, so it matches no tool",
+        f"{path}:8:23: servers.s.tools.approve[1]: warning: 'delete_[all' is a malformed glob: its '[' is "
+        "never closed, so it matches only a tool whose name has a literal '['",
+        f"{path}:9:13: servers.s.tools.pin[0]: warning: '[z-a]_*' is a malformed glob: a [...] in it "
+        "matches no character, so it matches no tool",
+        f"{path}:10:24: servers.s.prompts.except[0]: warning: '[!]x' is a malformed glob: its '[' is never "
+        "closed, so it matches only a prompt whose name has a literal '['",
+    ]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
+import pytest
 from servers import specs
 
+from runner.servers import open_fleet
 from runner.servers.eras import EraMemory, launch_identity
 
 LEGACY = "2025-11-25"
@@ -45,3 +49,20 @@ def test_a_damaged_file_means_probing_and_an_unwritable_folder_a_warning(tmp_pat
         missing.remember(spec, LEGACY)
     assert "cannot remember protocol eras" in caplog.text
     assert missing.connect_mode(spec) == "auto"
+
+
+def test_servers_remembered_at_once_from_many_threads_are_all_kept(tmp_path: Path, caplog) -> None:
+    servers = [specs.stdio("demo", str(index)) for index in range(16)]
+    with caplog.at_level(logging.WARNING, logger="runner.servers.eras"):
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda spec: EraMemory(tmp_path).remember(spec, LEGACY), servers))
+    assert "cannot remember" not in caplog.text
+    assert all(EraMemory(tmp_path).connect_mode(spec) == "legacy" for spec in servers)
+
+
+@pytest.mark.anyio
+async def test_a_start_in_the_modern_era_leaves_nothing_to_remember(tmp_path: Path, state_dir: Path) -> None:
+    with anyio.fail_after(60):
+        async with open_fleet({"modern": specs.stdio("demo")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+            assert fleet.connections["modern"].era == "2026-07-28"
+    assert not (state_dir / "eras.json").exists()

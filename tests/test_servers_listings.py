@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+import pytest
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
 
+from runner.servers import listings as filtering
 from runner.servers.listings import ToolListingFilter
 
 VERSION = "2025-11-25"
@@ -33,3 +36,29 @@ def test_a_tool_that_turns_unusable_in_a_relist_is_dropped_though_it_passed_befo
     assert listed(listings, 2, [tool("a"), tool("b", inputSchema="not a schema")]) == ["a"]
     assert listed(listings, 3, [tool("a"), tool("b", description=5)]) == ["a"]
     assert listed(listings, 4, [tool("a"), tool("b")]) == ["a", "b"]
+
+
+def test_a_listing_that_passed_is_not_kept_by_the_filter() -> None:
+    listings = ToolListingFilter("s")
+    definition = tool("a")
+    held_before = sys.getrefcount(definition)
+    assert listed(listings, 1, [definition]) == ["a"]
+    assert sys.getrefcount(definition) == held_before
+
+
+def test_a_tool_whose_name_is_not_a_string_is_dropped_and_the_rest_is_kept() -> None:
+    listings = ToolListingFilter("s")
+    assert listed(listings, 1, [tool("a"), tool(["b"]), tool("c")]) == ["a", "c"]
+
+
+def test_a_relist_identical_to_an_answer_that_passed_is_not_validated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listings = ToolListingFilter("s")
+    assert listed(listings, 1, [tool("a"), tool("b")]) == ["a", "b"]
+    checks: list[Any] = []
+    monkeypatch.setattr(filtering, "_problem", lambda result, version: checks.append(result))
+    assert listed(listings, 2, [tool("a"), tool("b")]) == ["a", "b"]
+    assert checks == []
+    listed(listings, 3, [tool("a"), tool("b", description="changed")])
+    assert [entry["name"] for entry in checks[0]["tools"]] == ["b"]  # only the changed tool

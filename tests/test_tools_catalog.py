@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -279,3 +280,54 @@ async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) 
     async with catalog_for(tmp_path, servers) as catalog:
         assert "primary__echo" in catalog.entries
     assert any("other" in w and "'echo'" in w for w in catalog.warnings), catalog.warnings
+
+
+async def test_a_rebuild_after_tools_came_and_went_names_exactly_the_tools_offered_now(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"dyn": server("dynamic")}) as catalog:
+        before = set(catalog.entries)
+        connection = catalog.connections["dyn"]
+        await connection.call_tool("add_tool", {"name": "fresh", "announce": False})
+        await connection.refresh(("tools",))
+        catalog.rebuild()
+        assert set(catalog.entries) == before | {"dyn__fresh"}
+        await connection.call_tool("remove_tool", {"name": "fresh"})
+        await connection.refresh(("tools",))
+        catalog.rebuild()
+        assert set(catalog.entries) == before
+
+
+async def test_a_build_of_many_tools_holds_under_half_a_kilobyte_a_tool(tmp_path: Path) -> None:
+    async with catalog_for(tmp_path, {"box": server("toolbox")}) as catalog:
+        assert len(catalog.entries) >= 500
+        tracemalloc.start()
+        try:
+            again = ToolCatalog(catalog.manifest, catalog.connections, TESTS)
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len(again.entries) == len(catalog.entries)
+        assert held / len(again.entries) < 500, held / len(again.entries)
+
+
+async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_the_manifest(
+    tmp_path: Path,
+) -> None:
+    from runner.runtime import load_agent
+
+    lines = ["version: 1", "name: globs", "model: offline", "checkpointer: memory", "servers:", "  demo:",
+             "    command: python", f"    args: [{TESTS / 'servers' / 'demo.py'}]", "    tools:",
+             '      approve: [echo, ech]', '      pin: ["zz_*"]', "      rename: {ad: plus}"]
+    path = tmp_path / "agent.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with anyio.fail_after(60):
+        async with load_agent(path) as runtime:
+            warnings = runtime.catalog.warnings
+
+    def at(row: int, text: str) -> str:  # where ``text`` starts on line ``row`` (from 0)
+        return f"{path}:{row + 1}:{lines[row].index(text) + 1}"
+
+    assert f"{at(9, 'ech]')}: servers.demo.tools.approve[1]: 'ech' matches no tool (did you mean 'echo'?)" \
+        in warnings
+    assert at(10, '"zz') + ": servers.demo.tools.pin[0]: 'zz_*' matches no tool" in warnings
+    assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
+        in warnings

@@ -1,7 +1,8 @@
 """OAuth 2.1 authorization for http/sse servers: the MCP authorization flow, stored tokens, logins.
 
     context    who answers an authorization request here (nobody, by default); login hints
-    store      token files (0600) per server URL and client, in the user's state folder
+    store      token files (0600) per server URL and client, in the user's state folder; which
+               record (and file) belongs to a server
     callback   the one-shot 127.0.0.1 listener for the login redirect
     flow       the SDK's provider wired to the store, the interaction and runner.errors;
                ``http_auth(key, spec)`` is the server layer's one call
@@ -20,10 +21,10 @@ _EXPORTS = {
     "set_manifest_file": "runner.auth.context",
     "TokenRecord": "runner.auth.store",
     "token_dir": "runner.auth.store",
-    "effective_auth": "runner.auth.flow",
+    "effective_auth": "runner.auth.store",
     "http_auth": "runner.auth.flow",
-    "token_record": "runner.auth.flow",
-    "login_files": "runner.auth.flow",
+    "token_record": "runner.auth.store",
+    "login_files": "runner.auth.store",
     "BrowserLogin": "runner.auth.login",
     "has_display": "runner.auth.login",
     "forget_login": "runner.auth.login",

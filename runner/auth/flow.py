@@ -31,8 +31,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import AsyncGenerator, Mapping
-from pathlib import Path
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx2
@@ -45,50 +44,20 @@ from pydantic import AnyUrl
 
 from runner.auth.callback import DEFAULT_CALLBACK_PORT, redirect_uri
 from runner.auth.context import can_ask, current_interaction, login_command
-from runner.auth.store import DIR_MODE, TokenRecord, token_dir
+from runner.auth.store import (  # noqa: F401 (login_files, token_record: also imported from here)
+    TokenRecord,
+    client_name,
+    effective_auth,
+    login_files,
+    token_record,
+)
 from runner.errors import AuthError, LoginRequiredError
-from runner.manifest import AuthSpec, HttpServerSpec
+from runner.manifest import HttpServerSpec
 
 logger = logging.getLogger(__name__)
 
 REFRESH_MARGIN = 60.0  # seconds before expiry an access token is refreshed (at most half its life)
 CLIENT_NAME = "mcp-run"
-
-
-def client_name(auth: AuthSpec) -> str:
-    """Which client a stored record belongs to: the configured id, else how it registers."""
-    if auth.client_id:
-        return f"{auth.grant}:{auth.client_id}"
-    return f"{auth.grant}:{auth.client_metadata_url or 'registered'}"
-
-
-def effective_auth(spec: HttpServerSpec) -> AuthSpec | None:
-    """The server's ``auth`` block; without one, the defaults - unless a static token is configured."""
-    if spec.auth is not None:
-        return spec.auth
-    if any(name.lower() == "authorization" for name in spec.headers):
-        return None  # `headers: {Authorization: ...}` is the user's own token: leave it alone
-    return AuthSpec.model_validate({})
-
-
-def token_record(spec: HttpServerSpec) -> TokenRecord | None:
-    """The stored login of ``spec`` (None when it uses a static Authorization header)."""
-    auth = effective_auth(spec)
-    return TokenRecord(spec.url, client_name(auth)) if auth is not None else None
-
-
-def login_files(servers: Mapping[str, object]) -> dict[str, Path]:
-    """The token file of each http/sse server that can log in, by server key (watch mode watches
-    them: a login in another terminal restarts a server that was waiting for one). The token
-    folder is created (0700) so that it can be watched before the first login."""
-    files = {
-        key: record.path
-        for key, spec in servers.items()
-        if isinstance(spec, HttpServerSpec) and (record := token_record(spec)) is not None
-    }
-    if files:
-        token_dir().mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    return files
 
 
 def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:

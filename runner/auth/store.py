@@ -16,11 +16,14 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from runner.manifest import AuthSpec, HttpServerSpec
 
 TOKEN_DIR_VARIABLE = "MCP_RUN_TOKEN_DIR"
 FILE_MODE = 0o600
@@ -134,3 +137,39 @@ class TokenRecord:
             temporary.unlink(missing_ok=True)
             raise
         os.replace(temporary, self.path)
+
+
+def client_name(auth: AuthSpec) -> str:
+    """Which client a stored record belongs to: the configured id, else how it registers."""
+    if auth.client_id:
+        return f"{auth.grant}:{auth.client_id}"
+    return f"{auth.grant}:{auth.client_metadata_url or 'registered'}"
+
+
+def effective_auth(spec: HttpServerSpec) -> AuthSpec | None:
+    """The server's ``auth`` block; without one, the defaults - unless a static token is configured."""
+    if spec.auth is not None:
+        return spec.auth
+    if any(name.lower() == "authorization" for name in spec.headers):
+        return None  # `headers: {Authorization: ...}` is the user's own token: leave it alone
+    return AuthSpec.model_validate({})
+
+
+def token_record(spec: HttpServerSpec) -> TokenRecord | None:
+    """The stored login of ``spec`` (None when it uses a static Authorization header)."""
+    auth = effective_auth(spec)
+    return TokenRecord(spec.url, client_name(auth)) if auth is not None else None
+
+
+def login_files(servers: Mapping[str, object]) -> dict[str, Path]:
+    """The token file of each http/sse server that can log in, by server key (watch mode watches
+    them: a login in another terminal restarts a server that was waiting for one). The token
+    folder is created (0700) so that it can be watched before the first login."""
+    files = {
+        key: record.path
+        for key, spec in servers.items()
+        if isinstance(spec, HttpServerSpec) and (record := token_record(spec)) is not None
+    }
+    if files:
+        token_dir().mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return files

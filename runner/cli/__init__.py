@@ -17,15 +17,15 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
-from runner.checks import check_agent
 from runner.errors import ManifestError, RunnerError
-from runner.loading import LoadedManifest
-from runner.manifest import manifest_json_schema
+
+if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands that read one
+    from runner.loading import LoadedManifest
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -238,4 +238,6 @@ def validate(file: str) -> None:
 @main.command()
 def schema() -> None:
     """Print the manifest's JSON Schema."""
+    from runner.manifest import manifest_json_schema
+
     click.echo(json.dumps(manifest_json_schema(), indent=2))

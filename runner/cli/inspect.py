@@ -19,7 +19,6 @@ from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
 from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
-from runner.cli.terminal import LineReader
 from runner.errors import PromptError, ToolError
 from runner.loading import load_manifest
 from runner.manifest import did_you_mean
@@ -74,7 +73,8 @@ def tools(file: str, as_json: bool) -> None:
     def rows_of(runtime: Runtime) -> list[dict[str, Any]]:
         offered = offered_at_start(runtime)
         searching.append(offered is not None)
-        return [{**row, "offered": offered is None or row["name"] in offered} for row in tool_rows(runtime)]
+        return [{**row, "offered": offered is None or row["name"] in offered}
+                for row in tool_rows(runtime, schemas=as_json)]
 
     def note(rows: list[dict[str, Any]]) -> str | None:
         if not any(searching):
@@ -158,6 +158,8 @@ async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
     """Ask on a terminal (the same rule as the agent's); None when there is none to ask on."""
     if not sys.stdin.isatty():
         return None
+    from runner.cli.terminal import LineReader  # the chat's terminal: only a question needs it
+
     stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
     answer = await LineReader(stderr).read("approve? [y/N]: ")
     return (answer or "").strip().lower() in ("y", "yes")

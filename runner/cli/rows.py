@@ -8,20 +8,27 @@ from typing import Any
 
 from runner.runtime import Runtime
 from runner.tools.content import ToolOutput, guard_text
+from runner.tools.providers import schema_for_provider
 
 
-def tool_rows(runtime: Runtime) -> list[dict[str, Any]]:
+def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:
+    """One row per tool; ``schemas=False`` leaves out ``input_schema`` (what the model is offered,
+    which makes each LangChain tool) and only checks that each server tool's schema converts."""
     rows = []
     for entry in runtime.catalog.entries.values():
-        schema = entry.tool.tool_call_schema
-        rows.append({
+        row = {
             "name": entry.name,
             "server": entry.origin.server,
             "original": entry.origin.name,
             "description": entry.description,
             "approval": runtime.catalog.needs_approval(entry.name),
-            "input_schema": schema if isinstance(schema, dict) else schema.model_json_schema(),
-        })
+        }
+        if schemas:
+            schema = entry.tool.tool_call_schema
+            row["input_schema"] = schema if isinstance(schema, dict) else schema.model_json_schema()
+        elif entry.built is None and entry.definition is not None:  # unusable: an error, as above
+            schema_for_provider(entry.definition.input_schema, runtime.catalog.provider)
+        rows.append(row)
     return rows
 
 

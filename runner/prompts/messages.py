@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from mcp import types
 
 from runner.errors import PromptError
 from runner.tools.content import decode_text, is_textual
+
+if TYPE_CHECKING:  # LangChain is imported when a prompt is rendered: listing prompts needs none
+    from langchain_core.messages import BaseMessage
 
 ContentBlock = dict[str, Any]
 
@@ -72,6 +74,8 @@ async def fetch_prompt_messages(
 
 def prompt_messages(messages: Sequence[types.PromptMessage]) -> list[BaseMessage]:
     """LangChain messages for a prompt's messages, merging runs of one role."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
     runs: list[tuple[str, list[ContentBlock]]] = []
     for message in messages:
         blocks = content_blocks(message.content)

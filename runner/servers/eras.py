@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 FILE_NAME = "eras.json"
 MAX_ENTRIES = 500  # a state folder outlives many manifest edits; old launch settings age out
+
+_rewriting = threading.Lock()  # reads and writes run in worker threads, several at once
 
 
 def launch_identity(spec: StdioServerSpec | HttpServerSpec) -> str:
@@ -56,22 +59,30 @@ class EraMemory:
         era = self._read().get(launch_identity(spec))
         return "legacy" if era in HANDSHAKE_PROTOCOL_VERSIONS else "auto"
 
+    @staticmethod
+    def worth_remembering(mode: str, era: str | None) -> bool:
+        """Whether a start in ``mode`` that settled on ``era`` has something to record: only a probe
+        that ended in the handshake era does (a modern era is probed anyway)."""
+        return mode == "auto" and era in HANDSHAKE_PROTOCOL_VERSIONS
+
     def remember(self, spec: StdioServerSpec | HttpServerSpec, era: str | None) -> None:
-        entries = self._read()
-        identity = launch_identity(spec)
-        if era is None or entries.get(identity) == era:
-            return
-        entries.pop(identity, None)
-        entries[identity] = era  # newest last: the oldest go first when the file is full
-        self._write(dict(list(entries.items())[-MAX_ENTRIES:]))
+        with _rewriting:  # servers of one fleet start together: one read-modify-write at a time
+            entries = self._read()
+            identity = launch_identity(spec)
+            if era is None or entries.get(identity) == era:
+                return
+            entries.pop(identity, None)
+            entries[identity] = era  # newest last: the oldest go first when the file is full
+            self._write(dict(list(entries.items())[-MAX_ENTRIES:]))
 
     def forget(self, spec: StdioServerSpec | HttpServerSpec) -> bool:
         """Forget ``spec``'s era; True when there was one."""
-        entries = self._read()
-        if entries.pop(launch_identity(spec), None) is None:
-            return False
-        self._write(entries)
-        return True
+        with _rewriting:
+            entries = self._read()
+            if entries.pop(launch_identity(spec), None) is None:
+                return False
+            self._write(entries)
+            return True
 
     def _read(self) -> dict[str, str]:
         try:
@@ -83,7 +94,7 @@ class EraMemory:
         return {key: value for key, value in entries.items() if isinstance(value, str)}
 
     def _write(self, entries: dict[str, str]) -> None:
-        temporary = self.path.with_name(f".{FILE_NAME}.{os.getpid()}")
+        temporary = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.{threading.get_ident()}")
         try:  # replaced whole, so a run starting beside this one never reads half a file
             temporary.write_text(json.dumps(entries, indent=1), encoding="utf-8")
             temporary.replace(self.path)

@@ -11,6 +11,7 @@ session and tool), and the rest reaches the SDK intact.
 from __future__ import annotations
 
 import logging
+import marshal
 from typing import Any
 
 import mcp_types as types
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 NAME_PREVIEW_CHARS = 80
 LIST_METHOD = "tools/list"
+MAX_PAGE_PRINTS = 1000  # a paginated listing's pages; forgotten all at once beyond this
 
 
 class ToolListingFilter:
@@ -35,7 +37,10 @@ class ToolListingFilter:
         self._initialize_ids: set[Any] = set()
         self._pending: dict[Any, str] = {}  # tools/list request id -> protocol version
         self._reported: set[str] = set()
-        self._accepted: dict[Any, dict[str, Any]] = {}  # tool name -> its last definition that passed
+        # tool name -> fingerprint of its last definition that passed (not the definition: a
+        # server's whole listing would be held twice, beside the SDK's models of it)
+        self._accepted: dict[str, int] = {}
+        self._accepted_pages: set[int] = set()  # fingerprints of whole answers that passed
         self._accepted_version: str | None = None  # ... at this protocol version
 
     def outbound(self, message: SessionMessage) -> None:
@@ -68,18 +73,29 @@ class ToolListingFilter:
         tools = message.result.get("tools")
         if version is None or version not in KNOWN_PROTOCOL_VERSIONS or not isinstance(tools, list):
             return item  # not a listing, or one the SDK will judge as a whole
-        named = all(isinstance(tool, dict) and tool.get("name") != "" for tool in tools)
+        named = all(isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"] != ""
+                    for tool in tools)
         if version != self._accepted_version:
-            self._accepted, self._accepted_version = {}, version
-        # A re-list mostly repeats tools already checked: comparing a dict costs far less than
-        # validating it again (the SDK validates the whole answer anyway).
-        fresh = [tool for tool in tools if not named or self._accepted.get(tool.get("name")) != tool]
-        if (named and _problem({**message.result, "tools": fresh}, version) is None) or _problem(
-            {**message.result, "tools": []}, version
-        ):
-            if named:
-                self._accepted.update((tool["name"], tool) for tool in fresh)
-            return item  # all is well, or what is wrong is not in the tools: the SDK will say
+            self._accepted, self._accepted_pages, self._accepted_version = {}, set(), version
+        page = _fingerprint(message.result)
+        if page is not None and page in self._accepted_pages:
+            return item  # the very answer that passed before (the usual re-list): nothing to check
+        # A re-list mostly repeats tools already checked: fingerprinting a definition costs a
+        # third of validating it again, and the memo holds a number, not the definition.
+        prints = [_fingerprint(tool) for tool in tools] if named else []
+        fresh = [tool for tool, printed in zip(tools, prints)
+                 if printed is None or self._accepted.get(tool["name"]) != printed]
+        if named and _problem({**message.result, "tools": fresh}, version) is None:
+            self._accepted.update(
+                (tool["name"], printed) for tool, printed in zip(tools, prints) if printed is not None
+            )
+            if page is not None:
+                if len(self._accepted_pages) >= MAX_PAGE_PRINTS:
+                    self._accepted_pages.clear()
+                self._accepted_pages.add(page)
+            return item  # all is well
+        if _problem({**message.result, "tools": []}, version):
+            return item  # what is wrong is not in the tools: the SDK will say
         kept = [tool for tool in tools if self._usable(message.result, tool, version)]
         answer = message.model_copy(update={"result": {**message.result, "tools": kept}})
         return SessionMessage(answer, metadata=item.metadata)
@@ -99,6 +115,15 @@ class ToolListingFilter:
 
 
 _surfaces: dict[str, TypeAdapter[Any]] = {}
+
+
+def _fingerprint(tool: dict[str, Any]) -> int | None:
+    """A 64-bit hash of a parsed JSON value's exact form (keys in order, ``1`` apart from
+    ``1.0``): a definition that only looks new is validated again. None for a value JSON never holds."""
+    try:
+        return hash(marshal.dumps(tool))
+    except ValueError:
+        return None
 
 
 def _surface(version: str) -> TypeAdapter[Any]:

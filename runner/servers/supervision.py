@@ -163,7 +163,8 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                 # Remembered before attaching: between attach and _watch nothing may await, or a
                 # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
-                await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
+                if connection.eras.worth_remembering(mode, era):
+                    await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
                 connection.attach(client, link, listing)
                 attached = True
                 try:

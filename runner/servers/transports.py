@@ -27,7 +27,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runner import telemetry
-from runner.auth.flow import http_auth
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
 from runner.servers.stdio import StderrLog, StdioProcess
@@ -147,7 +146,11 @@ class Link:
         self.session_expired = False
         self.listings = ToolListingFilter(key)
         # OAuth for http/sse servers (runner.auth): a 401 with a Bearer challenge starts the flow.
-        self.auth = http_auth(key, spec) if isinstance(spec, HttpServerSpec) else None
+        self.auth: httpx2.Auth | None = None
+        if isinstance(spec, HttpServerSpec):  # the SDK's OAuth (jwt, cryptography): for http only
+            from runner.auth.flow import http_auth
+
+            self.auth = http_auth(key, spec)
 
     @property
     def pid(self) -> int | None:

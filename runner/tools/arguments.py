@@ -24,13 +24,11 @@ import re
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import referencing.exceptions
-from jsonschema.exceptions import ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import extend, validator_for
+if TYPE_CHECKING:  # jsonschema is imported at the first validation: a listing needs none
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +45,8 @@ def format_path(path: Iterable[str | int]) -> str:
 
 
 def _problem(error: ValidationError) -> str:
+    from jsonschema.exceptions import best_match
+
     message = error.message
     if error.context:
         message += f" (closest match: {best_match(error.context).message})"
@@ -64,6 +64,9 @@ def _has_default(schema: Any, name: str) -> bool:
 @functools.cache
 def lenient(validator_class: type[Validator]) -> type[Validator]:
     """``validator_class`` relaxed where servers accept what their own schemas forbid."""
+    import jsonschema
+    from jsonschema.validators import extend
+
     checks = validator_class.VALIDATORS
     strict_required, strict_type, strict_enum = checks["required"], checks["type"], checks["enum"]
     strict_additional = checks["additionalProperties"]
@@ -144,6 +147,9 @@ class ArgumentValidator:
         return compiled
 
     def _compile_by_content(self, schema: dict[str, Any]) -> Validator | str:
+        import jsonschema
+        from jsonschema.validators import validator_for
+
         key = self._key(schema)
         if key in self._compiled:
             self._compiled.move_to_end(key)
@@ -183,6 +189,8 @@ class ArgumentValidator:
         compiled = self._compile(schema)
         if isinstance(compiled, str):
             return []
+        import referencing.exceptions  # imported with jsonschema by _compile
+
         try:
             errors = list(compiled.iter_errors(arguments))
         except (referencing.exceptions.Unresolvable, re.error) as exc:

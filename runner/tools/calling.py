@@ -17,7 +17,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-from langchain_core.messages import ToolMessage
 from mcp import types
 from mcp.shared.dispatcher import ProgressFnT
 
@@ -31,6 +30,8 @@ from runner.tools.content import ToolOutput, convert_result
 from runner.tools.suggest import unknown_tool_text
 
 if TYPE_CHECKING:
+    from langchain_core.messages import ToolMessage
+
     from runner.tools.catalog import CatalogEntry
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class ToolCalls:
         entry = self.entries.get(call["name"])
         if entry is None or entry.origin.server is None:
             return None
+        from langchain_core.messages import ToolMessage  # here: listing and calling never need it
+
         output = await self._hooked_call(entry.name, dict(call["args"]))
         content = output.content if isinstance(output.content, str) else list(output.content)
         return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,

@@ -14,14 +14,14 @@ import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool, StructuredTool
 from mcp import types
-from pydantic import ConfigDict
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
+from runner.loading import SourceMap, format_path
 from runner.manifest import Manifest, ServerBase
 from runner.servers.tasks import offered_to_agent
 from runner.tools.asking import Answer
@@ -43,15 +43,19 @@ from runner.tools.filters import (
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.providers import provider_for_model, schema_for_provider
 
+if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
+    from langchain_core.tools import BaseTool
+
 logger = logging.getLogger(__name__)
 
-@dataclass
+@dataclass(slots=True)
 class CatalogEntry:
     """One tool of the catalog: its generated name, where it comes from and the LangChain tool.
 
     A server tool's LangChain tool (and the provider's form of its schema) is made on first use,
     when a model is offered the tool or something asks for ``tool``: a build of thousands of tools
-    converts nothing, and calls (``ToolCatalog.run_tool_call``) never need it.
+    converts nothing, and calls (``ToolCatalog.run_tool_call``) never need it. Entries are many, so
+    they are small: slots, and the catalog that makes the tool instead of a closure per entry.
     """
 
     name: str
@@ -59,14 +63,14 @@ class CatalogEntry:
     description: str
     built: BaseTool | None  # the LangChain tool, once made
     definition: types.Tool | None = None  # the MCP definition (None for local and resource tools)
-    make: Callable[[], BaseTool] | None = field(default=None, repr=False)
+    maker: ToolCatalog | None = field(default=None, repr=False)  # makes ``built`` from ``definition``
 
     @property
     def tool(self) -> BaseTool:
         """The LangChain tool; raises UnusableSchemaError when the schema cannot be converted."""
         if self.built is None:
-            assert self.make is not None
-            self.built = self.make()
+            assert self.maker is not None and self.definition is not None
+            self.built = self.maker.mcp_tool(self.name, self.description, self.definition)
         return self.built
 
 
@@ -83,6 +87,7 @@ class ToolCatalog(ToolCalls):
     schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
     call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
     warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
+    source: SourceMap | None = None  # where the manifest's values are, to locate warnings
     entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
@@ -94,6 +99,7 @@ class ToolCatalog(ToolCalls):
         self.provider = provider_for_model(self.manifest.model.id)
         self.warnings = list(self.warned)
         self._withdrawn: set[str] = set(self.warned)
+        self._names: tuple[list[tuple[str | None, str]], NameTable] | None = None
         self._local = [self._local_tool(path) for path in self.manifest.local_tools]
         self._filters = {
             key: load_import_path(spec.tools.filter, base_dir=self.base_dir)
@@ -178,8 +184,7 @@ class ToolCatalog(ToolCalls):
             if spec.resources and spec.expose and key in offered for name in RESOURCE_TOOLS
         ]
         origins += [(None, tool.name) for tool in self._local]
-        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
-        table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
+        table = self._name_table(origins)
         entries: dict[str, CatalogEntry] = {}
         for key, tools in offered.items():
             for definition in tools:
@@ -189,7 +194,7 @@ class ToolCatalog(ToolCalls):
                     entries[name] = previous  # unchanged tool (the catalogue kept its object)
                     self._used_schemas.add((definition.name, id(definition)))
                     continue
-                entry = self._mcp_entry(name, key, definition, warnings)
+                entry = self._mcp_entry(name, table.origin(name), definition, warnings)
                 if entry is not None:
                     entries[name] = entry
             if self.manifest.servers[key].resources:
@@ -213,13 +218,25 @@ class ToolCatalog(ToolCalls):
         self.warnings = warnings
         return warnings
 
+    def _name_table(self, origins: list[tuple[str | None, str]]) -> NameTable:
+        """The names of ``origins``; the last build's table when they are the same (a re-list that
+        changed nothing), since separator and renames are the manifest's, fixed for this catalog."""
+        if self._names is not None and self._names[0] == origins:
+            return self._names[1]
+        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
+        table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
+        self._names = (origins, table)  # kept only once built: a collision raises above
+        return table
+
     def _selected(
         self, key: str, spec: ServerBase, tools: list[types.Tool], warnings: list[str]
     ) -> list[types.Tool]:
         names = [tool.name for tool in tools]
         for path, message in filter_problems(spec.tools, names):
-            where = ".".join(str(part) for part in ("servers", key, "tools", *path))
-            warnings.append(f"{where}: {message}")
+            where = ("servers", key, "tools", *path)  # file:line:col: path: as for manifest problems
+            located = self.source.problem(where, message, at_key=isinstance(path[-1], str)) \
+                if self.source is not None else f"{format_path(where)}: {message}"
+            warnings.append(str(located))
         keep = set(select_names(names, spec.tools))
         selected = []
         for tool in tools:
@@ -235,15 +252,18 @@ class ToolCatalog(ToolCalls):
         return selected
 
     def _mcp_entry(
-        self, name: str, server: str, definition: types.Tool, warnings: list[str]
+        self, name: str, origin: Origin, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
-        description = definition.description or definition.title or f"{definition.name} from {server}"
+        description = definition.description or definition.title or f"{definition.name} from {origin.server}"
         key = (definition.name, id(definition))
         cached = self.schema_cache.get(key)
         if cached is not None and cached[0] is definition:
             self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
-        return CatalogEntry(name, Origin(server, definition.name), description, None, definition,
-                            make=lambda: self._tool(name, description, self._schema_for(definition)))
+        return CatalogEntry(name, origin, description, None, definition, self)  # the table's origin: shared
+
+    def mcp_tool(self, name: str, description: str, definition: types.Tool) -> BaseTool:
+        """The LangChain tool of a server tool (its entry's ``tool``); raises UnusableSchemaError."""
+        return self._tool(name, description, self._schema_for(definition))
 
     def _resource_entry(self, name: str, server: str, which: str) -> CatalogEntry:
         if which == READ_RESOURCE:
@@ -262,10 +282,12 @@ class ToolCatalog(ToolCalls):
             output = await self._hooked_call(name, arguments)
             return output.content, output.artifact
 
-        return _McpTool(name=name, description=description, args_schema=schema, coroutine=run,
-                        response_format="content_and_artifact")
+        return _mcp_tool_class()(name=name, description=description, args_schema=schema, coroutine=run,
+                                 response_format="content_and_artifact")
 
     def _local_tool(self, import_path: str) -> BaseTool:
+        from langchain_core.tools import BaseTool, StructuredTool
+
         function = load_import_path(import_path, base_dir=self.base_dir)
         if isinstance(function, BaseTool):
             return function
@@ -314,16 +336,24 @@ class ToolCatalog(ToolCalls):
         self._used_schemas.add(key)  # only once converted: an unusable schema is not cached
         return cached[1]
 
-class _McpTool(StructuredTool):
-    """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
+@cache
+def _mcp_tool_class() -> type[BaseTool]:
+    """The tool class of server tools, made on first use (LangChain is imported with it)."""
+    from langchain_core.tools import StructuredTool
+    from pydantic import ConfigDict
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    class _McpTool(StructuredTool):
+        """A StructuredTool whose raw JSON-Schema arguments pass through untouched."""
 
-    # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
-    # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
-    async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        assert self.coroutine is not None
-        return await self.coroutine(*args, **kwargs)
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+
+        # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
+        # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
+        async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            assert self.coroutine is not None
+            return await self.coroutine(*args, **kwargs)
+
+    return _McpTool
 
 
 def _as_tool_error(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,5 +1,6 @@
 """Which tools and prompts a server contributes: ``only`` / ``except`` (exact names or globs), the
-``filter: module:function`` hook, and reports of filter entries that match nothing.
+``filter: module:function`` hook, and reports of filter entries that match nothing (or that no
+name can match: :func:`glob_defect`).
 
 Matching is case-sensitive (MCP names are); an entry matches a name when it equals it or when it
 matches it as a shell-style glob, so a literal name containing ``[`` still matches itself.
@@ -12,7 +13,7 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase, translate
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,26 @@ def is_selected(name: str, spec: NameFilterSpec) -> bool:
 def select_names(names: Iterable[str], spec: NameFilterSpec) -> list[str]:
     """The names ``spec`` keeps, in their original order."""
     return [name for name in names if is_selected(name, spec)]
+
+
+def glob_defect(entry: str, kind: str = "tool") -> str | None:
+    """Why ``entry`` matches no ``kind`` whatever a server offers, said after the quoted entry
+    (``'x[' is a malformed glob: ...``); None for an entry that can match."""
+    if not entry.strip():
+        return f"is blank, so it matches no {kind}"
+    start = entry.find("[")
+    while start >= 0:  # where fnmatch closes each class: ']' right after '[' or '[!' is a member
+        end = start + 1
+        end += entry.startswith("!", end)
+        end += entry.startswith("]", end)
+        end = entry.find("]", end)
+        if end < 0:
+            return (f"is a malformed glob: its '[' is never closed, so it matches only a {kind} whose "
+                    "name has a literal '['")
+        start = entry.find("[", end + 1)
+    if "(?!)" in translate(entry):  # fnmatch's "never matches": a class of reversed ranges ([z-a])
+        return f"is a malformed glob: a [...] in it matches no character, so it matches no {kind}"
+    return None
 
 
 def needs_approval(name: str, spec: ToolFilterSpec) -> bool:

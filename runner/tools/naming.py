@@ -48,6 +48,8 @@ class Origin(NamedTuple):
 def sanitise(text: str) -> str:
     """Fold ``text`` into ``[A-Za-z0-9_-]``: accents are dropped (``café`` -> ``cafe``), every
     other character outside the alphabet becomes ``_``."""
+    if text.isascii():  # no accents to fold (most names): NFKD leaves ASCII as it is
+        return _OUTSIDE_ALPHABET.sub("_", text)
     decomposed = unicodedata.normalize("NFKD", text)
     without_marks = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return _OUTSIDE_ALPHABET.sub("_", without_marks)

@@ -20,17 +20,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from typing import TYPE_CHECKING, Any
 
 from runner.manifest import OFFLINE_ID, ToolSearchSpec
 from runner.tools.catalog import CatalogEntry, ToolCatalog
 from runner.tools.filters import matches_any
 from runner.tools.providers import tool_limit
 from runner.tools.ranking import Document, ToolIndex
+
+if TYPE_CHECKING:  # LangChain is imported when a model is offered tools: a listing needs none
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import BaseTool
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ def one_line(text: str, limit: int = _DESCRIPTION_CHARS) -> str:
 
 def definition_bytes(tools: Sequence[BaseTool]) -> int:
     """Bytes of the tools' definitions as a model request carries them (OpenAI's JSON form)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
     return sum(len(json.dumps(convert_to_openai_tool(tool), separators=(",", ":"))) for tool in tools)
 
 
@@ -108,6 +110,8 @@ class ToolSearch:
         """The ``search_tools`` tool as the model sees it (the graph answers its calls)."""
         self._refresh()
         if self._tool is None:
+            from langchain_core.tools import StructuredTool
+
             self._tool = StructuredTool(
                 name=SEARCH_TOOL,
                 description=(
@@ -166,6 +170,8 @@ class ToolSearch:
 
     @staticmethod
     def _message(call: dict[str, Any], text: str, status: str) -> ToolMessage:
+        from langchain_core.messages import ToolMessage
+
         return ToolMessage(content=text, tool_call_id=call["id"], name=call.get("name", SEARCH_TOOL),
                            status=status)
 

@@ -1,0 +1,150 @@
+"""The chat commands (``/help``, ``/tools``, ``/call``, …): what ``/help`` says of each, and their
+handlers, registered with the chat session's :func:`~runner.cli.chat_session.chat_command`.
+
+The names are ``manifest.CHAT_COMMANDS`` (prompt commands may not take them); ``/exit`` and
+``/quit`` are the session's own (``LEAVE_COMMANDS``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from runner.cli.chat_session import ChatSession, chat_command
+from runner.cli.completion import resolve_thread
+from runner.cli.media import media_blocks
+from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
+from runner.errors import CaseSaveError, ManifestError, ToolError
+from runner.evals.saving import save_case
+from runner.manifest import CHAT_COMMANDS
+from runner.reload import reload_runtime
+from runner.tools.suggest import unknown_tool_line
+
+# What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
+# not take them), and tests/test_cli_chat.py checks that each has a description and a handler.
+CHAT_COMMAND_HELP = {
+    "help": ("/help", "this list"),
+    "tools": ("/tools", "the tools the model sees"),
+    "prompts": ("/prompts", "the prompt commands"),
+    "call": ("/call NAME {json}",
+             "call a tool directly, without the model (asks first if it needs approval)"),
+    "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
+    "reload": ("/reload", "reload the manifest, templates and modules now"),
+    "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
+    "media": ("/media", "the images, audio and files tools returned in this thread, saved as files"),
+    "exit": ("/exit", "leave the chat (or Ctrl-D)"),
+    "quit": ("/quit", "leave the chat"),
+}
+
+
+@chat_command("help")
+async def _help(session: ChatSession, line: str) -> None:
+    commands = [{"command": f"/{name}", "usage": CHAT_COMMAND_HELP[name][0],
+                 "description": CHAT_COMMAND_HELP[name][1]} for name in CHAT_COMMANDS]
+    session.view.show({"type": "help", "commands": commands, "prompts": prompt_rows(session.runtime)})
+
+
+@chat_command("tools")
+async def _tools(session: ChatSession, line: str) -> None:
+    offered = await offered_tools(session.runtime)
+    rows = [{**{key: row[key] for key in ("name", "server", "original", "description", "approval")},
+             "bound": offered is None or row["name"] in offered} for row in tool_rows(session.runtime)]
+    session.view.show({"type": "tools", "tools": rows, "search": offered is not None})
+
+
+@chat_command("prompts")
+async def _prompts(session: ChatSession, line: str) -> None:
+    session.view.show({"type": "prompts", "prompts": prompt_rows(session.runtime)})
+
+
+@chat_command("thread")
+async def _thread(session: ChatSession, line: str) -> None:
+    parts = line.split()
+    note = ""
+    if len(parts) > 1 and parts[1] == "new":
+        session.runtime.thread_id = uuid.uuid4().hex[:12]
+    elif len(parts) > 1:
+        session.runtime.thread_id, note = await resolve_thread(session.runtime, parts[1])
+    session.view.show({"type": "thread", "thread": session.runtime.thread_id, "note": note})
+
+
+@chat_command("reload")
+async def _reload(session: ChatSession, line: str) -> None:
+    try:
+        report = await reload_runtime(session.runtime)
+    except ManifestError as exc:
+        session.show_reload({"type": "reload_error", "problems": [str(problem) for problem in exc.problems]})
+        return
+    session.show_reload(report.event() | {"summary": report.summary()})
+
+
+@chat_command("save")
+async def _save(session: ChatSession, line: str) -> None:
+    """``/save NAME``: the thread so far as a case for ``mcp-run test``, beside the manifest."""
+    name = line.removeprefix("/save").strip()
+    if not name:
+        session.error("usage: /save NAME (the case is written to evals/NAME.yaml)")
+        return
+    runtime = session.runtime
+    state = await runtime.graph.aget_state(runtime.config())
+    try:
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []))
+    except CaseSaveError as exc:
+        session.error(str(exc))
+        return
+    session.view.show({"type": "saved", "case": name, "path": str(path)})
+
+
+@chat_command("call")
+async def _call(session: ChatSession, line: str) -> None:
+    """``/call NAME {json}``: the tool through the catalog (validation, timeout, fallback), as
+    ``mcp-run call`` does; outside the conversation, so the model does not see it."""
+    name, _, raw = line.removeprefix("/call").strip().partition(" ")
+    catalog = session.runtime.catalog
+    if not name:
+        session.error('usage: /call NAME {"arg": value}; /tools lists the tools')
+        return
+    if name not in catalog.entries:
+        session.error(unknown_tool_line(name, catalog.entries))
+        return
+    try:
+        args = json.loads(raw.strip() or "{}")
+    except json.JSONDecodeError as exc:
+        session.error(f"the arguments of /call must be a JSON object: {exc}")
+        return
+    if not isinstance(args, dict):
+        session.error("the arguments of /call must be a JSON object")
+        return
+    session.direct_calls += 1
+    call_id = f"direct_{session.direct_calls}"
+    session.view.show({"type": "tool_call", "name": name, "args": args, "id": call_id})
+    if catalog.needs_approval(name):
+        answer = await session.approve({"type": "approval", "tool": name, "args": args, "id": call_id})
+        if answer["action"] == "deny":
+            session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
+                               "text": f"denied: {answer['reason']}"}, in_full=True)
+            return
+        args = answer.get("args", args)
+    try:
+        output = await catalog.call(name, args)
+    except ToolError as exc:
+        session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
+                           "text": str(exc)}, in_full=True)
+        return
+    text, structured = output_text(output, output_limit(session.runtime, name))
+    if structured is not None:
+        text = f"{text}\nstructured content:\n{structured}" if text else structured
+    session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "success",
+                       "text": text}, in_full=True)
+    if not isinstance(output.content, str):
+        thread = session.runtime.thread_id
+        for saved in session.media.save(thread, name, call_id, media_blocks(output.content)):
+            session.view.show(saved.event())
+
+
+@chat_command("media")
+async def _media(session: ChatSession, line: str) -> None:
+    thread = session.runtime.thread_id
+    files = [str(path) for path in session.media.files(thread)]
+    session.view.show({"type": "media_list", "thread": thread, "folder": str(session.media.folder(thread)),
+                       "files": files})

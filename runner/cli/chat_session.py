@@ -1,0 +1,153 @@
+"""The chat loop of ``mcp-run FILE``: a :class:`ChatSession` reads lines through a view (a terminal
+or JSON lines), runs turns, asks for approvals and answers, and dispatches prompt commands and the
+chat commands registered with :func:`chat_command` (by ``runner.cli.chat_commands``, which
+``runner.cli.chat`` imports before it starts a session).
+
+Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits (:class:`Interrupts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import anyio
+from langgraph.types import Command
+
+from runner.cli import EXIT_OK
+from runner.cli.media import MediaFolder, save_turn_media
+from runner.cli.questions import QUESTION_EVENTS, answer_question
+from runner.cli.terminal import ChatView
+from runner.errors import RunnerError
+from runner.manifest import CHAT_COMMANDS, did_you_mean
+from runner.runtime import Runtime
+from runner.turns import stream_turn
+
+LEAVE_COMMANDS = ("exit", "quit")
+
+Handler = Callable[["ChatSession", str], Awaitable[None]]
+# The handler of each chat command but the leave commands, by name (manifest.CHAT_COMMANDS).
+CHAT_HANDLERS: dict[str, Handler] = {}
+
+
+def chat_command(name: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        CHAT_HANDLERS[name] = handler
+        return handler
+
+    return register
+
+
+class Interrupts:
+    """Ctrl-C cancels the running turn; a second one while it stops, or one at the prompt, exits."""
+
+    def __init__(self) -> None:
+        self.turn: anyio.CancelScope | None = None
+
+    def __call__(self, *_: Any) -> None:
+        if self.turn is not None and not self.turn.cancel_called:
+            self.turn.cancel()
+        else:
+            raise KeyboardInterrupt
+
+
+class ChatSession:
+    """One chat over a running agent, shown through a view (a terminal or JSON lines)."""
+
+    def __init__(self, runtime: Runtime, view: ChatView, interrupts: Interrupts, *,
+                 yes: bool = False) -> None:
+        self.runtime = runtime
+        self.view = view
+        self.interrupts = interrupts
+        self.yes = yes
+        self.direct_calls = 0
+        self.media = MediaFolder(runtime.fleet.state_dir)
+        runtime.listeners.append(self._show_change)
+
+    async def run(self) -> int:
+        runtime = self.runtime
+        self.view.show({"type": "ready", "name": runtime.manifest.name, "model": runtime.manifest.model.id,
+                        "thread": runtime.thread_id, "tools": sorted(runtime.catalog.entries)})
+        while True:
+            line = await self.view.read()
+            if line is None:
+                return EXIT_OK
+            line = line.strip()
+            if not line:
+                continue
+            if not line.startswith("/"):
+                await self._interruptible(partial(self._turn, line))
+                continue
+            name = line[1:].split(maxsplit=1)[0] if line[1:].strip() else ""
+            if name in LEAVE_COMMANDS:
+                return EXIT_OK
+            if name in CHAT_HANDLERS:
+                await self._interruptible(partial(CHAT_HANDLERS[name], self, line))
+            elif name in runtime.prompt_catalog:
+                await self._prompt_command(line)
+            else:
+                self.error(self._unknown_command(name))
+
+    def error(self, message: str) -> None:
+        self.view.show({"type": "error", "message": message})
+
+    def _unknown_command(self, name: str) -> str:
+        prompts = [command.name for command in self.runtime.prompt_catalog]
+        hint = did_you_mean(f"/{name}", [f"/{command}" for command in (*CHAT_COMMANDS, *prompts)])
+        known = ", ".join(f"/{command}" for command in CHAT_COMMANDS)
+        if prompts:
+            known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
+        return f"unknown command '/{name}'{hint}; commands: {known}"
+
+    async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
+        with anyio.CancelScope() as scope:
+            self.interrupts.turn = scope
+            async with self.view.working():
+                await work()
+        self.interrupts.turn = None
+        if scope.cancelled_caught:
+            self.view.show({"type": "interrupted"})
+
+    async def _prompt_command(self, line: str) -> None:
+        try:
+            messages = await self.runtime.prompt_messages(line)
+        except RunnerError as exc:
+            self.error(str(exc))
+            return
+        await self._interruptible(partial(self._turn, messages))
+
+    async def _turn(self, message: Any) -> None:
+        while True:
+            pending = None  # an interrupt: a tool call to approve, or a server's question
+            results = []
+            async for event in stream_turn(self.runtime, message):
+                if event["type"] in ("approval", *QUESTION_EVENTS):
+                    pending = event
+                else:
+                    self.view.show(event)
+                    if event["type"] == "tool_result":
+                        results.append(event)
+            for saved in await save_turn_media(self.runtime, self.media, results):
+                self.view.show(saved.event())
+            if pending is None:
+                return
+            if pending["type"] == "approval":
+                message = Command(resume=await self.approve(pending))
+            else:
+                message = Command(resume=await answer_question(self.view, pending))
+
+    async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
+        if self.yes:
+            return {"action": "approve"}
+        return await self.view.ask_approval(approval)
+
+    def _show_change(self, change: Any) -> None:
+        self.view.show({"type": "change", "server": change.server, "kind": change.kind,
+                        "added": list(change.added), "removed": list(change.removed),
+                        "changed": list(change.changed)})
+
+    def show_reload(self, event: dict[str, Any]) -> None:
+        if event["type"] == "reload":
+            event = event | {"tools": sorted(self.runtime.catalog.entries)}
+        self.view.show(event)
