@@ -2,6 +2,11 @@
 
 A pool of connections rather than one: concurrent conversations do not queue behind a single
 connection, and a connection the server dropped is replaced instead of failing every later turn.
+Each read or write takes a connection of its own from the pool, so the saver's operations need no
+lock between them (``AsyncPostgresSaver`` holds one around every operation, which one shared
+connection needs and a pool does not: it would put every turn of the process in one queue). A
+connection lent by the pool is checked with a round trip only when the server has sent something
+on it while it was idle (closing it does): a live connection costs no extra statement.
 The tables are created (and migrated) under a PostgreSQL advisory lock, so instances starting
 together on a new database do not race to create them.
 
@@ -12,8 +17,10 @@ the URL as usual (``?sslmode=require&connect_timeout=5``); the password may come
 
 from __future__ import annotations
 
+import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -66,7 +73,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
     # The pool checks a connection before lending it, so one the server closed is replaced.
     pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
-                               check=AsyncConnectionPool.check_connection, timeout=POOL_WAIT)
+                               check=_check_if_disturbed, timeout=POOL_WAIT)
     try:
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
@@ -74,9 +81,40 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
             raise CheckpointerError(
                 f"cannot open the postgres checkpointer: no connection within {CONNECT_TIMEOUT:g}s"
             ) from exc
-        yield AsyncPostgresSaver(conn=pool)
+        saver = AsyncPostgresSaver(conn=pool)
+        saver.lock = _NoLock()  # type: ignore[assignment]  # each operation has its own connection
+        yield saver
     finally:
         await pool.close()
+
+
+class _NoLock:
+    """The saver's lock where every operation takes a pooled connection of its own."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        return None
+
+
+async def _check_if_disturbed(connection: Any) -> None:
+    """The pool's check of a connection it lends: a round trip (``check_connection``) only when the
+    connection is closed or the server sent something while it was idle (the server closing it
+    sends its reason, then end of file); otherwise none."""
+    from psycopg_pool import AsyncConnectionPool
+
+    if connection.closed or connection.broken or _readable(connection.fileno()):
+        await AsyncConnectionPool.check_connection(connection)
+
+
+def _readable(fd: int) -> bool:
+    if not hasattr(select, "poll"):  # Windows: select() takes sockets there
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()  # select() refuses descriptors past FD_SETSIZE, which a busy server reaches
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def store_failures() -> tuple[type[Exception], ...]:

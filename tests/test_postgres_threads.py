@@ -86,6 +86,58 @@ async def test_a_connection_the_database_closed_is_replaced_before_the_next_writ
             assert await saver.aget_tuple(config("t")) is not None
 
 
+async def test_a_write_waiting_for_the_database_does_not_hold_up_a_read_of_another_thread(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    import psycopg
+
+    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+        await saver.aput(config("other"), empty_checkpoint(), {}, {})
+        blocked = empty_checkpoint()
+        async with await psycopg.AsyncConnection.connect(postgres_url) as holder:
+            # An open transaction holding the row the write needs: the write waits for it.
+            await holder.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata)"
+                " VALUES ('t', '', %s, '{}', '{}')", (blocked["id"],))
+            async with anyio.create_task_group() as group:
+                group.start_soon(saver.aput, config("t"), blocked, {}, {})
+                with anyio.fail_after(30):
+                    await _until_a_statement_waits_for_a_lock(postgres_url)
+                with anyio.fail_after(10):
+                    assert await saver.aget_tuple(config("other")) is not None
+                await holder.rollback()  # the write goes on
+
+
+async def _until_a_statement_waits_for_a_lock(url: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        # PostgreSQL announces no lock wait: poll its view of the sessions.
+        while not await (await observer.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).fetchone():
+            await anyio.sleep(0.02)
+
+
+async def test_a_live_pooled_connection_is_lent_without_a_check_round_trip(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    checked: list[object] = []
+    original = AsyncConnectionPool.check_connection
+
+    async def counted(connection: object) -> None:
+        checked.append(connection)
+        await original(connection)
+
+    monkeypatch.setattr(AsyncConnectionPool, "check_connection", staticmethod(counted))
+    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+        for _ in range(5):
+            await saver.aput(config("t"), empty_checkpoint(), {}, {})
+            assert await saver.aget_tuple(config("t")) is not None
+    assert checked == []
+
+
 async def test_an_unreachable_database_is_a_checkpointer_error_without_the_password(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:

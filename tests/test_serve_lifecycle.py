@@ -15,6 +15,7 @@ import psutil
 import pytest
 import yaml
 from builders import ROOT
+from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from servers import gates as gates_server
 from serving import SERVE, call_message, http_agent, http_client, text_of, write_served_agent
 
@@ -85,6 +86,66 @@ async def test_serve_watch_offers_an_edited_prompt_to_the_next_call(
     assert "hello" in before and "welcome" not in before
     assert "welcome" in after and "hello" not in after
     assert "Ada" in greeting.messages[0].content.text
+
+
+async def test_serve_watch_tells_a_listening_2026_caller_that_the_prompts_changed(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    binding = {"server": "demo", "name": "greet", "as": "hello"}
+    manifest = write_served_agent(tmp_path, url, demo=True, prompts={"mcp": [binding]})
+    with http_agent(manifest, "--watch") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url) as client:
+                async with client.listen(prompts_list_changed=True, tools_list_changed=True) as changes:
+                    _rename_binding(manifest, "welcome")
+                    event = await anext(changes)
+                    after = {prompt.name for prompt in (await client.list_prompts()).prompts}
+    assert isinstance(event, PromptsListChanged)
+    assert "welcome" in after and "hello" not in after
+
+
+async def test_serve_watch_sends_tools_list_changed_when_the_ask_tool_changes_and_not_for_other_edits(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    with http_agent(manifest, "--watch") as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url) as client:
+                async with client.listen(prompts_list_changed=True, tools_list_changed=True) as changes:
+                    document = yaml.safe_load(manifest.read_text())
+                    document["prompts"] = {"system": "Be brief."}  # neither the prompts nor the tool
+                    manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+                    await anyio.to_thread.run_sync(served.wait_for_line, "reloaded in")
+                    document["description"] = "Answers briefly."
+                    manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+                    event = await anext(changes)
+                    tools = (await client.list_tools()).tools
+    assert isinstance(event, ToolsListChanged)
+    assert "Answers briefly." in (tools[0].description or "")
+
+
+async def test_stopping_the_served_agent_ends_a_callers_listen_stream_gracefully(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest) as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url) as client:
+                async with client.listen(prompts_list_changed=True) as changes:
+                    served.process.send_signal(signal.SIGTERM)
+                    events = [event async for event in changes]  # an abrupt drop raises SubscriptionLost
+        code = await anyio.to_thread.run_sync(served.process.wait, LIMIT)
+    assert events == []
+    assert code == 143
+
+
+def _rename_binding(manifest: Path, alias: str) -> None:
+    document = yaml.safe_load(manifest.read_text())
+    document["prompts"]["mcp"][0]["as"] = alias
+    manifest.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
 def _agent_children(pid: int) -> list[psutil.Process]:

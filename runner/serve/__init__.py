@@ -86,10 +86,11 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                                                           max_queued=options.max_queued),
                                    stateless=options.stateless)
             async with anyio.create_task_group() as group:
+                group.start_soon(service.announce_changes)
                 if options.watch:
                     watching = anyio.Event()
-                    group.start_soon(partial(watch_and_reload, runtime, on_event, stop=anyio.Event(),
-                                             ready=watching))
+                    group.start_soon(partial(watch_and_reload, runtime, partial(_reloaded, service, on_event),
+                                             stop=anyio.Event(), ready=watching))
                     await watching.wait()  # edits from here on are seen
                 if sock is None:
                     on_event({"type": "ready", "name": runtime.manifest.name, "transport": "stdio"})
@@ -97,8 +98,15 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                 else:
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      on_ready=lambda url: on_event({"type": "listening", "url": url,
-                                                                    "name": runtime.manifest.name}))
+                                                                    "name": runtime.manifest.name}),
+                                     on_stop=service.end_listening)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:
             sock.close()
+
+
+def _reloaded(service: AgentService, on_event: Events, event: dict[str, Any]) -> None:
+    if event["type"] == "reload":
+        service.lists_may_have_changed()
+    on_event(event)

@@ -35,7 +35,7 @@ from runner.serve.conversations import (
     TurnScheduler,
     checked_thread_id,
     conversation_store,
-    thread_messages,
+    thread_started,
 )
 from runner.serve.questions import (
     NOT_ASKED,
@@ -181,7 +181,7 @@ class AskHandler:
                     thread, message, new = uuid.uuid4().hex, request.message, True
                 else:
                     thread, message = request.thread, request.message
-                    new = await thread_messages(self.runtime, thread) is None
+                    new = not await thread_started(self.runtime, thread)
                 return await self._turn(ctx, thread, message, new=new)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))

@@ -106,6 +106,15 @@ async def thread_messages(runtime: Runtime, thread_id: str) -> list[dict[str, An
     return [message_json(message) for message in messages]
 
 
+async def thread_started(runtime: Runtime, thread_id: str) -> bool:
+    """Whether the thread has messages: :func:`thread_messages` without building the state or the
+    messages' JSON (an ``ask`` on a thread reads this before every turn)."""
+    if runtime.checkpointer is None:
+        return False
+    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id))
+    return saved is not None and bool(saved.checkpoint["channel_values"].get("messages"))
+
+
 def message_json(message: BaseMessage) -> dict[str, Any]:
     role = {HumanMessage: "user", AIMessage: "assistant", ToolMessage: "tool", SystemMessage: "system"}.get(
         type(message), message.type)

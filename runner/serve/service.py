@@ -2,7 +2,11 @@
 commands as prompts, and its conversation threads as resources.
 
 Every handler reads the runtime's current generation when it is called, so after a reload
-(``serve --watch``) new calls see the new prompts and tools while calls in flight go on.
+(``serve --watch``) new calls see the new prompts and tools while calls in flight go on. Callers
+hear of such a change (:meth:`AgentService.announce_changes`): ``prompts/list_changed`` when the
+prompt commands changed (their list, or a binding's server, prompt or fixed arguments),
+``tools/list_changed`` when the ``ask`` tool did, on the ``subscriptions/listen`` streams that
+2026-07-28 callers opened (as the SDK's own servers do: its 2025-11-25 sessions are per request).
 """
 
 from __future__ import annotations
@@ -11,15 +15,17 @@ import json
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from runner.errors import PromptError, RunnerError, ServeError
 from runner.runtime import Runtime
-from runner.serve.ask import ASK_TOOL, AskHandler, ask_tool, error_result
+from runner.serve.ask import ASK_INPUT_SCHEMA, ASK_TOOL, AskHandler, ask_tool, error_result
 from runner.serve.conversations import (
     TurnScheduler,
     conversation_store,
@@ -48,6 +54,10 @@ class AgentService:
         self.runtime = runtime
         self.scheduler = scheduler or TurnScheduler()
         self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
+        self._changes = InMemorySubscriptionBus()  # to the 2026-07-28 callers' listen streams
+        self._listening = ListenHandler(self._changes)
+        self._announced = self._lists()
+        self._maybe_changed = anyio.Event()
         manifest = runtime.manifest
         self.server: Server[Any] = Server(
             manifest.name,
@@ -61,7 +71,49 @@ class AgentService:
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
+            on_subscriptions_listen=self._listening,
+            # What tools/list says of ask's input: looked up here, the HTTP transport checks a
+            # call's Mcp-Param headers without running a whole tools/list for every call.
+            get_tool_input_schema=lambda name: ASK_INPUT_SCHEMA if name == ASK_TOOL else None,
         )
+
+    # ------------------------------------------------------------------ change notifications
+
+    def end_listening(self) -> None:
+        """End every caller's listen stream as the spec's graceful close (the server is stopping)."""
+        self._listening.close()
+
+    def lists_may_have_changed(self) -> None:
+        """The manifest was reloaded or a server's lists changed: :meth:`announce_changes` compares."""
+        self._maybe_changed.set()
+
+    async def announce_changes(self) -> None:
+        """Until cancelled: tell callers when the prompt commands or the tool changed."""
+
+        def server_lists_changed(change: Any) -> None:  # a server's prompts changed, for one
+            self.lists_may_have_changed()
+
+        self.runtime.listeners.append(server_lists_changed)
+        try:
+            while True:
+                await self._maybe_changed.wait()
+                self._maybe_changed = anyio.Event()
+                lists = self._lists()
+                prompts_changed, tools_changed = (now != before for now, before in zip(lists, self._announced))
+                self._announced = lists
+                if prompts_changed:
+                    await self._changes.publish(PromptsListChanged())
+                if tools_changed:
+                    await self._changes.publish(ToolsListChanged())
+        finally:
+            self.runtime.listeners.remove(server_lists_changed)
+
+    def _lists(self) -> tuple[list[Any], list[Any]]:
+        """What a change is measured on: the listed prompts with what stands behind each, and the tool."""
+        prompts = [(prompt.model_dump(), command.server, command.prompt.name, dict(command.fixed_arguments))
+                   for command, prompt in zip(self.runtime.prompt_catalog, self._prompts())]
+        manifest = self.runtime.manifest
+        return prompts, [ask_tool(manifest.name, manifest.description).model_dump()]
 
     # ------------------------------------------------------------------ tools
 
@@ -78,13 +130,17 @@ class AgentService:
     # ------------------------------------------------------------------ prompts
 
     async def _list_prompts(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=self._prompts())
+
+    def _prompts(self) -> list[types.Prompt]:
+        """The prompt commands as prompts, without the arguments the manifest fixes."""
         prompts = []
         for command in self.runtime.prompt_catalog:
             arguments = [argument for argument in command.prompt.arguments or []
                          if argument.name not in command.fixed_arguments]
             prompts.append(types.Prompt(name=command.name, title=command.prompt.title,
                                         description=command.description or None, arguments=arguments))
-        return types.ListPromptsResult(prompts=prompts)
+        return prompts
 
     async def _get_prompt(self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
                           ) -> types.GetPromptResult:

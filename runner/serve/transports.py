@@ -176,8 +176,12 @@ def http_url(sock: socket.socket) -> str:
 
 
 async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
-                     on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds."""
+                     on_ready: Callable[[str], None] | None = None,
+                     on_stop: Callable[[], None] | None = None) -> None:
+    """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds.
+
+    ``on_stop`` is told when the server starts stopping (to end the requests that would otherwise
+    stay open, such as listen streams)."""
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                               stateless_http=stateless)
@@ -203,6 +207,8 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
             await finished.wait()
         finally:
             web.should_exit = True
+            if on_stop is not None:
+                on_stop()
             with anyio.CancelScope(shield=True), anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
                 await finished.wait()
             sock.close()
