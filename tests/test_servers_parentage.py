@@ -65,3 +65,11 @@ async def test_a_command_that_is_not_executable_fails_with_permission_denied(tmp
     script.chmod(0o755)
     code, output = await _run(["./server.sh"], cwd=tmp_path)
     assert (code, output) == (0, "hi\n")
+
+
+@needs_setpriv
+async def test_a_child_sees_exactly_the_environment_it_was_given() -> None:
+    code, output = await _run(["/usr/bin/env"], env={"ONLY": "this"})
+    assert (code, output) == (0, "ONLY=this\n")
+    code, output = await _run(["/usr/bin/env"], env={"ONLY": "this", "PWD": "/given"})
+    assert code == 0 and sorted(output.split()) == ["ONLY=this", "PWD=/given"]

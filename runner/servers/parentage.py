@@ -12,7 +12,8 @@ instead of using vfork: tens of milliseconds per server in a runner of 100-300 M
 event loop is blocked. Where util-linux's ``setpriv`` exists (it does on Debian and most Linux
 systems) the child therefore runs ``setpriv --pdeathsig KILL -- /bin/sh -c GUARD ppid COMMAND...``:
 setpriv asks for the signal and execs a shell that exits if its parent is no longer the runner (it
-died before the request took hold) and otherwise execs the command, all in the one process. The
+died before the request took hold) and otherwise execs the command (through ``env``, which puts
+back what the shell changed in the environment), all in the one process. The
 command is looked up before the spawn, so a missing or non-executable one fails as before.
 """
 
@@ -44,7 +45,12 @@ def _prctl() -> Callable[..., int] | None:
 
 _PRCTL = _prctl()  # looked up here: after fork only async-signal-safe work is allowed
 _SHELL = "/bin/sh"
-_SETPRIV = shutil.which("setpriv") if _PRCTL is not None and os.access(_SHELL, os.X_OK) else None
+_ENV = shutil.which("env")
+_SETPRIV = (shutil.which("setpriv") if _PRCTL is not None and _ENV is not None and os.access(_SHELL, os.X_OK)
+            else None)
+# What a shell may add to the environment of what it runs: removed again (by env) unless given,
+# so a server sees exactly the environment the runner gave it.
+_SHELL_VARIABLES = ("PWD", "OLDPWD", "SHLVL", "_")
 # $0 is the runner's pid; "$@" the command. 125: the parent went before the death signal was set.
 _GUARD = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
 
@@ -65,11 +71,22 @@ async def open_child_process(command: Sequence[str], **options: Any) -> anyio.ab
         # In a worker thread: it looks at the file system, which an event loop must not wait on.
         await anyio.to_thread.run_sync(_check_command, command[0], options.get("env"), options.get("cwd"))
         command = [_SETPRIV, "--pdeathsig", "KILL", "--", _SHELL, "-c", _GUARD, str(os.getpid()),
-                   *command]
+                   *_without_shell_variables(options.get("env")), *command]
     elif _PRCTL is not None:
         # anyio's own open_process has no preexec_fn; its backend passes the option to Popen.
         options["preexec_fn"] = _death_signal_for(os.getpid())
     return await get_async_backend().open_process(command, **options)
+
+
+def _without_shell_variables(env: dict[str, str] | None) -> list[str]:
+    """``env -u NAME ... NAME=VALUE ...``: the shell's variables as ``env`` has them (nothing to
+    restore when the child inherits the runner's environment)."""
+    if env is None:
+        return []
+    assert _ENV is not None
+    unset = [part for name in _SHELL_VARIABLES if name not in env for part in ("-u", name)]
+    given = [f"{name}={env[name]}" for name in _SHELL_VARIABLES if name in env]
+    return [_ENV, *unset, *given]
 
 
 def _check_command(name: str, env: dict[str, str] | None, cwd: Any) -> None:
