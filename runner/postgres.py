@@ -5,8 +5,8 @@ connection, and a connection the server dropped is replaced instead of failing e
 Each read or write takes a connection of its own from the pool, so the saver's operations need no
 lock between them (``AsyncPostgresSaver`` holds one around every operation, which one shared
 connection needs and a pool does not: it would put every turn of the process in one queue). A
-connection lent by the pool is checked with a round trip only when the server has sent something
-on it while it was idle (closing it does): a live connection costs no extra statement.
+connection lent by the pool is checked with a round trip first: a connection the server closed
+sends its reason at some point after the close, so looking for it without a round trip races.
 The tables are created (and migrated) under a PostgreSQL advisory lock, so instances starting
 together on a new database do not race to create them.
 
@@ -17,7 +17,6 @@ the URL as usual (``?sslmode=require&connect_timeout=5``); the password may come
 
 from __future__ import annotations
 
-import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -73,7 +72,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
     # The pool checks a connection before lending it, so one the server closed is replaced.
     pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
-                               check=_check_if_disturbed, timeout=POOL_WAIT)
+                               check=AsyncConnectionPool.check_connection, timeout=POOL_WAIT)
     try:
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
@@ -97,24 +96,6 @@ class _NoLock:
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         traceback: TracebackType | None) -> None:
         return None
-
-
-async def _check_if_disturbed(connection: Any) -> None:
-    """The pool's check of a connection it lends: a round trip (``check_connection``) only when the
-    connection is closed or the server sent something while it was idle (the server closing it
-    sends its reason, then end of file); otherwise none."""
-    from psycopg_pool import AsyncConnectionPool
-
-    if connection.closed or connection.broken or _readable(connection.fileno()):
-        await AsyncConnectionPool.check_connection(connection)
-
-
-def _readable(fd: int) -> bool:
-    if not hasattr(select, "poll"):  # Windows: select() takes sockets there
-        return bool(select.select([fd], [], [], 0)[0])
-    poller = select.poll()  # select() refuses descriptors past FD_SETSIZE, which a busy server reaches
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def store_failures() -> tuple[type[Exception], ...]:

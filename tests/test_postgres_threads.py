@@ -118,26 +118,6 @@ async def _until_a_statement_waits_for_a_lock(url: str) -> None:
             await anyio.sleep(0.02)
 
 
-async def test_a_live_pooled_connection_is_lent_without_a_check_round_trip(
-    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from psycopg_pool import AsyncConnectionPool
-
-    checked: list[object] = []
-    original = AsyncConnectionPool.check_connection
-
-    async def counted(connection: object) -> None:
-        checked.append(connection)
-        await original(connection)
-
-    monkeypatch.setattr(AsyncConnectionPool, "check_connection", staticmethod(counted))
-    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
-        for _ in range(5):
-            await saver.aput(config("t"), empty_checkpoint(), {}, {})
-            assert await saver.aget_tuple(config("t")) is not None
-    assert checked == []
-
-
 async def test_an_unreachable_database_is_a_checkpointer_error_without_the_password(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
