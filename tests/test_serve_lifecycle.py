@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -262,6 +266,26 @@ async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
     assert "held t" not in ended  # the turn did not finish as if nothing happened
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+def test_the_http_servers_log_lines_carry_no_colour_codes_when_stderr_is_not_a_terminal(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    terminal, attached = pty.openpty()  # stdout a terminal: where uvicorn's own colour test looks
+    try:
+        with http_agent(manifest, stdout=attached) as served:
+            address = urlsplit(served.url)
+            with socket.create_connection((address.hostname, address.port), timeout=LIMIT) as raw:
+                raw.sendall(b"\x00 no HTTP at all\r\n\r\n")  # uvicorn logs a warning of its own
+                raw.recv(1024)
+            warning = served.wait_for_line("Invalid HTTP request")
+    finally:
+        os.close(terminal)
+        os.close(attached)
+    assert "\x1b[" not in warning
+    assert warning.startswith("warning:")
 
 
 def test_a_port_already_taken_fails_with_exit_1_and_says_so(tmp_path: Path, listening_port: int) -> None:

@@ -17,6 +17,7 @@ import ipaddress
 import math
 import os
 import socket
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -187,8 +188,9 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
                                               stateless_http=stateless)
     if token:
         app = require_bearer(app, token)
+    # uvicorn's own colour test looks at stdout; its log lines go to stderr.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN))
+                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN), use_colors=sys.stderr.isatty())
     web = _Uvicorn(config)
     finished = anyio.Event()
 
