@@ -117,10 +117,11 @@ def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
 
 
 @contextmanager
-def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[ServedProcess]:
+def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None,
+               stdout: int = subprocess.DEVNULL) -> Iterator[ServedProcess]:
     """``mcp-run serve MANIFEST --http 127.0.0.1:0 ARGS`` until the block ends (then SIGTERM)."""
     process = subprocess.Popen([*SERVE, str(manifest), "--http", "127.0.0.1:0", *args], cwd=ROOT,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, **(env or {})})
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_lines, args=(process.stderr, lines), daemon=True).start()

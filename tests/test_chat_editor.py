@@ -1,6 +1,7 @@
 """The chat's line editor in a pseudo-terminal: history across runs, Tab completion, multi-line
-messages, the status line, output printed above a half-typed line, Ctrl-C at a question, media
-saved from a tool; and plain lines without escape codes when stdin is not a terminal."""
+messages, the status line, streamed answers kept above it, output printed above a half-typed line,
+Ctrl-C at a question, media saved from a tool; and plain lines without escape codes when stdin is
+not a terminal."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pexpect
 import pytest
 from builders import copy_bundled_agent, server, write_manifest
+from fixtures.openai_stub import OpenAIStub, StubReply
 from test_agent_cli import chat_in_a_terminal
+from servers.loopback import serve_app
 from test_elicitation_graph import write_agent
 
 from runner.cli.media import MediaFolder, inline_preview
+from runner.cli.status import SPINNER
 
 UP = "\x1b[A"
 ALT_ENTER = "\x1b\r"
@@ -26,6 +31,7 @@ PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 STYLE = r"(?:\x1b\[[\d;]*m)*"
 GAP = rf"{STYLE}(?: |\x1b\[\d*C){STYLE}"  # a space, or the cursor moved over one
 TERMINAL = {**os.environ, "TERM": "xterm-256color"}
+STATUS_REDRAWS = 5  # spinner frames: longer than prompt_toolkit bundles writes above the status line
 
 
 def drawn(text: str) -> str:
@@ -309,3 +315,35 @@ def test_an_approval_says_what_to_answer_and_edit_starts_from_the_current_argume
         session.send('\x7f\x7f2"}\r')
         session.expect(re.escape('→ notes__delete_note {"title": "ghost2"}'))
         session.expect("> ")
+
+
+
+def test_a_streamed_answer_stays_on_screen_ended_by_its_newline_however_it_was_chunked(
+    tmp_path: Path,
+) -> None:
+    # Each answer's text arrives alone (its last chunk without a newline) and the stub holds the
+    # rest of the reply while the status line is redrawn (more often than stdout is written above
+    # it); the status line and the prompt are drawn from the start of the cursor's line, so the
+    # text must come with its newline or be erased.
+    finishes = [threading.Event() for _ in range(4)]
+    answers = ["alpha", "bravo charlie delta", "first line\nlast line", "after the tool"]
+    replies = [StubReply(content, finish_after=finish) for content, finish in zip(answers, finishes)]
+    replies.insert(3, StubReply(tool_calls=[("demo__echo", {"text": "ping"})]))
+    try:
+        with serve_app(OpenAIStub(replies)) as model_server:
+            model = {"id": "openai:gpt-4.1-mini", "base_url": model_server.url("/v1"),
+                     "api_key_env": "STUB_KEY"}
+            write_manifest(tmp_path, {"demo": server("demo")}, model=model)
+            with chat(tmp_path, env={**TERMINAL, "STUB_KEY": "sk-stub"}) as session:
+                for answer, finish in zip(answers, finishes):
+                    session.sendline("go on")
+                    session.expect("answering")  # the text was streamed; the reply is not over
+                    for _ in range(STATUS_REDRAWS):  # time for the text to be written, alone
+                        session.expect(f"[{SPINNER}]")
+                    finish.set()
+                    last_line = answer.split("\n")[-1]
+                    session.expect(re.escape(last_line) + rf" ?{STYLE}\r\n", timeout=20)
+                    session.expect("> ")
+    finally:
+        for finish in finishes:
+            finish.set()  # a stream still held lets the model server stop

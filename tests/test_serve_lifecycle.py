@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -17,7 +21,7 @@ import yaml
 from builders import ROOT
 from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from servers import gates as gates_server
-from serving import SERVE, call_message, http_agent, http_client, text_of, write_served_agent
+from serving import SERVE, ServedProcess, call_message, http_agent, http_client, text_of, write_served_agent
 
 LIMIT = 90
 TOKEN = "s3cret-t0ken-for-tests"
@@ -231,37 +235,70 @@ async def test_a_stateless_serve_tells_a_2025_caller_with_elicitation_why_it_was
     assert log.log == []
 
 
-async def test_sigterm_during_a_turn_ends_the_turn_and_stops_every_server(
-    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+async def test_a_signal_during_a_turn_tells_the_caller_the_agent_stops_then_stops_cleanly(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str], stop: signal.Signals, code: int
 ) -> None:
     log, url = gates
     manifest = write_served_agent(tmp_path, url, demo=True)
-    outcome: list[str] = []
-    with http_agent(manifest) as served:
+    outcome: list[types.CallToolResult | BaseException] = []
+    with http_agent(manifest, "--watch") as served:
         children = _agent_children(served.process.pid)
 
         async def ask() -> None:
             try:
                 async with http_client(served.url) as client:
-                    result = await client.call_tool("ask", {"message": call_message("gates__hold", key="t")})
-                    outcome.append(text_of(result))
-            except Exception as exc:  # or the connection goes away mid-call
-                outcome.append(repr(exc))
+                    message = call_message("gates__hold", key="t")
+                    outcome.append(await client.call_tool("ask", {"message": message}))
+            except Exception as exc:  # the connection going away instead of an answer: a failure below
+                outcome.append(exc)
 
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as group:
                 group.start_soon(ask)
                 await anyio.to_thread.run_sync(log.wait_for, "enter t")
-                served.process.send_signal(signal.SIGTERM)
-                assert await anyio.to_thread.run_sync(lambda: served.process.wait(timeout=30)) == 143
+                served.process.send_signal(stop)
+                assert await anyio.to_thread.run_sync(lambda: served.process.wait(timeout=30)) == code
+        stderr = _rest_of(served)
     try:
         log.wait_for("cancelled t")  # the agent's call was cancelled on the gates server
     finally:
         log.open("t")  # frees the waiting thread either way
-    [ended] = outcome
-    assert "held t" not in ended  # the turn did not finish as if nothing happened
+    answer = outcome[0]
+    assert isinstance(answer, types.CallToolResult), repr(answer)
+    assert answer.is_error
+    assert text_of(answer).startswith("the agent is stopping: this turn was cancelled")
+    assert stderr == [f"stopped by {stop.name}"]  # no uvicorn error, no traceback
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+def _rest_of(served: ServedProcess) -> list[str]:
+    """The stderr lines of an ended serve after its listening line."""
+    lines = []
+    while line := served.lines.get(timeout=10):
+        lines.append(line)
+    return lines
+
+
+def test_the_http_servers_log_lines_carry_no_colour_codes_when_stderr_is_not_a_terminal(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    terminal, attached = pty.openpty()  # stdout a terminal: where uvicorn's own colour test looks
+    try:
+        with http_agent(manifest, stdout=attached) as served:
+            address = urlsplit(served.url)
+            with socket.create_connection((address.hostname, address.port), timeout=LIMIT) as raw:
+                raw.sendall(b"\x00 no HTTP at all\r\n\r\n")  # uvicorn logs a warning of its own
+                raw.recv(1024)
+            warning = served.wait_for_line("Invalid HTTP request")
+    finally:
+        os.close(terminal)
+        os.close(attached)
+    assert "\x1b[" not in warning
+    assert warning.startswith("warning:")
 
 
 def test_a_port_already_taken_fails_with_exit_1_and_says_so(tmp_path: Path, listening_port: int) -> None:

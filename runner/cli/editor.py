@@ -94,6 +94,9 @@ class ChatEditor:
         self._questions: PromptSession[str] = PromptSession(
             history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
+        # The prompt and the status line are redrawn from the start of the cursor's line, erasing
+        # an unfinished line printed above them: output must come in whole lines.
+        self.keeps_partial_lines = False
         self._typeahead = ""  # typed while a turn ran
         self._leave_typed = False  # Ctrl-D typed while a turn ran: leave at the next prompt
         self._working = False

@@ -8,6 +8,7 @@ agent's servers are stopped in every case.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -83,7 +84,9 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
 
 
 async def _until_signalled(file: str, options: ServeOptions) -> int:
-    async with stop_on_signals() as stopped:
+    # Ctrl-C takes SIGTERM's way out (running turns answered, then the HTTP server stopped):
+    # asyncio's own Ctrl-C handling cancels this task alone and leaves the turns running.
+    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as stopped:
         await serve_agent(file, options, _show)
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")

@@ -80,6 +80,7 @@ class LineReader:
         self._buffer = b""
         self._ended = False
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
+        self.keeps_partial_lines = True  # nothing is redrawn over an unfinished line
 
     async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
         """The next line without its newline, or None at the end of input (``message``: the
@@ -137,9 +138,12 @@ class TerminalView:
         self.console = console
         self.reader = reader  # a LineReader or a ChatEditor
         self.status = status
-        self._midline = False  # tokens were printed and the line is not finished
+        self._midline = False  # tokens were streamed and their line is not finished
+        # The streamed answer's unfinished line, where the reader keeps whole lines only.
+        self._held = ""
 
     async def read(self) -> str | None:
+        self._end_answer_line()
         return await self.reader.read("> ", message=True)
 
     def working(self) -> Any:
@@ -158,12 +162,10 @@ class TerminalView:
     def _render(self, event: dict[str, Any], in_full: bool) -> None:
         kind, say = event["type"], self.console.print
         if kind == "token":
-            say(event["text"], end="", markup=False)
-            self._midline = True
+            self._stream(event["text"])
             return
         if self._midline:
-            say()
-            self._midline = False
+            self._end_answer_line()
             if kind == "final":
                 return
         if kind == "final":
@@ -228,6 +230,23 @@ class TerminalView:
         elif kind == "error":
             say(event["message"], style="red", markup=False)
 
+    def _stream(self, text: str) -> None:
+        """Print a token; for a reader that keeps whole lines only (the line editor), a line is
+        printed once complete or once the answer ends, in one write with its newline."""
+        self._midline = True
+        if self.reader.keeps_partial_lines:
+            self.console.print(text, end="", markup=False)
+            return
+        lines, newline, self._held = (self._held + text).rpartition("\n")
+        if newline:
+            self.console.print(lines + newline, end="", markup=False)
+
+    def _end_answer_line(self) -> None:
+        """End the streamed answer's line, if it is unfinished: what was held back, then a newline."""
+        if self._midline:
+            self.console.print(self._held, markup=False)
+            self._held, self._midline = "", False
+
     def _help(self, event: dict[str, Any]) -> None:
         say = self.console.print
         say("Chat commands:", markup=False)
@@ -241,6 +260,7 @@ class TerminalView:
         say("Anything else is a message to the model.", markup=False)
 
     async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+        self._end_answer_line()
         self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
                            style="yellow", markup=False)
         while True:

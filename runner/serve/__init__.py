@@ -99,7 +99,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      on_ready=lambda url: on_event({"type": "listening", "url": url,
                                                                     "name": runtime.manifest.name}),
-                                     on_stop=service.end_listening)
+                                     on_stop=service.stop)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:

@@ -52,6 +52,7 @@ ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
 PREVIEW_CHARS = 200
 QUESTION_EVENTS = ("approval", "elicitation", "sampling")
+STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
 
 ASK_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -168,9 +169,36 @@ class AskHandler:
         self.runtime = runtime
         self.scheduler = scheduler
         self.stateless = stateless  # no session: a question cannot be sent during the call
+        self._calls: set[anyio.CancelScope] = set()  # the calls running now
+        self._stopping = False
+        self._no_calls = anyio.Event()
+
+    async def stop(self) -> None:
+        """Cancel every running call and wait until each has answered its caller (that the agent
+        is stopping); calls from now on get that answer at once."""
+        self._stopping = True
+        for call in self._calls:
+            call.cancel()
+        if self._calls:
+            await self._no_calls.wait()
 
     async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                        ) -> types.CallToolResult | types.InputRequiredResult:
+        if self._stopping:
+            return error_result(STOPPING)
+        with anyio.CancelScope() as call:
+            self._calls.add(call)
+            try:
+                return await self._answer(ctx, params)
+            finally:
+                self._calls.discard(call)
+                if not self._calls:
+                    self._no_calls.set()
+                    self._no_calls = anyio.Event()
+        return error_result(STOPPING)  # only reached when stop() cancelled the call
+
+    async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                      ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             request = parse_ask(params.arguments)
             with conversation_store():

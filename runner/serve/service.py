@@ -79,9 +79,11 @@ class AgentService:
 
     # ------------------------------------------------------------------ change notifications
 
-    def end_listening(self) -> None:
-        """End every caller's listen stream as the spec's graceful close (the server is stopping)."""
+    async def stop(self) -> None:
+        """The server is stopping: cancel the running turns (each caller hears why), and end every
+        caller's listen stream as the spec's graceful close."""
         self._listening.close()
+        await self.ask.stop()
 
     def lists_may_have_changed(self) -> None:
         """The manifest was reloaded or a server's lists changed: :meth:`announce_changes` compares."""

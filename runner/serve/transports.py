@@ -17,8 +17,9 @@ import ipaddress
 import math
 import os
 import socket
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -177,18 +178,20 @@ def http_url(sock: socket.socket) -> str:
 
 async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
                      on_ready: Callable[[str], None] | None = None,
-                     on_stop: Callable[[], None] | None = None) -> None:
+                     on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds.
 
-    ``on_stop`` is told when the server starts stopping (to end the requests that would otherwise
-    stay open, such as listen streams)."""
+    ``on_stop`` is awaited (for up to GRACEFUL_SHUTDOWN seconds) when the server starts stopping,
+    before it stops taking requests: to answer or end the requests that would otherwise stay open
+    (running turns, listen streams) while their callers can still hear the answer."""
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                               stateless_http=stateless)
     if token:
         app = require_bearer(app, token)
+    # uvicorn's own colour test looks at stdout; its log lines go to stderr.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN))
+                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN), use_colors=sys.stderr.isatty())
     web = _Uvicorn(config)
     finished = anyio.Event()
 
@@ -206,9 +209,11 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
                 on_ready(http_url(sock))
             await finished.wait()
         finally:
-            web.should_exit = True
-            if on_stop is not None:
-                on_stop()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
-                await finished.wait()
+            with anyio.CancelScope(shield=True):
+                if on_stop is not None:
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                        await on_stop()
+                web.should_exit = True
+                with anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
+                    await finished.wait()
             sock.close()
