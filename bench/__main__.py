@@ -65,7 +65,7 @@ SUITE_ROWS = {
 
 
 def row_selection(text: str) -> tuple[str, ...]:
-    tokens = tuple(token.strip() for token in text.split(",") if token.strip())
+    tokens = tuple(dict.fromkeys(token.strip() for token in text.split(",") if token.strip()))
     known = {row for rows in SUITE_ROWS.values() for row in rows}
     unknown = [token for token in tokens if not any(_matches(token, row) for row in known)]
     if not tokens or unknown:

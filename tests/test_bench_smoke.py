@@ -212,5 +212,6 @@ def test_a_row_selection_picks_rows_by_id_and_refuses_unknown_ids() -> None:
     assert selected(rows, "6a") and selected(rows, "6c") and selected(rows, "3b")
     assert not selected(rows, "3") and not selected(rows, "1") and not selected(rows, "4a")
     assert selected(row_selection("3"), "3b") and selected(None, "7c")
+    assert row_selection("1, 1,4a") == ("1", "4a")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown row"):
         row_selection("9z")

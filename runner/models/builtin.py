@@ -213,7 +213,7 @@ def _offline_help(tools: list[dict[str, Any]]) -> str:
     else:
         lines.append("No tools are available.")
     lines.append(
-        "To talk to a real model, set model.id in agent.yaml, e.g. `model: openai:gpt-4.1-mini`."
+        "To talk to a real model, set model.id in the manifest, e.g. `model: openai:gpt-4.1-mini`."
     )
     return "\n".join(lines)
 
