@@ -81,9 +81,7 @@ async def test_serve_watch_offers_an_edited_prompt_to_the_next_call(
         with anyio.fail_after(LIMIT):
             async with http_client(served.url) as client:
                 before = {prompt.name for prompt in (await client.list_prompts()).prompts}
-                document = yaml.safe_load(manifest.read_text())
-                document["prompts"]["mcp"][0]["as"] = "welcome"
-                manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+                _rename_binding(manifest, "welcome")
                 await anyio.to_thread.run_sync(served.wait_for_line, "reloaded in")
                 after = {prompt.name for prompt in (await client.list_prompts()).prompts}
                 greeting = await client.get_prompt("welcome", {"name": "Ada"})

@@ -238,6 +238,14 @@ def _title(properties: dict[str, Any], name: str) -> str:
     return f"{title} ({name})" if title and title != name else name
 
 
+_LIMIT_REASONS = {
+    "minimum": "must be at least {}", "maximum": "must be at most {}",
+    "exclusiveMinimum": "must be more than {}", "exclusiveMaximum": "must be less than {}",
+    "minLength": "must be at least {} characters long", "maxLength": "must be at most {} characters long",
+    "minItems": "choose at least {}", "maxItems": "choose at most {}",
+}
+
+
 def plain_reason(problem: jsonschema.ValidationError, field: dict[str, Any]) -> str:
     """A validation failure in words a person reads, not the validator's."""
     kind = problem.validator
@@ -246,22 +254,8 @@ def plain_reason(problem: jsonschema.ValidationError, field: dict[str, Any]) -> 
         return {"integer": "expected a whole number", "number": "expected a number",
                 "boolean": "expected yes or no", "array": "expected a list",
                 "string": "expected text"}.get(str(value), f"expected {value}")
-    if kind == "minimum":
-        return f"must be at least {value}"
-    if kind == "maximum":
-        return f"must be at most {value}"
-    if kind == "exclusiveMinimum":
-        return f"must be more than {value}"
-    if kind == "exclusiveMaximum":
-        return f"must be less than {value}"
-    if kind == "minLength":
-        return f"must be at least {value} characters long"
-    if kind == "maxLength":
-        return f"must be at most {value} characters long"
-    if kind == "minItems":
-        return f"choose at least {value}"
-    if kind == "maxItems":
-        return f"choose at most {value}"
+    if kind in _LIMIT_REASONS:
+        return _LIMIT_REASONS[kind].format(value)
     if kind == "format":
         return f"expected {_FORMAT_WORDS.get(str(value), str(value))}"
     if kind in ("enum", "oneOf", "anyOf", "const"):

@@ -114,11 +114,7 @@ class ToolCalls:
             return None
         from langchain_core.messages import ToolMessage  # here: listing and calling never need it
 
-        arguments = dict(call["args"])
-        if self.call_hook is None:
-            output = await self.call(entry.name, arguments)
-        else:
-            output = await self.call_hook(entry.name, arguments, self.call)
+        output = await self._hooked_call(entry.name, dict(call["args"]))
         content = output.content if isinstance(output.content, str) else list(output.content)
         return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
                            status="success")
