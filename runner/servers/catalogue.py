@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import ServerRequestError
+from runner.servers.listings import ToolPages
 from runner.servers.translation import Boundary, translate
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ async def fetch_catalogue(server: str, client: Client, kinds: Iterable[Catalogue
 
     async def tools() -> None:
         listing.tools = await _tolerant(server, "tools/list", _all_pages(
-            server, lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools),
+            server, ToolPages.of(client.session).fetch, lambda page: page.tools),
             essential=True)
 
     async def prompts() -> None:

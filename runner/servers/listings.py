@@ -6,19 +6,28 @@ every later ``tools/call`` would fail too, since the SDK re-lists to find output
 link sends each ``tools/list`` answer through :class:`ToolListingFilter` first: entries that the
 protocol's own model refuses, or whose name is empty, are dropped with a warning (once per
 session and tool), and the rest reaches the SDK intact.
+
+A re-list mostly repeats definitions the session already took: :class:`ToolPages` sends
+``tools/list`` as the SDK's ``ClientSession.list_tools`` does, but validates and absorbs only the
+definitions that are new or changed, and hands back the earlier ``Tool`` objects for the others.
 """
 
 from __future__ import annotations
 
 import logging
 import marshal
+from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import mcp_types as types
+from mcp import ClientSession
+from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
-from mcp_types.methods import SERVER_RESULTS
-from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.methods import SERVER_RESULTS, validate_server_result
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 logger = logging.getLogger(__name__)
@@ -146,3 +155,147 @@ def _problem(result: dict[str, Any], version: str) -> str | None:
         more = exc.error_count() - 1
         return f"{where + ': ' if where else ''}{first['msg']}" + (f" (and {more} more)" if more else "")
     return None
+
+
+@dataclass(slots=True)
+class _Taken:
+    """A definition the session took: its fingerprint, its model, and (2026) its header map."""
+
+    printed: int
+    tool: types.Tool
+    header_map: Any
+
+
+_MISSING = object()
+_pages: WeakKeyDictionary[ClientSession, ToolPages] = WeakKeyDictionary()
+
+
+class ToolPages:
+    """One session's ``tools/list``: what ``ClientSession.list_tools`` returns and leaves in the
+    session (the output schemas ``call_tool`` checks results against; in 2026 the ``x-mcp-header``
+    maps, and tools dropped for a bad one), at the cost of what changed.
+
+    A definition that is exactly the one the session took last time, and whose session state is
+    still the one it left (no other listing replaced it), is neither validated nor absorbed again:
+    its earlier ``Tool`` is reused. New and changed definitions and the envelope are validated and
+    absorbed as the SDK does; an answer that fails is validated again whole, so the error is the
+    SDK's own. The SDK's response cache (``Client(cache=...)``) is bypassed: mcp-run's clients
+    have none, the catalogue is the cache.
+    """
+
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+        self._version: str | None = None
+        self._taken: dict[str, _Taken] = {}
+
+    @staticmethod
+    def of(session: ClientSession) -> ToolPages:
+        """The session's pages (one memory per session, gone with it)."""
+        pages = _pages.get(session)
+        if pages is None:
+            pages = _pages[session] = ToolPages(session)
+        return pages
+
+    async def fetch(self, cursor: str | None = None) -> types.ListToolsResult:
+        """One page, as ``Client.list_tools(cursor=cursor)`` answers it."""
+        session = self._session
+        request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
+        data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        options: CallOptions = {}
+        # Sent as ClientSession.send_request sends it (which would validate the whole answer).
+        session._stamp(data, options)
+        options.setdefault("headers", {})
+        if session._session_read_timeout_seconds is not None:
+            options["timeout"] = session._session_read_timeout_seconds
+        raw = await session._dispatcher.send_raw_request(LIST_METHOD, data.get("params"), options)
+        return self._take(raw, first_page=cursor is None)
+
+    def _take(self, raw: dict[str, Any], *, first_page: bool) -> types.ListToolsResult:
+        session = self._session
+        _clamp_inbound_ttl(raw)
+        version = session.protocol_version or LATEST_HANDSHAKE_VERSION
+        modern = version in MODERN_PROTOCOL_VERSIONS
+        if version != self._version:
+            self._taken, self._version = {}, version
+        definitions = raw.get("tools")
+        prints: list[int | None] = []
+        earlier: list[types.Tool | None] = []
+        if isinstance(definitions, list) and _distinct_names(definitions):
+            prints = [_fingerprint(definition) for definition in definitions]
+            earlier = [self._still_taken(definition["name"], printed, modern)
+                       for definition, printed in zip(definitions, prints, strict=True)]
+        try:
+            if earlier:
+                fresh = [definition for definition, was in zip(definitions, earlier, strict=True)
+                         if was is None]
+                result = _validated({**raw, "tools": fresh}, version)
+            else:
+                result = _validated(raw, version)
+        except ValidationError:
+            if not earlier:
+                raise
+            result, prints, earlier = _validated(raw, version), [], []  # the SDK's error, about the whole
+        validated = list(result.tools)
+        if validated:
+            session._absorb_tool_listing(result, complete=False)  # pruned below when complete
+        kept = {id(tool) for tool in result.tools}
+        remembered = iter(prints) if prints else None
+        newly = iter(validated)
+        listed: list[types.Tool] = []
+        for was in earlier or [None] * len(validated):
+            printed = next(remembered) if remembered is not None else None
+            tool = was if was is not None else next(newly)
+            if was is None and id(tool) not in kept:
+                continue  # dropped by the SDK (2026: a bad x-mcp-header)
+            listed.append(tool)
+            if was is None and printed is not None:
+                self._remember(tool, printed, modern)
+        names = {tool.name for tool in listed}
+        if first_page and result.next_cursor is None:  # the whole listing: forget what left it
+            if not _holds_only(session, names):
+                session._absorb_tool_listing(types.ListToolsResult(tools=list(listed)), complete=True)
+                for tool in listed:  # absorbed again: new header maps
+                    if (taken := self._taken.get(tool.name)) is not None and taken.tool is tool:
+                        taken.header_map = session._x_mcp_header_maps.get(tool.name, _MISSING)
+            if len(self._taken) > len(names):
+                self._taken = {name: taken for name, taken in self._taken.items() if name in names}
+        result.tools = listed
+        return result
+
+    def _still_taken(self, name: str, printed: int | None, modern: bool) -> types.Tool | None:
+        """The earlier model of this exact definition, if the session still holds what it left."""
+        taken = self._taken.get(name)
+        if taken is None or taken.printed != printed:
+            return None
+        session = self._session
+        if session._tool_output_schemas.get(name, _MISSING) is not taken.tool.output_schema:
+            return None  # another listing (call_tool's, when a name was unknown) replaced it
+        if modern and session._x_mcp_header_maps.get(name, _MISSING) is not taken.header_map:
+            return None
+        return taken.tool
+
+    def _remember(self, tool: types.Tool, printed: int, modern: bool) -> None:
+        header_map = self._session._x_mcp_header_maps.get(tool.name, _MISSING) if modern else None
+        self._taken[tool.name] = _Taken(printed, tool, header_map)
+
+
+def _distinct_names(definitions: list[Any]) -> bool:
+    names = {definition.get("name") if isinstance(definition, dict) else None for definition in definitions}
+    return len(names) == len(definitions) and all(isinstance(name, str) for name in names)
+
+
+def _holds_only(session: ClientSession, names: set[str]) -> bool:
+    """Whether the session's per-tool state is about ``names`` alone (nothing to prune)."""
+    return (session._tool_output_schemas.keys() <= names and session._x_mcp_header_maps.keys() <= names
+            and session._tool_output_validators.keys() <= names)
+
+
+def _validated(raw: dict[str, Any], version: str) -> types.ListToolsResult:
+    """``raw`` as ``ClientSession.send_request`` validates and parses a ``tools/list`` answer."""
+    try:
+        validate_server_result(LIST_METHOD, version, raw)
+    except KeyError:
+        pass
+    if not (foreign := _later_revision_fields(LIST_METHOD, version)).isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return types.ListToolsResult.model_validate(raw, by_name=False)
