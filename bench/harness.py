@@ -190,11 +190,12 @@ class Settings:
 
 
 PRESETS = {
-    "full": Settings(rounds=3, calls=200, warmup=20, default_calls=2, throughput_calls=160, throughput_slices=3,
-                     list_repeats=3, wide_builds=2, agent_turns=20, reloads=2),
-    "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96, throughput_slices=2,
-                      list_repeats=2, wide_builds=1, agent_turns=10, reloads=1, start_sizes=(1, 8)),
-    "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64, throughput_slices=1,
-                      list_repeats=1, wide_builds=1, agent_turns=3, reloads=1,
+    "full": Settings(rounds=3, calls=200, warmup=20, default_calls=2, throughput_calls=160,
+                     throughput_slices=3, list_repeats=3, wide_builds=2, agent_turns=20, reloads=2),
+    "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
+                      throughput_slices=2, list_repeats=2, wide_builds=1, agent_turns=10, reloads=1,
+                      start_sizes=(1, 8)),
+    "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
+                      throughput_slices=1, list_repeats=1, wide_builds=1, agent_turns=3, reloads=1,
                       start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
 }

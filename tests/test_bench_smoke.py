@@ -104,6 +104,18 @@ async def test_each_round_starts_one_case_further_along() -> None:
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
 
 
+@pytest.mark.timeout(60)
+async def test_row_4a_alone_neither_starts_the_wide_server_nor_asks_for_psutil(caplog) -> None:
+    from bench.harness import PRESETS
+    from bench.scale import scale_suite
+
+    with anyio.fail_after(50):
+        async with scale_suite(PRESETS["smoke"], wide=False) as cases:
+            rows = {case.row.split(".", 1)[0] for case in cases}
+    assert rows == {"4a"}
+    assert "psutil" not in caplog.text
+
+
 async def test_sliced_cases_alternate_slice_by_slice_and_combine_their_slices_per_round() -> None:
     order: list[str] = []
 
