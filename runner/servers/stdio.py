@@ -30,7 +30,7 @@ from typing import TextIO
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client import Transport
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
@@ -58,6 +58,7 @@ JUNK_PREVIEW_CHARS = 200
 # No single JSON-RPC message is this large; beyond it the bytes are junk and memory is at stake.
 MAX_STDOUT_LINE = 256 * 1024 * 1024
 MAX_RESYNC_ATTEMPTS = 8
+MAX_WRITE_BATCH = 64
 
 
 class StderrLog:
@@ -283,14 +284,21 @@ class StdioProcess:
     async def _write_stdin(
         self,
         process: anyio.abc.Process,
-        write_receive: anyio.abc.ObjectReceiveStream[SessionMessage],
+        write_receive: MemoryObjectReceiveStream[SessionMessage],
         read_send: MemoryObjectSendStream[SessionMessage | Exception],
     ) -> None:
         assert process.stdin is not None
         try:
             async for message in write_receive:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                await process.stdin.send(data.encode("utf-8"))
+                # Messages queued meanwhile go out in the same write: one pipe wake-up for the
+                # server instead of one per message when many calls are in flight.
+                batch = [message.message.model_dump_json(by_alias=True, exclude_unset=True)]
+                with contextlib.suppress(anyio.WouldBlock):
+                    while len(batch) < MAX_WRITE_BATCH:
+                        queued = write_receive.receive_nowait()
+                        batch.append(queued.message.model_dump_json(by_alias=True, exclude_unset=True))
+                batch.append("")
+                await process.stdin.send("\n".join(batch).encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server stopped reading: end the session so requests fail instead of hanging.
             read_send.close()
