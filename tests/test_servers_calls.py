@@ -203,6 +203,23 @@ async def test_fifty_concurrent_calls_on_one_session_each_get_their_answer(
     assert answers == {number: number + 1000 for number in range(50)}
 
 
+async def test_two_hundred_calls_at_once_over_stdio_each_get_their_own_answer(tmp_path: Path) -> None:
+    # Requests queued while one is written go out in one write: none may be merged or lost.
+    answers: dict[int, int] = {}
+    async with open_fleet({"demo": specs.stdio("demo")}, base_dir=tmp_path, state_dir=tmp_path / "s") as fleet:
+        connection = fleet.connections["demo"]
+
+        async def add(number: int) -> None:
+            result = await connection.call_tool("add", {"a": number, "b": 1000})
+            answers[number] = result.structured_content["result"]
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for number in range(200):
+                    tg.start_soon(add, number)
+    assert answers == {number: number + 1000 for number in range(200)}
+
+
 async def test_a_stopped_server_refuses_calls_at_once(demo_urls, tmp_path: Path) -> None:
     async with demo_connection(demo_urls, tmp_path) as connection:
         pass
