@@ -108,7 +108,8 @@ async def run(settings: Settings, *, peers: list[str],
         logger.info("starting servers and opening sessions")
         http_url = await stack.enter_async_context(http_server())
         factories = {
-            "calls": lambda: call_suite(settings, http_url), "scale": lambda: scale_suite(settings),
+            "calls": lambda: call_suite(settings, http_url),
+            "scale": lambda: scale_suite(settings, wide=selected(rows, "4b")),
             "agent": lambda: agent_suite(settings, folder),
             "serving": lambda: serving_suite(settings, folder),
             "scale-out": lambda: scale_out_suite(settings, folder),

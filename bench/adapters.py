@@ -28,7 +28,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench.harness import BenchError, Case, Settings
 from bench.launch import ROOT, extra_for, server_command, stop
-from bench.stats import Metrics
+from bench.stats import Metrics, combined_throughput
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ async def peer_suite(peer: PeerEnvironment, settings: Settings, http_url: str,
         request = {"op": "setup", "server_command": server_command(), "http_url": f"{http_url}/mcp",
                    "settings": {**asdict(settings), "concurrency": list(settings.concurrency)}, **setup}
         answer = await worker.ask(request, SETUP_TIMEOUT)
-        cases = [_proxy(worker, description) for description in answer["cases"]]
+        cases = [_proxy(worker, description, settings) for description in answer["cases"]]
         yield cases, answer["versions"]
     finally:
         with anyio.move_on_after(QUIT_TIMEOUT, shield=True):
@@ -155,14 +155,18 @@ async def peer_suite(peer: PeerEnvironment, settings: Settings, http_url: str,
         await stop(process)
 
 
-def _proxy(worker: Worker, description: dict[str, Any]) -> Case:
+def _proxy(worker: Worker, description: dict[str, Any], settings: Settings) -> Case:
+    """A peer's case, measured by its worker; throughput in slices, as mcp-run's own (row 2)."""
     case_id = description["id"]
+    throughput = description["key"] == "calls_per_s"
 
     async def measure() -> Metrics:
         answer = await worker.ask({"op": "measure", "id": case_id}, MEASURE_TIMEOUT)
         return answer["metrics"]
 
-    return Case(description["row"], description["path"], measure, description["key"], description["floor"])
+    return Case(description["row"], description["path"], measure, description["key"], description["floor"],
+                slices=settings.throughput_slices if throughput else 1,
+                combine=combined_throughput if throughput else None)
 
 
 

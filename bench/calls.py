@@ -26,7 +26,7 @@ from mcp import Client
 
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry, stdio_parameters
-from bench.stats import Call, run_concurrently, time_calls
+from bench.stats import Call, combined_throughput, run_concurrently, time_calls
 from runner.manifest import Manifest
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
@@ -83,7 +83,7 @@ def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> li
             goals = (THROUGHPUT_GOAL,) if path == NODE and concurrency == 32 else ()
             measure = _throughput(call, settings.throughput_calls, concurrency)
             cases.append(Case(throughput_row(transport, concurrency), path, measure, "calls_per_s",
-                              floor, goals))
+                              floor, goals, settings.throughput_slices, combined_throughput))
     return cases
 
 

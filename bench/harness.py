@@ -47,6 +47,10 @@ class Case:
     key: str  # the metric the ratio and the table lead with
     floor: str | None = None  # the path, in the same row, this one is compared with
     goals: tuple[Goal, ...] = ()
+    # Measured in this many slices per round, interleaved with the slices of the row's other
+    # cases (so a floor and its path see the same machine), and the slices' metrics combined.
+    slices: int = 1
+    combine: Callable[[list[Metrics]], Metrics] | None = None
 
 
 @dataclass
@@ -96,15 +100,23 @@ async def run_rounds(
         started = time.perf_counter()
         this_round: dict[tuple[str, str], Metrics] = {}
         for row in rotated(row_names, index):
-            for case in rotated(rows[row], index):
-                case_started = time.perf_counter()
-                with anyio.fail_after(CASE_TIMEOUT):  # a hung call must not hang the run
-                    metrics = await case.measure()
-                took = time.perf_counter() - case_started
-                logger.debug("round %d: %s / %s: %.2f s", index + 1, case.row, case.path, took)
+            sliced: dict[str, list[Metrics]] = {case.path: [] for case in rows[row]}
+            took: dict[str, float] = dict.fromkeys(sliced, 0.0)
+            for part in range(max(case.slices for case in rows[row])):
+                for case in rotated(rows[row], index + part):
+                    if part >= case.slices:
+                        continue
+                    case_started = time.perf_counter()
+                    with anyio.fail_after(CASE_TIMEOUT):  # a hung call must not hang the run
+                        sliced[case.path].append(await case.measure())
+                    took[case.path] += time.perf_counter() - case_started
+            for case in rows[row]:
+                parts = sliced[case.path]
+                metrics = case.combine(parts) if case.combine is not None and len(parts) > 1 else parts[0]
+                logger.debug("round %d: %s / %s: %.2f s", index + 1, case.row, case.path, took[case.path])
                 this_round[(case.row, case.path)] = metrics
                 results[(case.row, case.path)].rounds.append(metrics)
-                results[(case.row, case.path)].seconds.append(took)
+                results[(case.row, case.path)].seconds.append(took[case.path])
         for case in cases:
             if case.floor is None:
                 continue
@@ -164,7 +176,8 @@ class Settings:
     calls: int  # latency: timed calls per case
     warmup: int
     default_calls: int  # langchain-mcp-adapters default mode: a new session (process) per call
-    throughput_calls: int
+    throughput_calls: int  # per slice
+    throughput_slices: int  # throughput cases: slices per round, interleaved across the row
     list_repeats: int  # tools/list (and build) repeats per case
     wide_builds: int  # catalog builds over 20 x 500 tools per round
     agent_turns: int
@@ -178,10 +191,11 @@ class Settings:
 
 PRESETS = {
     "full": Settings(rounds=3, calls=200, warmup=20, default_calls=2, throughput_calls=160,
-                     list_repeats=3, wide_builds=2, agent_turns=20, reloads=2),
+                     throughput_slices=3, list_repeats=3, wide_builds=2, agent_turns=20, reloads=2),
     "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
-                      list_repeats=2, wide_builds=1, agent_turns=10, reloads=1, start_sizes=(1, 8)),
+                      throughput_slices=2, list_repeats=2, wide_builds=1, agent_turns=10, reloads=1,
+                      start_sizes=(1, 8)),
     "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
-                      list_repeats=1, wide_builds=1, agent_turns=3, reloads=1,
+                      throughput_slices=1, list_repeats=1, wide_builds=1, agent_turns=3, reloads=1,
                       start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
 }

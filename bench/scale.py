@@ -55,7 +55,8 @@ def wide_row(settings: Settings) -> str:
 
 
 @asynccontextmanager
-async def scale_suite(settings: Settings) -> AsyncIterator[list[Case]]:
+async def scale_suite(settings: Settings, *, wide: bool = True) -> AsyncIterator[list[Case]]:
+    """Rows 4a and, with ``wide``, 4b (whose 20-endpoint server is started only then)."""
     extra = extra_for(settings.many_tools)
     manifest = bench_manifest({"many": stdio_entry(extra)})
     async with AsyncExitStack() as stack:
@@ -70,9 +71,6 @@ async def scale_suite(settings: Settings) -> AsyncIterator[list[Case]]:
         if listed != settings.many_tools or len(catalog.entries) != settings.many_tools:
             raise BenchError(f"expected {settings.many_tools} tools: listed {listed}, "
                              f"built {len(catalog.entries)}")
-        wide_url = await stack.enter_async_context(
-            http_server(extra_for(settings.wide_tools), mounts=settings.wide_servers)
-        )
 
         async def raw_list() -> Metrics:
             return {"ms": await median_ms(client.list_tools, settings.list_repeats)}
@@ -95,9 +93,12 @@ async def scale_suite(settings: Settings) -> AsyncIterator[list[Case]]:
             Case(many_row(settings), RAW_LIST, raw_list, "ms"),
             Case(many_row(settings), RUN_LIST, run_list, "ms", RAW_LIST, (list_goal(settings),)),
         ]
-        if importlib.util.find_spec("psutil") is None:  # the worker reads its RSS with it
+        if wide and importlib.util.find_spec("psutil") is None:  # the worker reads its RSS with it
             logger.warning("row 4b skipped: psutil is not installed (pip install -e '.[test]')")
-        else:
+        elif wide:
+            wide_url = await stack.enter_async_context(
+                http_server(extra_for(settings.wide_tools), mounts=settings.wide_servers)
+            )
             cases.append(Case(wide_row(settings), WIDE, lambda: wide_build(wide_url, settings), "build_ms",
                               goals=wide_goals(settings)))
         yield cases

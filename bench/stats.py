@@ -64,6 +64,11 @@ def throughput_metrics(calls: int, seconds: float) -> Metrics:
     return {"calls_per_s": calls / seconds, "seconds": seconds, "n": float(calls)}
 
 
+def combined_throughput(slices: list[Metrics]) -> Metrics:
+    """The throughput of several slices of one case taken together: all calls over all their time."""
+    return throughput_metrics(int(sum(part["n"] for part in slices)), sum(part["seconds"] for part in slices))
+
+
 def split_calls(total: int, workers: int) -> list[int]:
     """``total`` calls shared out among ``workers`` as evenly as possible."""
     share, extra = divmod(total, workers)

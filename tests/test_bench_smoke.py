@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:  # the bench package lives beside runner/, not in 
     sys.path.insert(0, str(ROOT))
 
 from bench.harness import Case, run_rounds  # noqa: E402
+from bench.stats import combined_throughput, throughput_metrics  # noqa: E402
 
 ROW_PREFIXES = (
     "1. call latency, stdio", "1. call latency, http",
@@ -101,6 +102,41 @@ async def test_each_round_starts_one_case_further_along() -> None:
     cases = [Case("row", name, constant(1.0, order, name), "ms") for name in ("a", "b", "c")]
     await run_rounds(cases, rounds=3)
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+
+
+@pytest.mark.timeout(60)
+async def test_row_4a_alone_neither_starts_the_wide_server_nor_asks_for_psutil(caplog) -> None:
+    from bench.harness import PRESETS
+    from bench.scale import scale_suite
+
+    with anyio.fail_after(50):
+        async with scale_suite(PRESETS["smoke"], wide=False) as cases:
+            rows = {case.row.split(".", 1)[0] for case in cases}
+    assert rows == {"4a"}
+    assert "psutil" not in caplog.text
+
+
+async def test_sliced_cases_alternate_slice_by_slice_and_combine_their_slices_per_round() -> None:
+    order: list[str] = []
+
+    def throughput(name: str, seconds: list[float]):
+        remaining = list(seconds)
+
+        async def measure() -> dict[str, float]:
+            order.append(name)
+            return throughput_metrics(10, remaining.pop(0))
+
+        return measure
+
+    floor = Case("row", "floor", throughput("floor", [1.0, 3.0, 1.0, 1.0]), "calls_per_s",
+                 slices=2, combine=combined_throughput)
+    path = Case("row", "path", throughput("path", [1.0, 1.0, 1.0, 1.0]), "calls_per_s", "floor",
+                slices=2, combine=combined_throughput)
+    results = await run_rounds([floor, path], rounds=2)
+    assert order == ["floor", "path", "path", "floor", "path", "floor", "floor", "path"]
+    by_path = {result.case.path: result for result in results}
+    assert [m["calls_per_s"] for m in by_path["floor"].rounds] == [5.0, 10.0]  # 20 calls in 4 s, then 2 s
+    assert by_path["path"].ratios == [2.0, 1.0]  # 20 calls in 2 s against the floor's 5/s, then equal
 
 
 def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_stderr() -> None:
