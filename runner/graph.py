@@ -16,6 +16,7 @@ Each superstep costs a checkpoint, so the common step (no approval) takes two: m
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +49,7 @@ from runner.checkpointers import turn_durability
 from runner.errors import RunnerError, ToolError
 from runner.models import ModelChain, as_model_chain
 from runner.sampling import counted, metered, sampling_calls
+from runner.started_calls import StartedCalls, remember_stopped
 from runner.tools.search import ToolSearch, remember_found
 from runner.tools.suggest import unknown_tool_text
 
@@ -60,6 +62,11 @@ SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
 
 MAX_STEPS_REASON = "max_steps"
+NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
+STOPPED_TEXT = (
+    "This call was stopped while it was running (the turn was interrupted): it may or may not "
+    "have taken effect. Check before calling it again."
+)
 
 
 class ToolTask(TypedDict):
@@ -74,6 +81,8 @@ class AgentState(TypedDict):
     model_calls: NotRequired[int]
     # Tools search_tools found in this thread: bound at every later step (runner.tools.search).
     found_tools: NotRequired[Annotated[list[str], remember_found]]
+    # Ids of tool calls that had started when their turn was stopped (runner.started_calls).
+    stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -214,7 +223,7 @@ def build_graph(
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
-        prompt += _close_dangling_tool_calls(messages)
+        prompt += _close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
         if tool_search is None:
             tools = list(tools_provider())
         else:  # search_tools, pinned and found tools past the threshold; every tool below it
@@ -263,7 +272,19 @@ def build_graph(
         message, found = tool_search.answer(task["call"])
         return {"messages": [message], "found_tools": found}
 
+    started = StartedCalls(checkpointer)
+
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        step = started.begin(task["call"]["id"], config)
+        try:
+            return await _run_tool(task, config)
+        except asyncio.CancelledError:
+            await started.stopped(step)
+            raise
+        finally:
+            started.end(step)
+
+    async def _run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         call = task["call"]
         with metered(task.get("steps_left")) as budget:
             if direct_call is not None:
@@ -318,11 +339,14 @@ def _max_steps_message(max_steps: int) -> AIMessage:
     )
 
 
-def _close_dangling_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+def _close_dangling_tool_calls(
+    messages: Sequence[BaseMessage], stopped: Sequence[str] = ()
+) -> list[BaseMessage]:
     """The history with an error result for every tool call that never got one.
 
-    A turn that ended early (an error, a new message instead of an approval) leaves tool calls
-    without results, which providers reject.
+    A turn that ended early (an error, Ctrl-C, a new message instead of an approval) leaves tool
+    calls without results, which providers reject. A call in ``stopped`` had started: the server
+    may have acted on it, and the model is told so rather than that it did not run.
     """
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     closed: list[BaseMessage] = []
@@ -331,7 +355,7 @@ def _close_dangling_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMess
         if isinstance(message, AIMessage):
             closed += [
                 ToolMessage(
-                    content="This call did not run: the turn ended before it was executed.",
+                    content=STOPPED_TEXT if call["id"] in stopped else NOT_RUN_TEXT,
                     tool_call_id=call["id"],
                     name=call["name"],
                     status="error",

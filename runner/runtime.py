@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
@@ -321,6 +321,7 @@ async def load_agent(
     environ: Mapping[str, str] | None = None,
     model: bool = True,
     interactive: bool = True,
+    sampling: Literal["ask", "deny"] | None = None,
     adapter: GenerationAdapter | None = None,
     open_servers: ServersOpener = open_fleet,
 ) -> AsyncIterator[Runtime]:
@@ -329,6 +330,10 @@ async def load_agent(
     ``interactive=False`` (one-shot runs): a server's request for input during a tool call is
     declined at once, and the tool result tells the model so. Otherwise the request interrupts
     the graph (an ``elicitation`` event) until it is resumed with the answer.
+
+    ``sampling``: what a server whose entry sets no ``sampling`` gets; ``ask`` declares the
+    capability (servers may list tools for it), and each request is asked, or declined at once
+    when not interactive. Default: ``ask`` when interactive, else ``deny``.
 
     Server logs and the default conversation store go to the state folder
     (:func:`runner.state.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
@@ -359,7 +364,7 @@ async def load_agent(
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
                           interactive=interactive, adapter=adapter)
-        fleet.sampling_default = "ask" if interactive else "deny"
+        fleet.sampling_default = sampling or ("ask" if interactive else "deny")
         fleet.sample = runtime.sample if model else None
         await runtime.apply(checked)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langgraph.types import Command
 
 from runner import telemetry
+from runner.generation import StoppedTurnEvents, turn_events
 from runner.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,9 @@ async def stream_turn(
     status, message: a tool call running as a task was created or changed status),
     ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done), and
     ``final`` (text, reason) when the model answered without tool calls.
+
+    A turn stopped by cancelling its consumer (Ctrl-C) still yields, before the cancellation goes
+    on, the events its calls sent as they were cancelled: a task's ``cancelled`` status.
     """
     config = runtime.config(thread_id)
     names: dict[str, str] = {}
@@ -52,7 +57,10 @@ async def stream_turn(
     send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
                                  resumed=isinstance(message, Command))
-    run = asyncio.create_task(_run_graph(stream, send), context=clock.context())
+    stopped = StoppedTurnEvents()
+    context = clock.context() or contextvars.copy_context()
+    context.run(turn_events.set, stopped)
+    run = asyncio.create_task(_run_graph(stream, send), context=context)
     try:
         async for mode, data in receive:
             if mode == "custom":  # progress of a running tool call
@@ -85,16 +93,28 @@ async def stream_turn(
                         yield clock.seen({"type": "tool_result", "name": name, "id": item.tool_call_id,
                                           "status": item.status, "text": _message_text(item)})
         await run  # the run's own error, if it failed
+    except anyio.get_cancelled_exc_class():
+        # Stopped (Ctrl-C, a cancelled task, a stopped served turn): what the calls said as they
+        # were cancelled (a task's cancelled status) is handed over before the stop goes on.
+        stopped.stopped = True
+        await _close(run)
+        for event in stopped.kept:
+            yield clock.seen(event)
+        raise
     finally:
-        # A stopped turn (Ctrl-C, a cancelled task) cancels the graph run once and waits for it
-        # to close, which cancels its tool calls (and so their requests on the servers).
-        run.cancel()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
-            await asyncio.wait([run])
+        await _close(run)
         receive.close()
         if run.done() and not run.cancelled() and (error := run.exception()) is not None:
             logger.debug("the graph run ended with %r", error)  # raised above unless stopped
         clock.end(asyncio.CancelledError() if not run.done() or run.cancelled() else run.exception())
+
+
+async def _close(run: asyncio.Task[None]) -> None:
+    """Cancel the graph run once and wait for it to close, which cancels its tool calls (and so
+    their requests on the servers); bounded, and shielded from the turn's own cancellation."""
+    run.cancel()
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+        await asyncio.wait([run])
 
 
 async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendStream[Any]) -> None:

@@ -191,10 +191,12 @@ def test_sigterm_during_call_stops_it_and_every_server(tmp_path: Path) -> None:
                 psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.parametrize(("call", "running"), [('demo__sleep {"seconds": 60}', "tool_call"),
-                                               ("tasks__forever", "task")], ids=["plain-call", "task"])
+@pytest.mark.parametrize(("call", "running", "task_statuses"), [
+    ('demo__sleep {"seconds": 60}', "tool_call", []),
+    ("tasks__forever", "task", ["cancelled"]),  # the stopped call's last word, before "interrupted"
+], ids=["plain-call", "task"])
 def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_exit_130_and_no_server(
-    tmp_path: Path, call: str, running: str
+    tmp_path: Path, call: str, running: str, task_statuses: list[str]
 ) -> None:
     import psutil
 
@@ -234,6 +236,7 @@ def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_
             run.wait(timeout=60)
     assert after and after[-1] == {"type": "interrupted"}, (tmp_path / "stderr.txt").read_text()
     assert "final" not in [event["type"] for event in after]
+    assert [event["status"] for event in after if event["type"] == "task"] == task_statuses
     assert code == 130
     assert not [pid for pid in servers if psutil.pid_exists(pid) and
                 psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

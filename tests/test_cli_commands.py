@@ -274,3 +274,17 @@ def test_call_of_a_tool_whose_optional_server_is_down_says_so_and_exits_1(tmp_pa
     assert result.returncode == 1, result.stderr
     assert "server time-sse is not available (" in result.stderr
     assert "unknown tool" not in result.stderr
+
+
+def test_call_runs_a_tool_that_tools_lists_for_a_client_capability_and_says_what_it_declined(
+    tmp_path: Path,
+) -> None:
+    # `summarize` is listed only to clients declaring sampling; nobody can approve a completion here.
+    write_manifest(tmp_path, {"capable": server("capable", "--legacy")}, name="capable", model="offline")
+    listed = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert {row["name"] for row in json.loads(listed.stdout)} == {"capable__echo", "capable__summarize"}
+    called = mcp_run("call", "agent.yaml", "capable__summarize", '{"text": "a long text"}', cwd=tmp_path)
+    assert called.returncode == 0, called.stderr
+    assert called.stdout.startswith("no summary: sampling was refused")
+    assert "it was declined: this run cannot ask the user" in called.stdout

@@ -305,3 +305,27 @@ def test_a_port_already_taken_fails_with_exit_1_and_says_so(tmp_path: Path, list
                             capture_output=True, text=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert result.returncode == 1, result.stderr
     assert f"cannot listen on 127.0.0.1:{listening_port}" in result.stderr
+
+
+def test_a_second_ctrl_c_while_serve_stops_ends_it_quietly_with_130_and_no_server_left(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    document = yaml.safe_load(manifest.read_text())
+    # Outlives its input and ignores SIGTERM: the stop takes seconds, long enough for a second Ctrl-C.
+    lingering = str(ROOT / "tests" / "servers" / "undying.py")
+    document["servers"]["lingering"] = {"command": "python", "args": [lingering]}
+    manifest.write_text(yaml.safe_dump(document))
+    with http_agent(manifest) as served:
+        children = _agent_children(served.process.pid)
+        [demo] = [child for child in children if "demo.py" in " ".join(child.cmdline())]
+        served.process.send_signal(signal.SIGINT)
+        demo.wait(timeout=30)  # the servers are being stopped; the lingering one is still there
+        assert served.process.poll() is None
+        served.process.send_signal(signal.SIGINT)
+        assert served.process.wait(timeout=30) == 130
+        stderr = _rest_of(served)
+    assert stderr == ["stopped by SIGINT"]  # no traceback, no KeyboardInterrupt
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []

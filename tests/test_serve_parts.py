@@ -12,7 +12,7 @@ import pytest
 from runner.errors import BusyError
 from runner.serve.conversations import TurnScheduler
 from runner.serve.questions import can_elicit, elicitation_for, question_key, refusal, resume_value
-from runner.serve.transports import Address, bind, check_binding, parse_address
+from runner.serve.transports import GRACEFUL_SHUTDOWN, Address, bind, check_binding, parse_address, serve_http
 
 APPROVAL = {"type": "approval", "tool": "files__delete", "args": {"path": "a"}, "id": "call_1"}
 FORM = {"type": "elicitation", "server": "cal", "message": "Which day?", "mode": "form",
@@ -138,3 +138,30 @@ def test_the_listening_socket_sends_small_writes_at_once() -> None:
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     finally:
         sock.close()
+
+
+async def test_a_hurried_http_stop_waits_for_no_running_turn() -> None:
+    from mcp.server.lowlevel import Server
+
+    ready, stopping, hurry, ended = anyio.Event(), anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def stop_turns() -> None:  # a turn that never answers its caller
+        stopping.set()
+        await anyio.sleep_forever()
+
+    async def serve(scope: anyio.CancelScope) -> None:
+        with scope:
+            await serve_http(Server("hurried"), bind(parse_address("127.0.0.1:0")), token=None,
+                             on_ready=lambda url: ready.set(), on_stop=stop_turns, hurry=hurry)
+        ended.set()
+
+    serving = anyio.CancelScope()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve, serving)
+            await ready.wait()
+            serving.cancel()  # the first Ctrl-C: the graceful stop waits for the turn
+            await stopping.wait()
+            hurry.set()  # the second one
+            with anyio.fail_after(GRACEFUL_SHUTDOWN / 2):  # not the graceful wait
+                await ended.wait()

@@ -77,6 +77,22 @@ async def test_a_stopped_turn_cancels_the_task_on_the_server(tmp_path: Path) -> 
     assert f"tasks/cancel {task_id}" in requests
 
 
+async def test_a_stopped_turn_still_yields_the_cancelled_status_of_its_task(tmp_path: Path) -> None:
+    events = []
+    async with load_agent(write_agent(tmp_path)) as runtime:
+        with anyio.fail_after(WAIT):
+            with anyio.CancelScope() as stopped:  # what Ctrl-C does to the chat's turn
+                async for event in stream_turn(runtime, "tasks__forever"):
+                    events.append(event)
+                    if event["type"] == "task":
+                        stopped.cancel()
+    assert stopped.cancelled_caught
+    first, *_, last = of_type(events, "task")
+    assert (first["status"], last["status"]) == ("working", "cancelled")
+    assert (last["task_id"], last["tool"], last["server"]) == (first["task_id"], "tasks__forever", "tasks")
+    assert events[-1] is last
+
+
 async def test_a_task_that_outlives_the_timeout_is_cancelled_and_the_model_hears_it(tmp_path: Path) -> None:
     async with load_agent(write_agent(tmp_path, timeout="300ms")) as runtime:
         events = await turn(runtime, "tasks__forever")

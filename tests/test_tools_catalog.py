@@ -3,6 +3,7 @@ validation, content, output guard, fallbacks, local and resource tools, and the 
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import signal
@@ -221,6 +222,27 @@ async def test_a_direct_tool_call_answers_exactly_as_the_langchain_tool_does(tmp
         # Local tools, and names the catalog does not know, are left to their LangChain tools.
         assert await catalog.run_tool_call({"name": "multiply", "args": {"a": 1, "b": 2}, "id": "c"}) is None
         assert await catalog.run_tool_call({"name": "nope", "args": {}, "id": "c"}) is None
+
+
+async def test_a_direct_tool_call_imports_nothing_once_the_first_one_has_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    imported: list[str] = []  # by the runner's own code (the SDK's are its own business)
+    real_import = builtins.__import__
+
+    def counted_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("runner."):
+            imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    async with catalog_for(tmp_path, {"demo": demo()}) as catalog:
+        call = {"name": "demo__echo", "args": {"text": "hi"}, "id": "first"}
+        await catalog.run_tool_call(call)  # the first call may import what the path needs
+        monkeypatch.setattr(builtins, "__import__", counted_import)
+        answer = await catalog.run_tool_call({**call, "id": "second"})
+        monkeypatch.undo()
+    assert answer is not None and answer.content == "hi"
+    assert imported == []
 
 
 async def test_a_build_converts_no_schema_and_an_unusable_one_is_withdrawn_when_tools_are_offered(

@@ -111,7 +111,9 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         # `sampling: allow` needs no one's approval, only the model: it is started for them.
         samples = any(getattr(spec, "sampling", None) == "allow"
                       for spec in load_manifest(file).manifest.servers.values())
-        async with load_agent(file, model=samples, interactive=False) as runtime:
+        # The servers see the client `tools` lists with (a tool may be listed only to clients
+        # declaring sampling); what no one can answer here is declined, and the result says so.
+        async with load_agent(file, model=samples, interactive=False, sampling="ask") as runtime:
             catalog = runtime.catalog
             if name not in catalog.entries and (down := _down_server(runtime, name)):
                 stderr.print(down, markup=False, style="red")

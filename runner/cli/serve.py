@@ -85,9 +85,12 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
 
 async def _until_signalled(file: str, options: ServeOptions) -> int:
     # Ctrl-C takes SIGTERM's way out (running turns answered, then the HTTP server stopped):
-    # asyncio's own Ctrl-C handling cancels this task alone and leaves the turns running.
-    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as stopped:
-        await serve_agent(file, options, _show)
+    # asyncio's own Ctrl-C handling cancels this task alone and leaves the turns running. A
+    # second signal while it stops hurries the stop (no turn or request waited for; the agent's
+    # servers are still stopped) instead of raising KeyboardInterrupt midway.
+    hurry = anyio.Event()
+    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry) as stopped:
+        await serve_agent(file, options, _show, hurry=hurry)
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)

@@ -66,8 +66,12 @@ class ServeOptions:
     max_queued: int = DEFAULT_MAX_QUEUED
 
 
-async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None) -> None:
+async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None, *,
+                      hurry: anyio.Event | None = None) -> None:
     """Serve the agent of manifest ``path`` until the client goes away (stdio) or until cancelled.
+
+    Cancelled, it stops gracefully (running turns answered that the agent is stopping, open HTTP
+    requests given time to finish); once ``hurry`` is set it waits for no turn or request.
 
     ``on_event`` hears ``listening`` (with the HTTP ``url``), ``ready`` (stdio), and with
     ``watch`` the ``reload`` and ``reload_error`` events of :func:`runner.reload.watch_and_reload`.
@@ -99,7 +103,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      on_ready=lambda url: on_event({"type": "listening", "url": url,
                                                                     "name": runtime.manifest.name}),
-                                     on_stop=service.stop)
+                                     on_stop=service.stop, hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:

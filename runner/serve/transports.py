@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from runner.errors import ServeError
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
+HURRIED_SHUTDOWN = 2.0  # seconds uvicorn gets to close its sockets once told to stop at once
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -178,12 +179,14 @@ def http_url(sock: socket.socket) -> str:
 
 async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
                      on_ready: Callable[[str], None] | None = None,
-                     on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+                     on_stop: Callable[[], Awaitable[None]] | None = None,
+                     hurry: anyio.Event | None = None) -> None:
     """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds.
 
     ``on_stop`` is awaited (for up to GRACEFUL_SHUTDOWN seconds) when the server starts stopping,
     before it stops taking requests: to answer or end the requests that would otherwise stay open
-    (running turns, listen streams) while their callers can still hear the answer."""
+    (running turns, listen streams) while their callers can still hear the answer. Once ``hurry``
+    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped."""
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                               stateless_http=stateless)
@@ -210,10 +213,29 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
             await finished.wait()
         finally:
             with anyio.CancelScope(shield=True):
-                if on_stop is not None:
-                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
-                        await on_stop()
-                web.should_exit = True
-                with anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
+                async with _cancelled_when(hurry):
+                    if on_stop is not None:
+                        with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                            await on_stop()
+                    web.should_exit = True
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
+                        await finished.wait()
+                web.should_exit = web.force_exit = True  # hurried: uvicorn waits for no request
+                with anyio.move_on_after(HURRIED_SHUTDOWN):
                     await finished.wait()
             sock.close()
+
+
+@asynccontextmanager
+async def _cancelled_when(event: anyio.Event | None) -> AsyncIterator[None]:
+    """The block, cancelled if ``event`` is set before it ends."""
+    async with anyio.create_task_group() as group:
+
+        async def cancel_when_set() -> None:
+            if event is not None:
+                await event.wait()
+                group.cancel_scope.cancel()
+
+        group.start_soon(cancel_when_set)
+        yield
+        group.cancel_scope.cancel()

@@ -222,11 +222,13 @@ class SignalStop:
 
 @asynccontextmanager
 async def stop_on_signals(
-    *signals: signal.Signals,
+    *signals: signal.Signals, hurry: anyio.Event | None = None,
 ) -> AsyncIterator[SignalStop]:
     """End the block (by cancelling it) when one of ``signals`` arrives (default SIGTERM, SIGHUP).
 
     With ``open_fleet`` inside the block, SIGTERM then stops every server as a normal exit does.
+    With ``hurry``, the signals stay handled while the block stops: another one sets ``hurry``
+    (rather than Python's default handling, a KeyboardInterrupt for SIGINT).
     Works in the main thread only (a limit of signal handling in Python).
     """
     wanted = signals or (signal.SIGTERM, signal.SIGHUP)
@@ -238,9 +240,13 @@ async def stop_on_signals(
             async def watch() -> None:
                 with anyio.open_signal_receiver(*wanted) as received:
                     async for number in received:
-                        outcome.received = signal.Signals(number)
-                        body.cancel()
-                        return
+                        if outcome.received is None:
+                            outcome.received = signal.Signals(number)
+                            body.cancel()
+                            if hurry is None:
+                                return
+                        elif hurry is not None:  # another signal while the block stops
+                            hurry.set()
 
             task_group.start_soon(watch)
             try:

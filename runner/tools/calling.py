@@ -112,12 +112,11 @@ class ToolCalls:
         entry = self.entries.get(call["name"])
         if entry is None or entry.origin.server is None:
             return None
-        from langchain_core.messages import ToolMessage  # here: listing and calling never need it
-
+        message = _tool_message or _import_tool_message()
         output = await self._hooked_call(entry.name, dict(call["args"]))
         content = output.content if isinstance(output.content, str) else list(output.content)
-        return ToolMessage(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
-                           status="success")
+        return message(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
+                       status="success")
 
     async def _hooked_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         if self.call_hook is None:
@@ -232,6 +231,19 @@ class ToolCalls:
         ]
         wrapped = types.CallToolResult(content=blocks)
         return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=self.provider)
+
+
+# LangChain's ToolMessage, imported by the first graph call: listing and calling never need
+# LangChain, and the calls after the first pay no import statement.
+_tool_message: type[ToolMessage] | None = None
+
+
+def _import_tool_message() -> type[ToolMessage]:
+    global _tool_message
+    from langchain_core.messages import ToolMessage
+
+    _tool_message = ToolMessage
+    return ToolMessage
 
 
 async def _ignore_progress(done: float, total: float | None, message: str | None) -> None:
