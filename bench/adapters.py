@@ -28,7 +28,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench.harness import BenchError, Case, Settings
 from bench.launch import ROOT, extra_for, server_command, stop
-from bench.stats import Metrics, combined_throughput
+from bench.stats import Metrics, combined_latency, combined_throughput
 
 logger = logging.getLogger(__name__)
 
@@ -156,17 +156,22 @@ async def peer_suite(peer: PeerEnvironment, settings: Settings, http_url: str,
 
 
 def _proxy(worker: Worker, description: dict[str, Any], settings: Settings) -> Case:
-    """A peer's case, measured by its worker; throughput in slices, as mcp-run's own (row 2)."""
+    """A peer's case, measured by its worker; latency and throughput in slices, as mcp-run's own."""
     case_id = description["id"]
     throughput = description["key"] == "calls_per_s"
+    if description.get("sliced"):
+        slices, combine = settings.latency_slices, combined_latency
+    elif throughput:
+        slices, combine = settings.throughput_slices, combined_throughput
+    else:
+        slices, combine = 1, None
 
     async def measure() -> Metrics:
         answer = await worker.ask({"op": "measure", "id": case_id}, MEASURE_TIMEOUT)
         return answer["metrics"]
 
     return Case(description["row"], description["path"], measure, description["key"], description["floor"],
-                slices=settings.throughput_slices if throughput else 1,
-                combine=combined_throughput if throughput else None)
+                slices=slices, combine=combine)
 
 
 

@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from bench.peer_worker import Described, describe, serve
-from bench.stats import Call, run_concurrently, time_calls
+from bench.stats import Call, latency_slice, run_concurrently, time_calls
 
 FLOOR = "raw mcp 1.x ClientSession (adapters floor)"
 PERSISTENT = "langchain-mcp-adapters, persistent session"
@@ -66,13 +66,13 @@ def cases_for(transport: str, paths: dict[str, Call], settings: dict[str, Any]) 
     cases: Described = {}
     total = settings["throughput_calls"]
 
-    def add(row: str, path: str, key: str, measure) -> None:
-        describe(cases, row, path, key, None if path == FLOOR else FLOOR, measure)
+    def add(row: str, path: str, key: str, measure, sliced: bool = False) -> None:
+        describe(cases, row, path, key, None if path == FLOOR else FLOOR, measure, sliced=sliced)
 
     row = f"1. call latency, {transport}"
-    add(row, FLOOR, "p50_ms", lambda: time_calls(paths[FLOOR], settings["calls"], settings["warmup"]))
-    add(row, PERSISTENT, "p50_ms",
-        lambda: time_calls(paths[PERSISTENT], settings["calls"], settings["warmup"]))
+    for path in (FLOOR, PERSISTENT):  # in slices, pooled by the harness (the proxy's "sliced")
+        add(row, path, "p50_ms", lambda path=path: latency_slice(
+            paths[path], settings["calls"], settings["warmup"], settings["latency_slices"]), sliced=True)
     add(row, DEFAULT, "p50_ms", lambda: time_calls(paths[DEFAULT], settings["default_calls"], 0))
     for concurrency in settings["concurrency"]:
         row = f"2. throughput, {transport}, c={concurrency}"

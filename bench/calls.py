@@ -26,7 +26,7 @@ from mcp import Client
 
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry, stdio_parameters
-from bench.stats import Call, combined_throughput, run_concurrently, time_calls
+from bench.stats import Call, combined_latency, combined_throughput, latency_slice, run_concurrently
 from runner.manifest import Manifest
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
@@ -76,7 +76,8 @@ def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> li
     for path, call in paths.items():
         floor = None if path == RAW else RAW
         goals = (LATENCY_GOAL,) if path == NODE else ()
-        cases.append(Case(latency_row(transport), path, _latency(call, settings), "p50_ms", floor, goals))
+        cases.append(Case(latency_row(transport), path, _latency(call, settings), "p50_ms", floor, goals,
+                          settings.latency_slices, combined_latency))
     for concurrency in settings.concurrency:
         for path, call in paths.items():
             floor = None if path == RAW else RAW
@@ -88,7 +89,7 @@ def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> li
 
 
 def _latency(call: Call, settings: Settings) -> Callable[[], Awaitable[dict[str, float]]]:
-    return lambda: time_calls(call, settings.calls, settings.warmup)
+    return lambda: latency_slice(call, settings.calls, settings.warmup, settings.latency_slices)
 
 
 def _throughput(call: Call, total: int, concurrency: int) -> Callable[[], Awaitable[dict[str, float]]]:

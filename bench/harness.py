@@ -112,7 +112,7 @@ async def run_rounds(
                     took[case.path] += time.perf_counter() - case_started
             for case in rows[row]:
                 parts = sliced[case.path]
-                metrics = case.combine(parts) if case.combine is not None and len(parts) > 1 else parts[0]
+                metrics = case.combine(parts) if case.combine is not None else parts[0]
                 logger.debug("round %d: %s / %s: %.2f s", index + 1, case.row, case.path, took[case.path])
                 this_round[(case.row, case.path)] = metrics
                 results[(case.row, case.path)].rounds.append(metrics)
@@ -173,11 +173,12 @@ class Settings:
     """How much each case measures per round."""
 
     rounds: int
-    calls: int  # latency: timed calls per case
+    calls: int  # latency: timed calls per case and round (shared among its slices)
     warmup: int
     default_calls: int  # langchain-mcp-adapters default mode: a new session (process) per call
     throughput_calls: int  # per slice
     throughput_slices: int  # throughput cases: slices per round, interleaved across the row
+    latency_slices: int  # latency cases (rows 1 and 8): the same; each warms up again
     list_repeats: int  # tools/list (and build) repeats per case
     wide_builds: int  # catalog builds over 20 x 500 tools per round
     agent_turns: int
@@ -191,11 +192,12 @@ class Settings:
 
 PRESETS = {
     "full": Settings(rounds=3, calls=200, warmup=20, default_calls=2, throughput_calls=160,
-                     throughput_slices=3, list_repeats=3, wide_builds=2, agent_turns=20, reloads=2),
+                     throughput_slices=3, latency_slices=4, list_repeats=3, wide_builds=2, agent_turns=20,
+                     reloads=2),
     "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
-                      throughput_slices=2, list_repeats=2, wide_builds=1, agent_turns=10, reloads=1,
-                      start_sizes=(1, 8)),
+                      throughput_slices=2, latency_slices=2, list_repeats=2, wide_builds=1, agent_turns=10,
+                      reloads=1, start_sizes=(1, 8)),
     "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
-                      throughput_slices=1, list_repeats=1, wide_builds=1, agent_turns=3, reloads=1,
-                      start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
+                      throughput_slices=1, latency_slices=1, list_repeats=1, wide_builds=1, agent_turns=3,
+                      reloads=1, start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
 }

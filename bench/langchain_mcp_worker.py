@@ -27,7 +27,7 @@ from langchain_core.messages import ToolMessage
 from mcp import Client, StdioServerParameters
 
 from bench.peer_worker import Described, describe, serve
-from bench.stats import Call, median_ms, run_concurrently, time_calls
+from bench.stats import Call, latency_slice, median_ms, run_concurrently
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LangChainBetaWarning)
@@ -80,7 +80,8 @@ async def setup(stack: AsyncExitStack, request: dict[str, Any]) -> tuple[Describ
         row = f"1. call latency, {transport}"
         for path, call in paths.items():
             describe(cases, row, path, "p50_ms", None if path == FLOOR else FLOOR,
-                     lambda call=call: time_calls(call, settings["calls"], settings["warmup"]))
+                     lambda call=call: latency_slice(call, settings["calls"], settings["warmup"],
+                                                     settings["latency_slices"]), sliced=True)
         for concurrency in settings["concurrency"]:
             row = f"2. throughput, {transport}, c={concurrency}"
             for path, call in paths.items():

@@ -29,9 +29,12 @@ Described = dict[str, tuple[dict[str, Any], Measure]]
 Setup = Callable[[AsyncExitStack, dict[str, Any]], Awaitable[tuple[Described, dict[str, str]]]]
 
 
-def describe(cases: Described, row: str, path: str, key: str, floor: str | None, measure: Measure) -> None:
+def describe(cases: Described, row: str, path: str, key: str, floor: str | None, measure: Measure,
+             *, sliced: bool = False) -> None:
+    """A case; ``sliced``: a latency case whose measure is one ``latency_slice`` (pooled by the harness)."""
     case_id = f"{row} / {path}"
-    cases[case_id] = ({"id": case_id, "row": row, "path": path, "key": key, "floor": floor}, measure)
+    cases[case_id] = ({"id": case_id, "row": row, "path": path, "key": key, "floor": floor, "sliced": sliced},
+                      measure)
 
 
 def reply(message: dict[str, Any]) -> None:

@@ -60,6 +60,26 @@ async def time_calls(call: Call, calls: int, warmup: int) -> Metrics:
     return latency_metrics(samples)
 
 
+async def latency_slice(call: Call, calls: int, warmup: int, slices: int) -> dict[str, Any]:
+    """One of ``slices`` slices of a latency case of ``calls`` timed calls after ``warmup`` untimed
+    ones (each slice gets its share of both, at least one); the samples themselves, so that the
+    slices can be pooled (:func:`combined_latency`)."""
+    calls, warmup = max(calls // slices, 1), max(warmup // slices, 1)
+    for _ in range(warmup):
+        await call()
+    samples: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return {"samples_ms": samples}
+
+
+def combined_latency(slices: list[dict[str, Any]]) -> Metrics:
+    """The latency metrics of every slice's samples pooled."""
+    return latency_metrics([sample for part in slices for sample in part["samples_ms"]])
+
+
 def throughput_metrics(calls: int, seconds: float) -> Metrics:
     return {"calls_per_s": calls / seconds, "seconds": seconds, "n": float(calls)}
 

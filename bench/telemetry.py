@@ -23,7 +23,7 @@ from typing import Any
 from bench.calls import ARGUMENTS, bench_manifest, check_echo, tool_call
 from bench.harness import Case, Settings
 from bench.launch import ROOT, stdio_entry
-from bench.stats import Call, time_calls
+from bench.stats import Call, combined_latency, latency_slice
 from runner import telemetry
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
@@ -61,7 +61,8 @@ async def telemetry_suite(settings: Settings) -> AsyncIterator[list[Case]]:
         for path, call in paths.items():
             await check_echo(path, call)
             measure = _latency(call, settings)
-            cases.append(Case(ROW, path, measure, "p50_ms", None if path == OFF else OFF))
+            cases.append(Case(ROW, path, measure, "p50_ms", None if path == OFF else OFF,
+                              slices=settings.latency_slices, combine=combined_latency))
         yield cases
 
 
@@ -83,7 +84,7 @@ def _catalog(manifest: Any, fleet: Any) -> ToolCatalog:
 
 
 def _latency(call: Call, settings: Settings) -> Any:
-    return lambda: time_calls(call, settings.calls, settings.warmup)
+    return lambda: latency_slice(call, settings.calls, settings.warmup, settings.latency_slices)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:  # the bench package lives beside runner/, not in 
     sys.path.insert(0, str(ROOT))
 
 from bench.harness import Case, run_rounds  # noqa: E402
-from bench.stats import combined_throughput, throughput_metrics  # noqa: E402
+from bench.stats import combined_latency, combined_throughput, latency_slice, throughput_metrics  # noqa: E402
 
 ROW_PREFIXES = (
     "1. call latency, stdio", "1. call latency, http",
@@ -137,6 +137,20 @@ async def test_sliced_cases_alternate_slice_by_slice_and_combine_their_slices_pe
     by_path = {result.case.path: result for result in results}
     assert [m["calls_per_s"] for m in by_path["floor"].rounds] == [5.0, 10.0]  # 20 calls in 4 s, then 2 s
     assert by_path["path"].ratios == [2.0, 1.0]  # 20 calls in 2 s against the floor's 5/s, then equal
+
+
+async def test_latency_slices_are_pooled_into_one_sample_per_round() -> None:
+    calls = 0
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+
+    parts = [await latency_slice(call, 10, 4, 2) for _ in range(2)]
+    assert calls == 2 * (5 + 2)  # each slice: its share of the timed calls, and of the warm-up
+    pooled = combined_latency(parts)
+    assert pooled["n"] == 10.0 and "samples_ms" not in pooled
+    assert combined_latency([{"samples_ms": [3.0, 1.0]}, {"samples_ms": [2.0]}])["p50_ms"] == 2.0
 
 
 def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_stderr() -> None:
