@@ -49,7 +49,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
                         help="skip the langchain-mcp-adapters rows (and the venv they need)")
     parser.add_argument("--no-langchain-mcp", action="store_true",
                         help="skip the langchain.mcp MCPAdapter rows (and the venv they need)")
-    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--rounds", type=positive, help="override the number of rounds (1 or more)")
     parser.add_argument("--rows", type=row_selection, default=None, metavar="IDS",
                         help="only these rows, comma-separated ids (1, 2, 3, 3b, 4a, 5, 6, 7c, ...)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log the runner too")
@@ -64,12 +64,23 @@ SUITE_ROWS = {
 }
 
 
+def positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, not {text!r}")
+    return number
+
+
 def row_selection(text: str) -> tuple[str, ...]:
     tokens = tuple(dict.fromkeys(token.strip() for token in text.split(",") if token.strip()))
     known = {row for rows in SUITE_ROWS.values() for row in rows}
     unknown = [token for token in tokens if not any(_matches(token, row) for row in known)]
     if not tokens or unknown:
-        raise argparse.ArgumentTypeError(f"unknown row id(s) {unknown or text!r}; rows: {sorted(known)}")
+        shown = ", ".join(repr(token) for token in unknown) if unknown else repr(text)
+        raise argparse.ArgumentTypeError(f"unknown row id(s) {shown}; rows: {', '.join(sorted(known))}")
     return tokens
 
 
@@ -172,10 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
     mode = "smoke" if options.smoke else "quick" if options.quick else "full"
     settings = PRESETS[mode]
-    if options.rounds:
+    if options.rounds is not None:
         settings = dataclasses.replace(settings, rounds=options.rounds)
     peers, skipped = chosen_peers(options, smoke=mode == "smoke")
-    results, environment = anyio.run(functools.partial(run, settings, peers=peers, rows=options.rows))
+    try:
+        results, environment = anyio.run(functools.partial(run, settings, peers=peers, rows=options.rows))
+    except KeyboardInterrupt:  # every server and worker is stopped by then (their contexts exit)
+        sys.stderr.write("bench: interrupted\n")
+        return 130
     environment = {"mode": mode, **environment, **skipped}
     if options.rows:
         environment["rows"] = ",".join(options.rows)

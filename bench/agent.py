@@ -40,9 +40,9 @@ CHANGED_ROW = "6c. tools/list_changed -> new tool in the catalog"
 CHANGE_TIMEOUT = 30.0
 MEMORY_TURN = "mcp-run graph turn (memory checkpointer)"
 CREATE_AGENT = "LangChain create_agent turn (memory checkpointer, same tools and model)"
-SQLITE_GOAL = Goal("turn overhead with the SQLite checkpointer <= 1.5x the in-memory one", 1.5)
+SQLITE_GOAL = Goal("turn overhead with the SQLite checkpointer <= 1.5× the in-memory one", 1.5)
 PROMPT_GOAL = Goal("prompt-only reload <= 100 ms", 100.0, metric="ms")
-CHANGED_GOAL = Goal("list_changed -> new tool visible <= 2x one tools/list round trip", 2.0)
+CHANGED_GOAL = Goal("list_changed -> new tool visible <= 2× one tools/list round trip", 2.0)
 LIST_FLOOR = "raw tools/list round trip (floor)"
 
 

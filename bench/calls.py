@@ -36,8 +36,8 @@ LAYER = "mcp-run ServerConnection.call_tool"
 NODE = "mcp-run graph tool node (run_tool_call)"
 TOOL = "mcp-run LangChain tool (ainvoke ToolCall)"
 ARGUMENTS = {"text": "ping"}
-LATENCY_GOAL = Goal("mcp-run tool call (graph) p50 <= 1.10x the raw floor", 1.10)
-THROUGHPUT_GOAL = Goal("throughput at c=32 >= 1.0x the raw floor", 1.0, better="higher")
+LATENCY_GOAL = Goal("mcp-run tool call (graph) p50 <= 1.10× the raw floor", 1.10)
+THROUGHPUT_GOAL = Goal("throughput at c=32 >= 1.0× the raw floor", 1.0, better="higher")
 
 
 def latency_row(transport: str) -> str:

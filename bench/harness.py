@@ -34,6 +34,7 @@ class Goal:
     limit: float
     metric: str = "ratio"  # "ratio", or a metric key such as "ms" or "peak_rss_mb"
     better: Better = "lower"
+    percent: bool = False  # a ratio shown as a share of the floor ("1.7%")
 
     def met(self, value: float) -> bool:
         return value <= self.limit if self.better == "lower" else value >= self.limit

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib.util
 import io
 import pstats
 import sys
@@ -81,13 +82,16 @@ TARGETS = {"tool-call": (profile_tool_call, 1000), "build": (profile_build, 10),
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.profiling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", choices=sorted(TARGETS))
     parser.add_argument("--cprofile", action="store_true", help="cProfile, sorted by own time")
     parser.add_argument("--count", type=int, help="calls, builds or turns (default per target)")
     options = parser.parse_args()
     target, default_count = TARGETS[options.target]
+    if not options.cprofile and importlib.util.find_spec("pyinstrument") is None:
+        parser.exit(2, "python -m bench.profiling: pyinstrument is not installed: "
+                       "pip install pyinstrument, or add --cprofile (needs nothing)\n")
     report = io.StringIO()
 
     async def run(body: Body) -> None:

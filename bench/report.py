@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from bench.harness import CaseResult, Settings
+from bench.harness import CaseResult, Goal, Settings
 from bench.stats import Metrics
 
 
@@ -23,7 +23,11 @@ def ordered(results: list[CaseResult]) -> list[CaseResult]:
 def describe(key: str, metrics: Metrics) -> str:
     """A case's median metrics in one cell."""
     if key == "p50_ms":
-        return f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
+        text = f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
+        if "overhead_ms" in metrics:  # row 7a: against in-process turns timed between its own
+            text += (f" · overhead {metrics['overhead_ms']:,.2f} ms over the in-process p50 of "
+                     f"{metrics['in_process_p50_ms']:,.2f} ms timed alongside")
+        return text
     if key == "calls_per_s":
         return f"{metrics['calls_per_s']:,.0f} calls/s"
     if key == "turns_per_s":  # rows 7b, 7c: each call is a whole served turn
@@ -41,8 +45,9 @@ def describe(key: str, metrics: Metrics) -> str:
     text = f"{metrics[key]:,.1f} ms"
     if "build_ms" in metrics and "list_ms" in metrics:
         text += f" (list {metrics['list_ms']:,.1f} + build {metrics['build_ms']:,.1f})"
-    if "from_call_start_ms" in metrics:
-        text += f"; {metrics['from_call_start_ms']:,.1f} ms from the call's start"
+    if "from_call_start_ms" in metrics:  # row 6c: the ratio is of the first figure
+        text += (f" from the announcement (the ratio's); {metrics['from_call_start_ms']:,.1f} ms "
+                 "from the call's start")
     return text
 
 
@@ -60,6 +65,14 @@ def ratio_cell(result: CaseResult, summary: Metrics, is_floor: bool) -> str:
 def times(ratio: float) -> str:
     """A ratio to its floor; small ones (a share of the floor) with the digits that tell them apart."""
     return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.4f}×"
+
+
+def shown_value(goal: Goal, value: float) -> str:
+    if goal.percent:
+        return f"{value * 100:.2f}% of the floor"
+    if goal.metric == "ratio":
+        return times(value)
+    return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 
 def goal_cell(result: CaseResult) -> str:
@@ -95,8 +108,7 @@ def markdown(results: list[CaseResult], environment: dict[str, Any]) -> str:
     for result in ordered(results):
         for goal, value, met in result.goal_outcomes():
             verdict = "MET" if met else "MISSED"
-            unit = "×" if goal.metric == "ratio" else (" MB" if goal.metric.endswith("_mb") else " ms")
-            shown = "n/a" if value is None else times(value) if unit == "×" else f"{value:,.2f}{unit}"
+            shown = "n/a" if value is None else shown_value(goal, value)
             where = f"{result.case.row} / {result.case.path}"
             lines.append(f"- {verdict}: {goal.text} — measured {shown} ({where})")
     return "\n".join(lines) + "\n"

@@ -37,7 +37,7 @@ WORKER_TIMEOUT = 240.0
 
 
 def list_goal(settings: Settings) -> Goal:  # labelled with the sizes measured (smaller in --smoke)
-    return Goal(f"{settings.many_tools:,} tools listed and built <= 1.2x the raw tools/list", 1.2)
+    return Goal(f"{settings.many_tools:,} tools listed and built <= 1.2× the raw tools/list", 1.2)
 
 
 def wide_goals(settings: Settings) -> tuple[Goal, Goal]:

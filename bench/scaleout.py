@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 ONE = "one instance behind HAProxy (floor)"
 TWO = "two instances behind HAProxy, round robin"
-SCALE_OUT_GOAL = Goal("served turns/s of two instances >= 1.5x one at c=32", 1.5, better="higher")
+SCALE_OUT_GOAL = Goal("served turns/s of two instances >= 1.5× one at c=32", 1.5, better="higher")
 
 
 def row(concurrency: int) -> str:

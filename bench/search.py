@@ -37,7 +37,7 @@ from runner.tools.search import SEARCH_TOOL, ToolSearch
 
 EVERY_TOOL = "every tool offered (tool_search: off)"
 SEARCHING = "search_tools + found tools (tool_search: auto)"
-SEARCH_GOAL = Goal("tool definitions per request with search <= 2% of the full list", 0.02)
+SEARCH_GOAL = Goal("tool definitions per request with search <= 2% of the full list", 0.02, percent=True)
 TURN_TIMEOUT = 120.0
 TARGET = dummy_name(42)  # the tool the model looks for, on the first server
 

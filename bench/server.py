@@ -209,4 +209,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except KeyboardInterrupt:  # Ctrl-C at the terminal reaches the benchmark's servers too
+        raise SystemExit(130) from None

@@ -172,9 +172,10 @@ def _throughput_cases(settings: Settings, runtime: Runtime, client: Client, conc
                                                total, concurrency))
 
     row = throughput_row(concurrency)
-    floor = f"in process, {concurrency} conversations (floor)"
+    many = f"{concurrency} conversation{'s' if concurrency != 1 else ''}"
+    floor = f"in process, {many} (floor)"
     return [Case(row, floor, in_process, "turns_per_s"),
-            Case(row, f"mcp-run serve --http, {concurrency} conversations", served, "turns_per_s", floor)]
+            Case(row, f"mcp-run serve --http, {many}", served, "turns_per_s", floor)]
 
 
 def as_turns(metrics: dict[str, float]) -> dict[str, float]:

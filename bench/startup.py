@@ -29,11 +29,11 @@ from runner.servers import open_fleet
 RAW = "raw mcp.Client, all in parallel (floor)"
 FLEET = "mcp-run open_fleet"
 START_TIMEOUT = 180.0  # eight interpreters importing the SDK on two busy cores
-READY_GOAL = Goal("8 servers ready <= 1.1x the parallel raw floor", 1.1)
+READY_GOAL = Goal("8 servers ready <= 1.1× the parallel raw floor", 1.1)
 COMMAND_ROW = "3b. start-up: one command listing one stdio server's tools, process to exit"
 SDK_SCRIPT = "minimal SDK script: import, connect, list (floor)"
 TOOLS_COMMAND = "mcp-run tools FILE"
-COMMAND_GOAL = Goal("mcp-run tools FILE <= 1.3x a minimal SDK script", 1.3)
+COMMAND_GOAL = Goal("mcp-run tools FILE <= 1.3× a minimal SDK script", 1.3)
 MINIMAL_SCRIPT = """
 import sys, anyio
 from mcp import Client, StdioServerParameters

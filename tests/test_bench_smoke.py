@@ -265,3 +265,67 @@ def test_a_row_selection_picks_rows_by_id_and_refuses_unknown_ids() -> None:
     assert row_selection("1, 1,4a") == ("1", "4a")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown row"):
         row_selection("9z")
+
+
+@pytest.mark.parametrize("rounds", ["0", "-1", "two"])
+def test_a_round_count_below_one_is_refused_before_anything_starts(rounds: str, capsys) -> None:
+    from bench.__main__ import parse_arguments
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_arguments(["--rounds", rounds])
+    assert exit_.value.code == 2
+    assert "expected a whole number of 1 or more" in capsys.readouterr().err
+
+
+def test_profiling_without_pyinstrument_says_what_to_install(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from bench import profiling
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "pyinstrument"
+                        else real(name, *rest))
+    monkeypatch.setattr(sys, "argv", ["profiling", "tool-call"])
+    with pytest.raises(SystemExit) as exit_:
+        profiling.main()
+    assert exit_.value.code == 2
+    assert "pip install pyinstrument, or add --cprofile" in capsys.readouterr().err
+
+
+def test_goal_lines_show_a_share_as_a_percentage_and_7a_its_overhead() -> None:
+    from bench.harness import Goal
+    from bench.report import describe, shown_value
+
+    assert shown_value(Goal("share", 0.02, percent=True), 0.017) == "1.70% of the floor"
+    assert shown_value(Goal("ratio", 1.1), 1.04) == "1.04×"
+    cell = describe("p50_ms", {"p50_ms": 11.3, "p99_ms": 14.0, "overhead_ms": 4.1, "in_process_p50_ms": 7.2})
+    assert "overhead 4.10 ms over the in-process p50 of 7.20 ms" in cell
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_the_benchmark_quietly_with_130_and_leaves_no_process() -> None:
+    import os
+    import signal
+
+    import psutil
+
+    command = [sys.executable, "-m", "bench", "--smoke", "--rows", "6a", "--no-adapters", "--no-langchain-mcp"]
+    bench = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # its own group, as a terminal's foreground job
+    children: set[int] = set()
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:  # bounded by the test's timeout
+            children |= {child.pid for child in psutil.Process(bench.pid).children(recursive=True)}
+            if "setup took" in line:
+                break
+        assert children, "the benchmark started no server"
+        os.killpg(bench.pid, signal.SIGINT)  # what Ctrl-C does: the whole group gets it
+        rest = bench.stderr.read()
+        assert bench.wait(timeout=60) == 130
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert "bench: interrupted" in rest and "Traceback" not in rest, rest
+    left = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert left == []
