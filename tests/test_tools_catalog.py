@@ -338,7 +338,7 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
 
     lines = ["version: 1", "name: globs", "model: offline", "checkpointer: memory", "servers:", "  demo:",
              "    command: python", f"    args: [{TESTS / 'servers' / 'demo.py'}]", "    tools:",
-             '      approve: [echo, ech]', '      pin: ["zz_*"]', "      rename: {ad: plus}"]
+             '      approve: [echo, ech]', '      pin: ["zz_*", "ech["]', "      rename: {ad: plus}"]
     path = tmp_path / "agent.yaml"
     path.write_text("\n".join(lines) + "\n")
     with anyio.fail_after(60):
@@ -351,5 +351,8 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
     assert f"{at(9, 'ech]')}: servers.demo.tools.approve[1]: 'ech' matches no tool (did you mean 'echo'?)" \
         in warnings
     assert at(10, '"zz') + ": servers.demo.tools.pin[0]: 'zz_*' matches no tool" in warnings
+    malformed = [warning for warning in warnings if "pin[1]" in warning]  # worded as validate words it
+    assert malformed == [at(10, '"ech[') + ": servers.demo.tools.pin[1]: 'ech[' is a malformed glob: its '[' is "
+                         "never closed, so it matches only a tool whose name has a literal '['"], malformed
     assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
         in warnings

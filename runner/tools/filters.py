@@ -79,7 +79,9 @@ def _unmatched(entries: Sequence[str], names: Sequence[str], field: str, kind: s
     problems: list[FilterProblem] = []
     for index, entry in enumerate(entries):
         if not any(entry_matches(entry, name) for name in names):
-            problems.append(((field, index), f"'{entry}' matches no {kind}{did_you_mean(entry, names)}"))
+            defect = glob_defect(entry, kind)  # said as validate says it, not as a near miss
+            problems.append(((field, index), f"'{entry}' {defect}" if defect else
+                             f"'{entry}' matches no {kind}{did_you_mean(entry, names)}"))
     return problems
 
 
