@@ -205,3 +205,54 @@ async def test_a_call_skips_the_sdk_request_model_and_the_error_search_for_valid
             with pytest.raises(Exception, match="Invalid structured content returned by tool scored"):
                 await connection.call_tool("scored", {"score": "seven"})
     assert used == ["best_match"]  # the message is the SDK's own
+
+
+SHAPES = [
+    {"type": "object", "properties": {"result": {"type": "string", "title": "Result"}}, "required": ["result"]},
+    {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": ["number", "null"]}}},
+    {"type": "object", "properties": {"b": {"type": "boolean"}, "o": {"type": "object"}, "a": {"type": "array"}},
+     "additionalProperties": False, "required": ["b"]},
+    {"type": "object", "properties": {"any": True, "also": {"description": "anything"}}, "required": ["any"]},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+     "properties": {"n": {"type": "integer"}}},
+]
+VALUES = [True, 1, 1.0, 1.5, "s", None, {}, [], {"k": 1}]
+
+
+@pytest.mark.parametrize("schema", SHAPES)
+def test_the_quick_output_check_accepts_only_what_the_sdk_validator_accepts(schema: dict[str, Any]) -> None:
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema)(schema)
+    shape = calls._shape_of(schema, validator)
+    assert shape is not None
+    keys = ["result", "n", "x", "b", "o", "a", "any", "also", "other"]
+    contents: list[Any] = [None, [], "text", {}]
+    contents += [{key: value} for key in keys for value in VALUES]
+    contents += [{"b": value, "o": {}, "a": []} for value in VALUES] + [{"any": 1, "extra": 2}]
+    accepted = 0
+    for content in contents:
+        if shape.accepts(content):
+            accepted += 1
+            assert validator.is_valid(content), content
+        elif validator.is_valid(content):  # what the shape leaves to the validator: only dicts it refuses
+            raise AssertionError(f"the shape refused what the validator accepts: {content!r}")
+    assert accepted
+
+
+def test_a_schema_the_quick_check_cannot_read_goes_to_the_validator() -> None:
+    from jsonschema.validators import validator_for
+
+    for schema in ({"type": "object", "properties": {"s": {"type": "string", "minLength": 2}}},
+                   {"type": "object", "properties": {"s": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}},
+                   {"type": "object", "additionalProperties": {"type": "string"}},
+                   {"properties": {"s": {"type": "string"}}}):
+        assert calls._shape_of(schema, validator_for(schema)(schema)) is None
+
+
+def test_a_new_validator_for_the_same_schema_object_is_read_again() -> None:
+    from jsonschema import Draft4Validator, Draft202012Validator
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert calls._shape_of(schema, Draft202012Validator(schema)) is not None
+    assert calls._shape_of(schema, Draft4Validator(schema)) is None  # draft 4: 1.0 is no integer

@@ -124,12 +124,106 @@ async def _check_output(session: ClientSession, name: str, result: types.CallToo
             return
         if result.structured_content is not None or "structured_content" in result.model_fields_set:
             validator = session._output_schema_validator(name, schema)  # raises as the SDK does
+            shape = _shape_of(schema, validator)
+            if shape is not None and shape.accepts(result.structured_content):
+                return
             try:
                 if validator.is_valid(result.structured_content):
                     return
             except Unresolvable:
                 pass  # the SDK words it
     await session.validate_tool_result(name, result)  # lists an unknown tool; raises its message
+
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+                          "$comment"})
+_JSON_TYPES: dict[str, frozenset[type]] = {
+    "string": frozenset({str}), "integer": frozenset({int}), "number": frozenset({int, float}),
+    "boolean": frozenset({bool}), "null": frozenset({type(None)}), "object": frozenset({dict}),
+    "array": frozenset({list}),
+}
+_SHAPES_KEPT = 256
+
+
+class _Shape:
+    """An output schema that says no more than which properties an object has, which it requires
+    and their JSON types: checked by exact Python type (``bool`` is no integer, an integral float
+    is one, as in draft 6 and later). ``accepts`` True means the validator accepts too; False
+    means nothing (the validator decides)."""
+
+    __slots__ = ("required", "types", "integral", "closed")
+
+    def __init__(self, required: tuple[str, ...], types: dict[str, frozenset[type] | None],
+                 integral: frozenset[str], closed: bool) -> None:
+        self.required, self.types, self.integral, self.closed = required, types, integral, closed
+
+    def accepts(self, value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for name in self.required:
+            if name not in value:
+                return False
+        types = self.types
+        for name, item in value.items():
+            if name not in types:
+                if self.closed:
+                    return False
+                continue
+            accepted = types[name]
+            if accepted is not None and type(item) not in accepted:
+                if not (type(item) is float and name in self.integral and item.is_integer()):
+                    return False
+        return True
+
+
+_shapes: dict[int, tuple[Any, Any, _Shape | None]] = {}  # id(schema) -> (schema, validator, shape)
+
+
+def _shape_of(schema: Any, validator: Any) -> _Shape | None:
+    known = _shapes.get(id(schema))
+    if known is not None and known[0] is schema and known[1] is validator:
+        return known[2]
+    shape = _read_shape(schema, validator)
+    if len(_shapes) >= _SHAPES_KEPT:
+        _shapes.clear()
+    _shapes[id(schema)] = (schema, validator, shape)  # the schema is kept: its id stays its own
+    return shape
+
+
+def _read_shape(schema: Any, validator: Any) -> _Shape | None:
+    """The shape of ``schema``, or None when it says more than a shape (any doubt: None)."""
+    from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator
+
+    if type(validator) not in (Draft7Validator, Draft201909Validator, Draft202012Validator):
+        return None
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return None
+    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
+        return None
+    closed = schema.get("additionalProperties", True)
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    if (closed not in (True, False) or type(properties) is not dict or type(required) is not list
+            or not all(type(name) is str for name in required)):
+        return None
+    types: dict[str, frozenset[type] | None] = {}
+    integral = set()
+    for name, field in properties.items():
+        if field is True:
+            types[name] = None
+            continue
+        if type(field) is not dict or not set(field) - _ANNOTATIONS <= {"type"}:
+            return None
+        declared = field.get("type")
+        if declared is None:
+            types[name] = None
+            continue
+        names = [declared] if type(declared) is str else declared
+        if type(names) is not list or not names or not all(type(n) is str and n in _JSON_TYPES for n in names):
+            return None
+        types[name] = frozenset().union(*(_JSON_TYPES[n] for n in names))
+        if "integer" in names:
+            integral.add(name)
+    return _Shape(tuple(required), types, frozenset(integral), closed is False)
 
 
 async def _sdk_send(
