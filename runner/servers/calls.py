@@ -123,7 +123,9 @@ async def _check_output(session: ClientSession, name: str, result: types.CallToo
         if schema is None:
             return
         if result.structured_content is not None or "structured_content" in result.model_fields_set:
-            validator = session._output_schema_validator(name, schema)  # raises as the SDK does
+            validator = session._tool_output_validators.get(name)  # the SDK's, compiled once
+            if validator is None:  # its compiler imports on every call: asked only when needed
+                validator = session._output_schema_validator(name, schema)  # raises as the SDK does
             shape = _shape_of(schema, validator)
             if shape is not None and shape.accepts(result.structured_content):
                 return
