@@ -50,6 +50,10 @@ def latency_metrics(samples_ms: list[float]) -> Metrics:
 
 async def time_calls(call: Call, calls: int, warmup: int) -> Metrics:
     """Latency of ``calls`` sequential calls, after ``warmup`` untimed ones."""
+    return latency_metrics(await _timed(call, calls, warmup))
+
+
+async def _timed(call: Call, calls: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         await call()
     samples: list[float] = []
@@ -57,22 +61,14 @@ async def time_calls(call: Call, calls: int, warmup: int) -> Metrics:
         started = time.perf_counter()
         await call()
         samples.append((time.perf_counter() - started) * 1000)
-    return latency_metrics(samples)
+    return samples
 
 
 async def latency_slice(call: Call, calls: int, warmup: int, slices: int) -> dict[str, Any]:
     """One of ``slices`` slices of a latency case of ``calls`` timed calls after ``warmup`` untimed
     ones (each slice gets its share of both, at least one); the samples themselves, so that the
     slices can be pooled (:func:`combined_latency`)."""
-    calls, warmup = max(calls // slices, 1), max(warmup // slices, 1)
-    for _ in range(warmup):
-        await call()
-    samples: list[float] = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - started) * 1000)
-    return {"samples_ms": samples}
+    return {"samples_ms": await _timed(call, max(calls // slices, 1), max(warmup // slices, 1))}
 
 
 def combined_latency(slices: list[dict[str, Any]]) -> Metrics:

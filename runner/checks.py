@@ -111,7 +111,7 @@ def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[
     problems: list[Problem] = []
     warnings: list[Problem] = []
     if ids:
-        from runner.models.providers import model_requirements, provider_of  # LangChain: only here
+        from runner.models.registry import model_requirements, provider_of
     for where, model_id, primary in ids:
         try:
             provider = provider_of(model_id)
@@ -128,7 +128,7 @@ def model_id_problem(model_id: str) -> str | None:
     words as ``validate`` gives for the manifest's model."""
     if model_id in (OFFLINE_ID, SCRIPTED_ID):
         return None
-    from runner.models.providers import provider_of  # LangChain: only here
+    from runner.models.registry import provider_of
 
     try:
         provider_of(model_id)

@@ -73,8 +73,9 @@ def test_inspecting_commands_do_not_import_langgraph(tmp_path: Path, command: tu
 
 
 # What each command may not import: LangChain (and LangSmith, which it pulls in), LangGraph, the
-# chat terminal, the OAuth stack of http servers, and for listings the argument validator. The
-# offline model offers every tool, so `tools` does not make the tools to size their definitions.
+# chat terminal, the OAuth stack of http servers, and for listings the argument validator. With a
+# real model too: its provider is read without LangChain, and tool search sizes the definitions
+# without making LangChain tools.
 NOT_IMPORTED = ("langchain_core", "langsmith", "langgraph", "prompt_toolkit", "jwt", "runner.auth.flow")
 NOT_IMPORTED_BY_LISTINGS = (*NOT_IMPORTED, "jsonschema")
 IMPORTED_AFTER = """
@@ -95,10 +96,11 @@ print("LOADED", " ".join(sorted(loaded)))
     (("prompts", "agent.yaml"), NOT_IMPORTED_BY_LISTINGS),
     (("call", "agent.yaml", "demo__echo", '{"text": "hi"}'), NOT_IMPORTED),
 ])
+@pytest.mark.parametrize("model", ["offline", "openai:gpt-4.1-mini"])
 def test_listing_and_calling_import_neither_langchain_nor_what_only_other_commands_need(
-    tmp_path: Path, command: tuple[str, ...], unwanted: tuple[str, ...]
+    tmp_path: Path, command: tuple[str, ...], unwanted: tuple[str, ...], model: str
 ) -> None:
-    write_manifest(tmp_path, {"demo": server("demo")}, name="offline", model="offline")
+    write_manifest(tmp_path, {"demo": server("demo")}, name="offline", model=model)
     result = subprocess.run([sys.executable, "-c", IMPORTED_AFTER, ",".join(unwanted), *command],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path,
                             stdin=subprocess.DEVNULL)

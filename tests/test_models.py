@@ -25,7 +25,7 @@ from runner.models import (
     build_model_chain,
     load_script,
 )
-from runner.models.providers import install_hint, model_requirements, provider_of
+from runner.models.registry import install_hint, known_providers, model_requirements, provider_of
 
 SECRET = "sk-test-0123456789-do-not-print"
 
@@ -86,6 +86,15 @@ def test_a_provider_is_read_from_the_prefix_or_inferred_as_init_chat_model_does(
     model_id: str, provider: str
 ) -> None:
     assert provider_of(model_id) == provider
+
+
+def test_the_providers_read_from_langchains_source_are_those_init_chat_model_imports() -> None:
+    from langchain.chat_models import base
+
+    from runner.models.registry import _registry
+
+    assert _registry() == {name: entry[0] for name, entry in base._BUILTIN_PROVIDERS.items()}
+    assert known_providers() == sorted(base._BUILTIN_PROVIDERS)
 
 
 @pytest.mark.parametrize("model_id", ["foo:bar", "llama3.1"])

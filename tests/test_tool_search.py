@@ -19,7 +19,8 @@ from builders import server, write_manifest
 from runner.manifest import ModelSpec
 from runner.models import ModelChain, ScriptedChatModel
 from runner.runtime import GenerationAdapter, Runtime, load_agent
-from runner.tools.search import SEARCH_TOOL, definition_bytes
+from runner.tools.catalog import _mcp_tool_class
+from runner.tools.search import SEARCH_TOOL, catalog_definition_bytes, definition_bytes, openai_function
 from runner.tools.suggest import unknown_tool_line, unknown_tool_text
 from servers.loopback import serve_app
 from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
@@ -94,6 +95,7 @@ async def test_the_agent_finds_and_calls_one_tool_among_ten_thousand_sending_und
         assert len(runtime.catalog.entries) == WIDE_SERVERS * WIDE_TOOLS + 1
         state = await turn(runtime, "How much is 100 EUR in USD?")
         full_bytes = definition_bytes(runtime.catalog.tools)
+        assert catalog_definition_bytes(runtime.catalog) == full_bytes  # sized without LangChain tools
     found, converted = results(state)
     assert found.text.splitlines()[1].startswith(f"- payments__{NEEDLE}: Convert an amount of money")
     assert (converted.status, converted.text) == ("success", "100 EUR = 125.00 USD")
@@ -403,3 +405,43 @@ def test_the_tools_command_marks_what_the_model_starts_with_when_search_is_on(
     off = subprocess.run([*command[:2], str(agent(tmp_path, servers, search="off"))], capture_output=True,
                          text=True, timeout=60, env=env, check=True).stdout
     assert "tool search" not in off and "* " not in off
+
+
+async def test_deciding_on_search_by_size_makes_no_langchain_tool_of_a_server_tool(
+    tmp_path: Path, small_url: str
+) -> None:
+    model = ScriptedChatModel(["hello"])
+    async with load_agent(agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS)),
+                          adapter=ScriptedAdapter(model)) as runtime:
+        assert runtime.generation.tool_search.active() is False  # 61 small tools: under every limit
+        made = [name for name, entry in runtime.catalog.entries.items()
+                if entry.definition is not None and entry.built is not None]
+    assert made == []
+
+
+TRICKY_SCHEMAS = [
+    {"type": "object", "properties": {"text": {"title": "Text", "type": "string"}}, "required": ["text"],
+     "title": "echoArguments"},
+    {"type": "object", "title": "T", "description": "the schema's own words",
+     "properties": {"title": {"title": "Title", "type": "string"}, "nested": {
+         "type": "object", "title": "Nested", "properties": {"title": {"type": "integer", "title": "N"}}}}},
+    {"type": "object", "properties": {"item": {"$ref": "#/$defs/Item"}, "items": {
+        "type": "array", "items": {"$ref": "#/$defs/Item"}}},
+     "$defs": {"Item": {"title": "Item", "type": "object", "properties": {"name": {"type": "string"}}}}},
+    {"type": "object", "properties": {"choice": {"anyOf": [{"title": "A", "type": "string"},
+                                                           {"title": "B", "type": "integer"}]}}},
+    {"type": "object", "properties": {}},
+]
+
+
+@pytest.mark.parametrize("schema", TRICKY_SCHEMAS)
+@pytest.mark.parametrize("description", ["Does one thing.", ""])
+def test_a_definition_is_sized_in_the_form_langchain_sends_it(schema: dict[str, Any], description: str) -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    async def run(**arguments: Any) -> str:
+        return ""
+
+    tool = _mcp_tool_class()(name="srv__tool", description=description, args_schema=schema, coroutine=run)
+    assert {"type": "function", "function": openai_function("srv__tool", description, schema)} == \
+        convert_to_openai_tool(tool)

@@ -141,6 +141,13 @@ class ToolCatalog(ToolCalls):
             self.warnings.append(warning)
         self.entries.pop(entry.name, None)
 
+    def offered_schema(self, entry: CatalogEntry) -> dict[str, Any] | None:
+        """The argument schema the model is offered for a server tool, made without its LangChain
+        tool; None for a local or resource tool. Raises UnusableSchemaError like ``tool``."""
+        if entry.built is not None or entry.definition is None:
+            return None
+        return self._schema_for(entry.definition)
+
     def needs_approval(self, name: str) -> bool:
         entry = self.entries.get(name)
         if entry is None or entry.origin.server is None:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runner.errors import UnusableSchemaError
 from runner.manifest import OFFLINE_ID, ToolSearchSpec
 from runner.tools.catalog import CatalogEntry, ToolCatalog
 from runner.tools.filters import matches_any
@@ -57,6 +58,56 @@ def definition_bytes(tools: Sequence[BaseTool]) -> int:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     return sum(len(json.dumps(convert_to_openai_tool(tool), separators=(",", ":"))) for tool in tools)
+
+
+def catalog_definition_bytes(catalog: ToolCatalog) -> int:
+    """``definition_bytes`` of the catalog's tools, without making the LangChain tools of server
+    tools (a listing of a real model's manifest then imports no LangChain). A server tool whose
+    schema is unusable is withdrawn, as ``catalog.tools`` withdraws it."""
+    total = 0
+    for entry in list(catalog.entries.values()):
+        try:
+            schema = catalog.offered_schema(entry)
+        except UnusableSchemaError:
+            catalog.tools_named([entry.name])  # withdraws it, with its warning
+            continue
+        if schema is None:  # local and resource tools are made with the catalog anyway
+            total += definition_bytes([entry.tool])
+        else:
+            function = openai_function(entry.name, entry.description, schema)
+            total += len(json.dumps({"type": "function", "function": function}, separators=(",", ":")))
+    return total
+
+
+def openai_function(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """What LangChain's ``convert_to_openai_tool`` makes of a tool with a JSON-schema argument
+    dict: references inlined, definitions and the schema's own title and description dropped,
+    every other ``title`` removed but a property's (tests compare the two)."""
+    if _has_reference(schema):
+        from langchain_core.utils.json_schema import dereference_refs
+
+        schema = dereference_refs(schema)
+    parameters = {key: value for key, value in schema.items()
+                  if key not in ("definitions", "$defs", "title", "description")}
+    return {"name": name, "description": description or schema.get("description", ""),
+            "parameters": _without_titles(parameters)}
+
+
+def _without_titles(schema: dict[str, Any], parent: str = "") -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and not (isinstance(value, dict) and parent == "properties"):
+            continue  # a title, not a property named "title"
+        kept[key] = _without_titles(value, key) if isinstance(value, dict) else value
+    return kept
+
+
+def _has_reference(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "$ref" in value or any(_has_reference(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_reference(item) for item in value)
+    return False
 
 
 class ToolSearch:
@@ -203,7 +254,7 @@ class ToolSearch:
         limit = tool_limit(catalog.provider)
         if count > self.spec.max_tools or (limit is not None and count > limit):
             return True
-        return definition_bytes(catalog.tools) > self.spec.max_bytes
+        return catalog_definition_bytes(catalog) > self.spec.max_bytes
 
     @staticmethod
     def _pinned(catalog: ToolCatalog, entry: CatalogEntry) -> bool:
