@@ -256,3 +256,19 @@ def test_a_new_validator_for_the_same_schema_object_is_read_again() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     assert calls._shape_of(schema, Draft202012Validator(schema)) is not None
     assert calls._shape_of(schema, Draft4Validator(schema)) is None  # draft 4: 1.0 is no integer
+
+
+async def test_a_2026_call_refused_for_a_header_the_tool_was_not_listed_with_lists_and_is_made_again(
+    serve_http: Any,
+) -> None:
+    outcomes = []
+    for make in (lambda client: client.call_tool("tagged", {"region": "eu-west"}),
+                 lambda client: calls.call_tool(client, "tagged", {"region": "eu-west"}, read_timeout_seconds=WAIT)):
+        sent: list[tuple[dict[str, str], dict[str, Any]]] = []
+        url = serve_http(answers.build(), wrap=recording(sent))
+        async with Client(url, cache=None) as client:  # nothing listed: no Mcp-Param-Region header
+            outcomes.append(await outcome(make(client)))
+        outcomes.append([headers.get("mcp-param-region") for headers, _ in sent])
+    assert outcomes[0] == outcomes[2]
+    assert outcomes[0][0] == "answered"
+    assert outcomes[1] == outcomes[3] == [None, "eu-west"]  # refused, listed, then sent with the header
