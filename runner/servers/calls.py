@@ -5,8 +5,10 @@ protocol version's surface and then serialises it (to throw the dump away), and 
 content against the output schema with ``best_match(iter_errors(...))`` even when it is valid.
 :func:`call_tool` sends the request through the session's own stamp and dispatcher (request ids,
 progress, timeouts, cancellation, the 2026 ``Mcp-*`` headers: all theirs), validates the answer
-once as the SDK would accept or refuse it, and asks the compiled output-schema validator
-``is_valid`` first: only a result it refuses goes through the SDK's own check, for its message.
+once as the SDK would accept or refuse it, and checks structured content cheaply first: by exact
+JSON type when the output schema is a flat object of typed properties (:class:`_Shape`), else with
+the compiled validator's ``is_valid``; only content they refuse goes through the SDK's own check,
+for its message.
 Everything rare goes the SDK's way: a tool the session has not listed (the SDK lists to find its
 output schema), an answer that needs input first (``InputRequiredResult``), a claimed result, and a
 2026 ``HEADER_MISMATCH`` (re-list, then call again).
