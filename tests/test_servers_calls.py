@@ -246,13 +246,13 @@ async def test_a_request_stuck_where_the_sdk_does_not_time_it_still_ends_as_a_ti
 ) -> None:
     """The SDK's timeout starts once the request is written; a wedged write meets the backstop."""
 
-    async def wedged(*args: object, **kwargs: object) -> types.CallToolResult:
+    async def wedged(*args: object, **kwargs: object) -> dict:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
     monkeypatch.setattr("runner.servers.connection.BACKSTOP_GRACE", 0.1)
     async with demo_connection(demo_urls, tmp_path, timeout=0.2) as connection:
-        monkeypatch.setattr(connection._client, "call_tool", wedged)
+        monkeypatch.setattr(connection._client.session._dispatcher, "send_raw_request", wedged)
         with anyio.fail_after(10):
             with pytest.raises(ServerTimeoutError, match="timed out after 0.2s"):
                 await connection.call_tool("echo", {"text": "stuck"})

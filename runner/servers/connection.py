@@ -28,7 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from runner import telemetry
 from runner.errors import ServerClosedError, ServerError, ServerRequestError
 from runner.manifest import HttpServerSpec, StdioServerSpec
-from runner.servers import tasks
+from runner.servers import calls, tasks
 from runner.servers.catalogue import (
     KINDS,
     Catalogue,
@@ -171,8 +171,8 @@ class ServerConnection:
                 return await self._request(
                     f"tools/call {name!r}",
                     limit,
-                    lambda client, remaining: client.call_tool(
-                        name, arguments, read_timeout_seconds=remaining, progress_callback=progress,
+                    lambda client, remaining: calls.call_tool(
+                        client, name, arguments, read_timeout_seconds=remaining, progress_callback=progress,
                         meta=telemetry.trace_meta(),
                     ),
                     setting=setting,
@@ -188,8 +188,8 @@ class ServerConnection:
             return await self._request(
                 f"tools/call {name!r}",
                 total,
-                lambda client, remaining: client.call_tool(
-                    name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress,
+                lambda client, remaining: calls.call_tool(
+                    client, name, arguments, read_timeout_seconds=remaining, progress_callback=on_progress,
                     meta=telemetry.trace_meta(),
                 ),
                 setting=f"servers.{self.key}.max_timeout",
