@@ -140,10 +140,20 @@ def test_the_listening_socket_sends_small_writes_at_once() -> None:
         sock.close()
 
 
-async def test_a_hurried_http_stop_waits_for_no_running_turn() -> None:
+async def test_a_hurried_http_stop_waits_for_no_running_turn_yet_ends_the_apps_lifespan() -> None:
+    from contextlib import asynccontextmanager
+
     from mcp.server.lowlevel import Server
 
     ready, stopping, hurry, ended = anyio.Event(), anyio.Event(), anyio.Event(), anyio.Event()
+    lifespan_ended = anyio.Event()
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> Any:  # left pending, it is torn down as an error when the loop closes
+        try:
+            yield {}
+        finally:
+            lifespan_ended.set()
 
     async def stop_turns() -> None:  # a turn that never answers its caller
         stopping.set()
@@ -151,7 +161,7 @@ async def test_a_hurried_http_stop_waits_for_no_running_turn() -> None:
 
     async def serve(scope: anyio.CancelScope) -> None:
         with scope:
-            await serve_http(Server("hurried"), bind(parse_address("127.0.0.1:0")), token=None,
+            await serve_http(Server("hurried", lifespan=lifespan), bind(parse_address("127.0.0.1:0")), token=None,
                              on_ready=lambda url: ready.set(), on_stop=stop_turns, hurry=hurry)
         ended.set()
 
@@ -165,3 +175,4 @@ async def test_a_hurried_http_stop_waits_for_no_running_turn() -> None:
             hurry.set()  # the second one
             with anyio.fail_after(GRACEFUL_SHUTDOWN / 2):  # not the graceful wait
                 await ended.wait()
+    assert lifespan_ended.is_set()

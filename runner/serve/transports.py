@@ -155,6 +155,15 @@ class _Uvicorn(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        ended = getattr(self.lifespan, "shutdown_event", None)
+        if self.force_exit and ended is not None and not ended.is_set():
+            # A hurried stop skips the app's lifespan shutdown, leaving its task pending: torn
+            # down with the event loop, it is logged as an error. It takes no request: let it end.
+            with anyio.move_on_after(HURRIED_SHUTDOWN):
+                await self.lifespan.shutdown()
+
 
 def bind(address: Address) -> socket.socket:
     """A listening socket on ``address`` (port 0: a free port, read back from the socket)."""
