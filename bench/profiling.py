@@ -12,6 +12,7 @@ profile to stdout.
 from __future__ import annotations
 
 import argparse
+import os
 import cProfile
 import importlib.util
 import io
@@ -100,7 +101,7 @@ def main() -> None:
             profiler.enable()
             await body()
             profiler.disable()
-            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(30)
+            pstats.Stats(profiler, stream=report).sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("TOP", "30")))
             return
         from pyinstrument import Profiler
 
