@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.profiling build          # ToolCatalog.rebuild over 1,000 tools
     .venv/bin/python -m bench.profiling turn           # graph turns (SQLite checkpointer)
     .venv/bin/python -m bench.profiling build --cprofile   # deterministic, by own time
+    SORT=cumulative TOP=100 .venv/bin/python -m bench.profiling turn --cprofile   # another order, more lines
 
 Needs pyinstrument (``pip install pyinstrument``; ``--cprofile`` needs nothing). Prints the
 profile to stdout.
