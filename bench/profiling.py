@@ -13,10 +13,10 @@ profile to stdout.
 from __future__ import annotations
 
 import argparse
-import os
 import cProfile
 import importlib.util
 import io
+import os
 import pstats
 import sys
 import tempfile
@@ -102,7 +102,8 @@ def main() -> None:
             profiler.enable()
             await body()
             profiler.disable()
-            pstats.Stats(profiler, stream=report).sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("TOP", "30")))
+            order, lines = os.environ.get("SORT", "tottime"), int(os.environ.get("TOP", "30"))
+            pstats.Stats(profiler, stream=report).sort_stats(order).print_stats(lines)
             return
         from pyinstrument import Profiler
 
