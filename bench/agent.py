@@ -75,13 +75,18 @@ async def agent_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Ca
             await check_turn(runtime)
             sqlite = checkpointer == "sqlite"
             cases.append(Case(TURN_ROW, f"mcp-run graph turn ({checkpointer} checkpointer)",
-                              lambda runtime=runtime: turn_overhead(runtime, settings.agent_turns),
+                              lambda runtime=runtime: turn_overhead(runtime, slice_turns(settings)),
                               "overhead_ms", MEMORY_TURN if sqlite else None,
-                              (SQLITE_GOAL,) if sqlite else ()))
+                              (SQLITE_GOAL,) if sqlite else (), settings.latency_slices, combined_overhead))
             if not sqlite:
                 cases.append(await create_agent_case(runtime, settings))
         cases += await stack.enter_async_context(reload_suite(settings, folder / "reload"))
         yield cases
+
+
+def slice_turns(settings: Settings) -> int:
+    """Turns of one slice: row 5's cases are interleaved slice by slice, as latency cases are."""
+    return max(settings.agent_turns // settings.latency_slices, 1)
 
 
 async def check_turn(runtime: Runtime) -> None:
@@ -95,7 +100,7 @@ def _check_messages(messages: list[Any]) -> None:
         raise BenchError(f"the benchmark turn did not call bench__echo: {messages}")
 
 
-async def turn_overhead(runtime: Runtime, turns: int) -> Metrics:
+async def turn_overhead(runtime: Runtime, turns: int) -> dict[str, Any]:
     return await _overhead(
         lambda: runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"})),
         lambda: runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex)),
@@ -103,8 +108,9 @@ async def turn_overhead(runtime: Runtime, turns: int) -> Metrics:
     )
 
 
-async def _overhead(call: Call, turn: Call, turns: int) -> Metrics:
-    """A turn's p50 minus its tool call's p50, each timed alternately ``turns`` times."""
+async def _overhead(call: Call, turn: Call, turns: int) -> dict[str, Any]:
+    """One slice of ``turns`` turns and tool calls, timed alternately (pooled by
+    :func:`combined_overhead`)."""
     tool_times, turn_times = [], []
     for _ in range(turns):
         started = time.perf_counter()
@@ -113,6 +119,13 @@ async def _overhead(call: Call, turn: Call, turns: int) -> Metrics:
         started = time.perf_counter()
         await turn()
         turn_times.append(elapsed_ms(started))
+    return {"tool_samples_ms": tool_times, "turn_samples_ms": turn_times}
+
+
+def combined_overhead(slices: list[dict[str, Any]]) -> Metrics:
+    """A turn's p50 minus its tool call's p50, over every slice's samples."""
+    turn_times = [sample for part in slices for sample in part["turn_samples_ms"]]
+    tool_times = [sample for part in slices for sample in part["tool_samples_ms"]]
     turn, tool_p50 = percentile(turn_times, 0.5), percentile(tool_times, 0.5)
     return {"overhead_ms": turn - tool_p50, "turn_p50_ms": turn, "tool_p50_ms": tool_p50,
             "turn_p99_ms": percentile(turn_times, 0.99)}
@@ -140,9 +153,10 @@ async def create_agent_case(runtime: Runtime, settings: Settings) -> Case:
 
     async def overhead() -> Metrics:
         return await _overhead(lambda: tool.ainvoke(tool_call("bench__echo", {"text": "ping"})), turn,
-                               settings.agent_turns)
+                               slice_turns(settings))
 
-    return Case(TURN_ROW, CREATE_AGENT, overhead, "overhead_ms", MEMORY_TURN)
+    return Case(TURN_ROW, CREATE_AGENT, overhead, "overhead_ms", MEMORY_TURN,
+                slices=settings.latency_slices, combine=combined_overhead)
 
 
 @asynccontextmanager

@@ -329,3 +329,12 @@ def test_ctrl_c_stops_the_benchmark_quietly_with_130_and_leaves_no_process() -> 
     assert "bench: interrupted" in rest and "Traceback" not in rest, rest
     left = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert left == []
+
+
+def test_turn_overhead_slices_are_pooled_before_the_medians_are_taken() -> None:
+    from bench.agent import combined_overhead
+
+    parts = [{"turn_samples_ms": [10.0, 30.0], "tool_samples_ms": [1.0, 9.0]},
+             {"turn_samples_ms": [20.0], "tool_samples_ms": [2.0]}]
+    pooled = combined_overhead(parts)
+    assert (pooled["turn_p50_ms"], pooled["tool_p50_ms"], pooled["overhead_ms"]) == (20.0, 2.0, 18.0)
