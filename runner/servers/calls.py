@@ -33,7 +33,7 @@ from referencing.exceptions import Unresolvable
 CALL_METHOD = "tools/call"
 FALLBACK_VERSION = "2025-11-25"  # the SDK's own, before a handshake (ClientSession.send_request)
 
-_surfaces: dict[str, TypeAdapter[Any] | None] = {}
+_surfaces: dict[tuple[str, str], TypeAdapter[Any] | None] = {}
 
 
 async def call_tool(
@@ -84,20 +84,11 @@ async def _send(
     params["name"] = name
     if arguments is not None:
         params["arguments"] = arguments
-    data: dict[str, Any] = {"method": CALL_METHOD, "params": params}
-    options: CallOptions = {}
-    session._stamp(data, options)
-    options.setdefault("headers", {})  # CallToolRequest has no name_param: the stamp names it (2026)
-    if timeout is None:
-        timeout = session._session_read_timeout_seconds
-    if timeout is not None:
-        options["timeout"] = timeout
-    if progress is not None:
-        options["on_progress"] = progress
-    raw = await session._dispatcher.send_raw_request(CALL_METHOD, data.get("params"), options)
+    raw = await send_as_session(session, {"method": CALL_METHOD, "params": params}, timeout=timeout,
+                                progress=progress)
     _clamp_inbound_ttl(raw)
     version = session._negotiated_version or FALLBACK_VERSION
-    surface = _surface(version)
+    surface = result_surface(CALL_METHOD, version)
     if surface is None:  # an unknown version or method: the SDK says what it says
         try:
             validate_server_result(CALL_METHOD, version, raw)
@@ -110,11 +101,32 @@ async def _send(
     return session._call_tool_adapter.validate_python(raw, by_name=False)
 
 
-def _surface(version: str) -> TypeAdapter[Any] | None:
-    if version not in _surfaces:
-        known = version in KNOWN_PROTOCOL_VERSIONS and (CALL_METHOD, version) in SERVER_RESULTS
-        _surfaces[version] = TypeAdapter(SERVER_RESULTS[(CALL_METHOD, version)]) if known else None
-    return _surfaces[version]
+async def send_as_session(
+    session: ClientSession, data: dict[str, Any], *, timeout: float | None,
+    progress: ProgressFnT | None = None,
+) -> dict[str, Any]:
+    """Send request ``data`` (method and params) as ``ClientSession.send_request`` sends it (the
+    stamp's headers, the session's read timeout unless ``timeout``), without validating the answer."""
+    options: CallOptions = {}
+    session._stamp(data, options)
+    options.setdefault("headers", {})  # these requests have no name_param: the stamp names them (2026)
+    if timeout is None:
+        timeout = session._session_read_timeout_seconds
+    if timeout is not None:
+        options["timeout"] = timeout
+    if progress is not None:
+        options["on_progress"] = progress
+    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
+
+
+def result_surface(method: str, version: str) -> TypeAdapter[Any] | None:
+    """The version's result model of ``method``, as ``validate_server_result`` validates it (which
+    also serialises what it validated, a third of its cost); None for an unknown version or method."""
+    key = (method, version)
+    if key not in _surfaces:
+        known = version in KNOWN_PROTOCOL_VERSIONS and key in SERVER_RESULTS
+        _surfaces[key] = TypeAdapter(SERVER_RESULTS[key]) if known else None
+    return _surfaces[key]
 
 
 async def _check_output(session: ClientSession, name: str, result: types.CallToolResult) -> None:

@@ -23,12 +23,13 @@ from weakref import WeakKeyDictionary
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
-from mcp.shared.dispatcher import CallOptions
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
-from mcp_types.methods import SERVER_RESULTS, validate_server_result
+from mcp_types.methods import validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
+
+from runner.servers.calls import result_surface, send_as_session
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,6 @@ class ToolListingFilter:
         return False
 
 
-_surfaces: dict[str, TypeAdapter[Any]] = {}
 
 
 def _fingerprint(tool: dict[str, Any]) -> int | None:
@@ -135,19 +135,12 @@ def _fingerprint(tool: dict[str, Any]) -> int | None:
         return None
 
 
-def _surface(version: str) -> TypeAdapter[Any]:
-    """The version's ``tools/list`` result model, as the SDK validates it (``validate_server_result``
-    also serialises what it validated, which a check does not need: a third of its cost)."""
-    adapter = _surfaces.get(version)
-    if adapter is None:
-        adapter = _surfaces[version] = TypeAdapter(SERVER_RESULTS[(LIST_METHOD, version)])
-    return adapter
-
-
 def _problem(result: dict[str, Any], version: str) -> str | None:
     """Why the SDK would refuse ``result`` as a ``tools/list`` answer at ``version``, or None."""
     try:
-        _surface(version).validate_python(result, by_name=False)
+        surface = result_surface(LIST_METHOD, version)  # known: the filter judges known versions only
+        assert surface is not None
+        surface.validate_python(result, by_name=False)
         types.ListToolsResult.model_validate(result, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -201,13 +194,7 @@ class ToolPages:
         session = self._session
         request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
         data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-        options: CallOptions = {}
-        # Sent as ClientSession.send_request sends it (which would validate the whole answer).
-        session._stamp(data, options)
-        options.setdefault("headers", {})
-        if session._session_read_timeout_seconds is not None:
-            options["timeout"] = session._session_read_timeout_seconds
-        raw = await session._dispatcher.send_raw_request(LIST_METHOD, data.get("params"), options)
+        raw = await send_as_session(session, data, timeout=None)  # send_request would validate it whole
         return self._take(raw, first_page=cursor is None)
 
     def _take(self, raw: dict[str, Any], *, first_page: bool) -> types.ListToolsResult:
