@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
+from builders import server, write_manifest
 from test_elicitation_cli import mcp_run
 from test_elicitation_graph import write_agent
 
@@ -44,3 +46,21 @@ async def test_a_tool_invoked_directly_outside_a_graph_run_answers_and_its_progr
         with anyio.fail_after(40):
             message = await tool.ainvoke(call)  # LangChain gives it a config without a graph runtime
     assert message.status == "success"
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
+async def test_a_call_asks_the_server_for_progress_only_when_someone_listens(
+    tmp_path: Path, legacy: bool
+) -> None:
+    path = write_manifest(tmp_path, {"answers": server("answers", *(["--legacy"] if legacy else []))},
+                          model="offline")
+    async with load_agent(path, model=False) as runtime:
+        catalog = runtime.catalog
+        with anyio.fail_after(40):
+            unwatched = await catalog.call("answers__progress", {"steps": 2})
+            events: list[dict] = []
+            catalog.progress_sink = lambda: events.append
+            watched = await catalog.call("answers__progress", {"steps": 2})
+    assert unwatched.content == "done, without a progress token"
+    assert watched.content == "done, with a progress token"
+    assert [event["message"] for event in events] == ["step 1", "step 2"]

@@ -162,7 +162,7 @@ class ToolCalls:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT,
+        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT | None,
         events: CallEvents | None = None,
     ) -> types.CallToolResult:
         current = server
@@ -246,14 +246,14 @@ def _import_tool_message() -> type[ToolMessage]:
     return ToolMessage
 
 
-async def _ignore_progress(done: float, total: float | None, message: str | None) -> None:
-    """The progress of a call made where no one listens (it still asks for progress)."""
-
-
-def _progress_reporter(sink: Callable[[dict[str, Any]], None] | None, name: str, server: str) -> ProgressFnT:
-    """Every call asks for progress (so it carries a progress token); it goes to the sink."""
+def _progress_reporter(
+    sink: Callable[[dict[str, Any]], None] | None, name: str, server: str
+) -> ProgressFnT | None:
+    """What passes the call's progress to the sink; None where no one listens, so the request
+    carries no progress token and the server has no progress to send (a ``max_timeout`` call
+    still asks for it: progress keeps it alive)."""
     if sink is None:
-        return _ignore_progress
+        return None
     # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
     caller = contextvars.copy_context()
 

@@ -4,9 +4,10 @@ as mcp-run makes it with the SDK's ``Client.call_tool``.
 Tools: ``text(text)`` (a text block), ``scored(score, omit=False)`` (output schema: an integer
 ``score``; it answers ``{"score": score}`` whatever ``score`` is, or no structured content with
 ``omit``), ``failing`` (an ``isError`` result), ``refused`` (a JSON-RPC error answer),
-``progress(steps)`` (reports each step), ``slow(seconds)``, ``tagged(region)`` (2026: ``region`` is
-mirrored into the ``Mcp-Param-Region`` header). ``unlisted(text)`` answers but is not listed
-until ``tools/list`` has been asked twice (the SDK lists to find a result's output schema).
+``progress(steps)`` (reports each step, then says whether the request carried a progress token),
+``slow(seconds)``, ``tagged(region)`` (2026: ``region`` is mirrored into the ``Mcp-Param-Region``
+header). ``unlisted(text)`` answers but is not listed until ``tools/list`` has been asked twice (the
+SDK lists to find a result's output schema).
 
     python tests/servers/answers.py [--legacy]
 """
@@ -73,7 +74,9 @@ class Answers(MCPServer):
             assert context is not None
             for step in range(arguments["steps"]):
                 await context.report_progress(step + 1, arguments["steps"], f"step {step + 1}")
-            return types.CallToolResult(content=_text("done"))
+            meta = context.request_context.meta
+            token = "with" if meta is not None and meta.get("progress_token") is not None else "without"
+            return types.CallToolResult(content=_text(f"done, {token} a progress token"))
         if name == "slow":
             await anyio.sleep(arguments["seconds"])
             return types.CallToolResult(content=_text("slept"))
