@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from bench.peer_worker import Described, describe, serve
-from bench.stats import Call, latency_slice, run_concurrently, time_calls
+from bench.stats import Call, latency_slice, run_concurrently, slice_calls, time_calls
 
 FLOOR = "raw mcp 1.x ClientSession (adapters floor)"
 PERSISTENT = "langchain-mcp-adapters, persistent session"
@@ -64,7 +64,6 @@ async def open_paths(stack: AsyncExitStack, transport: str, command: list[str], 
 
 def cases_for(transport: str, paths: dict[str, Call], settings: dict[str, Any]) -> Described:
     cases: Described = {}
-    total = settings["throughput_calls"]
 
     def add(row: str, path: str, key: str, measure, sliced: bool = False) -> None:
         describe(cases, row, path, key, None if path == FLOOR else FLOOR, measure, sliced=sliced)
@@ -78,7 +77,7 @@ def cases_for(transport: str, paths: dict[str, Call], settings: dict[str, Any]) 
         row = f"2. throughput, {transport}, c={concurrency}"
         for path in (FLOOR, PERSISTENT):
             add(row, path, "calls_per_s",
-                lambda path=path, c=concurrency: run_concurrently(paths[path], total, c))
+                lambda path=path, c=concurrency: run_concurrently(paths[path], slice_calls(settings, c), c))
     return cases
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,14 @@ from mcp import Client
 
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry, stdio_parameters
-from bench.stats import Call, combined_latency, combined_throughput, latency_slice, run_concurrently
+from bench.stats import (
+    Call,
+    combined_latency,
+    combined_throughput,
+    latency_slice,
+    run_concurrently,
+    slice_calls,
+)
 from runner.manifest import Manifest
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
@@ -82,7 +90,7 @@ def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> li
         for path, call in paths.items():
             floor = None if path == RAW else RAW
             goals = (THROUGHPUT_GOAL,) if path == NODE and concurrency == 32 else ()
-            measure = _throughput(call, settings.throughput_calls, concurrency)
+            measure = _throughput(call, slice_calls(asdict(settings), concurrency), concurrency)
             cases.append(Case(throughput_row(transport, concurrency), path, measure, "calls_per_s",
                               floor, goals, settings.throughput_slices, combined_throughput))
     return cases

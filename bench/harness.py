@@ -177,7 +177,8 @@ class Settings:
     calls: int  # latency: timed calls per case and round (shared among its slices)
     warmup: int
     default_calls: int  # langchain-mcp-adapters default mode: a new session (process) per call
-    throughput_calls: int  # per slice
+    throughput_calls: int  # per slice (at least throughput_per_worker per worker: stats.slice_calls)
+    throughput_per_worker: int
     throughput_slices: int  # throughput cases: slices per round, interleaved across the row
     latency_slices: int  # latency cases (rows 1 and 8): the same; each warms up again
     list_repeats: int  # tools/list (and build) repeats per case
@@ -193,12 +194,15 @@ class Settings:
 
 PRESETS = {
     "full": Settings(rounds=3, calls=200, warmup=20, default_calls=2, throughput_calls=160,
+                     throughput_per_worker=16,
                      throughput_slices=3, latency_slices=4, list_repeats=3, wide_builds=2, agent_turns=20,
                      reloads=2),
     "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
+                      throughput_per_worker=8,
                       throughput_slices=2, latency_slices=2, list_repeats=2, wide_builds=1, agent_turns=10,
                       reloads=1, start_sizes=(1, 8)),
     "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
+                      throughput_per_worker=2,
                       throughput_slices=1, latency_slices=1, list_repeats=1, wide_builds=1, agent_turns=3,
                       reloads=1, start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
 }

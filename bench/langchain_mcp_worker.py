@@ -27,7 +27,7 @@ from langchain_core.messages import ToolMessage
 from mcp import Client, StdioServerParameters
 
 from bench.peer_worker import Described, describe, serve
-from bench.stats import Call, latency_slice, median_ms, run_concurrently
+from bench.stats import Call, latency_slice, median_ms, run_concurrently, slice_calls
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LangChainBetaWarning)
@@ -86,7 +86,7 @@ async def setup(stack: AsyncExitStack, request: dict[str, Any]) -> tuple[Describ
             row = f"2. throughput, {transport}, c={concurrency}"
             for path, call in paths.items():
                 describe(cases, row, path, "calls_per_s", None if path == FLOOR else FLOOR,
-                         lambda call=call, c=concurrency: run_concurrently(call, settings["throughput_calls"], c))
+                         lambda call=call, c=concurrency: run_concurrently(call, slice_calls(settings, c), c))
     raw, adapter = await open_pair(stack, request["many_command"], None)
     listed = len(await adapter.list_tools(cache_mode="bypass"))
     if listed != settings["many_tools"]:

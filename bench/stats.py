@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -89,6 +89,13 @@ def split_calls(total: int, workers: int) -> list[int]:
     """``total`` calls shared out among ``workers`` as evenly as possible."""
     share, extra = divmod(total, workers)
     return [share + (1 if index < extra else 0) for index in range(workers)]
+
+
+def slice_calls(settings: Mapping[str, Any], concurrency: int) -> int:
+    """Calls in one throughput slice at ``concurrency``: enough that each worker makes several, so
+    the ramp (every worker's first request sent at once) and the drain (the last few in flight)
+    are a small part of the slice at c=32 too."""
+    return max(settings["throughput_calls"], settings["throughput_per_worker"] * concurrency)
 
 
 async def run_concurrently(call: Call, total: int, concurrency: int) -> Metrics:

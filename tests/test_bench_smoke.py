@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the bench package lives beside runner/, not in the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import Case, run_rounds  # noqa: E402
-from bench.stats import combined_latency, combined_throughput, latency_slice, throughput_metrics  # noqa: E402
+from bench.harness import PRESETS, Case, run_rounds  # noqa: E402
+from bench.stats import (  # noqa: E402
+    combined_latency,
+    combined_throughput,
+    latency_slice,
+    slice_calls,
+    throughput_metrics,
+)
 
 ROW_PREFIXES = (
     "1. call latency, stdio", "1. call latency, http",
@@ -151,6 +158,12 @@ async def test_latency_slices_are_pooled_into_one_sample_per_round() -> None:
     pooled = combined_latency(parts)
     assert pooled["n"] == 10.0 and "samples_ms" not in pooled
     assert combined_latency([{"samples_ms": [3.0, 1.0]}, {"samples_ms": [2.0]}])["p50_ms"] == 2.0
+
+
+def test_a_throughput_slice_gives_every_worker_several_calls_at_high_concurrency() -> None:
+    full = asdict(PRESETS["full"])
+    assert [slice_calls(full, concurrency) for concurrency in (1, 8, 32)] == [160, 160, 512]
+    assert slice_calls(asdict(PRESETS["smoke"]), 32) == 64  # the smoke run stays small
 
 
 def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_stderr() -> None:
