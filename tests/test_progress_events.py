@@ -64,3 +64,12 @@ async def test_a_call_asks_the_server_for_progress_only_when_someone_listens(
     assert unwatched.content == "done, without a progress token"
     assert watched.content == "done, with a progress token"
     assert [event["message"] for event in events] == ["step 1", "step 2"]
+
+
+def test_the_call_command_shows_the_calls_progress_on_stderr(tmp_path: Path) -> None:
+    write_agent(tmp_path, legacy=False)
+    result = mcp_run("call", "agent.yaml", "asking__slow", '{"steps": 2, "interval": 0.01}', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "… asking__slow: 1/2 (50%) step 1" in result.stderr
+    assert "… asking__slow: 2/2 (100%) step 2" in result.stderr
+    assert "step" not in result.stdout  # the result alone goes to stdout

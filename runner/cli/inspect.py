@@ -19,6 +19,7 @@ from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
 from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.status import progress_line
 from runner.errors import PromptError, ToolError
 from runner.loading import load_manifest
 from runner.manifest import did_you_mean
@@ -125,6 +126,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
                 stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
+            catalog.progress_sink = lambda: _show_progress  # the server's progress, as the chat shows it
             try:
                 output = await catalog.call(name, parsed)
             except ToolError as exc:  # said now, not once the servers have been stopped
@@ -143,6 +145,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     if structured is not None:
         stderr.print("structured content:", style="dim")
         click.echo(structured, err=True)
+
+
+def _show_progress(event: dict[str, Any]) -> None:
+    stderr.print(progress_line(event), markup=False, style="dim")
 
 
 def _down_server(runtime: Runtime, name: str) -> str | None:

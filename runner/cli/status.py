@@ -76,3 +76,8 @@ def progress_text(event: dict[str, Any]) -> str:
     done, total = event["progress"], event.get("total")
     amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
     return f"{amount} {event['message']}" if event.get("message") else amount
+
+
+def progress_line(event: dict[str, Any]) -> str:
+    """``… tool: 2/4 (50%) message`` for a progress event."""
+    return f"… {event['tool']}: {progress_text(event)}"

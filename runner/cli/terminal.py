@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 
 from runner.cli.media import inline_preview
-from runner.cli.status import ChatStatus, progress_text
+from runner.cli.status import ChatStatus, progress_line
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
@@ -110,11 +110,6 @@ class LineReader:
     async def working(self) -> AsyncIterator[None]:
         """Plain lines have no status line to show while a turn runs."""
         yield
-
-
-def progress_line(event: dict[str, Any]) -> str:
-    """``… tool: 2/4 (50%) message`` for a progress event."""
-    return f"… {event['tool']}: {progress_text(event)}"
 
 
 class ChatView(Protocol):
