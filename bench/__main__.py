@@ -75,10 +75,12 @@ def positive(text: str) -> int:
 
 
 def row_selection(text: str) -> tuple[str, ...]:
-    tokens = tuple(dict.fromkeys(token.strip() for token in text.split(",") if token.strip()))
+    tokens = tuple(dict.fromkeys(token.strip() for token in text.split(",")))
     known = {row for rows in SUITE_ROWS.values() for row in rows}
     unknown = [token for token in tokens if not any(_matches(token, row) for row in known)]
-    if not tokens or unknown:
+    if "" in tokens:  # "1,,4a", a trailing comma: a mistyped list, not a shorter one
+        raise argparse.ArgumentTypeError(f"an empty row id in {text!r}; rows: {', '.join(sorted(known))}")
+    if unknown:
         shown = ", ".join(repr(token) for token in unknown) if unknown else repr(text)
         raise argparse.ArgumentTypeError(f"unknown row id(s) {shown}; rows: {', '.join(sorted(known))}")
     return tokens

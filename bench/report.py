@@ -59,7 +59,10 @@ def floors(results: list[CaseResult]) -> set[tuple[str, str]]:
 def ratio_cell(result: CaseResult, summary: Metrics, is_floor: bool) -> str:
     if is_floor:
         return "1.00 (floor)"
-    return times(summary["ratio"]) if "ratio" in summary else "—"
+    if "ratio" not in summary:
+        return "—"
+    ratio_goals = [goal for goal in result.case.goals if goal.metric == "ratio" and not goal.percent]
+    return shown_value(ratio_goals[0], summary["ratio"]) if ratio_goals else times(summary["ratio"])
 
 
 def times(ratio: float) -> str:
@@ -71,7 +74,9 @@ def shown_value(goal: Goal, value: float) -> str:
     if goal.percent:
         return f"{value * 100:.2f}% of the floor"
     if goal.metric == "ratio":
-        return times(value)
+        shown = times(value)
+        # Rounded to the limit ("1.00×" for 0.996): with the digits that show which side it is on.
+        return f"{value:.4f}×" if shown == times(goal.limit) and value != goal.limit else shown
     return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 

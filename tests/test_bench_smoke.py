@@ -278,6 +278,9 @@ def test_a_row_selection_picks_rows_by_id_and_refuses_unknown_ids() -> None:
     assert row_selection("1, 1,4a") == ("1", "4a")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown row"):
         row_selection("9z")
+    for mistyped in ("1,,4a", "1,", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="an empty row id"):
+            row_selection(mistyped)
 
 
 @pytest.mark.parametrize("rounds", ["0", "-1", "two"])
@@ -311,6 +314,10 @@ def test_goal_lines_show_a_share_as_a_percentage_and_7a_its_overhead() -> None:
 
     assert shown_value(Goal("share", 0.02, percent=True), 0.017) == "1.70% of the floor"
     assert shown_value(Goal("ratio", 1.1), 1.04) == "1.04×"
+    # A ratio that rounds to its limit shows the side it is on.
+    assert shown_value(Goal("floor", 1.0, better="higher"), 0.9962) == "0.9962×"
+    assert shown_value(Goal("floor", 1.0, better="higher"), 1.003) == "1.0030×"
+    assert shown_value(Goal("floor", 1.0, better="higher"), 1.0) == "1.00×"
     cell = describe("p50_ms", {"p50_ms": 11.3, "p99_ms": 14.0, "overhead_ms": 4.1, "in_process_p50_ms": 7.2})
     assert "overhead 4.10 ms over the in-process p50 of 7.20 ms" in cell
 
