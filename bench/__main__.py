@@ -1,6 +1,6 @@
 """``python -m bench``: every benchmark row, back to back in rounds, as a Markdown table.
 
-    .venv/bin/python -m bench                 # the full run (under 5 minutes on 2 cores)
+    .venv/bin/python -m bench                 # the full run (about 6 minutes on 2 cores)
     .venv/bin/python -m bench --quick         # fewer rounds and calls (under 60 s)
     .venv/bin/python -m bench --json          # raw numbers of every round instead of the table
     .venv/bin/python -m bench --no-adapters   # skip langchain-mcp-adapters (no venv, no PyPI)
