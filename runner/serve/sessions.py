@@ -62,10 +62,11 @@ class LegacySessions:
         return len(self._sessions)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        result = await call_next(ctx)
+        # Kept before the rest of the chain runs: a request the caller sent after this notification,
+        # though served concurrently, then finds the session kept.
         if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             self._keep(ctx.session)
-        return result
+        return await call_next(ctx)
 
     def _keep(self, session: ServerSession) -> None:
         connection = _connection_of(session)
@@ -90,9 +91,9 @@ class LegacySessions:
                     await session.send_prompt_list_changed()
                 if tools:
                     await session.send_tool_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                # The SDK's channel drops a write to a closed stream itself; a transport that
-                # raises instead has lost its caller: forget it.
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                # The SDK's channel drops a write to a closed stream itself (debug log); should one
+                # raise instead, its caller is gone: forget it.
                 logger.debug("list change not sent to session %s: %r; dropped", connection.session_id, exc)
                 self._sessions.pop(connection, None)
         if limit.cancelled_caught:
