@@ -6,9 +6,9 @@ The agent starts once (its MCP servers, its model, its checkpointer) and every c
 shares it: :mod:`runner.serve.conversations` orders the turns (per thread, bounded) and
 reads threads back, :mod:`runner.serve.questions` puts the agent's questions to the caller,
 :mod:`runner.serve.service` offers the ``ask`` tool (:mod:`runner.serve.ask`), the prompt
-commands and the threads, and :mod:`runner.serve.transports` carries it over stdio or
-streamable HTTP. With ``watch`` the manifest is reloaded on every edit
-(:func:`runner.reload.watch_and_reload`).
+commands and the threads (:mod:`runner.serve.sessions` tells 2025-11-25 callers when they
+change), and :mod:`runner.serve.transports` carries it over stdio or streamable HTTP. With
+``watch`` the manifest is reloaded on every edit (:func:`runner.reload.watch_and_reload`).
 """
 
 from __future__ import annotations

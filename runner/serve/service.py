@@ -5,8 +5,11 @@ Every handler reads the runtime's current generation when it is called, so after
 (``serve --watch``) new calls see the new prompts and tools while calls in flight go on. Callers
 hear of such a change (:meth:`AgentService.announce_changes`): ``prompts/list_changed`` when the
 prompt commands changed (their list, or a binding's server, prompt or fixed arguments),
-``tools/list_changed`` when the ``ask`` tool did, on the ``subscriptions/listen`` streams that
-2026-07-28 callers opened (as the SDK's own servers do: its 2025-11-25 sessions are per request).
+``tools/list_changed`` when the ``ask`` tool did. 2026-07-28 callers hear it on the
+``subscriptions/listen`` streams they opened; 2025-11-25 callers on their session
+(:mod:`runner.serve.sessions`: over stdio, and over HTTP with sessions). Served ``stateless``, a
+2025-11-25 caller has no session between requests: it is told nothing, and its ``initialize``
+answer declares no ``listChanged``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
@@ -35,6 +37,7 @@ from runner.serve.conversations import (
     thread_resource,
     thread_template,
 )
+from runner.serve.sessions import AnnouncingServer, LegacySessions
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 
@@ -56,11 +59,13 @@ class AgentService:
         self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
         self._changes = InMemorySubscriptionBus()  # to the 2026-07-28 callers' listen streams
         self._listening = ListenHandler(self._changes)
+        self.sessions = LegacySessions()  # the 2025-11-25 callers' sessions
         self._announced = self._lists()
         self._maybe_changed = anyio.Event()
         manifest = runtime.manifest
-        self.server: Server[Any] = Server(
+        self.server = AnnouncingServer(
             manifest.name,
+            announces=not stateless,
             version=_package_version(),
             description=manifest.description,
             instructions=manifest.description,
@@ -76,6 +81,8 @@ class AgentService:
             # call's Mcp-Param headers without running a whole tools/list for every call.
             get_tool_input_schema=lambda name: ASK_INPUT_SCHEMA if name == ASK_TOOL else None,
         )
+        if not stateless:  # stateless, a 2025-11-25 caller's connection ends with each request
+            self.server.middleware.append(self.sessions)
 
     # ------------------------------------------------------------------ change notifications
 
@@ -107,6 +114,7 @@ class AgentService:
                     await self._changes.publish(PromptsListChanged())
                 if tools_changed:
                     await self._changes.publish(ToolsListChanged())
+                await self.sessions.announce(prompts=prompts_changed, tools=tools_changed)
         finally:
             self.runtime.listeners.remove(server_lists_changed)
 
