@@ -57,7 +57,7 @@ def _show(event: dict[str, Any]) -> None:
               help="Requests that may wait for a turn; past that a request gets a 'busy' error.")
 @click.option("--stateless", is_flag=True,
               help="HTTP without sessions (behind a load balancer); callers on 2025-11-25 then get no "
-                   "questions forwarded.")
+                   "questions forwarded and hear of no list changes.")
 @reports_errors
 def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
           max_turns: int, max_queued: int, stateless: bool) -> None:
