@@ -80,6 +80,14 @@ def shown_value(goal: Goal, value: float) -> str:
     return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 
+def per_round(goal: Goal, result: CaseResult) -> str:
+    """The ratio of each round beside their median: how far apart they are says how much to trust
+    a verdict near the limit."""
+    if goal.metric != "ratio" or len(result.ratios) < 2:
+        return ""
+    return f", rounds {' / '.join(shown_value(goal, ratio) for ratio in result.ratios)}"
+
+
 def goal_cell(result: CaseResult) -> str:
     cells = []
     for goal, _value, met in result.goal_outcomes():
@@ -115,7 +123,7 @@ def markdown(results: list[CaseResult], environment: dict[str, Any]) -> str:
             verdict = "MET" if met else "MISSED"
             shown = "n/a" if value is None else shown_value(goal, value)
             where = f"{result.case.row} / {result.case.path}"
-            lines.append(f"- {verdict}: {goal.text} — measured {shown} ({where})")
+            lines.append(f"- {verdict}: {goal.text} — measured {shown}{per_round(goal, result)} ({where})")
     return "\n".join(lines) + "\n"
 
 

@@ -322,6 +322,23 @@ def test_goal_lines_show_a_share_as_a_percentage_and_7a_its_overhead() -> None:
     assert "overhead 4.10 ms over the in-process p50 of 7.20 ms" in cell
 
 
+def test_a_ratio_goal_line_shows_each_rounds_ratio_beside_the_median() -> None:
+    from bench.harness import Case, CaseResult, Goal
+    from bench.report import markdown
+
+    async def measure() -> dict[str, float]:
+        return {}
+
+    goal = Goal("throughput at c=32 >= 1.0× the raw floor", 1.0, better="higher")
+    floor = CaseResult(Case("2. throughput", "raw", measure, "calls_per_s"),
+                       rounds=[{"calls_per_s": 100.0}] * 3)
+    path = CaseResult(Case("2. throughput", "ours", measure, "calls_per_s", "raw", (goal,)),
+                      rounds=[{"calls_per_s": value} for value in (95.0, 104.0, 99.6)],
+                      ratios=[0.95, 1.04, 0.996])
+    assert ("- MISSED: throughput at c=32 >= 1.0× the raw floor — measured 0.9960×, "
+            "rounds 0.95× / 1.04× / 0.9960×") in markdown([floor, path], {})
+
+
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_the_benchmark_quietly_with_130_and_leaves_no_process() -> None:
     import os
