@@ -7,6 +7,8 @@ sent a progress token). A question of the agent (an approval, a server's elicita
 approval) is put to the caller as an elicitation: during the call on 2025-11-25 connections, as
 a result asking for input on 2026-07-28 ones (the caller retries with the answer, and the turn,
 paused in the checkpointer, resumes). A caller without elicitation gets deny / decline at once.
+A call whose HTTP connection closes (the caller exited or was killed) is stopped, its question
+too: its thread is free for the next call at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from runner import telemetry
 from runner.errors import AskError, RunnerError
@@ -52,6 +55,7 @@ ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
 PREVIEW_CHARS = 200
 QUESTION_EVENTS = ("approval", "elicitation", "sampling")
+CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
 STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
 
 ASK_INPUT_SCHEMA: dict[str, Any] = {
@@ -149,6 +153,21 @@ class _Progress:
             await self.note(f"{event.get('tool')}: {detail}")
 
 
+async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:
+    """Cancel ``call`` once the HTTP request that carries it is disconnected.
+
+    The SDK's session learns of a dead caller only when a write to it fails, and a call waiting
+    for the caller's answer writes nothing: without this its turn (and so its thread) would wait
+    for ever. The streamable HTTP transport of 2026-07-28 does the same for its own calls. Over
+    stdio there is no request: the end of stdin ends the session, and its calls with it."""
+    if not isinstance(ctx.request, Request):
+        return
+    receive = ctx.request.receive  # the body is read: what comes next is the disconnect
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    call.cancel()
+
+
 def _state_token(thread: str, key: str) -> str:
     raw = json.dumps({"thread": thread, "question": key}).encode()
     return base64.urlsafe_b64encode(raw).decode()
@@ -189,13 +208,20 @@ class AskHandler:
         with anyio.CancelScope() as call:
             self._calls.add(call)
             try:
-                return await self._answer(ctx, params)
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(_cancel_when_gone, ctx, call)
+                    try:
+                        return await self._answer(ctx, params)
+                    finally:
+                        watching.cancel_scope.cancel()
             finally:
                 self._calls.discard(call)
                 if not self._calls:
                     self._no_calls.set()
                     self._no_calls = anyio.Event()
-        return error_result(STOPPING)  # only reached when stop() cancelled the call
+        # Only reached when the call was cancelled: by stop(), or because its caller is gone (and
+        # then nobody hears this).
+        return error_result(STOPPING if self._stopping else CALLER_GONE)
 
     async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                       ) -> types.CallToolResult | types.InputRequiredResult:
