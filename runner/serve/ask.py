@@ -49,7 +49,7 @@ from runner.serve.questions import (
     refusal,
     resume_value,
 )
-from runner.turns import stream_turn
+from runner.turns import progress_summary, stream_turn
 
 ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
@@ -148,9 +148,8 @@ class _Progress:
             text = event["text"]
             text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
-        elif kind == "progress":
-            detail = event.get("message") or f"{event.get('progress')}/{event.get('total') or '?'}"
-            await self.note(f"{event.get('tool')}: {detail}")
+        elif kind == "progress":  # in the chat's words; its numbers are the tool's, not this call's
+            await self.note(progress_summary(event))
 
 
 async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:
