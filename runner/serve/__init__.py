@@ -24,7 +24,7 @@ import anyio
 from runner.errors import ServeError
 from runner.reload import watch_and_reload
 from runner.runtime import load_agent
-from runner.serve.ask import ASK_TOOL
+from runner.serve.ask import ASK_TOOL, DEFAULT_ANSWER_WITHIN
 from runner.serve.conversations import (
     DEFAULT_MAX_QUEUED,
     DEFAULT_MAX_TURNS,
@@ -45,6 +45,7 @@ from runner.serve.transports import (
 
 __all__ = [
     "ASK_TOOL",
+    "DEFAULT_ANSWER_WITHIN",
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_MAX_TURNS",
     "THREAD_SCHEME",
@@ -72,6 +73,7 @@ class ServeOptions:
     watch: bool = False
     max_turns: int = DEFAULT_MAX_TURNS
     max_queued: int = DEFAULT_MAX_QUEUED
+    answer_within: float = DEFAULT_ANSWER_WITHIN  # seconds a caller has to answer a question
 
 
 async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None, *,
@@ -96,7 +98,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
         async with load_agent(path) as runtime:
             service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
                                                           max_queued=options.max_queued),
-                                   stateless=options.stateless)
+                                   stateless=options.stateless, answer_within=options.answer_within)
             async with anyio.create_task_group() as group:
                 group.start_soon(service.announce_changes)
                 if options.watch:

@@ -8,7 +8,9 @@ approval) is put to the caller as an elicitation: during the call on 2025-11-25 
 a result asking for input on 2026-07-28 ones (the caller retries with the answer, and the turn,
 paused in the checkpointer, resumes). A caller without elicitation gets deny / decline at once.
 A call whose HTTP connection closes (the caller exited or was killed) is stopped, its question
-too: its thread is free for the next call at once.
+too: its thread is free for the next call at once. A question asked during the call and not
+answered within ``answer_within`` seconds gets the non-interactive rule (a caller that stays
+connected but never answers holds its thread no longer than that).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ QUESTION_KEY = "question"  # the key of the one input request a paused turn send
 PREVIEW_CHARS = 200
 QUESTION_EVENTS = ("approval", "elicitation", "sampling")
 CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
+DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
 STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
 
 ASK_INPUT_SCHEMA: dict[str, Any] = {
@@ -183,9 +186,11 @@ def _read_state_token(token: str | None) -> tuple[str, str]:
 class AskHandler:
     """Runs ``ask`` calls over one runtime, through one scheduler."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False,
+                 answer_within: float = DEFAULT_ANSWER_WITHIN) -> None:
         self.runtime = runtime
         self.scheduler = scheduler
+        self.answer_within = answer_within
         self.stateless = stateless  # no session: a question cannot be sent during the call
         self._calls: set[anyio.CancelScope] = set()  # the calls running now
         self._stopping = False
@@ -298,10 +303,12 @@ class AskHandler:
 
     async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: dict[str, Any]) -> dict[str, Any]:
         """The caller's answer, asked during the call (2025-11-25): the thread's turn waits for it."""
-        try:
-            answer = await ctx.session.send_request(
-                elicitation_request(pending), types.ElicitResult,
-                metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
-        except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return refusal(pending)  # the client refused the request or went away: nobody answered
-        return resume_value(pending, answer)
+        with anyio.move_on_after(self.answer_within):  # cancelling the request tells the caller
+            try:
+                answer = await ctx.session.send_request(
+                    elicitation_request(pending), types.ElicitResult,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+            except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return refusal(pending)  # the client refused the request or went away: nobody answered
+            return resume_value(pending, answer)
+        return refusal(pending, f"the caller did not answer within {self.answer_within:g} s")
