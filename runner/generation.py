@@ -148,6 +148,11 @@ def live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def _prompt_filters(manifest: Manifest) -> dict[str, Any]:
+    """Which of each server's prompts the agent offers as prompt commands."""
+    return {key: spec.prompts for key, spec in manifest.servers.items()}
+
+
 def rebuilt_parts(
     previous: Generation | None, checked: CheckedAgent, changed_files: set[Path], *, with_model: bool
 ) -> list[str]:
@@ -158,11 +163,12 @@ def rebuilt_parts(
         return ["prompts", *(["model"] if with_model else []), "agent", "tools"]
     before = previous.loaded.manifest
     parts = []
-    if before.prompts != after.prompts or changed & (checked.templates | previous.checked.templates):
+    if (before.prompts != after.prompts or _prompt_filters(before) != _prompt_filters(after)
+            or changed & (checked.templates | previous.checked.templates)):
         parts.append("prompts")
     if with_model and before.model != after.model:
         parts.append("model")
-    if before.agent != after.agent:
+    if before.agent != after.agent or before.description != after.description:  # the system prompt's
         parts.append("agent")
     if (live_settings(before) != live_settings(after) or before.local_tools != after.local_tools
             or changed & (checked.modules | previous.checked.modules)):

@@ -5,7 +5,8 @@ are read from providers at every model call and every tool execution, so a tool-
 at the next step of a running turn, and a checkpointed thread survives recompiling the graph with
 another tool set. Tool calls of one model turn run concurrently, one LangGraph task each. Calls that
 need approval interrupt the graph first, one at a time, before any call of that step runs, so
-re-running the approval node on resume repeats no side effect.
+re-running the approval node on resume repeats no side effect. A call whose arguments do not fit
+its tool's input schema is not asked: the tool node answers the model with the problems.
 
     START -> model -> (a call needs approval?) -> approve -> tool (one task per call) -> model
                    -> (tool calls, none needing approval) -> tool (one task per call) -> model
@@ -60,6 +61,9 @@ ToolsProvider = Callable[[], Sequence[BaseTool]]
 DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
 ApprovalPredicate = Callable[[str], bool]
+# Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
+# that does not is not put to the user; the tool node answers the model with the problems.
+ArgumentsCheck = Callable[[str, dict[str, Any]], bool]
 
 MAX_STEPS_REASON = "max_steps"
 NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
@@ -200,6 +204,7 @@ def build_graph(
     system_prompt_provider: SystemPromptProvider,
     max_steps: int,
     needs_approval: ApprovalPredicate = lambda name: False,
+    arguments_fit: ArgumentsCheck = lambda name, arguments: True,
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
@@ -211,6 +216,10 @@ def build_graph(
     found tools, or everything below its threshold); ``search_tools`` calls run in the ``search``
     node, which remembers the tools found in the thread's ``found_tools``."""
     chain = as_model_chain(model)
+
+    def asks(call: dict[str, Any]) -> bool:
+        # Invalid arguments would be refused once approved: the model fixes them first.
+        return needs_approval(call["name"]) and arguments_fit(call["name"], call["args"])
 
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
@@ -240,7 +249,7 @@ def build_graph(
         messages: list[BaseMessage] = []
         edited = False
         for call in calls:
-            if call["name"] not in available or not needs_approval(call["name"]):
+            if call["name"] not in available or not asks(call):
                 continue
             decision = _ask_approval(call)
             if isinstance(decision, Deny):
@@ -299,7 +308,7 @@ def build_graph(
         last = state["messages"][-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return END
-        if any(needs_approval(call["name"]) for call in last.tool_calls):
+        if any(asks(call) for call in last.tool_calls):
             return "approve"
         return await dispatch_calls(state)  # nothing to ask: the calls run at the next superstep
 

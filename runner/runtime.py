@@ -222,6 +222,7 @@ class Runtime:
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
+                arguments_fit=lambda name, arguments: not self.catalog.argument_problems(name, arguments),
                 checkpointer=self.checkpointer,
                 tool_search=generation.tool_search,
                 direct_call=lambda call: self.catalog.run_tool_call(call),

@@ -63,6 +63,11 @@ def test_call_in_the_chat_calls_the_tool_directly_and_asks_first_when_it_needs_a
         session.expect("→ notes__calculate")
         session.expect("42")
         session.expect("> ")
+        session.sendline('/call notes__delete_note {"id": "ghost"}')  # not asked: it would be refused
+        session.expect("invalid arguments for notes__delete_note")
+        session.expect("'title' is a required property")
+        session.expect("> ")
+        assert "approve?" not in session.before
         session.sendline('/call notes__delete_note {"title": "ghost"}')
         session.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
         session.sendline("n")

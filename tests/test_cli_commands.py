@@ -107,6 +107,25 @@ def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer:
         assert "denied demo__echo: by you" in call.before and "--yes" not in call.before
 
 
+def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_approval(agent: Path) -> None:
+    call = pexpect.spawn(str(MCP_RUN), ["call", "agent.yaml", "demo__echo", '{"txt": "hi"}'],
+                         cwd=str(agent), encoding="utf-8", timeout=60)
+    try:
+        asked = call.expect([r"approve\? \[y/N\]: ", pexpect.EOF]) == 0
+    finally:
+        call.close(force=True)
+    assert not asked and call.exitstatus == 2
+    assert "approve?" not in call.before and "wants to run" not in call.before
+    assert "invalid arguments for demo__echo" in call.before
+    assert "- (arguments): 'text' is a required property" in call.before
+    assert "call the tool again" not in call.before  # said to the model, not to a person
+    unapproved = mcp_run("call", "agent.yaml", "demo__add", '{"a": "one"}', cwd=agent)
+    assert unapproved.returncode == 2 and unapproved.stdout == ""
+    assert "- a: 'one' is not of type 'integer'" in unapproved.stderr
+    assert "- (arguments): 'b' is a required property" in unapproved.stderr
+    assert "call the tool again" not in unapproved.stderr
+
+
 def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> None:
     result = mcp_run("call", "agent.yaml", "demo__env", '{"name": "PATH"}', cwd=agent)
     assert result.returncode == 0, result.stderr

@@ -254,3 +254,15 @@ async def test_a_changed_agent_name_is_named_in_the_reload_summary(folder: Path)
         report = await reload_runtime(runtime)
         assert "renamed the agent to renamed-agent" in report.summary()
         assert "nothing changed" not in report.summary()
+
+
+async def test_the_reload_summary_names_what_an_edit_changed(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        write_manifest(folder, {"a": demo()}, description="now with a description")
+        described = await reload_runtime(runtime)
+        write_manifest(folder, {"a": demo(prompts={"only": ["greet"]})}, description="now with a description")
+        filtered = await reload_runtime(runtime)
+    assert described.rebuilt == ["agent"]  # the system prompt says it
+    assert described.summary().endswith(": rebuilt agent")
+    assert "prompts" in filtered.rebuilt  # the server's prompts offered as commands changed

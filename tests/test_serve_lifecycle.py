@@ -22,6 +22,7 @@ from builders import ROOT
 from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from servers import gates as gates_server
 from serving import SERVE, ServedProcess, call_message, http_agent, http_client, text_of, write_served_agent
+from test_serve_announcements import get_stream_opened
 
 LIMIT = 90
 TOKEN = "s3cret-t0ken-for-tests"
@@ -329,3 +330,35 @@ def test_a_second_ctrl_c_while_serve_stops_ends_it_quietly_with_130_and_no_serve
     assert stderr == ["stopped by SIGINT"]  # no traceback, no KeyboardInterrupt
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
+
+
+async def test_stopping_serve_while_a_2025_caller_holds_its_event_stream_open_is_quick_and_quiet(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest) as served, get_stream_opened() as opened:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url, mode="legacy") as client:
+                await client.list_tools()
+                await anyio.to_thread.run_sync(opened.wait, LIMIT)
+                started = anyio.current_time()
+                served.process.send_signal(signal.SIGINT)
+                code = await anyio.to_thread.run_sync(served.process.wait, LIMIT)
+                stopped_in = anyio.current_time() - started
+        stderr = _rest_of(served)
+    assert code == 130
+    assert stderr == ["stopped by SIGINT"]  # no "Exception in ASGI application", no traceback
+    assert stopped_in < 2.0  # not the graceful-shutdown timeout spent waiting for the stream
+
+
+async def test_a_stateless_serve_refuses_a_get_with_405_instead_of_holding_it_open(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest, "--stateless") as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(10.0)) as http:  # held open: a ReadTimeout
+            response = await http.get(served.url, headers={"Accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"

@@ -168,6 +168,29 @@ async def test_a_per_tool_timeout_overrides_the_server_timeout(demo_urls, tmp_pa
         assert slept.content[0].text == "slept 0.01"
 
 
+async def test_a_call_that_timed_out_after_reporting_progress_names_max_timeout_in_its_hint(
+    demo_urls, tmp_path: Path
+) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        pass
+
+    tools = {"timeouts": {"hang": 1, "sleep": 1}}  # `hang` reports progress, then never answers
+    async with demo_connection(demo_urls, tmp_path, tools=tools) as connection:
+        with anyio.fail_after(15):
+            with pytest.raises(ServerTimeoutError) as progressed:
+                await connection.call_tool("hang", {}, progress=on_progress)
+            with pytest.raises(ServerTimeoutError) as silent:
+                await connection.call_tool("sleep", {"seconds": 30}, progress=on_progress)
+    assert progressed.value.timeout == 1 and silent.value.timeout == 1
+    assert str(progressed.value).endswith(
+        "tools/call 'hang' timed out after 1s (set servers.demo.tools.timeouts.hang or "
+        "servers.demo.timeout to allow longer, or servers.demo.max_timeout: a call that reports "
+        "progress then keeps going up to that total)")
+    assert str(silent.value).endswith(
+        "tools/call 'sleep' timed out after 1s (set servers.demo.tools.timeouts.sleep or "
+        "servers.demo.timeout to allow longer)")
+
+
 @ERAS
 async def test_protocol_errors_carry_their_json_rpc_code(demo_urls, tmp_path: Path, legacy: bool) -> None:
     async with demo_connection(demo_urls, tmp_path, legacy=legacy) as connection:

@@ -291,7 +291,7 @@ def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path
     ok = mcp_run("call", "agent.yaml", "demo__add", '{"a": 2, "b": 40}', cwd=tmp_path)
     assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
     bad = mcp_run("call", "agent.yaml", "demo__add", '{"a": "x"}', cwd=tmp_path)
-    assert bad.returncode == 1 and "required property" in bad.stderr
+    assert bad.returncode == 2 and "required property" in bad.stderr  # invalid input, refused before the call
     domain = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "nope"}', cwd=tmp_path)
     assert domain.returncode == 1 and "nope" in domain.stderr and "Traceback" not in domain.stderr
 

@@ -18,6 +18,7 @@ from runner.errors import CaseSaveError, ManifestError, ToolError
 from runner.evals.saving import save_case
 from runner.manifest import CHAT_COMMANDS
 from runner.reload import reload_runtime
+from runner.tools.arguments import problem_lines
 from runner.tools.suggest import unknown_tool_line
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
@@ -114,6 +115,10 @@ async def _call(session: ChatSession, line: str) -> None:
         return
     if not isinstance(args, dict):
         session.error("the arguments of /call must be a JSON object")
+        return
+    if problems := catalog.argument_problems(name, args):  # refused before anyone is asked
+        session.error(f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n"
+                      + problem_lines(problems))
         return
     session.direct_calls += 1
     call_id = f"direct_{session.direct_calls}"

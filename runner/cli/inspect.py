@@ -25,6 +25,7 @@ from runner.loading import load_manifest
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
+from runner.tools.arguments import problem_lines
 from runner.tools.suggest import unknown_tool_line
 
 
@@ -99,6 +100,7 @@ def tools(file: str, as_json: bool) -> None:
 def call(file: str, name: str, arguments: str, yes: bool) -> None:
     """Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.
 
+    Arguments that do not fit the tool's input schema exit 2 before anything is asked or called.
     A tool under tools.approve asks first on a terminal, and is denied otherwise unless --yes.
     """
     try:
@@ -121,6 +123,9 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 raise SystemExit(EXIT_FAILURE)
             if name not in catalog.entries:
                 return unknown_tool_line(name, catalog.entries)
+            if problems := catalog.argument_problems(name, parsed):  # refused before anyone is asked
+                return f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n" \
+                       + problem_lines(problems)
             answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"

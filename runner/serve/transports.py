@@ -148,6 +148,61 @@ def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
     return guarded
 
 
+def refuse_get(app: ASGIApp) -> ASGIApp:
+    """``app`` answering GET with 405: without sessions there is no stream to offer a caller, and
+    the SDK would hold the GET open with nothing ever to send (which also holds up a stop)."""
+    refusal = JSONResponse({"error": "method_not_allowed",
+                            "error_description": "served without sessions: send requests with POST"},
+                           status_code=405, headers={"Allow": "POST"})
+
+    async def posts_only(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await refusal(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return posts_only
+
+
+class OpenRequests:
+    """``app``, counting its HTTP requests in flight other than GETs (a session's event stream,
+    which never ends on its own): a stop waits for those to be answered before ending sessions."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.count = 0
+        self._none = anyio.Event()
+        self._none.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            return
+        if self.count == 0:
+            self._none = anyio.Event()
+        self.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._none.set()
+
+    async def answered(self) -> None:
+        """Until no request but GETs is in flight."""
+        await self._none.wait()
+
+
+async def end_sessions(server: Server[Any]) -> None:
+    """End every open streamable-HTTP session, so the GET streams 2025-11-25 callers hold open end
+    now rather than be cut, mid-response, once uvicorn's graceful shutdown runs out (a caller that
+    comes back with its session id is told the session is gone). The SDK has no public way to list
+    its sessions: its session manager's private ``_server_instances`` is read here, and only here;
+    each session ends through its transport's public ``terminate``."""
+    for transport in list(server.session_manager._server_instances.values()):
+        await transport.terminate()
+
+
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its own signal handling: the command's signal handling stops it."""
 
@@ -199,6 +254,9 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                               stateless_http=stateless)
+    if stateless:
+        app = refuse_get(app)
+    app = open_requests = OpenRequests(app)
     if token:
         app = require_bearer(app, token)
     # uvicorn's own colour test looks at stdout; its log lines go to stderr.
@@ -226,6 +284,12 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
                     if on_stop is not None:
                         with anyio.move_on_after(GRACEFUL_SHUTDOWN):
                             await on_stop()
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                        # Every answer (a stopped turn's) out first: ending a session drops what
+                        # its responses have not sent yet.
+                        await open_requests.answered()
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                        await end_sessions(server)
                     web.should_exit = True
                     with anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
                         await finished.wait()

@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner import telemetry
-from runner.errors import ServerClosedError, ServerError, ServerRequestError
+from runner.errors import ServerClosedError, ServerError, ServerRequestError, ServerTimeoutError
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import calls, tasks
 from runner.servers.catalogue import (
@@ -54,6 +54,16 @@ URL_ROUNDS = 3  # a call answered "visit this URL first" is made again at most t
 BACKSTOP_GRACE = 1.0  # the SDK times requests out itself; this only catches a wedged transport write
 
 _Result = TypeVar("_Result")
+
+
+def _noting(report_on: ProgressFnT, heard: list[bool]) -> ProgressFnT:
+    """``report_on``, noting in ``heard`` that some progress came."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(True)
+        await report_on(progress, total, message)
+
+    return report
 
 
 class ServerConnection:
@@ -167,16 +177,26 @@ class ServerConnection:
         if self._as_task(name):
             return await self._call_as_task(name, arguments, limit, ask, events, setting)
         if total is None or total <= limit:
-            with self.requests.asking(ask, events):
-                return await self._request(
-                    f"tools/call {name!r}",
-                    limit,
-                    lambda client, remaining: calls.call_tool(
-                        client, name, arguments, read_timeout_seconds=remaining, progress_callback=progress,
-                        meta=telemetry.trace_meta(),
-                    ),
-                    setting=setting,
-                )
+            heard: list[bool] = []  # progress came: max_timeout would have let it keep the call alive
+            reporter = progress if progress is None or total is not None else _noting(progress, heard)
+            try:
+                with self.requests.asking(ask, events):
+                    return await self._request(
+                        f"tools/call {name!r}",
+                        limit,
+                        lambda client, remaining: calls.call_tool(
+                            client, name, arguments, read_timeout_seconds=remaining,
+                            progress_callback=reporter,
+                            meta=telemetry.trace_meta(),
+                        ),
+                        setting=setting,
+                    )
+            except ServerTimeoutError as exc:
+                if not heard:
+                    raise
+                raise timed_out(Boundary(self.key, f"tools/call {name!r}", limit), (
+                    f" (set {setting} to allow longer, or servers.{self.key}.max_timeout: a call that "
+                    "reports progress then keeps going up to that total)")) from exc
         idle = anyio.CancelScope(deadline=anyio.current_time() + limit)
 
         async def on_progress(done: float, of: float | None, message: str | None) -> None:

@@ -42,6 +42,7 @@ _EXPORTS = {
     "normalise_schema": "runner.tools.schemas",
     "openai_schema": "runner.tools.providers",
     "openai_strict_schema": "runner.tools.providers",
+    "problem_lines": "runner.tools.arguments",
     "provider_for_model": "runner.tools.providers",
     "schema_for_provider": "runner.tools.providers",
     "select_names": "runner.tools.filters",

@@ -333,11 +333,16 @@ def validate_arguments(schema: Any, arguments: Any) -> list[str]:
     return _default_validator.problems(schema, arguments)
 
 
+def problem_lines(problems: list[str]) -> str:
+    """Every problem on a line of its own (for a person: `mcp-run call`)."""
+    return "\n".join(f"- {problem}" for problem in problems)
+
+
 def format_problems(problems: list[str]) -> str:
-    """One text listing every problem, for a ``ToolMessage(status="error")``."""
-    lines = "\n".join(f"- {problem}" for problem in problems)
+    """One text listing every problem, for a ``ToolMessage(status="error")``: the model is told
+    to fix them all."""
     return (
-        f"The arguments do not match the tool's input schema:\n{lines}\n"
+        f"The arguments do not match the tool's input schema:\n{problem_lines(problems)}\n"
         "Fix all of them and call the tool again."
     )
 

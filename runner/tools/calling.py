@@ -123,6 +123,16 @@ class ToolCalls:
             return await self.call(name, arguments)
         return await self.call_hook(name, arguments, self.call)
 
+    def argument_problems(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        """Why ``call`` would refuse ``arguments`` for tool ``name`` without calling it, each as
+        ``path: message`` (:func:`problem_lines` words them for a person); empty when they fit
+        the tool's input schema, or when it has none to check against (not a server's tool)."""
+        entry = self.entries.get(name)
+        if entry is None or entry.origin.server is None or entry.definition is None:
+            return []
+        schema = entry.definition.input_schema
+        return validate_arguments(schema, fill_defaults(schema, arguments))
+
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         entry = self.entries.get(name)
@@ -137,8 +147,7 @@ class ToolCalls:
             return await self._resource_call(server, original, arguments)
         assert entry.definition is not None
         arguments = fill_defaults(entry.definition.input_schema, arguments)
-        problems = validate_arguments(entry.definition.input_schema, arguments)
-        if problems:
+        if problems := validate_arguments(entry.definition.input_schema, arguments):
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         sink = self.progress_sink()
         progress = _progress_reporter(sink, name, server)
