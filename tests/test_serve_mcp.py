@@ -78,6 +78,21 @@ async def test_a_client_over_http_receives_the_turns_tool_calls_and_tokens_as_pr
     assert "".join(progress.messages[2:]) == "gates__note returned: noted hi"  # the answer's tokens
 
 
+async def test_a_tools_progress_reaches_the_caller_in_the_words_the_chat_shows(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    manifest = write_served_agent(tmp_path, url, demo=True)
+    with anyio.fail_after(LIMIT):
+        async with stdio_agent(manifest) as client:
+            progress = Progress()
+            result = await client.call_tool("ask", {"message": call_message("demo__progress", steps=2)},
+                                            progress_callback=progress)
+    assert text_of(result) == "demo__progress returned: done 2"
+    assert [message for message in progress.messages if message.startswith("demo__progress:")] == [
+        "demo__progress: 1/2 (50%) step 1", "demo__progress: 2/2 (100%) step 2"]
+
+
 async def test_the_agents_prompt_commands_are_offered_as_prompts(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:

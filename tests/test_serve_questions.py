@@ -107,3 +107,25 @@ async def test_a_servers_question_inside_the_agent_is_forwarded_to_the_caller(
     [question] = asked
     assert question.message == "[gates] Which colour?"
     assert log.log == ["answer accept {'colour': 'teal'}"]
+
+
+async def test_a_question_the_caller_leaves_unanswered_is_refused_after_answer_within(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, approve=["note"])
+    asked: list[types.ElicitRequestParams] = []
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(LIMIT):
+        async with stdio_agent(manifest, "--answer-within", "500ms", mode="legacy",
+                               elicitation_callback=never) as client:
+            result = await client.call_tool("ask", {"message": call_message("gates__note", text="late")})
+    assert len(asked) == 1
+    assert "gates__note failed" in text_of(result)
+    assert "the caller did not answer within 0.5 s" in text_of(result)
+    assert log.log == []

@@ -16,7 +16,9 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.manifest.basics import parse_duration
 from runner.serve import (
+    DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
     DEFAULT_MAX_TURNS,
     ServeOptions,
@@ -58,9 +60,13 @@ def _show(event: dict[str, Any]) -> None:
 @click.option("--stateless", is_flag=True,
               help="HTTP without sessions (behind a load balancer); callers on 2025-11-25 then get no "
                    "questions forwarded and hear of no list changes.")
+@click.option("--answer-within", metavar="DURATION", default=f"{DEFAULT_ANSWER_WITHIN / 60:g}m",
+              show_default=True,
+              help="How long a caller has to answer a question asked during its call (an approval, a "
+                   "server's form); unanswered, approvals are denied and questions declined.")
 @reports_errors
 def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
-          max_turns: int, max_queued: int, stateless: bool) -> None:
+          max_turns: int, max_queued: int, stateless: bool, answer_within: str) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
     token = None
     if token_env is not None:
@@ -78,8 +84,13 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
             check_binding(http, allow_remote=allow_remote, token=token)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--http") from exc
+    try:
+        answer_seconds = parse_duration(answer_within)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--answer-within") from exc
     options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
-                           watch=watch, max_turns=max_turns, max_queued=max_queued)
+                           watch=watch, max_turns=max_turns, max_queued=max_queued,
+                           answer_within=answer_seconds)
     sys.exit(anyio.run(_until_signalled, file, options))
 
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from runner.runtime import Runtime
+from runner.turns import progress_summary, progress_text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_STEP = 0.1  # seconds a spinner frame is shown
@@ -71,13 +72,6 @@ class ChatStatus:
         return f"{text} ({', '.join(others)})" if others else text
 
 
-def progress_text(event: dict[str, Any]) -> str:
-    """``2/4 (50%) message`` for a progress event."""
-    done, total = event["progress"], event.get("total")
-    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
-    return f"{amount} {event['message']}" if event.get("message") else amount
-
-
 def progress_line(event: dict[str, Any]) -> str:
     """``… tool: 2/4 (50%) message`` for a progress event."""
-    return f"… {event['tool']}: {progress_text(event)}"
+    return f"… {progress_summary(event)}"

@@ -7,6 +7,10 @@ sent a progress token). A question of the agent (an approval, a server's elicita
 approval) is put to the caller as an elicitation: during the call on 2025-11-25 connections, as
 a result asking for input on 2026-07-28 ones (the caller retries with the answer, and the turn,
 paused in the checkpointer, resumes). A caller without elicitation gets deny / decline at once.
+A call whose HTTP connection closes (the caller exited or was killed) is stopped, its question
+too: its thread is free for the next call at once. A question asked during the call and not
+answered within ``answer_within`` seconds gets the non-interactive rule (a caller that stays
+connected but never answers holds its thread no longer than that).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from runner import telemetry
 from runner.errors import AskError, RunnerError
@@ -46,12 +51,14 @@ from runner.serve.questions import (
     refusal,
     resume_value,
 )
-from runner.turns import stream_turn
+from runner.turns import progress_summary, stream_turn
 
 ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
 PREVIEW_CHARS = 200
 QUESTION_EVENTS = ("approval", "elicitation", "sampling")
+CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
+DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
 STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
 
 ASK_INPUT_SCHEMA: dict[str, Any] = {
@@ -144,9 +151,23 @@ class _Progress:
             text = event["text"]
             text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
-        elif kind == "progress":
-            detail = event.get("message") or f"{event.get('progress')}/{event.get('total') or '?'}"
-            await self.note(f"{event.get('tool')}: {detail}")
+        elif kind == "progress":  # in the chat's words; its numbers are the tool's, not this call's
+            await self.note(progress_summary(event))
+
+
+async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:
+    """Cancel ``call`` once the HTTP request that carries it is disconnected.
+
+    The SDK's session learns of a dead caller only when a write to it fails, and a call waiting
+    for the caller's answer writes nothing: without this its turn (and so its thread) would wait
+    for ever. The streamable HTTP transport of 2026-07-28 does the same for its own calls. Over
+    stdio there is no request: the end of stdin ends the session, and its calls with it."""
+    if not isinstance(ctx.request, Request):
+        return
+    receive = ctx.request.receive  # the body is read: what comes next is the disconnect
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    call.cancel()
 
 
 def _state_token(thread: str, key: str) -> str:
@@ -165,9 +186,11 @@ def _read_state_token(token: str | None) -> tuple[str, str]:
 class AskHandler:
     """Runs ``ask`` calls over one runtime, through one scheduler."""
 
-    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False) -> None:
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False,
+                 answer_within: float = DEFAULT_ANSWER_WITHIN) -> None:
         self.runtime = runtime
         self.scheduler = scheduler
+        self.answer_within = answer_within
         self.stateless = stateless  # no session: a question cannot be sent during the call
         self._calls: set[anyio.CancelScope] = set()  # the calls running now
         self._stopping = False
@@ -189,13 +212,20 @@ class AskHandler:
         with anyio.CancelScope() as call:
             self._calls.add(call)
             try:
-                return await self._answer(ctx, params)
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(_cancel_when_gone, ctx, call)
+                    try:
+                        return await self._answer(ctx, params)
+                    finally:
+                        watching.cancel_scope.cancel()
             finally:
                 self._calls.discard(call)
                 if not self._calls:
                     self._no_calls.set()
                     self._no_calls = anyio.Event()
-        return error_result(STOPPING)  # only reached when stop() cancelled the call
+        # Only reached when the call was cancelled: by stop(), or because its caller is gone (and
+        # then nobody hears this).
+        return error_result(STOPPING if self._stopping else CALLER_GONE)
 
     async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                       ) -> types.CallToolResult | types.InputRequiredResult:
@@ -273,10 +303,12 @@ class AskHandler:
 
     async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: dict[str, Any]) -> dict[str, Any]:
         """The caller's answer, asked during the call (2025-11-25): the thread's turn waits for it."""
-        try:
-            answer = await ctx.session.send_request(
-                elicitation_request(pending), types.ElicitResult,
-                metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
-        except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return refusal(pending)  # the client refused the request or went away: nobody answered
-        return resume_value(pending, answer)
+        with anyio.move_on_after(self.answer_within):  # cancelling the request tells the caller
+            try:
+                answer = await ctx.session.send_request(
+                    elicitation_request(pending), types.ElicitResult,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+            except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return refusal(pending)  # the client refused the request or went away: nobody answered
+            return resume_value(pending, answer)
+        return refusal(pending, f"the caller did not answer within {self.answer_within:g} s")

@@ -27,7 +27,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from runner.errors import PromptError, RunnerError, ServeError
 from runner.runtime import Runtime
-from runner.serve.ask import ASK_INPUT_SCHEMA, ASK_TOOL, AskHandler, ask_tool, error_result
+from runner.serve.ask import ASK_INPUT_SCHEMA, ASK_TOOL, DEFAULT_ANSWER_WITHIN, AskHandler, ask_tool, error_result
 from runner.serve.conversations import (
     TurnScheduler,
     conversation_store,
@@ -53,10 +53,10 @@ class AgentService:
     """One agent served to every caller: ``service.server`` is handed to a transport."""
 
     def __init__(self, runtime: Runtime, scheduler: TurnScheduler | None = None, *,
-                 stateless: bool = False) -> None:
+                 stateless: bool = False, answer_within: float = DEFAULT_ANSWER_WITHIN) -> None:
         self.runtime = runtime
         self.scheduler = scheduler or TurnScheduler()
-        self.ask = AskHandler(runtime, self.scheduler, stateless=stateless)
+        self.ask = AskHandler(runtime, self.scheduler, stateless=stateless, answer_within=answer_within)
         self._changes = InMemorySubscriptionBus()  # to the 2026-07-28 callers' listen streams
         self._listening = ListenHandler(self._changes)
         self.sessions = LegacySessions()  # the 2025-11-25 callers' sessions
