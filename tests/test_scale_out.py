@@ -83,7 +83,7 @@ async def _converse(balancer: LoadBalancer, instances: dict[str, ServedProcess])
         async with anyio.create_task_group() as group:
             group.start_soon(lambda: client.call_tool(
                 "ask", {"message": "instance__wait", "thread": thread}, progress_callback=progress))
-            waiting = await progress.seen("instance__wait: waiting in ")
+            waiting = await progress.seen("instance__wait: 0 waiting in ")  # as the chat words it
             victim = serving_instance(instances, int(waiting.rsplit(" ", 1)[1]))
             children = psutil.Process(instances[victim].process.pid).children(recursive=True)
             instances[victim].process.kill()

@@ -25,9 +25,16 @@ def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
 
 def served_process(manifest: Path) -> psutil.Process:
     """The `mcp-run serve MANIFEST` process this test's client started."""
-    [process] = [child for child in psutil.Process().children(recursive=True)
-                 if "serve" in child.cmdline() and str(manifest) in child.cmdline()]
+    [process] = [child for child in psutil.Process().children(recursive=True) if _serves(child, manifest)]
     return process
+
+
+def _serves(process: psutil.Process, manifest: Path) -> bool:
+    try:
+        command = process.cmdline()
+    except psutil.Error:  # another test's child, gone or not yet reaped
+        return False
+    return "serve" in command and str(manifest) in command
 
 
 async def test_ctrl_c_over_stdio_answers_the_running_turn_that_the_agent_is_stopping(

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from runner.runtime import Runtime
-from runner.turns import progress_summary, progress_text
+from runner.tools.calling import progress_summary, progress_text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_STEP = 0.1  # seconds a spinner frame is shown

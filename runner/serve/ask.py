@@ -51,7 +51,8 @@ from runner.serve.questions import (
     refusal,
     resume_value,
 )
-from runner.turns import progress_summary, stream_turn
+from runner.tools.calling import progress_summary
+from runner.turns import stream_turn
 
 ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)

@@ -255,6 +255,18 @@ def _import_tool_message() -> type[ToolMessage]:
     return ToolMessage
 
 
+def progress_text(event: dict[str, Any]) -> str:
+    """``2/4 (50%) message`` for a ``progress`` event (``2 message`` without a total)."""
+    done, total = event["progress"], event.get("total")
+    amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
+    return f"{amount} {event['message']}" if event.get("message") else amount
+
+
+def progress_summary(event: dict[str, Any]) -> str:
+    """``tool: 2/4 (50%) message`` for a ``progress`` event: what the chat and ``serve`` say of it."""
+    return f"{event['tool']}: {progress_text(event)}"
+
+
 def _progress_reporter(
     sink: Callable[[dict[str, Any]], None] | None, name: str, server: str
 ) -> ProgressFnT | None:
