@@ -13,12 +13,18 @@ import uuid
 from runner.cli.chat_session import ChatSession, chat_command
 from runner.cli.completion import resolve_thread
 from runner.cli.media import media_blocks
-from runner.cli.rows import offered_tools, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import (
+    offered_tools,
+    output_limit,
+    output_text,
+    prompt_rows,
+    refused_arguments,
+    tool_rows,
+)
 from runner.errors import CaseSaveError, ManifestError, ToolError
 from runner.evals.saving import save_case
 from runner.manifest import CHAT_COMMANDS
 from runner.reload import reload_runtime
-from runner.tools.arguments import problem_lines
 from runner.tools.suggest import unknown_tool_line
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
@@ -117,8 +123,7 @@ async def _call(session: ChatSession, line: str) -> None:
         session.error("the arguments of /call must be a JSON object")
         return
     if problems := catalog.argument_problems(name, args):  # refused before anyone is asked
-        session.error(f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n"
-                      + problem_lines(problems))
+        session.error(refused_arguments(name, problems))
         return
     session.direct_calls += 1
     call_id = f"direct_{session.direct_calls}"

@@ -18,14 +18,21 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
-from runner.cli.rows import first_line, offered_at_start, output_limit, output_text, prompt_rows, tool_rows
+from runner.cli.rows import (
+    first_line,
+    offered_at_start,
+    output_limit,
+    output_text,
+    prompt_rows,
+    refused_arguments,
+    tool_rows,
+)
 from runner.cli.status import progress_line
 from runner.errors import PromptError, ToolError
 from runner.loading import load_manifest
 from runner.manifest import did_you_mean
 from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
-from runner.tools.arguments import problem_lines
 from runner.tools.suggest import unknown_tool_line
 
 
@@ -124,8 +131,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if name not in catalog.entries:
                 return unknown_tool_line(name, catalog.entries)
             if problems := catalog.argument_problems(name, parsed):  # refused before anyone is asked
-                return f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n" \
-                       + problem_lines(problems)
+                return refused_arguments(name, problems)
             answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runner.runtime import Runtime
+from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
 from runner.tools.providers import schema_for_provider
 
@@ -95,3 +96,9 @@ def output_text(output: ToolOutput, limit: int) -> tuple[str, str | None]:
     if output.artifact is not None:
         structured = guard_text(json.dumps(output.artifact, indent=2, default=str), limit)
     return guard_text(text, limit), structured
+
+
+def refused_arguments(name: str, problems: list[str]) -> str:
+    """Why ``mcp-run call`` and the chat's ``/call`` refuse arguments for ``name``, for a person."""
+    return (f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n"
+            + problem_lines(problems))

@@ -33,15 +33,7 @@ from runner.serve.conversations import (
     TurnScheduler,
 )
 from runner.serve.service import AgentService
-from runner.serve.transports import (
-    GRACEFUL_SHUTDOWN,
-    Address,
-    bind,
-    check_binding,
-    parse_address,
-    serve_http,
-    serve_stdio,
-)
+from runner.serve.transports import Address, bind, check_binding, parse_address, serve_http, serve_stdio
 
 __all__ = [
     "ASK_TOOL",
@@ -108,7 +100,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await watching.wait()  # edits from here on are seen
                 if sock is None:
                     on_event({"type": "ready", "name": runtime.manifest.name, "transport": "stdio"})
-                    await _serve_stdio_until_stopped(service, hurry)
+                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry)
                 else:
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      on_ready=lambda url: on_event({"type": "listening", "url": url,
@@ -118,44 +110,6 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
     finally:
         if sock is not None:
             sock.close()
-
-
-async def _serve_stdio_until_stopped(service: AgentService, hurry: anyio.Event | None) -> None:
-    """Serve over stdio until the client closes stdin, or until cancelled. Cancelled, the running
-    turns are first answered that the agent is stopping (as over HTTP), for up to GRACEFUL_SHUTDOWN
-    seconds or until ``hurry`` is set, while the wire still carries their answers."""
-    wire = anyio.CancelScope(shield=True)  # ended here, once the running turns are answered
-    ended = anyio.Event()
-
-    async def run() -> None:
-        try:
-            with wire:
-                await serve_stdio(service.server)
-        finally:
-            ended.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        try:
-            await ended.wait()
-        finally:
-            with anyio.CancelScope(shield=True):
-                if not ended.is_set():
-                    with anyio.move_on_after(GRACEFUL_SHUTDOWN) as stopping:
-                        async with anyio.create_task_group() as answering:
-                            answering.start_soon(_cancel_when_set, hurry, stopping)
-                            await service.stop()
-                            # The SDK writes each answer once its call has returned: every
-                            # other task blocked means each one has reached the wire's writer.
-                            await anyio.wait_all_tasks_blocked()
-                            answering.cancel_scope.cancel()
-                wire.cancel()
-
-
-async def _cancel_when_set(event: anyio.Event | None, scope: anyio.CancelScope) -> None:
-    if event is not None:
-        await event.wait()
-        scope.cancel()
 
 
 def _reloaded(service: AgentService, on_event: Events, event: dict[str, Any]) -> None:

@@ -119,11 +119,38 @@ def _deliver(send: Any, line: str) -> None:
         return  # the server stopped reading: the line has no one to go to
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve over stdin/stdout until stdin closes (or the block is cancelled)."""
-    with _claimed_stdin() as wire:
-        async with stdio_server(stdin=_stdin_lines(wire)) as (read_stream, write_stream):  # type: ignore[arg-type]
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[None]] | None = None,
+                      hurry: anyio.Event | None = None) -> None:
+    """Serve over stdin/stdout until stdin closes, or until cancelled.
+
+    Cancelled, ``on_stop`` is awaited first (as :func:`serve_http` does), for up to
+    GRACEFUL_SHUTDOWN seconds or until ``hurry`` is set, while the wire still carries the answers
+    it gives the running calls; then the wire closes."""
+    wire = anyio.CancelScope(shield=True)  # ended here, once the running calls are answered
+    ended = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with wire, _claimed_stdin() as fd:
+                async with stdio_server(stdin=_stdin_lines(fd)) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        try:
+            await ended.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not ended.is_set() and on_stop is not None:
+                    async with _cancelled_when(hurry):
+                        with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                            await on_stop()
+                            # The SDK writes each answer once its call has returned: every other
+                            # task blocked means each one has reached the wire's writer.
+                            await anyio.wait_all_tasks_blocked()
+                wire.cancel()
 
 
 # --------------------------------------------------------------------------- HTTP
