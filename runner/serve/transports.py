@@ -26,12 +26,16 @@ from typing import Any
 
 import anyio
 import uvicorn
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runner.errors import ServeError
+from runner.serve.malformed import refusal, refuse_malformed
 
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -95,8 +99,9 @@ def _claimed_stdin() -> Iterator[int]:
         os.close(saved)
 
 
-async def _stdin_lines(fd: int) -> AsyncIterator[str]:
-    """The lines of ``fd``, read by a daemon thread (closed at end of input)."""
+async def _stdin_lines(fd: int, refusals: MemoryObjectSendStream[JSONRPCError]) -> AsyncIterator[str]:
+    """The lines of ``fd``, read by a daemon thread (closed at end of input). A line that is not one
+    well-formed JSON-RPC message goes to ``refusals`` instead (blank lines go nowhere)."""
     loop = asyncio.get_running_loop()
     send, receive = anyio.create_memory_object_stream[str](math.inf)
 
@@ -107,9 +112,25 @@ async def _stdin_lines(fd: int) -> AsyncIterator[str]:
         loop.call_soon_threadsafe(send.close)
 
     threading.Thread(target=read, name="mcp-run serve stdin", daemon=True).start()
-    async with receive:
+    async with receive, refusals:
         async for line in receive:
+            if not line.strip():
+                continue
+            if (problem := refusal(line)) is not None:
+                refusals.send_nowait(problem)
+                continue
             yield line
+
+
+async def _answer_refusals(refusals: MemoryObjectReceiveStream[JSONRPCError],
+                           write_stream: MemoryObjectSendStream[SessionMessage]) -> None:
+    """Each refusal written to the wire, as the SDK writes its own answers."""
+    async with refusals:
+        async for problem in refusals:
+            try:
+                await write_stream.send(SessionMessage(problem))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the wire closed: no one is left to tell
 
 
 def _deliver(send: Any, line: str) -> None:
@@ -130,10 +151,14 @@ async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[No
     ended = anyio.Event()
 
     async def run() -> None:
+        refusals_in, refusals_out = anyio.create_memory_object_stream[JSONRPCError](math.inf)
         try:
             with wire, _claimed_stdin() as fd:
-                async with stdio_server(stdin=_stdin_lines(fd)) as (read_stream, write_stream):  # type: ignore[arg-type]
-                    await server.run(read_stream, write_stream, server.create_initialization_options())
+                lines = _stdin_lines(fd, refusals_in)
+                async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(_answer_refusals, refusals_out, write_stream)
+                        await server.run(read_stream, write_stream, server.create_initialization_options())
         finally:
             ended.set()
 
@@ -283,6 +308,7 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
                                               stateless_http=stateless)
     if stateless:
         app = refuse_get(app)
+    app = refuse_malformed(app)
     app = open_requests = OpenRequests(app)
     if token:
         app = require_bearer(app, token)

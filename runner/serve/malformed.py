@@ -1,0 +1,152 @@
+"""What the served agent answers to a message that is not one well-formed JSON-RPC message.
+
+The SDK drops such a line on stdio without a word, and over HTTP (2025-11-25) answers with
+pydantic's dump of every union member it tried (a kilobyte, code -32602) after opening a session
+for it. Both transports check each message here first: JSON that does not parse gets ``-32700``
+with the parser's position, anything else ``-32600`` naming the first thing wrong, with the
+message's id when it has a usable one. A well-formed message goes on to the SDK untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from pydantic import ValidationError
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_ERRORS_NAMED = 3
+
+
+def refusal(raw: str | bytes) -> types.JSONRPCError | None:
+    """None when ``raw`` is one well-formed JSON-RPC message; else the error to answer it with."""
+    try:
+        jsonrpc_message_adapter.validate_json(raw, by_name=False)
+        return None
+    except ValidationError:
+        pass  # worded below, from the parsed value: pydantic's words name every union member
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        return _error(None, PARSE_ERROR, f"Parse error: not JSON ({_parser_words(exc)})")
+    return _error(_usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
+
+
+def _parser_words(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg.lower()} at line {exc.lineno} column {exc.colno}"
+    return str(exc)
+
+
+def _error(message_id: Any, code: int, text: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=message_id, error=types.ErrorData(code=code, message=text))
+
+
+def _usable_id(value: Any) -> str | int | None:
+    found = value.get("id") if isinstance(value, dict) else None
+    usable = isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool))
+    return found if usable else None
+
+
+def _what_is_wrong(value: Any) -> str:
+    if isinstance(value, list):
+        return "a batch (JSON array) is not accepted: send one JSON-RPC message at a time"
+    if not isinstance(value, dict):
+        return f"a JSON-RPC message is a JSON object, not {_json_kind(value)}"
+    if value.get("jsonrpc") != "2.0":
+        return '"jsonrpc" must be "2.0"'
+    if "id" in value and _usable_id(value) is None and not ("error" in value and value["id"] is None):
+        return f'"id" must be a string or an integer, not {_json_kind(value["id"])}'
+    if "method" in value:
+        if not isinstance(value["method"], str):
+            return f'"method" must be a string, not {_json_kind(value["method"])}'
+        if "params" in value and not isinstance(value["params"], dict):
+            return f'"params" must be an object, not {_json_kind(value["params"])}'
+    elif "result" not in value and "error" not in value:
+        return 'no "method" (a request or notification), "result" or "error" (a response)'
+    elif "id" not in value:
+        return 'a response needs the "id" of the request it answers'
+    return _pydantic_words(value)
+
+
+def _pydantic_words(value: dict[str, Any]) -> str:
+    """The first errors of the one union member the message's keys point to, each at its place."""
+    model = (types.JSONRPCRequest if "id" in value else types.JSONRPCNotification) if "method" in value \
+        else (types.JSONRPCError if "error" in value else types.JSONRPCResponse)
+    try:
+        model.model_validate(value, by_name=False)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        named = [f"{'.'.join(map(str, error['loc'])) or 'the message'}: {error['msg']}"
+                 for error in errors[:MAX_ERRORS_NAMED]]
+        more = len(errors) - len(named)
+        return "; ".join(named) + (f" (and {more} more)" if more else "")
+    return "not a request, notification or response"  # valid alone, refused by the union (rare)
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def refuse_malformed(app: ASGIApp) -> ASGIApp:
+    """``app`` behind the check: a JSON POST whose body is not one well-formed JSON-RPC message gets
+    400 and the error, before the SDK sees it (so no session is opened for it). Other requests,
+    and bodies that are not JSON by their content type, are the SDK's to answer. The SDK's own body
+    limit goes first, so no more than it would read is held to be checked."""
+
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not _says_json(scope):
+            await app(scope, receive, send)
+            return
+        body, replay = await _buffered(receive)
+        problem = refusal(body)
+        if problem is None:
+            await app(scope, replay, send)
+            return
+        answer = Response(problem.model_dump_json(by_alias=True, exclude_unset=True), status_code=400,
+                          media_type="application/json")
+        await answer(scope, receive, send)
+
+    return RequestBodyLimitMiddleware(checked, DEFAULT_MAX_REQUEST_BODY_SIZE)
+
+
+def _says_json(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """The whole request body, and a ``receive`` that gives it to the app again (then the rest of
+    the connection's events: a disconnect)."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the caller went away mid-body
+            return b"".join(parts), _replaying(message, receive)
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts), _replaying({"type": "http.request", "body": b"".join(parts)}, receive)
+
+
+def _replaying(first: Message, receive: Receive) -> Receive:
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay

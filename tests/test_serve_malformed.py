@@ -1,0 +1,112 @@
+"""A served agent answers a message that is not one well-formed JSON-RPC message with a JSON-RPC
+error saying what is wrong, over stdio (where the SDK stays silent) and over HTTP (where it dumps
+pydantic's errors and opens a session for the request), and goes on serving."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from builders import ROOT, copy_bundled_agent
+from serving import SERVE, http_agent
+
+from runner.serve.malformed import refusal
+
+LIMIT = 60.0
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "1"}}}
+
+
+@pytest.mark.parametrize(("raw", "code", "message_id", "words"), [
+    ("garbage", -32700, None, "Parse error: not JSON (expecting value at line 1 column 1)"),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "x",', -32700, None, "at line 1 column 43"),
+    ('{"jsonrpc": "2.0", "id": 2}', -32600, 2, 'no "method" (a request or notification), "result" or "error"'),
+    ("[1, 2]", -32600, None, "a batch (JSON array) is not accepted"),
+    ('"hello"', -32600, None, "a JSON-RPC message is a JSON object, not a string"),
+    ('{"jsonrpc": "1.0", "id": "a", "method": "x"}', -32600, "a", '"jsonrpc" must be "2.0"'),
+    ('{"jsonrpc": "2.0", "id": [1], "result": {}}', -32600, None, '"id" must be a string or an integer'),
+    ('{"jsonrpc": "2.0", "id": 3, "method": 5}', -32600, 3, '"method" must be a string, not a number'),
+    ('{"jsonrpc": "2.0", "id": 4, "method": "x", "params": [1]}', -32600, 4, '"params" must be an object'),
+    ('{"jsonrpc": "2.0", "result": {}}', -32600, None, 'a response needs the "id" of the request'),
+    ('{"jsonrpc": "2.0", "id": 5, "error": "bad"}', -32600, 5, "error: Input should be a valid dictionary"),
+])
+def test_each_malformed_message_is_refused_with_its_code_id_and_what_is_wrong(
+    raw: str, code: int, message_id: Any, words: str
+) -> None:
+    problem = refusal(raw)
+    assert problem is not None
+    assert (problem.error.code, problem.id) == (code, message_id)
+    assert words in problem.error.message
+    assert "pydantic" not in problem.error.message and len(problem.error.message) < 200
+
+
+@pytest.mark.parametrize("raw", [
+    '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+    '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+    '{"jsonrpc": "2.0", "id": "r1", "result": {}}',
+    '{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "no"}}',
+])
+def test_a_well_formed_message_is_left_to_the_sdk(raw: str) -> None:
+    assert refusal(raw) is None
+
+
+def _lines_of(stream: Any) -> queue.Queue[str]:
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def test_over_stdio_each_malformed_line_is_answered_and_serving_goes_on(tmp_path: Path) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    process = subprocess.Popen([*SERVE, str(manifest)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        answers = _lines_of(process.stdout)
+        assert process.stdin is not None
+        process.stdin.write('garbage\n\n{"jsonrpc": "2.0", "id": 2}\n[1]\n' + json.dumps(INITIALIZE) + "\n")
+        process.stdin.flush()
+        received = [json.loads(answers.get(timeout=LIMIT)) for _ in range(4)]
+        process.stdin.close()
+        assert process.wait(timeout=LIMIT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    outcomes = sorted((str(answer["id"]), answer.get("error", {}).get("code", 0)) for answer in received)
+    # The blank line is not answered; answers need not come in the order of the lines.
+    assert outcomes == [("2", -32600), ("7", 0), ("None", -32700), ("None", -32600)]
+    initialized = next(answer for answer in received if answer["id"] == 7)
+    assert initialized["result"]["serverInfo"]["name"] == "notes-assistant"
+
+
+async def test_over_http_a_malformed_body_gets_400_and_the_error_and_opens_no_session(tmp_path: Path) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    with http_agent(manifest) as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(LIMIT)) as http:
+            unparsed = await http.post(served.url, content=b"{not json", headers=HEADERS)
+            shapeless = await http.post(served.url, content=b'{"jsonrpc": "2.0", "id": 9}', headers=HEADERS)
+            valid = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
+            oversized = await http.post(served.url, content=b" " * (5 * 1024 * 1024), headers=HEADERS)
+    assert (unparsed.status_code, shapeless.status_code) == (400, 400)
+    assert unparsed.json()["error"]["code"] == -32700
+    assert "at line 1 column 2" in unparsed.json()["error"]["message"]
+    assert shapeless.json() == {"jsonrpc": "2.0", "id": 9, "error": {
+        "code": -32600,
+        "message": 'Invalid Request: no "method" (a request or notification), "result" or "error" (a response)'}}
+    assert "mcp-session-id" not in unparsed.headers and "mcp-session-id" not in shapeless.headers
+    assert valid.status_code == 200 and "mcp-session-id" in valid.headers
+    assert oversized.status_code == 413  # refused by its size before anything is checked
