@@ -40,6 +40,7 @@ from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
 
 RAW = "raw mcp.Client (floor)"
+SAME = "raw mcp.Client declaring mcp-run's capabilities"
 LAYER = "mcp-run ServerConnection.call_tool"
 NODE = "mcp-run graph tool node (run_tool_call)"
 TOOL = "mcp-run LangChain tool (ainvoke ToolCall)"
@@ -80,6 +81,8 @@ async def check_echo(path: str, call: Call) -> None:
 
 
 def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> list[Case]:
+    """Rows 1 and 2 of one transport. ``SAME`` (the floor sending mcp-run's requests) is timed only
+    where a goal is, as a yardstick: what the server's work for those requests costs the floor."""
     cases = []
     for path, call in paths.items():
         floor = None if path == RAW else RAW
@@ -88,6 +91,8 @@ def call_cases(transport: str, paths: dict[str, Call], settings: Settings) -> li
                           settings.latency_slices, combined_latency))
     for concurrency in settings.concurrency:
         for path, call in paths.items():
+            if path == SAME and concurrency != 32:
+                continue
             floor = None if path == RAW else RAW
             goals = (THROUGHPUT_GOAL,) if path == NODE and concurrency == 32 else ()
             measure = _throughput(call, slice_calls(asdict(settings), concurrency), concurrency)
@@ -111,29 +116,35 @@ async def call_suite(settings: Settings, http_url: str) -> AsyncIterator[list[Ca
     manifest = bench_manifest({"stdio": stdio_entry(), "http": {"url": endpoint}})
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
-        raw = {
-            "stdio": await stack.enter_async_context(Client(stdio_parameters(), cache=None)),
-            "http": await stack.enter_async_context(Client(endpoint, cache=None)),
-        }
+        targets = {"stdio": stdio_parameters(), "http": endpoint}
+        raw = {transport: await stack.enter_async_context(Client(target, cache=None))
+               for transport, target in targets.items()}
         fleet = await stack.enter_async_context(
             open_fleet(manifest.servers, base_dir=ROOT, state_dir=state_dir)
         )
+        # mcp-run's requests carry its capabilities (elicitation) and log level: the server does
+        # more for each. This raw client declares the same, through the SDK's own options.
+        same = {transport: await stack.enter_async_context(
+                    Client(target, cache=None, **fleet.connections[transport].requests.client_options()))
+                for transport, target in targets.items()}
         catalog = ToolCatalog(manifest, fleet.connections, ROOT)
         cases: list[Case] = []
         for transport in ("stdio", "http"):
-            paths = _paths(raw[transport], fleet.connections[transport], catalog, f"{transport}__echo")
+            paths = _paths(raw[transport], same[transport], fleet.connections[transport], catalog,
+                           f"{transport}__echo")
             for path, call in paths.items():
                 await check_echo(f"{path} ({transport})", call)
             cases += call_cases(transport, paths, settings)
         yield cases
 
 
-def _paths(client: Client, connection: Any, catalog: ToolCatalog, name: str) -> dict[str, Call]:
+def _paths(client: Client, same: Client, connection: Any, catalog: ToolCatalog, name: str) -> dict[str, Call]:
     entry = catalog.entries.get(name)
     if entry is None:
         raise BenchError(f"the catalog has no tool {name}: {sorted(catalog.entries)}")
     return {
         RAW: lambda: client.call_tool("echo", ARGUMENTS),
+        SAME: lambda: same.call_tool("echo", ARGUMENTS),
         LAYER: lambda: connection.call_tool("echo", ARGUMENTS),
         NODE: lambda: catalog.run_tool_call(tool_call(name, ARGUMENTS)),
         TOOL: lambda: entry.tool.ainvoke(tool_call(name, ARGUMENTS)),
