@@ -45,6 +45,7 @@ LAYER = "mcp-run ServerConnection.call_tool"
 NODE = "mcp-run graph tool node (run_tool_call)"
 TOOL = "mcp-run LangChain tool (ainvoke ToolCall)"
 ARGUMENTS = {"text": "ping"}
+TRANSPORTS = ("stdio", "http")
 LATENCY_GOAL = Goal("mcp-run tool call (graph) p50 <= 1.10× the raw floor", 1.10)
 THROUGHPUT_GOAL = Goal("throughput at c=32 >= 1.0× the raw floor", 1.0, better="higher")
 
@@ -112,6 +113,13 @@ def _throughput(call: Call, total: int, concurrency: int) -> Callable[[], Awaita
 @asynccontextmanager
 async def call_suite(settings: Settings, http_url: str) -> AsyncIterator[list[Case]]:
     """Open every path's session over stdio and HTTP; yields the cases of rows 1 and 2."""
+    async with open_call_paths(http_url) as paths:
+        yield [case for transport in TRANSPORTS for case in call_cases(transport, paths[transport], settings)]
+
+
+@asynccontextmanager
+async def open_call_paths(http_url: str) -> AsyncIterator[dict[str, dict[str, Call]]]:
+    """Every path of rows 1 and 2 by transport, its session open and its answer checked once."""
     endpoint = f"{http_url}/mcp"
     manifest = bench_manifest({"stdio": stdio_entry(), "http": {"url": endpoint}})
     async with AsyncExitStack() as stack:
@@ -128,14 +136,13 @@ async def call_suite(settings: Settings, http_url: str) -> AsyncIterator[list[Ca
                     Client(target, cache=None, **fleet.connections[transport].requests.client_options()))
                 for transport, target in targets.items()}
         catalog = ToolCatalog(manifest, fleet.connections, ROOT)
-        cases: list[Case] = []
-        for transport in ("stdio", "http"):
-            paths = _paths(raw[transport], same[transport], fleet.connections[transport], catalog,
-                           f"{transport}__echo")
-            for path, call in paths.items():
+        paths: dict[str, dict[str, Call]] = {}
+        for transport in TRANSPORTS:
+            paths[transport] = _paths(raw[transport], same[transport], fleet.connections[transport], catalog,
+                                      f"{transport}__echo")
+            for path, call in paths[transport].items():
                 await check_echo(f"{path} ({transport})", call)
-            cases += call_cases(transport, paths, settings)
-        yield cases
+        yield paths
 
 
 def _paths(client: Client, same: Client, connection: Any, catalog: ToolCatalog, name: str) -> dict[str, Call]:

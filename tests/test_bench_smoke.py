@@ -375,3 +375,22 @@ def test_turn_overhead_slices_are_pooled_before_the_medians_are_taken() -> None:
              {"turn_samples_ms": [20.0], "tool_samples_ms": [2.0]}]
     pooled = combined_overhead(parts)
     assert (pooled["turn_p50_ms"], pooled["tool_p50_ms"], pooled["overhead_ms"]) == (20.0, 2.0, 18.0)
+
+
+def test_the_paired_median_interval_takes_the_textbook_order_statistics() -> None:
+    from bench.paired import median_interval
+
+    assert median_interval([float(value) for value in range(1, 101)]) == (50.5, 40.0, 61.0)
+    assert median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (3.0, 1.0, 5.0)  # few rounds: the extremes
+
+
+def test_a_paired_run_prints_each_ratio_with_its_interval_and_refuses_too_few_rounds() -> None:
+    command = [sys.executable, "-m", "bench.paired", "--transport", "stdio", "--concurrency", "4"]
+    done = subprocess.run([*command, "--rounds", "5", "--calls", "16"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| stdio |")]
+    assert len(rows) == 3 and all(line.endswith("| 5 |") for line in rows), done.stdout
+    refused = subprocess.run([*command, "--rounds", "2"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "--rounds must be at least 5" in refused.stderr
