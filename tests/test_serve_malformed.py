@@ -26,26 +26,39 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
 
 
 @pytest.mark.parametrize(("raw", "code", "message_id", "words"), [
-    ("garbage", -32700, None, "Parse error: not JSON (expecting value at line 1 column 1)"),
-    ('{"jsonrpc": "2.0", "id": 1, "method": "x",', -32700, None, "at line 1 column 43"),
-    ('{"jsonrpc": "2.0", "id": 2}', -32600, 2, 'no "method" (a request or notification), "result" or "error"'),
+    ("garbage", -32700, None, "Parse error: not JSON (expecting value at line 1, column 1)"),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "x",', -32700, None,
+     "expecting property name enclosed in double quotes at line 1, column 43"),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "tools/li', -32700, None,
+     "unterminated string starting at line 1, column 39"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "A\xff"}', -32700, None, "not UTF-8: byte 41 is 0xff"),
+    (b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 1, "method": "ping"}', -32700, None, "a byte order mark (BOM)"),
+    ('{"jsonrpc": "2.0", "id": 2}', -32600, 2,
+     'no "method" (a request or notification), "result" or "error"'),
     ("[1, 2]", -32600, None, "a batch (JSON array) is not accepted"),
     ('"hello"', -32600, None, "a JSON-RPC message is a JSON object, not a string"),
     ('{"jsonrpc": "1.0", "id": "a", "method": "x"}', -32600, "a", '"jsonrpc" must be "2.0"'),
     ('{"jsonrpc": "2.0", "id": [1], "result": {}}', -32600, None, '"id" must be a string or an integer'),
-    ('{"jsonrpc": "2.0", "id": 3, "method": 5}', -32600, 3, '"method" must be a string, not a number'),
+    ('{"jsonrpc": "2.0", "id": 3, "method": 5}', -32600, 3, '"method" must be a string, not an integer'),
+    ('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, None,
+     '"id" must be a string or an integer, not a number with a fraction or exponent'),
+    ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', -32600, None,
+     '"id" must be a string or an integer, not null'),
+    ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, None, "not a boolean"),
+    ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None, "not an object"),
     ('{"jsonrpc": "2.0", "id": 4, "method": "x", "params": [1]}', -32600, 4, '"params" must be an object'),
     ('{"jsonrpc": "2.0", "result": {}}', -32600, None, 'a response needs the "id" of the request'),
     ('{"jsonrpc": "2.0", "id": 5, "error": "bad"}', -32600, 5, "error: Input should be a valid dictionary"),
 ])
 def test_each_malformed_message_is_refused_with_its_code_id_and_what_is_wrong(
-    raw: str, code: int, message_id: Any, words: str
+    raw: str | bytes, code: int, message_id: Any, words: str
 ) -> None:
     problem = refusal(raw)
     assert problem is not None
     assert (problem.error.code, problem.id) == (code, message_id)
     assert words in problem.error.message
-    assert "pydantic" not in problem.error.message and len(problem.error.message) < 200
+    assert "pydantic" not in problem.error.message and " at at " not in problem.error.message
+    assert len(problem.error.message) < 200
 
 
 @pytest.mark.parametrize("raw", [
@@ -93,6 +106,24 @@ def test_over_stdio_each_malformed_line_is_answered_and_serving_goes_on(tmp_path
     assert initialized["result"]["serverInfo"]["name"] == "notes-assistant"
 
 
+def test_over_stdio_every_request_read_before_stdin_closes_is_answered(tmp_path: Path) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    ask = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+           "params": {"name": "ask", "arguments": {"message": "notes__calculate {\"expression\": \"6*7\"}"}}}
+    requests = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, ask,
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
+    done = subprocess.run([*SERVE, str(manifest)], cwd=ROOT, capture_output=True, text=True, timeout=LIMIT,
+                          input="".join(json.dumps(request) + "\n" for request in requests))
+    assert done.returncode == 0, done.stderr
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == [2, 3, 4, 7]
+    assert answers[3]["result"] == {} and answers[2]["result"]["tools"][0]["name"] == "ask"
+    # A turn still running when input ends is told so, as at Ctrl-C (or, on a fast machine, done).
+    told = answers[4]["result"]["content"][0]["text"]
+    assert told.startswith("the agent is stopping") or "42" in told, told
+
+
 async def test_over_http_a_malformed_body_gets_400_and_the_error_and_opens_no_session(tmp_path: Path) -> None:
     manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
     with http_agent(manifest) as served:
@@ -101,12 +132,18 @@ async def test_over_http_a_malformed_body_gets_400_and_the_error_and_opens_no_se
             shapeless = await http.post(served.url, content=b'{"jsonrpc": "2.0", "id": 9}', headers=HEADERS)
             valid = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
             oversized = await http.post(served.url, content=b" " * (5 * 1024 * 1024), headers=HEADERS)
+            untyped = await http.post(served.url, content=b"{}",
+                                      headers={**HEADERS, "Content-Type": "text/plain"})
+            elsewhere = await http.post(served.url.removesuffix("/mcp") + "/", json={}, headers=HEADERS)
     assert (unparsed.status_code, shapeless.status_code) == (400, 400)
     assert unparsed.json()["error"]["code"] == -32700
-    assert "at line 1 column 2" in unparsed.json()["error"]["message"]
-    assert shapeless.json() == {"jsonrpc": "2.0", "id": 9, "error": {
-        "code": -32600,
-        "message": 'Invalid Request: no "method" (a request or notification), "result" or "error" (a response)'}}
+    assert "at line 1, column 2" in unparsed.json()["error"]["message"]
+    assert shapeless.json() == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32600, "message": (
+        'Invalid Request: no "method" (a request or notification), "result" or "error" (a response)')}}
     assert "mcp-session-id" not in unparsed.headers and "mcp-session-id" not in shapeless.headers
     assert valid.status_code == 200 and "mcp-session-id" in valid.headers
     assert oversized.status_code == 413  # refused by its size before anything is checked
+    assert untyped.status_code == 415
+    assert untyped.json()["error"]["message"] == (
+        "Invalid Request: the Content-Type must be application/json, not 'text/plain'")
+    assert elsewhere.status_code == 404  # only the MCP endpoint's bodies are checked

@@ -33,7 +33,8 @@ from runner.serve.conversations import (
     TurnScheduler,
 )
 from runner.serve.service import AgentService
-from runner.serve.transports import Address, bind, check_binding, parse_address, serve_http, serve_stdio
+from runner.serve.stdio import serve_stdio
+from runner.serve.transports import Address, bind, check_binding, parse_address, serve_http
 
 __all__ = [
     "ASK_TOOL",

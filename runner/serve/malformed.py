@@ -9,6 +9,7 @@ message's id when it has a usable one. A well-formed message goes on to the SDK 
 
 from __future__ import annotations
 
+import codecs
 import json
 from typing import Any
 
@@ -20,15 +21,26 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_ERRORS_NAMED = 3
+BOM_WORDS = "a byte order mark (BOM) before the message"
 
 
 def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     """None when ``raw`` is one well-formed JSON-RPC message; else the error to answer it with."""
     try:
-        jsonrpc_message_adapter.validate_json(raw, by_name=False)
-        return None
+        message = jsonrpc_message_adapter.validate_json(raw, by_name=False)
     except ValidationError:
         pass  # worded below, from the parsed value: pydantic's words name every union member
+    else:
+        if not isinstance(message, types.JSONRPCNotification):
+            return None
+        # The union takes a request whose id is neither a string nor an integer for a notification
+        # (the id dropped): the caller would wait for an answer that never comes.
+        value = json.loads(raw)
+        if "id" not in value:
+            return None
+        return _error(None, INVALID_REQUEST, f"Invalid Request: {_bad_id(value['id'])}")
+    if isinstance(raw, bytes) and raw.startswith(codecs.BOM_UTF8):  # json.loads would skip it
+        return _error(None, PARSE_ERROR, f"Parse error: not JSON ({BOM_WORDS})")
     try:
         value = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
@@ -37,9 +49,18 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
 
 
 def _parser_words(exc: ValueError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8: byte {exc.start + 1} is 0x{exc.object[exc.start]:02x}"
     if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg.lower()} at line {exc.lineno} column {exc.colno}"
+        if exc.msg.startswith("Unexpected UTF-8 BOM"):
+            return BOM_WORDS
+        words, place = f"{exc.msg[0].lower()}{exc.msg[1:]}", f"line {exc.lineno}, column {exc.colno}"
+        return f"{words} {place}" if words.endswith(" at") else f"{words} at {place}"
     return str(exc)
+
+
+def _bad_id(found: Any) -> str:
+    return f'"id" must be a string or an integer, not {_json_kind(found)}'
 
 
 def _error(message_id: Any, code: int, text: str) -> types.JSONRPCError:
@@ -60,7 +81,7 @@ def _what_is_wrong(value: Any) -> str:
     if value.get("jsonrpc") != "2.0":
         return '"jsonrpc" must be "2.0"'
     if "id" in value and _usable_id(value) is None and not ("error" in value and value["id"] is None):
-        return f'"id" must be a string or an integer, not {_json_kind(value["id"])}'
+        return _bad_id(value["id"])
     if "method" in value:
         if not isinstance(value["method"], str):
             return f'"method" must be a string, not {_json_kind(value["method"])}'
@@ -93,40 +114,54 @@ def _json_kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction or exponent"
     if isinstance(value, str):
         return "a string"
     return "an array" if isinstance(value, list) else "an object"
 
 
-def refuse_malformed(app: ASGIApp) -> ASGIApp:
-    """``app`` behind the check: a JSON POST whose body is not one well-formed JSON-RPC message gets
-    400 and the error, before the SDK sees it (so no session is opened for it). Other requests,
-    and bodies that are not JSON by their content type, are the SDK's to answer. The SDK's own body
-    limit goes first, so no more than it would read is held to be checked."""
+def refuse_malformed(app: ASGIApp, path: str) -> ASGIApp:
+    """``app`` behind the check, for POSTs to ``path``: a body that is not JSON by its content type
+    gets 415, one that is not one well-formed JSON-RPC message 400, each with a JSON-RPC error,
+    before the SDK sees it (so no session is opened for it). Other requests are the SDK's to
+    answer. The SDK's own body limit goes first, so no more than it would read is held."""
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _says_json(scope):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != path:
             await app(scope, receive, send)
+            return
+        content_type = _content_type(scope)
+        if content_type != "application/json":
+            given = f"not {content_type!r}" if content_type else "and there is none"
+            problem = _error(None, INVALID_REQUEST, f"Invalid Request: the Content-Type must be "
+                                                    f"application/json, {given}")
+            await _answer(problem, 415, scope, receive, send)
             return
         body, replay = await _buffered(receive)
         problem = refusal(body)
         if problem is None:
             await app(scope, replay, send)
             return
-        answer = Response(problem.model_dump_json(by_alias=True, exclude_unset=True), status_code=400,
-                          media_type="application/json")
-        await answer(scope, receive, send)
+        await _answer(problem, 400, scope, receive, send)
 
     return RequestBodyLimitMiddleware(checked, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
 
-def _says_json(scope: Scope) -> bool:
+async def _answer(problem: types.JSONRPCError, status: int, scope: Scope, receive: Receive,
+                  send: Send) -> None:
+    answer = Response(problem.model_dump_json(by_alias=True, exclude_unset=True), status_code=status,
+                      media_type="application/json")
+    await answer(scope, receive, send)
+
+
+def _content_type(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"application/json"
-    return False
+            return value.decode("latin-1").split(";", 1)[0].strip().lower()
+    return ""
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:

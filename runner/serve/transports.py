@@ -1,24 +1,18 @@
-"""Where the served agent listens: this process's stdin/stdout, or streamable HTTP on HOST:PORT.
+"""Where the served agent listens: streamable HTTP on HOST:PORT (stdin/stdout: :mod:`.stdio`).
 
 Over HTTP, a bearer token (when given) is required on every request: a request without it, or
 with another one, gets 401 before it reaches the MCP server. Binding to an address other than
 loopback is the caller's decision (:func:`check_binding`): it needs ``allow_remote`` and a token.
 
-Both transports end when their block is cancelled (a signal) and return when the client goes
-away (stdin closes); stdin is read by a daemon thread, so a read that never returns cannot hold
-up the exit.
+The server ends when its block is cancelled (a signal), once the open requests are answered.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import ipaddress
-import math
-import os
 import socket
 import sys
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -26,16 +20,12 @@ from typing import Any
 
 import anyio
 import uvicorn
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runner.errors import ServeError
-from runner.serve.malformed import refusal, refuse_malformed
+from runner.serve.malformed import refuse_malformed
 
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -78,104 +68,6 @@ def check_binding(address: Address, *, allow_remote: bool, token: str | None) ->
     if not token:
         raise ValueError(f"serving on {address.host} needs a bearer token: --token-env VAR names the "
                          "environment variable that holds it")
-
-
-# --------------------------------------------------------------------------- stdio
-
-
-@contextmanager
-def _claimed_stdin() -> Iterator[int]:
-    """A private duplicate of fd 0 for the wire; fd 0 itself reads the null device meanwhile, so
-    nothing else in this process (or started by it) can take the client's messages."""
-    wire = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    saved = os.dup(0)
-    os.dup2(null, 0)
-    os.close(null)
-    try:
-        yield wire
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)
-
-
-async def _stdin_lines(fd: int, refusals: MemoryObjectSendStream[JSONRPCError]) -> AsyncIterator[str]:
-    """The lines of ``fd``, read by a daemon thread (closed at end of input). A line that is not one
-    well-formed JSON-RPC message goes to ``refusals`` instead (blank lines go nowhere)."""
-    loop = asyncio.get_running_loop()
-    send, receive = anyio.create_memory_object_stream[str](math.inf)
-
-    def read() -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                loop.call_soon_threadsafe(_deliver, send, line)
-        loop.call_soon_threadsafe(send.close)
-
-    threading.Thread(target=read, name="mcp-run serve stdin", daemon=True).start()
-    async with receive, refusals:
-        async for line in receive:
-            if not line.strip():
-                continue
-            if (problem := refusal(line)) is not None:
-                refusals.send_nowait(problem)
-                continue
-            yield line
-
-
-async def _answer_refusals(refusals: MemoryObjectReceiveStream[JSONRPCError],
-                           write_stream: MemoryObjectSendStream[SessionMessage]) -> None:
-    """Each refusal written to the wire, as the SDK writes its own answers."""
-    async with refusals:
-        async for problem in refusals:
-            try:
-                await write_stream.send(SessionMessage(problem))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return  # the wire closed: no one is left to tell
-
-
-def _deliver(send: Any, line: str) -> None:
-    try:
-        send.send_nowait(line)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        return  # the server stopped reading: the line has no one to go to
-
-
-async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[None]] | None = None,
-                      hurry: anyio.Event | None = None) -> None:
-    """Serve over stdin/stdout until stdin closes, or until cancelled.
-
-    Cancelled, ``on_stop`` is awaited first (as :func:`serve_http` does), for up to
-    GRACEFUL_SHUTDOWN seconds or until ``hurry`` is set, while the wire still carries the answers
-    it gives the running calls; then the wire closes."""
-    wire = anyio.CancelScope(shield=True)  # ended here, once the running calls are answered
-    ended = anyio.Event()
-
-    async def run() -> None:
-        refusals_in, refusals_out = anyio.create_memory_object_stream[JSONRPCError](math.inf)
-        try:
-            with wire, _claimed_stdin() as fd:
-                lines = _stdin_lines(fd, refusals_in)
-                async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-                    async with anyio.create_task_group() as group:
-                        group.start_soon(_answer_refusals, refusals_out, write_stream)
-                        await server.run(read_stream, write_stream, server.create_initialization_options())
-        finally:
-            ended.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        try:
-            await ended.wait()
-        finally:
-            with anyio.CancelScope(shield=True):
-                if not ended.is_set() and on_stop is not None:
-                    async with _cancelled_when(hurry):
-                        with anyio.move_on_after(GRACEFUL_SHUTDOWN):
-                            await on_stop()
-                            # The SDK writes each answer once its call has returned: every other
-                            # task blocked means each one has reached the wire's writer.
-                            await anyio.wait_all_tasks_blocked()
-                wire.cancel()
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -308,7 +200,7 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
                                               stateless_http=stateless)
     if stateless:
         app = refuse_get(app)
-    app = refuse_malformed(app)
+    app = refuse_malformed(app, MCP_PATH)
     app = open_requests = OpenRequests(app)
     if token:
         app = require_bearer(app, token)
@@ -333,7 +225,7 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
             await finished.wait()
         finally:
             with anyio.CancelScope(shield=True):
-                async with _cancelled_when(hurry):
+                async with cancelled_when(hurry):
                     if on_stop is not None:
                         with anyio.move_on_after(GRACEFUL_SHUTDOWN):
                             await on_stop()
@@ -353,7 +245,7 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
 
 
 @asynccontextmanager
-async def _cancelled_when(event: anyio.Event | None) -> AsyncIterator[None]:
+async def cancelled_when(event: anyio.Event | None) -> AsyncIterator[None]:
     """The block, cancelled if ``event`` is set before it ends."""
     async with anyio.create_task_group() as group:
 
