@@ -147,3 +147,24 @@ async def test_over_http_a_malformed_body_gets_400_and_the_error_and_opens_no_se
     assert untyped.json()["error"]["message"] == (
         "Invalid Request: the Content-Type must be application/json, not 'text/plain'")
     assert elsewhere.status_code == 404  # only the MCP endpoint's bodies are checked
+
+
+async def test_over_http_a_refused_request_carries_no_session_id_and_stateless_allows_only_post(
+    tmp_path: Path
+) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    with http_agent(manifest) as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(LIMIT)) as http:
+            no_session = await http.post(served.url, json=listing, headers=HEADERS)
+            json_only = await http.post(served.url, json=INITIALIZE,
+                                        headers={**HEADERS, "Accept": "application/json"})
+    assert (no_session.status_code, json_only.status_code) == (400, 406)
+    assert "mcp-session-id" not in no_session.headers and "mcp-session-id" not in json_only.headers
+    with http_agent(manifest, "--stateless") as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(LIMIT)) as http:
+            refused = [await http.request(method, served.url, headers=HEADERS)
+                       for method in ("DELETE", "PUT")]
+    for answer in refused:
+        assert (answer.status_code, answer.headers["allow"]) == (405, "POST")
+        assert answer.json()["error"]["message"].startswith("Method Not Allowed: served without sessions")

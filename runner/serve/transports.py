@@ -21,14 +21,16 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
+from mcp_types import INVALID_REQUEST
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.errors import ServeError
 from runner.serve.malformed import refuse_malformed
 
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
 GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
 HURRIED_SHUTDOWN = 2.0  # seconds uvicorn gets to close its sockets once told to stop at once
 LOOPBACK_NAMES = ("localhost",)
@@ -92,20 +94,43 @@ def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
     return guarded
 
 
-def refuse_get(app: ASGIApp) -> ASGIApp:
-    """``app`` answering GET with 405: without sessions there is no stream to offer a caller, and
-    the SDK would hold the GET open with nothing ever to send (which also holds up a stop)."""
-    refusal = JSONResponse({"error": "method_not_allowed",
-                            "error_description": "served without sessions: send requests with POST"},
-                           status_code=405, headers={"Allow": "POST"})
+def posts_only(app: ASGIApp, path: str) -> ASGIApp:
+    """``app`` answering anything but POST at ``path`` with 405 (``Allow: POST``): without sessions
+    there is no stream to GET (the SDK would hold a GET open with nothing ever to send, which also
+    holds up a stop) and none to DELETE."""
+    refusal = JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+        "code": INVALID_REQUEST, "message": "Method Not Allowed: served without sessions, send each request "
+                                            "with POST"}}, status_code=405, headers={"Allow": "POST"})
 
-    async def posts_only(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET":
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST" and scope["path"] == path:
             await refusal(scope, receive, send)
             return
         await app(scope, receive, send)
 
-    return posts_only
+    return checked
+
+
+def no_session_on_refusals(app: ASGIApp) -> ASGIApp:
+    """``app`` without the ``Mcp-Session-Id`` header on its 4xx answers: the SDK sets one on some
+    refusals (no session id, a wrong Accept, an unsupported method) for a session it does not
+    keep, which reads as if the refused request had opened one."""
+
+    async def stripped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_stripped(message: Message) -> None:
+            if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
+                headers = [(name, value) for name, value in message.get("headers", [])
+                           if name.lower() != SESSION_HEADER]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_stripped)
+
+    return stripped
 
 
 class OpenRequests:
@@ -198,8 +223,9 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
                                               stateless_http=stateless)
+    app = no_session_on_refusals(app)
     if stateless:
-        app = refuse_get(app)
+        app = posts_only(app, MCP_PATH)
     app = refuse_malformed(app, MCP_PATH)
     app = open_requests = OpenRequests(app)
     if token:
