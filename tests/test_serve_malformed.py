@@ -168,3 +168,23 @@ async def test_over_http_a_refused_request_carries_no_session_id_and_stateless_a
     for answer in refused:
         assert (answer.status_code, answer.headers["allow"]) == (405, "POST")
         assert answer.json()["error"]["message"].startswith("Method Not Allowed: served without sessions")
+
+
+def test_over_stdio_a_client_that_stops_reading_ends_serving_quietly_at_the_end_of_input(
+    tmp_path: Path
+) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    process = subprocess.Popen([*SERVE, str(manifest)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the answers have nowhere to go: each write fails with EPIPE
+        requests = [INITIALIZE, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, "garbage"]
+        process.stdin.write("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in requests))
+        process.stdin.close()
+        assert process.wait(timeout=LIMIT) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)

@@ -73,6 +73,7 @@ class WireOut:
     def __init__(self, fd: int) -> None:
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         self._handed = self._flushed = 0
+        self.gone = False
         self._all_out = anyio.Event()
         self._all_out.set()
 
@@ -82,15 +83,23 @@ class WireOut:
         self._handed += 1
 
     async def write(self, text: str) -> None:
-        await anyio.to_thread.run_sync(self._file.write, text)
+        if not self.gone:
+            await self._unless_gone(self._file.write, text)
 
     async def flush(self) -> None:
         try:
-            await anyio.to_thread.run_sync(self._file.flush)
+            if not self.gone:
+                await self._unless_gone(self._file.flush)
         finally:
             self._flushed += 1
             if self._flushed >= self._handed:
                 self._all_out.set()
+
+    async def _unless_gone(self, step: Callable[..., object], *args: object) -> None:
+        try:
+            await anyio.to_thread.run_sync(step, *args)
+        except OSError:  # EPIPE: the client went away; what is left to say has no one to hear it
+            self.gone = True
 
     async def all_out(self) -> None:
         await self._all_out.wait()
