@@ -40,6 +40,7 @@ def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
     (["--http", "127.0.0.1"], "'127.0.0.1' is not HOST:PORT"),
     (["--http", "127.0.0.1:0", "--token-env", "MCP_RUN_TEST_UNSET"], "MCP_RUN_TEST_UNSET is not set"),
     (["--allow-remote"], "apply to --http only"),
+    (["--token-env", "MCP_RUN_TEST_UNSET"], "apply to --http only"),  # not "is not set"
 ])
 def test_an_unsafe_or_malformed_binding_is_refused_with_exit_2(
     tmp_path: Path, arguments: list[str], complaint: str

@@ -33,6 +33,11 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
      "unterminated string starting at line 1, column 39"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "A\xff"}', -32700, None, "not UTF-8: byte 41 is 0xff"),
     (b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 1, "method": "ping"}', -32700, None, "a byte order mark (BOM)"),
+    (b'\xff\xfe\x00garbage', -32700, None, "not UTF-8: byte 1 is 0xff"),  # not taken for UTF-16
+    (b'{"jsonrpc": "2.0", "id": "s", "method": "ping", "x": "\xed\xa0\x80"}', -32700, None,
+     "not UTF-8: byte 55 is 0xed"),  # an encoded surrogate
+    ('{"jsonrpc": "2.0", "id": "s", "method": "ping", "x": "\\ud800"}', -32600, "s",
+     "a string holds a lone surrogate"),
     ('{"jsonrpc": "2.0", "id": 2}', -32600, 2,
      'no "method" (a request or notification), "result" or "error"'),
     ("[1, 2]", -32600, None, "a batch (JSON array) is not accepted"),

@@ -68,6 +68,8 @@ def _show(event: dict[str, Any]) -> None:
 def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
           max_turns: int, max_queued: int, stateless: bool, answer_within: str) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
+    if address is None and (allow_remote or token_env or stateless):
+        raise click.UsageError("--allow-remote, --token-env and --stateless apply to --http only")
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -75,8 +77,6 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
             raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
                                      param_hint="--token-env")
     if address is None:
-        if allow_remote or token_env or stateless:
-            raise click.UsageError("--allow-remote, --token-env and --stateless apply to --http only")
         http = None
     else:
         try:

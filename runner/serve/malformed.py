@@ -42,7 +42,8 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     if isinstance(raw, bytes) and raw.startswith(codecs.BOM_UTF8):  # json.loads would skip it
         return _error(None, PARSE_ERROR, f"Parse error: not JSON ({BOM_WORDS})")
     try:
-        value = json.loads(raw)
+        # Decoded here, strictly: json.loads would take a UTF-16 or UTF-32 byte order mark.
+        value = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         return _error(None, PARSE_ERROR, f"Parse error: not JSON ({_parser_words(exc)})")
     return _error(_usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
@@ -106,6 +107,10 @@ def _pydantic_words(value: dict[str, Any]) -> str:
                  for error in errors[:MAX_ERRORS_NAMED]]
         more = len(errors) - len(named)
         return "; ".join(named) + (f" (and {more} more)" if more else "")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
     return "not a request, notification or response"  # valid alone, refused by the union (rare)
 
 
