@@ -54,6 +54,10 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
     ('{"jsonrpc": "2.0", "id": 4, "method": "x", "params": [1]}', -32600, 4, '"params" must be an object'),
     ('{"jsonrpc": "2.0", "result": {}}', -32600, None, 'a response needs the "id" of the request'),
     ('{"jsonrpc": "2.0", "id": 5, "error": "bad"}', -32600, 5, "error: Input should be a valid dictionary"),
+    ('{"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {"capabilities": {}}}', -32602, 6,
+     "Invalid params: params.clientInfo: Field required; params.protocolVersion: Field required"),
+    ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 5}}', -32602, 7,
+     "Invalid params: params.name: Input should be a valid string"),
 ])
 def test_each_malformed_message_is_refused_with_its_code_id_and_what_is_wrong(
     raw: str | bytes, code: int, message_id: Any, words: str
@@ -71,6 +75,9 @@ def test_each_malformed_message_is_refused_with_its_code_id_and_what_is_wrong(
     '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
     '{"jsonrpc": "2.0", "id": "r1", "result": {}}',
     '{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "no"}}',
+    '{"jsonrpc": "2.0", "id": 2, "method": "custom/thing", "params": {"x": 1}}',  # the SDK: not found
+    '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 5, "_meta": '
+    '{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}',  # 2026-07-28: the SDK's own checks
 ])
 def test_a_well_formed_message_is_left_to_the_sdk(raw: str) -> None:
     assert refusal(raw) is None

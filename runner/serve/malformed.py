@@ -4,7 +4,8 @@ The SDK drops such a line on stdio without a word, and over HTTP (2025-11-25) an
 pydantic's dump of every union member it tried (a kilobyte, code -32602) after opening a session
 for it. Both transports check each message here first: JSON that does not parse gets ``-32700``
 with the parser's position, anything else ``-32600`` naming the first thing wrong, with the
-message's id when it has a usable one. A well-formed message goes on to the SDK untouched.
+message's id when it has a usable one; a 2025-11-25 request whose params do not fit its method
+``-32602`` naming the fields. A well-formed message goes on to the SDK untouched.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    jsonrpc_message_adapter,
+)
+from mcp_types.methods import validate_client_request
 from pydantic import ValidationError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_ERRORS_NAMED = 3
 BOM_WORDS = "a byte order mark (BOM) before the message"
+LEGACY_VERSION = "2025-11-25"  # every earlier version's requests have the same models
 
 
 def refusal(raw: str | bytes) -> types.JSONRPCError | None:
@@ -31,6 +40,8 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     except ValidationError:
         pass  # worded below, from the parsed value: pydantic's words name every union member
     else:
+        if isinstance(message, types.JSONRPCRequest):
+            return _params_refusal(message)
         if not isinstance(message, types.JSONRPCNotification):
             return None
         # The union takes a request whose id is neither a string nor an integer for a notification
@@ -47,6 +58,31 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         return _error(None, PARSE_ERROR, f"Parse error: not JSON ({_parser_words(exc)})")
     return _error(_usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
+
+
+def _params_refusal(request: types.JSONRPCRequest) -> types.JSONRPCError | None:
+    """A 2025-11-25 request whose params its method's model refuses: ``-32602`` naming each field
+    (the SDK says "Invalid request parameters" and no more). 2026-07-28 requests (their ``_meta``
+    carries the protocol version) and methods the model does not know are left to the SDK, whose
+    words for them are clear."""
+    params = request.params
+    if isinstance(params, dict) and PROTOCOL_VERSION_META_KEY in (params.get("_meta") or {}):
+        return None
+    try:
+        validate_client_request(request.method, LEGACY_VERSION, params)
+    except KeyError:  # a method this era does not have: the SDK answers "Method not found"
+        return None
+    except ValidationError as exc:
+        return _error(request.id, INVALID_PARAMS, f"Invalid params: {_located(exc)}")
+    return None
+
+
+def _located(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False)
+    named = [f"{'.'.join(map(str, error['loc'])) or 'the message'}: {error['msg']}"
+             for error in errors[:MAX_ERRORS_NAMED]]
+    more = len(errors) - len(named)
+    return "; ".join(named) + (f" (and {more} more)" if more else "")
 
 
 def _parser_words(exc: ValueError) -> str:
@@ -102,11 +138,7 @@ def _pydantic_words(value: dict[str, Any]) -> str:
     try:
         model.model_validate(value, by_name=False)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False)
-        named = [f"{'.'.join(map(str, error['loc'])) or 'the message'}: {error['msg']}"
-                 for error in errors[:MAX_ERRORS_NAMED]]
-        more = len(errors) - len(named)
-        return "; ".join(named) + (f" (and {more} more)" if more else "")
+        return _located(exc)
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
