@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 from contextlib import AsyncExitStack
 
@@ -23,7 +22,7 @@ import anyio
 
 from bench.calls import NODE, RAW, SAME, TRANSPORTS, open_call_paths
 from bench.launch import http_server
-from bench.stats import run_concurrently
+from bench.stats import median, run_concurrently
 
 PATHS = (RAW, SAME, NODE)
 PAIRS = ((SAME, RAW), (NODE, RAW), (NODE, SAME))
@@ -37,7 +36,7 @@ def median_interval(values: list[float], z: float = Z_95) -> tuple[float, float,
     spread = z * math.sqrt(count)
     low_rank = math.floor((count - spread) / 2)  # 1-based ranks, as the textbooks give them
     high_rank = math.ceil(1 + (count + spread) / 2)
-    return statistics.median(ordered), ordered[max(low_rank, 1) - 1], ordered[min(high_rank, count) - 1]
+    return median(ordered), ordered[max(low_rank, 1) - 1], ordered[min(high_rank, count) - 1]
 
 
 def round_order(index: int) -> list[str]:
@@ -70,8 +69,8 @@ def report(results: Results, concurrency: int) -> str:
         for numerator, denominator in PAIRS:
             pairs = zip(by_path[numerator], by_path[denominator], strict=True)
             ratios = [top / bottom for top, bottom in pairs]
-            median, low, high = median_interval(ratios)
-            lines.append(f"| {transport} | {numerator} / {denominator} | {median:.3f}× | "
+            middle, low, high = median_interval(ratios)
+            lines.append(f"| {transport} | {numerator} / {denominator} | {middle:.3f}× | "
                          f"{low:.3f}× - {high:.3f}× | {len(ratios)} |")
     return "\n".join(lines)
 

@@ -133,7 +133,7 @@ async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[No
         to_server, from_wire = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         to_wire, from_server = anyio.create_memory_object_stream[SessionMessage](0)
         try:
-            with wire, _claimed_stdin() as fd, _claimed_stdout() as out_fd:
+            with wire, _claimed_stdio() as (fd, out_fd):
                 out = WireOut(out_fd)
                 lines = _stdin_lines(fd, refusals_in, at_end=answer_what_was_read)
                 async with stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream):  # type: ignore[arg-type]
@@ -180,33 +180,29 @@ async def _relay_out(from_server: MemoryObjectReceiveStream[SessionMessage], wri
 
 
 @contextmanager
-def _claimed_stdin() -> Iterator[int]:
-    """A private duplicate of fd 0 for the wire; fd 0 itself reads the null device meanwhile, so
-    nothing else in this process (or started by it) can take the client's messages."""
-    wire = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    saved = os.dup(0)
-    os.dup2(null, 0)
-    os.close(null)
+def _claimed(fd: int, stand_in: int) -> Iterator[int]:
+    """A private duplicate of ``fd`` for the wire, with ``fd`` itself pointing at ``stand_in``
+    meanwhile (as the SDK claims them): nothing else in this process, or started by it, can take
+    the client's messages from stdin or write stray output among the answers on stdout."""
+    wire = os.dup(fd)
+    saved = os.dup(fd)
+    os.dup2(stand_in, fd)
     try:
         yield wire
     finally:
-        os.dup2(saved, 0)
+        os.dup2(saved, fd)
         os.close(saved)
 
 
 @contextmanager
-def _claimed_stdout() -> Iterator[int]:
-    """A private duplicate of fd 1 for the wire; fd 1 itself goes to stderr meanwhile, so stray
-    output (of this process or what it starts) cannot corrupt the protocol (as the SDK does it)."""
-    wire = os.dup(1)
-    saved = os.dup(1)
-    os.dup2(2, 1)
+def _claimed_stdio() -> Iterator[tuple[int, int]]:
+    """The wire's stdin and stdout; fd 0 reads the null device and fd 1 goes to stderr meanwhile."""
+    null = os.open(os.devnull, os.O_RDONLY)
     try:
-        yield wire
+        with _claimed(0, null) as stdin, _claimed(1, 2) as stdout:
+            yield stdin, stdout
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        os.close(null)
 
 
 async def _stdin_lines(fd: int, refusals: MemoryObjectSendStream[types.JSONRPCError],
