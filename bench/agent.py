@@ -29,9 +29,9 @@ from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import stdio_entry, stdio_parameters
 from bench.startup import raw_start
 from bench.stats import Call, Metrics, elapsed_ms, median_ms, percentile
-from runner.reload import reload_runtime
-from runner.runtime import Runtime, load_agent
-from runner.servers.catalogue import DEBOUNCE_QUIET
+from runner.agent.reload import reload_runtime
+from runner.agent.runtime import Runtime, load_agent
+from runner.servers.offerings import DEBOUNCE_QUIET
 
 TURN_ROW = "5. agent step overhead: one turn with one tool call, minus the call"
 PROMPT_ROW = "6a. reload: prompt-only edit -> new generation live"

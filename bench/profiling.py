@@ -30,7 +30,7 @@ import yaml
 from bench.agent import turn_script, write_manifest
 from bench.calls import bench_manifest, tool_call
 from bench.launch import ROOT, extra_for, stdio_entry
-from runner.runtime import load_agent
+from runner.agent.runtime import load_agent
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
 

@@ -28,7 +28,7 @@ from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, extra_for, http_server
 from bench.server import dummy_name, mount_path
 from bench.stats import Metrics
-from runner.graph import build_graph
+from runner.agent.graph import build_graph
 from runner.manifest import ToolSearchSpec
 from runner.models import ScriptedChatModel
 from runner.servers import open_fleet

@@ -31,8 +31,8 @@ from mcp import Client
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry, stop
 from bench.stats import elapsed_ms, latency_metrics, percentile, run_concurrently
-from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 
 LATENCY_ROW = "7a. served turn over MCP/HTTP vs the same turn in process"
 IN_PROCESS = "in process: load_agent + stream_turn (floor)"

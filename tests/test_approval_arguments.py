@@ -11,8 +11,8 @@ import pytest
 import yaml
 from langgraph.types import Command
 
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 
 pytestmark = pytest.mark.anyio
 

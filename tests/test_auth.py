@@ -29,13 +29,13 @@ from servers.oauth import TOKEN_PREFIX, Protected, free_port, serve_protected
 from starlette.types import Receive, Scope, Send
 from test_readme_commands import commands_in, filled_in, readme_sections
 
+from runner.agent.reload import reload_runtime, watch_and_reload
+from runner.agent.runtime import load_agent
 from runner.auth.context import interacting
 from runner.auth.flow import token_record
 from runner.errors import AuthError, LoginRequiredError, ManifestError, ServerRequestError
-from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec
-from runner.reload import reload_runtime, watch_and_reload
-from runner.runtime import load_agent
+from runner.manifest.loading import load_manifest, parse_manifest
 from runner.servers import ServerFleet, open_fleet
 
 LOGIN_WAIT = 90.0  # a busy machine: the CLI starts, discovers, registers, listens

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from langchain_core.messages import ToolMessage
 
-from runner.graph import NOT_RUN_TEXT
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.agent.graph import NOT_RUN_TEXT
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 
 TESTS = Path(__file__).resolve().parent
 

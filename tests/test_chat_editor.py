@@ -18,8 +18,8 @@ import pexpect
 import pytest
 from builders import copy_bundled_agent, server, write_manifest
 from fixtures.openai_stub import OpenAIStub, StubReply
-from test_agent_cli import chat_in_a_terminal
 from servers.loopback import serve_app
+from test_agent_cli import chat_in_a_terminal
 from test_elicitation_graph import write_agent
 
 from runner.cli.media import MediaFolder, inline_preview

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from runner.cli.questions import answer_question
+from runner.cli.answering import answer_question
 from runner.cli.terminal import TerminalView
 
 pytestmark = pytest.mark.anyio

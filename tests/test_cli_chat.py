@@ -15,7 +15,6 @@ from typing import Any
 
 import pexpect
 import pytest
-
 from builders import copy_bundled_agent, server, write_manifest
 from test_agent_cli import chat_in_a_terminal
 

@@ -14,7 +14,14 @@ import click
 import pytest
 
 import runner.cli
-from runner.cli import COMMAND_MODULES, COMMAND_SUMMARIES, FILE_MODULE, CommandRegistryError, load_command_module, main
+from runner.cli import (
+    COMMAND_MODULES,
+    COMMAND_SUMMARIES,
+    FILE_MODULE,
+    CommandRegistryError,
+    load_command_module,
+    main,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_RUN = Path(sys.executable).parent / "mcp-run"

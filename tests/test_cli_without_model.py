@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from builders import server, write_manifest
 
+from runner.agent.runtime import load_agent
 from runner.errors import RunnerError
-from runner.runtime import load_agent
 
 
 def write_agent(folder: Path) -> Path:

@@ -182,7 +182,7 @@ def test_completion_offers_server_keys_of_the_manifest_without_starting_anything
 def test_tool_names_are_completed_from_what_the_manifest_names(tmp_path: Path) -> None:
     import click
 
-    from runner.cli.starting import complete_tool
+    from runner.cli.authoring import complete_tool
 
     path = tmp_path / "agent.yaml"
     path.write_text("servers:\n  time:\n    command: x\n    tools:\n      only: [get_time, 'list_*']\n"

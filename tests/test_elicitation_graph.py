@@ -17,8 +17,8 @@ import yaml
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 
 TESTS = Path(__file__).resolve().parent
 ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])

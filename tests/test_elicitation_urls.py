@@ -13,8 +13,8 @@ import pytest
 from langgraph.types import Command
 from test_elicitation_graph import of_type, turn, write_agent
 
+from runner.agent.runtime import load_agent
 from runner.errors import ServerRequestError
-from runner.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

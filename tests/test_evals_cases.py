@@ -11,9 +11,8 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from runner.errors import ManifestError
+from runner.errors import CaseSaveError, ManifestError
 from runner.evals.cases import evals_json_schema, find_case_files, load_cases
-from runner.errors import CaseSaveError
 from runner.evals.saving import case_from_thread, save_case, saved_case
 
 ROOT = Path(__file__).parent.parent

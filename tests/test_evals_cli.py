@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from evals_support import ROOT, make_agent, write_cases
 
 COMMAND_LIMIT = 120  # seconds, servers included, on a busy machine

@@ -6,8 +6,8 @@ import pytest
 
 from runner.evals.cases import AnswerSpec, ExpectedCall, ExpectSpec
 from runner.evals.matching import (
-    ObservedCall,
     Observation,
+    ObservedCall,
     answer_differences,
     expectation_differences,
     trajectory_differences,

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import anyio
 import yaml
-
 from evals_support import RUN_LIMIT, cases_of, make_agent, run, write_cases
+
+from runner.agent.reload import forget_modules, reload_runtime
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
+from runner.evals.case_sessions import EvalSessions
 from runner.evals.running import run_cases
 from runner.evals.saving import save_case
-from runner.evals.sessions import EvalSessions
-from runner.reload import forget_modules, reload_runtime
-from runner.runtime import load_agent
-from runner.turns import stream_turn
 
 CASES = """\
 cases:

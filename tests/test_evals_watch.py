@@ -6,8 +6,8 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-
 from evals_support import make_agent, write_cases
+
 from runner.errors import ManifestError
 from runner.evals.cases import load_cases
 from runner.evals.running import RunOptions, watch_suite

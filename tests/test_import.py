@@ -17,11 +17,11 @@ import pytest
 from builders import copy_bundled_agent
 from click.testing import CliRunner, Result
 
-from runner.checks import check_agent
+from runner.agent.checks import check_agent
+from runner.authoring.formats import detect_format
+from runner.authoring.importing import required_variables, validate_text
+from runner.authoring.jsonc import parse_jsonc
 from runner.cli import main
-from runner.starting.formats import detect_format
-from runner.starting.importing import required_variables, validate_text
-from runner.starting.jsonc import parse_jsonc
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = Path(__file__).resolve().parent / "configs"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from runner.checks import check_agent
+from runner.agent.checks import check_agent
 from runner.cli import main
 from runner.manifest import manifest_json_schema
 

@@ -22,9 +22,9 @@ import pytest
 from langgraph.types import Command
 from thirdparty.interop import LEGACY_ERA, everything, everything_over_http, write_manifest
 
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 from runner.errors import PromptError, ToolError
-from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
 from runner.servers import ServerConnection
 from runner.tools.naming import NAME_PATTERN
 

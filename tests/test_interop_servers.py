@@ -29,8 +29,8 @@ from thirdparty.interop import (
     write_manifest,
 )
 
+from runner.agent.runtime import Runtime, load_agent
 from runner.errors import ToolError
-from runner.runtime import Runtime, load_agent
 from runner.tools.naming import NAME_PATTERN
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ import pytest
 from builders import server, write_manifest
 from services import free_port
 
-from runner.graph import open_checkpointer
+from runner.agent.graph import open_checkpointer
 
 pytest.importorskip("langgraph_api", reason="LangGraph's server is not installed (langgraph-cli[inmem])")
 from langgraph_sdk import get_client
@@ -104,7 +104,7 @@ def langgraph_dev(agent_folder: Path) -> Iterator[LangGraphDev]:
 
 def keep_in_the_manifests_checkpointer(folder: Path) -> None:
     config = json.loads((folder / "langgraph.json").read_text())
-    config["checkpointer"] = {"path": "runner.langgraph.checkpointer"}
+    config["checkpointer"] = {"path": "runner.hosting.langgraph_server.checkpointer"}
     (folder / "langgraph.json").write_text(json.dumps(config))
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from builders import server, write_manifest
 
-from runner.runtime import load_agent
+from runner.agent.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

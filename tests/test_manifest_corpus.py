@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.checks import check_agent
+from runner.agent.checks import check_agent
 from runner.errors import ManifestError
-from runner.loading import load_manifest, parse_manifest
 from runner.manifest import HttpServerSpec, StdioServerSpec, manifest_json_schema
+from runner.manifest.loading import load_manifest, parse_manifest
 
 CORPUS = Path(__file__).parent / "manifests"
 ROOT = Path(__file__).parent.parent
@@ -239,7 +239,7 @@ def test_a_working_directory_is_resolved_against_the_manifests_folder(tmp_path: 
 
 
 def test_checked_agent_warns_from_the_environment_it_is_given(tmp_path: Path) -> None:
-    from runner.checks import checked_agent
+    from runner.agent.checks import checked_agent
 
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: a\nmodel: anthropic:claude-sonnet-4-5\n")
@@ -250,7 +250,7 @@ def test_checked_agent_warns_from_the_environment_it_is_given(tmp_path: Path) ->
 
 
 def test_a_containerised_command_is_not_looked_up_on_the_host(tmp_path: Path) -> None:
-    from runner.checks import checked_agent
+    from runner.agent.checks import checked_agent
 
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: a\nservers:\n  s: {command: /srv/absent-server}\n")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.errors import ManifestError
-from runner.loading import parse_manifest
+from runner.manifest.loading import parse_manifest
 
 CORPUS = sorted((Path(__file__).parent / "manifests").glob("*/*.yaml"))
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

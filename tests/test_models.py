@@ -12,8 +12,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from servers.loopback import serve_app
 
+from runner.agent.graph import build_graph
 from runner.errors import ManifestError, ModelError
-from runner.graph import build_graph
 from runner.manifest import ModelSpec
 from runner.models import (
     ModelChain,

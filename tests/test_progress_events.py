@@ -11,8 +11,8 @@ from builders import server, write_manifest
 from test_elicitation_cli import mcp_run
 from test_elicitation_graph import write_agent
 
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 
 SLOW = 'asking__slow {"steps": 3, "interval": 0.01}'
 

@@ -297,7 +297,7 @@ def test_template_files_still_lists_files_of_a_broken_template(folder: Path) -> 
 def test_a_problem_of_inline_text_is_located_on_its_manifest_line(
     folder: Path, system: str, located: str
 ) -> None:
-    from runner.checks import check_agent
+    from runner.agent.checks import check_agent
 
     write(folder, "agent.yaml", f"version: 1\nname: x\nmodel: offline\nprompts:\n  system: {system}")
     with pytest.raises(ManifestError) as caught:

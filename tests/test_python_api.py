@@ -9,9 +9,9 @@ import pytest
 from builders import copy_bundled_agent
 
 import runner
-from runner import langgraph as graph_factory
-from runner.agent_host import HOST, MANIFEST_ENV, AgentHost
 from runner.errors import RunnerError
+from runner.hosting import langgraph_server as graph_factory
+from runner.hosting.agent_host import HOST, MANIFEST_ENV, AgentHost
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent

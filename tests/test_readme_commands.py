@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 import pytest
-
 from builders import copy_bundled_agent
 
 from runner.cli import main

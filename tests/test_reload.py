@@ -13,8 +13,8 @@ import builders
 import pytest
 import yaml
 
-from runner.reload import reload_runtime, watch_and_reload
-from runner.runtime import Runtime, load_agent
+from runner.agent.reload import reload_runtime, watch_and_reload
+from runner.agent.runtime import Runtime, load_agent
 
 pytestmark = pytest.mark.anyio
 FAST = {"timeout": "10s", "startup_timeout": "30s",

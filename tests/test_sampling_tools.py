@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from test_sampling import tool_text, turn, write_agent
 
-from runner.runtime import load_agent
+from runner.agent.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +104,7 @@ def test_the_chat_shows_the_tools_a_sampling_request_offers_before_it_is_sent(tm
 def test_the_sampling_request_shows_tool_calls_and_results_readably_without_null_fields() -> None:
     import mcp_types as types
 
-    from runner.sampling import sampling_request
+    from runner.agent.sampling import sampling_request
 
     request = types.CreateMessageRequestParams(max_tokens=50, messages=[
         types.SamplingMessage(role="assistant", content=[types.ToolUseContent(

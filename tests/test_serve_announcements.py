@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from servers import gates as gates_server
 from serving import http_agent, http_client, write_served_agent
 
-from runner.serve.sessions import AnnouncingServer, LegacySessions
+from runner.hosting.mcp.change_notices import AnnouncingServer, LegacySessions
 
 LIMIT = 90
 TOOLS_CHANGED = "notifications/tools/list_changed"

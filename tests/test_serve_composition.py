@@ -18,8 +18,8 @@ from langgraph.types import Command
 from servers import gates as gates_server
 from serving import call_message, write_served_agent
 
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 
 LIMIT = 120
 

@@ -16,7 +16,7 @@ import pytest
 from builders import ROOT, copy_bundled_agent
 from serving import SERVE, http_agent
 
-from runner.serve.malformed import refusal
+from runner.hosting.mcp.malformed import refusal
 
 LIMIT = 60.0
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

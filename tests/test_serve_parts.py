@@ -11,9 +11,22 @@ import mcp_types as types
 import pytest
 
 from runner.errors import BusyError
-from runner.serve.conversations import TurnScheduler
-from runner.serve.questions import can_elicit, elicitation_for, question_key, refusal, resume_value
-from runner.serve.transports import GRACEFUL_SHUTDOWN, Address, bind, check_binding, parse_address, serve_http
+from runner.hosting.mcp.conversations import TurnScheduler
+from runner.hosting.mcp.http_wire import (
+    GRACEFUL_SHUTDOWN,
+    Address,
+    bind,
+    check_binding,
+    parse_address,
+    serve_http,
+)
+from runner.hosting.mcp.relayed_questions import (
+    can_elicit,
+    elicitation_for,
+    question_key,
+    refusal,
+    resume_value,
+)
 
 APPROVAL = {"type": "approval", "tool": "files__delete", "args": {"path": "a"}, "id": "call_1"}
 FORM = {"type": "elicitation", "server": "cal", "message": "Which day?", "mode": "form",

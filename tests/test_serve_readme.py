@@ -20,8 +20,8 @@ from mcp.client.stdio import StdioServerParameters
 from serving import http_agent, http_client, text_of
 from test_readme_commands import commands_in, readme_sections
 
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
 LIMIT = 90

@@ -14,7 +14,7 @@ from servers._serve import http_app
 from servers.loopback import serve_app
 
 from runner.servers import CatalogueChange, ServerConnection, ServerFleet, open_fleet
-from runner.servers.catalogue import ChangeSignal, compare
+from runner.servers.offerings import ChangeSignal, compare
 
 CHANGE_WAIT = 10.0
 ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])

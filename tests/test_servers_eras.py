@@ -11,7 +11,7 @@ import pytest
 from servers import specs
 
 from runner.servers import open_fleet
-from runner.servers.eras import EraMemory, launch_identity
+from runner.servers.protocol_eras import EraMemory, launch_identity
 
 LEGACY = "2025-11-25"
 
@@ -45,7 +45,7 @@ def test_a_damaged_file_means_probing_and_an_unwritable_folder_a_warning(tmp_pat
     memory.remember(spec, LEGACY)  # a damaged file is replaced whole
     assert memory.connect_mode(spec) == "legacy"
     missing = EraMemory(tmp_path / "gone")
-    with caplog.at_level(logging.WARNING, logger="runner.servers.eras"):
+    with caplog.at_level(logging.WARNING, logger="runner.servers.protocol_eras"):
         missing.remember(spec, LEGACY)
     assert "cannot remember protocol eras" in caplog.text
     assert missing.connect_mode(spec) == "auto"
@@ -53,7 +53,7 @@ def test_a_damaged_file_means_probing_and_an_unwritable_folder_a_warning(tmp_pat
 
 def test_servers_remembered_at_once_from_many_threads_are_all_kept(tmp_path: Path, caplog) -> None:
     servers = [specs.stdio("demo", str(index)) for index in range(16)]
-    with caplog.at_level(logging.WARNING, logger="runner.servers.eras"):
+    with caplog.at_level(logging.WARNING, logger="runner.servers.protocol_eras"):
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda spec: EraMemory(tmp_path).remember(spec, LEGACY), servers))
     assert "cannot remember" not in caplog.text

@@ -18,7 +18,8 @@ from mcp.shared.exceptions import MCPError
 from servers import answers, command, specs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runner.servers import calls, open_fleet
+from runner.servers import lean_calls as calls
+from runner.servers import open_fleet
 
 WAIT = 20.0
 TRANSPORTS = pytest.mark.parametrize("transport", ["stdio", "http"])

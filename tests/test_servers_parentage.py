@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runner.servers import parentage
+from runner.servers.transports import child_reaping as parentage
 
 pytestmark = pytest.mark.anyio
 

@@ -19,8 +19,8 @@ from servers import command, dynamic, specs
 
 from runner.servers import CatalogueChange, open_fleet
 from runner.servers import listings as listing_module
-from runner.servers.catalogue import fetch_catalogue
 from runner.servers.listings import ToolPages
+from runner.servers.offerings import fetch_catalogue
 
 WAIT = 20.0
 

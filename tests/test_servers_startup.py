@@ -219,7 +219,7 @@ async def test_a_handshake_era_server_is_probed_once_and_later_started_in_its_er
 async def test_a_server_that_no_longer_speaks_its_remembered_era_is_probed_again(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    from runner.servers.eras import EraMemory
+    from runner.servers.protocol_eras import EraMemory
 
     state_dir.mkdir(parents=True)
     modern_only = specs.stdio("modern")

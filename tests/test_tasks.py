@@ -11,9 +11,9 @@ import pytest
 import yaml
 from langgraph.types import Command
 
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 from runner.errors import ToolError
-from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
 
 pytestmark = pytest.mark.anyio
 

@@ -24,11 +24,11 @@ from mcp import Client, StdioServerParameters
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 from servers import traced
 
-from runner.checks import checked_agent
+from runner.agent.checks import checked_agent
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 from runner.errors import ManifestError
-from runner.loading import parse_manifest
-from runner.runtime import load_agent
-from runner.turns import stream_turn
+from runner.manifest.loading import parse_manifest
 
 pytestmark = pytest.mark.anyio
 MCP_RUN = Path(sys.executable).parent / "mcp-run"
@@ -209,8 +209,8 @@ def test_telemetry_off_imports_no_part_of_the_recorder(tmp_path: Path) -> None:
     script = write_script(tmp_path, ["done"])
     write_manifest(tmp_path, {}, model={"id": "scripted", "script": script}, checkpointer="memory")
     check = ("import sys, anyio\n"
-             "from runner.runtime import load_agent\n"
-             "from runner.turns import stream_turn\n"
+             "from runner.agent.runtime import load_agent\n"
+             "from runner.agent.turns import stream_turn\n"
              "async def main():\n"
              "    async with load_agent('agent.yaml') as runtime:\n"
              "        [e async for e in stream_turn(runtime, 'hi')]\n"

@@ -13,17 +13,17 @@ from typing import Any
 
 import anyio
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
-
 from builders import server, write_manifest
+from langchain_core.messages import HumanMessage, ToolMessage
+from servers.loopback import serve_app
+from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
+
+from runner.agent.runtime import GenerationAdapter, Runtime, load_agent
 from runner.manifest import ModelSpec
 from runner.models import ModelChain, ScriptedChatModel
-from runner.runtime import GenerationAdapter, Runtime, load_agent
 from runner.tools.catalog import _mcp_tool_class
 from runner.tools.search import SEARCH_TOOL, catalog_definition_bytes, definition_bytes, openai_function
 from runner.tools.suggest import unknown_tool_line, unknown_tool_text
-from servers.loopback import serve_app
-from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
 
 WIDE_SERVERS, WIDE_TOOLS = 20, 500  # 10,000 tools, and the needle
 SMALL_DOMAINS = ("payments", "weather")  # 2 x 30 tools, and the needle
@@ -253,7 +253,7 @@ def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_o
 async def test_a_reload_keeps_the_found_tools_and_applies_new_pins_and_modes(
     tmp_path: Path, small_url: str
 ) -> None:
-    from runner.reload import reload_runtime
+    from runner.agent.reload import reload_runtime
 
     servers = toolbox_servers(small_url, SMALL_DOMAINS)
     model = ScriptedChatModel([search_call(NEEDLE, limit=1), "found", "pinned", "everything"])

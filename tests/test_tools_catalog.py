@@ -20,9 +20,9 @@ import pytest
 from builders import server, write_manifest
 from fixtures import hooks
 
+from runner.agent.runtime import launch_spec
 from runner.errors import BuildError, ToolError
-from runner.loading import parse_manifest
-from runner.runtime import launch_spec
+from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
 from runner.tools.naming import NAME_PATTERN
@@ -334,7 +334,7 @@ async def test_a_build_of_many_tools_holds_under_half_a_kilobyte_a_tool(tmp_path
 async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_the_manifest(
     tmp_path: Path,
 ) -> None:
-    from runner.runtime import load_agent
+    from runner.agent.runtime import load_agent
 
     lines = ["version: 1", "name: globs", "model: offline", "checkpointer: memory", "servers:", "  demo:",
              "    command: python", f"    args: [{TESTS / 'servers' / 'demo.py'}]", "    tools:",

@@ -28,8 +28,6 @@ from runner.tools import (
     schema_for_provider,
 )
 
-
-
 # --- a real server whose tools have the schemas pydantic writes ---------------------------------
 
 

@@ -15,8 +15,8 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from functools import wraps
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -25,7 +25,7 @@ from rich.console import Console
 from runner.errors import ManifestError, RunnerError
 
 if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands that read one
-    from runner.loading import LoadedManifest
+    from runner.manifest.loading import LoadedManifest
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -72,8 +72,8 @@ def reports_errors(command: F) -> F:
 # module is one line here; importing a module that defines other commands than its line says fails
 # (and tests/test_cli_registry.py imports every module of this package to check the table).
 COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
-    "runner.cli.inspect": ("tools", "call", "prompts", "prompt", "watch"),
-    "runner.cli.starting": ("init", "import", "config"),
+    "runner.cli.inspecting": ("tools", "call", "prompts", "prompt", "watch"),
+    "runner.cli.authoring": ("init", "import", "config"),
     "runner.cli.auth": ("auth",),
     "runner.cli.evals": ("test",),
     "runner.cli.serve": ("serve",),
@@ -220,13 +220,13 @@ def validate(file: str) -> None:
     """Check FILE, its templates and import paths; print every problem with its location."""
     from dataclasses import replace
 
-    from runner.checks import checked_agent
+    from runner.agent.checks import checked_agent
 
     checked = checked_agent(file)
     for warning in checked.warnings:  # things to put right before the run; the manifest is valid
         stderr.print(str(replace(warning, message=f"warning: {warning.message}")), style="yellow",
                      markup=False)
-    from runner.state import unusable_state_folder, user_state_folder
+    from runner.store.state_folder import unusable_state_folder, user_state_folder
 
     if (problem := unusable_state_folder(checked.loaded)) is not None:
         fallback = user_state_folder(checked.loaded.path, environ=os.environ)

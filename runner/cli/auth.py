@@ -21,8 +21,8 @@ from runner.auth.login import LOGIN_TIMEOUT, forget_login
 from runner.cli import EXIT_FAILURE, main, reports_errors, stdout
 from runner.cli.logins import connect_alone, log_in
 from runner.errors import AuthError, LoginRequiredError, ServerStartError
-from runner.loading import LoadedManifest, load_manifest
 from runner.manifest import HttpServerSpec, did_you_mean
+from runner.manifest.loading import LoadedManifest, load_manifest
 
 STATUS_STARTUP_TIMEOUT = 15.0  # a status check that hangs on one server must not hang the listing
 

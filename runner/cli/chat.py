@@ -24,6 +24,10 @@ import anyio
 import click
 from langgraph.types import Command
 
+from runner.agent.graph import MAX_STEPS_REASON
+from runner.agent.reload import watch_and_reload
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.chat_session import CHAT_HANDLERS, LEAVE_COMMANDS, ChatSession, Interrupts
@@ -33,11 +37,7 @@ from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
-from runner.graph import MAX_STEPS_REASON
-from runner.reload import watch_and_reload
-from runner.runtime import Runtime, load_agent
 from runner.servers import stop_on_signals
-from runner.turns import stream_turn
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
 __all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_file"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from runner.agent.reload import reload_runtime
 from runner.cli.chat_session import ChatSession, chat_command
 from runner.cli.completion import resolve_thread
 from runner.cli.media import media_blocks
@@ -24,7 +25,6 @@ from runner.cli.rows import (
 from runner.errors import CaseSaveError, ManifestError, ToolError
 from runner.evals.saving import save_case
 from runner.manifest import CHAT_COMMANDS
-from runner.reload import reload_runtime
 from runner.tools.suggest import unknown_tool_line
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may

@@ -15,14 +15,14 @@ from typing import Any
 import anyio
 from langgraph.types import Command
 
+from runner.agent.runtime import Runtime
+from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
+from runner.cli.answering import QUESTION_EVENTS, answer_question
 from runner.cli.media import MediaFolder, save_turn_media
-from runner.cli.questions import QUESTION_EVENTS, answer_question
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
 from runner.manifest import CHAT_COMMANDS, did_you_mean
-from runner.runtime import Runtime
-from runner.turns import stream_turn
 
 LEAVE_COMMANDS = ("exit", "quit")
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from runner.runtime import Runtime
+from runner.agent.runtime import Runtime
 
 THREAD_SCAN_LIMIT = 500  # checkpoints read to find thread ids
 

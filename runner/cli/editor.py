@@ -44,11 +44,11 @@ from prompt_toolkit.output.vt100 import Vt100_Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
+from runner.agent.runtime import Runtime
 from runner.cli.completion import ChatCompleter
 from runner.cli.status import SPINNER_STEP, ChatStatus
 from runner.cli.terminal import LineReader
 from runner.manifest import CHAT_COMMANDS
-from runner.runtime import Runtime
 
 DUMB_TERMINALS = ("dumb", "unknown")
 STATUS_REFRESH = 0.5  # seconds between redraws of the status line at the prompt

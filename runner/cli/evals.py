@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import click
 
+from runner.agent.checks import model_id_problem
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors, stderr, stdout
-from runner.checks import model_id_problem
 from runner.errors import ManifestError, RunnerError
 from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.report import json_report, junit_xml, print_results

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import anyio
 
+from runner.agent.reload import reload_runtime
+from runner.agent.runtime import Runtime
 from runner.auth import BrowserLogin, has_display, interacting, login_files
 from runner.auth.login import LOGIN_TIMEOUT
 from runner.cli import stderr, stdout
 from runner.errors import AuthError, LoginRequiredError
-from runner.loading import LoadedManifest
 from runner.manifest import HttpServerSpec
-from runner.reload import reload_runtime
-from runner.runtime import Runtime
+from runner.manifest.loading import LoadedManifest
 from runner.servers import open_fleet
 
 

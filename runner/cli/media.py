@@ -24,7 +24,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from runner.runtime import Runtime
+from runner.agent.runtime import Runtime
 
 MEDIA_TYPES = ("image", "audio", "file")
 MARKERS = tuple(f"[{kind}]" for kind in MEDIA_TYPES)  # how turn events show a media block

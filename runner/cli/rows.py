@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.runtime import Runtime
+from runner.agent.runtime import Runtime
 from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
-from runner.tools.providers import schema_for_provider
+from runner.tools.provider_schemas import schema_for_provider
 
 
 def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
-from runner.manifest.basics import parse_duration
-from runner.serve import (
+from runner.hosting.mcp import (
     DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
     DEFAULT_MAX_TURNS,
@@ -26,6 +25,7 @@ from runner.serve import (
     parse_address,
     serve_agent,
 )
+from runner.manifest.basics import parse_duration
 from runner.servers import stop_on_signals
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runner.runtime import Runtime
-from runner.tools.calling import progress_summary, progress_text
+from runner.agent.runtime import Runtime
+from runner.tools.caller import progress_summary, progress_text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_STEP = 0.1  # seconds a spinner frame is shown

@@ -23,8 +23,8 @@ import jsonschema
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from runner.errors import ManifestError, Problem
-from runner.loading import SourceMap, located_problems, read_document, read_located_yaml
 from runner.manifest import ModelSpec, did_you_mean
+from runner.manifest.loading import SourceMap, located_problems, read_document, read_located_yaml
 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"

@@ -25,8 +25,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import CassetteMissing, ManifestError, Problem
-from runner.expansion import referenced_variables
-from runner.loading import LoadedManifest
+from runner.manifest.expansion import referenced_variables
+from runner.manifest.loading import LoadedManifest
 
 CASSETTE_VERSION = 1
 MIN_SECRET_CHARS = 4  # shorter values (a port, "UTC") would blot out ordinary text

@@ -23,16 +23,16 @@ import anyio
 from langgraph.types import Command
 from watchfiles import awatch
 
+from runner.agent.reload import reload_runtime
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
 from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
+from runner.evals.case_sessions import EvalSessions, Mode
 from runner.evals.cases import Case
 from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
 from runner.evals.judge import grade
-from runner.evals.matching import ObservedCall, Observation, expectation_differences
+from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
-from runner.evals.sessions import EvalSessions, Mode
-from runner.reload import reload_runtime
-from runner.runtime import Runtime, load_agent
-from runner.turns import stream_turn
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4

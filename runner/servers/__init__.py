@@ -8,20 +8,19 @@
                 ...
 
 Modules: ``translation`` (the one table from SDK, anyio, httpx and pydantic errors to runner
-errors), ``environment`` (what a stdio server inherits), ``isolation`` (a stdio server's command
-run directly, in a container or under bubblewrap), ``stdio`` (the subprocess transport),
-``websocket`` (the websocket transport), ``transports`` (per-attempt transport and liveness
-facts), ``eras`` (the protocol era each server spoke last, kept in the state folder),
-``catalogue`` (listing, diffing, debouncing), ``requests`` (what servers ask of the client),
-``tasks`` (tool calls run as tasks), ``connection`` (state and requests),
-``supervision`` (the lifetime task), ``fleet`` (start, stop, and :meth:`ServerFleet.update`:
-restart or live update, as the manifest's ``RESTARTS`` fields say).
+errors), ``transports/`` (how a connection reaches its server: stdio, HTTP, SSE, websocket,
+isolation, environment, child reaping), ``protocol_eras`` (the protocol era each server spoke
+last, kept in the state folder), ``offerings`` (what a server offers: listing, diffing,
+debouncing), ``inbound_requests`` (what servers ask of the client), ``lean_calls`` (``tools/call``
+without the SDK's redundant work), ``tasks`` (tool calls run as tasks), ``connection`` (state and
+requests), ``supervision`` (the lifetime task), ``fleet`` (start, stop, and
+:meth:`ServerFleet.update`: restart or live update, as the manifest's ``RESTARTS`` fields say).
 """
 
-from runner.servers.catalogue import Catalogue, CatalogueChange, CatalogueKind
 from runner.servers.connection import ServerConnection, ServerSpecType, Status
-from runner.servers.environment import HOST_ENV_ALLOWLIST, server_environment
 from runner.servers.fleet import ServerFleet, SignalStop, open_fleet, stop_on_signals
+from runner.servers.offerings import Catalogue, CatalogueChange, CatalogueKind
+from runner.servers.transports.environment import HOST_ENV_ALLOWLIST, server_environment
 
 __all__ = [
     "HOST_ENV_ALLOWLIST",

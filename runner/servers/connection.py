@@ -28,8 +28,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from runner import telemetry
 from runner.errors import ServerClosedError, ServerError, ServerRequestError, ServerTimeoutError
 from runner.manifest import HttpServerSpec, StdioServerSpec
-from runner.servers import calls, tasks
-from runner.servers.catalogue import (
+from runner.servers import lean_calls as calls
+from runner.servers import tasks
+from runner.servers.inbound_requests import Ask, CallEvents, ServerRequests
+from runner.servers.offerings import (
     KINDS,
     Catalogue,
     CatalogueChange,
@@ -37,12 +39,11 @@ from runner.servers.catalogue import (
     ChangeSignal,
     fetch_catalogue,
 )
-from runner.servers.environment import secret_values
-from runner.servers.eras import EraMemory
-from runner.servers.requests import Ask, CallEvents, ServerRequests
-from runner.servers.stdio import StderrLog
+from runner.servers.protocol_eras import EraMemory
 from runner.servers.translation import Boundary, timed_out, translated
-from runner.servers.transports import Link
+from runner.servers.transports.environment import secret_values
+from runner.servers.transports.links import Link
+from runner.servers.transports.stdio import StderrLog
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from runner.errors import ServerStartError
 from runner.manifest import restart_fields
-from runner.servers.catalogue import CatalogueChange
 from runner.servers.connection import ServerConnection, ServerSpecType
-from runner.servers.requests import Sample
+from runner.servers.inbound_requests import Sample
+from runner.servers.offerings import CatalogueChange
 from runner.servers.supervision import supervise
 
 logger = logging.getLogger(__name__)

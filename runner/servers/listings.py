@@ -29,7 +29,7 @@ from mcp_types.methods import validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from runner.servers.calls import result_surface, send_as_session
+from runner.servers.lean_calls import result_surface, send_as_session
 
 logger = logging.getLogger(__name__)
 

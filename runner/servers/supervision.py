@@ -46,10 +46,10 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from runner.servers.catalogue import KINDS, fetch_catalogue
 from runner.servers.connection import ServerConnection
+from runner.servers.offerings import KINDS, fetch_catalogue
 from runner.servers.translation import Boundary, describe, leaves, root_cause, translate, translated
-from runner.servers.transports import Link, public_url
+from runner.servers.transports.links import Link, public_url
 
 logger = logging.getLogger(__name__)
 

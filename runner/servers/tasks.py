@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from runner.errors import CANCELLED_CODE, ServerRequestError
-from runner.servers.requests import CallEvents
+from runner.servers.inbound_requests import CallEvents
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class _TaskRequest(types.Request[dict[str, Any], str]):
 
 
 def task_event(task: types.Task) -> dict[str, Any]:
-    """The ``task`` event of a call (the catalog adds the tool and server; see ``runner.turns``)."""
+    """The ``task`` event of a call (the catalog adds the tool and server; see ``runner.agent.turns``)."""
     return {"type": "task", "task_id": task.task_id, "status": task.status, "message": task.status_message}
 
 

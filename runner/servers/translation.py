@@ -31,7 +31,7 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from runner.servers.isolation import IsolationUnavailable
+from runner.servers.transports.isolation import IsolationUnavailable
 
 
 def _never() -> bool:

@@ -32,8 +32,8 @@ from runner.errors import ManifestError, Problem
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from runner.loading import LoadedManifest
     from runner.manifest import Manifest
+    from runner.manifest.loading import LoadedManifest
     from runner.telemetry.recorder import Recorder
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def session(loaded: LoadedManifest, environ: Mapping[str, str], *, required: boo
                        "(%s): no telemetry is exported", EXTRA_HINT)
         yield None
         return
-    from runner.state import state_folder
+    from runner.store.state_folder import state_folder
 
     log_path = state_folder(loaded, environ=environ) / "logs" / LOG_NAME
     with recording(loaded.manifest, environ, log_path) as recorder:

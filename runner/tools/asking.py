@@ -19,7 +19,7 @@ from typing import TypeVar
 import anyio
 import mcp_types as types
 
-from runner.servers.requests import SAMPLING_REFUSED, Ask, Question, Reply, declined
+from runner.servers.inbound_requests import SAMPLING_REFUSED, Ask, Question, Reply, declined
 
 Answer = Callable[[str, Question], Awaitable[Reply]]
 """``answer(server_key, request)``, run in the tool's task; may raise to pause the graph."""

@@ -2,7 +2,7 @@
 
 A :class:`ToolCatalog` is rebuilt whenever the manifest or a server's tool list changes; each build
 filters, names and converts the tools, and checks the names for collisions across all sources. A
-call goes through exactly one path (:meth:`ToolCatalog.call`, in :mod:`runner.tools.calling`): argument
+call goes through exactly one path (:meth:`ToolCatalog.call`, in :mod:`runner.tools.caller`): argument
 validation against the tool's original schema, the server call with its timeout, fallbacks on transient
 failures, and conversion of the result. Failures meant for the model are raised as :class:`ToolError`.
 """
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
-from runner.loading import SourceMap, format_path
 from runner.manifest import Manifest, ServerBase
+from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
 from runner.tools.asking import Answer
-from runner.tools.calling import (  # noqa: F401 (ToolCall: imported from here by the runtime)
+from runner.tools.caller import (  # noqa: F401 (ToolCall: imported from here by the runtime)
     READ_RESOURCE,
     RESOURCE_TOOLS,
     Connection,
@@ -41,7 +41,7 @@ from runner.tools.filters import (
     select_names,
 )
 from runner.tools.naming import NameTable, Origin, generate_name
-from runner.tools.providers import provider_for_model, schema_for_provider
+from runner.tools.provider_schemas import provider_for_model, schema_for_provider
 
 if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
     from langchain_core.tools import BaseTool
@@ -77,7 +77,7 @@ class CatalogEntry:
 @dataclass
 class ToolCatalog(ToolCalls):
     """Builds and calls the tools of one manifest over a set of server connections (its calls:
-    :class:`runner.tools.calling.ToolCalls`)."""
+    :class:`runner.tools.caller.ToolCalls`)."""
 
     manifest: Manifest
     connections: Mapping[str, Connection]

@@ -26,7 +26,7 @@ from runner.errors import UnusableSchemaError
 from runner.manifest import OFFLINE_ID, ToolSearchSpec
 from runner.tools.catalog import CatalogEntry, ToolCatalog
 from runner.tools.filters import matches_any
-from runner.tools.providers import tool_limit
+from runner.tools.provider_schemas import tool_limit
 from runner.tools.ranking import Document, ToolIndex
 
 if TYPE_CHECKING:  # LangChain is imported when a model is offered tools: a listing needs none

@@ -4,7 +4,7 @@
 
 The suite starts a test server for a scenario, then runs this program with the server's URL as the
 last argument and the scenario name in ``MCP_CONFORMANCE_SCENARIO``. The program does what the
-runner does with a manifest that names that URL: ``runner.loading.parse_manifest`` of a one-server
+runner does with a manifest that names that URL: ``runner.manifest.loading.parse_manifest`` of a one-server
 manifest, ``runner.servers.open_fleet`` (transport, handshake, era negotiation, listing), then it
 calls every tool the server lists, through ``ServerConnection.call_tool``, accepting every request
 for input as proposed (the runner fills in the schema's defaults, as the elicitation scenarios
@@ -38,7 +38,7 @@ from servers.approver import Approver  # noqa: E402
 
 from runner.auth.context import interacting  # noqa: E402
 from runner.errors import RunnerError  # noqa: E402
-from runner.loading import parse_manifest  # noqa: E402
+from runner.manifest.loading import parse_manifest  # noqa: E402
 from runner.servers import ServerConnection, open_fleet  # noqa: E402
 
 logger = logging.getLogger("conformance.client")

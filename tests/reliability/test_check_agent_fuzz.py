@@ -1,4 +1,4 @@
-"""Structure-aware fuzzing of the whole load -> validate path: ``runner.runtime.check_agent`` on
+"""Structure-aware fuzzing of the whole load -> validate path: ``runner.agent.runtime.check_agent`` on
 generated projects written to a folder - a manifest, system prompt templates that include, extend
 and import each other (or files outside the folder), Python modules named by ``filter``,
 ``on_fallback`` and ``local_tools`` (valid, broken, raising, missing), and scripted-model scripts.
@@ -23,7 +23,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.checks import check_agent
+from runner.agent.checks import check_agent
 from runner.errors import ManifestError
 
 EXAMPLES = 2000

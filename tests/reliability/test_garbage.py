@@ -11,8 +11,8 @@ import mcp_types as types
 import pytest
 
 from reliability.support import wire, write_manifest
+from runner.agent.runtime import load_agent
 from runner.errors import ServerRequestError, ServerTimeoutError, ToolError
-from runner.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from reliability.support import ServerRequests, server_requests, still_running, wire, write_manifest
+from runner.agent.runtime import Runtime, load_agent
 from runner.errors import ServerClosedError, ServerTimeoutError, ToolError
-from runner.runtime import Runtime, load_agent
 
 pytestmark = pytest.mark.anyio
 

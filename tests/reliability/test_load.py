@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from reliability.support import demo, wire, write_manifest
-from runner.runtime import load_agent
+from runner.agent.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

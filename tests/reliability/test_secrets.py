@@ -20,10 +20,10 @@ from servers.refusing import Rejecting
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reliability.support import SERVERS, manifest_document, mcp_run, wire, write_manifest
-from runner.checks import check_agent
+from runner.agent.checks import check_agent
+from runner.agent.runtime import load_agent
 from runner.errors import ManifestError, ServerStartError, ToolError
 from runner.manifest import HttpServerSpec, StdioServerSpec
-from runner.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

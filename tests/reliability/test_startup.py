@@ -14,8 +14,8 @@ from servers import demo as demo_server
 from servers.refusing import Rejecting, refused_url
 
 from reliability.support import SERVERS, mcp_run, wire, write_manifest
+from runner.agent.runtime import load_agent
 from runner.errors import ServerStartError
-from runner.runtime import load_agent
 
 pytestmark = pytest.mark.anyio
 

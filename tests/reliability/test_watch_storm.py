@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from reliability.support import manifest_document, wire
-from runner.checks import check_agent
-from runner.reload import watch_and_reload
-from runner.runtime import Runtime, load_agent
+from runner.agent.checks import check_agent
+from runner.agent.reload import watch_and_reload
+from runner.agent.runtime import Runtime, load_agent
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,10 @@
+"""The agent: one manifest's servers, tools, prompts and model built into a LangGraph graph, and
+its turns.
+
+Modules: ``checks`` (everything ``validate`` checks beyond the schema), ``runtime`` (the running
+agent: one fleet, the current generation, apply and reload), ``generation`` (what one version of
+the manifest builds over the running servers), ``graph`` (the LangGraph graph: model node, tool
+node, approvals as interrupts), ``turns`` (one turn as a stream of events), ``sampling`` (a
+server's completion request answered by the agent's model), ``call_ledger`` (which tool calls of a
+stopped turn had started), ``reload`` (watch, load, reconcile, swap).
+"""

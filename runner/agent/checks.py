@@ -1,0 +1,250 @@
+"""Everything ``mcp-run validate`` checks without starting anything: the manifest, the templates
+it names, the import paths it names, the scripted model's script and the model ids.
+
+Some findings are warnings, not errors: what may be put right before the run without touching the
+manifest (a stdio command not installed yet, a provider package or an API key variable missing),
+and filter entries no name can match (a blank or malformed glob), which the run ignores.
+
+Kept light on purpose (no MCP SDK, no LangChain at import time) so validation is quick; LangChain
+is imported only to check a provider model's id.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner import telemetry
+from runner.errors import ManifestError, ModelError, Problem
+from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
+from runner.manifest.loading import LoadedManifest, load_manifest
+from runner.tools.filters import ImportPathError, glob_defect, load_import_path
+
+if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
+    from runner.prompts.system import SourceLocation, SystemTemplate
+
+
+@dataclass(frozen=True)
+class CheckedAgent:
+    """A manifest that passed every check, with the system template compiled while checking, and
+    the files the agent is built from (what watch mode follows)."""
+
+    loaded: LoadedManifest
+    system_template: SystemTemplate | None
+    warnings: list[Problem] = field(default_factory=list)
+    templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
+    modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
+
+    @property
+    def files(self) -> frozenset[Path]:
+        """The manifest and every file it depends on, resolved."""
+        return frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
+
+
+def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
+    """Validate the manifest and everything it names that can be checked without running it."""
+    return checked_agent(path, environ=environ).loaded
+
+
+def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None, turns: bool = True
+                  ) -> CheckedAgent:
+    """:func:`check_agent`, keeping what the checks built for the run that follows, and warnings.
+    ``turns=False`` (commands that run no turn) lets telemetry without its packages pass: those
+    commands warn and run without it."""
+    environ = os.environ if environ is None else environ
+    loaded = load_manifest(path, environ=environ)
+    problems: list[Problem] = []
+    template: SystemTemplate | None = None
+    templates: frozenset[Path] = frozenset()
+    if loaded.manifest.prompts.system is not None:
+        from runner.prompts.system import compile_system_prompt, template_files
+
+        try:
+            template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
+        except ManifestError as exc:
+            problems += exc.problems
+    for where, import_path in import_paths(loaded.manifest):
+        try:
+            load_import_path(import_path, base_dir=loaded.base_dir)
+        except ImportPathError as exc:
+            problems.append(loaded.source.problem(where, str(exc)))
+    model = loaded.manifest.model
+    if model.id == "scripted" and model.script and not (loaded.base_dir / model.script).is_file():
+        problems.append(loaded.source.problem(("model", "script"), f"script file '{model.script}' not found"))
+    elif model.id == "scripted" and model.script:
+        try:
+            from runner.models import load_script  # LangChain: only for scripted models
+
+            load_script(loaded.base_dir / model.script)
+        except ManifestError as exc:
+            problems += exc.problems
+    model_problems, warnings = model_findings(loaded, environ)
+    problems += model_problems
+    if turns:
+        problems += telemetry.package_problems(loaded)
+    if problems:
+        raise ManifestError(problems)
+    if loaded.manifest.prompts.system is not None:
+        templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
+
+
+def _order(problem: Problem) -> tuple[str, int, int, str]:
+    return (problem.file, problem.line, problem.column, problem.path)
+
+
+def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings) of every model id: a provider init_chat_model does not know is a
+    problem; its package not installed or its API key variable not set is a warning."""
+    model = loaded.manifest.model
+    written_as_mapping = ("model", "id") in loaded.source.values
+    ids = [(("model", "id") if written_as_mapping else ("model",), model.id, True)]
+    ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
+    ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    if ids:
+        from runner.models.registry import model_requirements, provider_of
+    for where, model_id, primary in ids:
+        try:
+            provider = provider_of(model_id)
+        except ModelError as exc:
+            problems.append(loaded.source.problem(where, _with_built_in_suggestion(model_id, str(exc))))
+            continue
+        missing = model_requirements(model_id, provider, spec=model if primary else None, environ=environ)
+        warnings += [loaded.source.problem(where, message) for message in missing]
+    return problems, warnings
+
+
+def model_id_problem(model_id: str) -> str | None:
+    """Why ``model_id`` names no model (an unknown provider, no provider at all), or None; the same
+    words as ``validate`` gives for the manifest's model."""
+    if model_id in (OFFLINE_ID, SCRIPTED_ID):
+        return None
+    from runner.models.registry import provider_of
+
+    try:
+        provider_of(model_id)
+    except ModelError as exc:
+        return _with_built_in_suggestion(model_id, str(exc))
+    return None
+
+
+def _with_built_in_suggestion(model_id: str, message: str) -> str:
+    """A near miss of a built-in model ('ofline') is suggested first, before the providers."""
+    suggestion = "" if ":" in model_id else did_you_mean(model_id, (OFFLINE_ID, SCRIPTED_ID))
+    named = f"model '{model_id}'"
+    if not suggestion:
+        return message
+    return named + suggestion + message.removeprefix(named) if message.startswith(named) else \
+        f"{named}{suggestion}: {message}"
+
+
+
+def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list[Problem]:
+    """Stdio commands that cannot be run as things are (they may be installed before the run)."""
+    warnings: list[Problem] = []
+    for key, spec in sorted(loaded.manifest.servers.items()):
+        if not isinstance(spec, StdioServerSpec) or spec.command in PYTHON_COMMANDS:
+            continue
+        if spec.container is not None:  # the command is the image's, not the host's
+            continue
+        folder = loaded.base_dir / spec.cwd if spec.cwd else loaded.base_dir
+        reason = _unrunnable(spec.command, folder, spec.env.get("PATH", environ.get("PATH", os.defpath)))
+        if reason:
+            warnings.append(loaded.source.problem(
+                ("servers", key, "command"), f"command '{spec.command}' {reason}, so the server "
+                "cannot start as things are (fine if it is installed before the run)"))
+    return warnings
+
+
+def glob_warnings(loaded: LoadedManifest) -> list[Problem]:
+    """Filter entries (``tools.only`` / ``except`` / ``approve`` / ``pin``, ``prompts.only`` /
+    ``except``) that match nothing whatever the server offers: blank, or a malformed glob."""
+    warnings: list[Problem] = []
+    for key, spec in loaded.manifest.servers.items():
+        for part, kind, names in (("tools", "tool", spec.tools), ("prompts", "prompt", spec.prompts)):
+            lists = {"only": names.only, "except": names.except_}
+            if part == "tools":
+                lists |= {"approve": spec.tools.approve, "pin": spec.tools.pin}
+            for name, entries in lists.items():
+                for index, entry in enumerate(entries or ()):
+                    if (defect := glob_defect(entry, kind)) is not None:
+                        warnings.append(loaded.source.problem(("servers", key, part, name, index),
+                                                              f"'{entry}' {defect}"))
+    return warnings
+
+
+def _unrunnable(command: str, folder: Path, search_path: str) -> str | None:
+    """Why ``command`` cannot be started from ``folder``, or None. A command with a folder part is a
+    path (relative ones start from the server's working directory); a bare name is looked up on
+    ``search_path``, the PATH the server process gets."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        program = folder / command
+        if not program.exists():
+            return "does not exist"
+        if program.is_dir() or not os.access(program, os.X_OK):
+            return "is not an executable file"
+        return None
+    return "is not found on PATH" if shutil.which(command, path=search_path) is None else None
+
+
+def local_modules(loaded: LoadedManifest) -> frozenset[Path]:
+    """The Python source files of the modules the manifest's import paths name, where local."""
+    files = set()
+    for _, import_path in import_paths(loaded.manifest):
+        origin = _module_file(import_path.partition(":")[0], loaded.base_dir)
+        if origin is not None:
+            files.add(origin)
+    return frozenset(files)
+
+
+def _module_file(module: str, base_dir: Path) -> Path | None:
+    added = str(base_dir) not in sys.path
+    if added:
+        sys.path.insert(0, str(base_dir))
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        if added:
+            sys.path.remove(str(base_dir))
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).resolve()
+
+
+def system_location(loaded: LoadedManifest) -> SourceLocation:
+    """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
+    after its indicator, at its indentation."""
+    from runner.prompts.system import SourceLocation
+
+    line, column = loaded.source.locate(("prompts", "system"))
+    try:
+        lines = loaded.path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    if line < len(lines) and lines[line - 1][column - 1:column] in ("|", ">"):
+        following = lines[line]
+        return SourceLocation(loaded.source.file, line + 1, len(following) - len(following.lstrip()) + 1)
+    return SourceLocation(loaded.source.file, line, column)
+
+
+def import_paths(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every import path the manifest names, with where it is written."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for key, spec in manifest.servers.items():
+        if spec.tools.filter:
+            found.append((("servers", key, "tools", "filter"), spec.tools.filter))
+        if spec.on_fallback:
+            found.append((("servers", key, "on_fallback"), spec.on_fallback))
+    found += [(("local_tools", index), path) for index, path in enumerate(manifest.local_tools)]
+    return found

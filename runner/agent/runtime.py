@@ -1,0 +1,383 @@
+"""The running agent: its servers, and the current generation (tools, prompts, model and graph)
+built from a manifest over them (:mod:`runner.agent.generation`).
+
+    async with load_agent("agent.yaml") as runtime:
+        result = await runtime.graph.ainvoke({"messages": [("user", "hi")]}, runtime.config())
+
+Before anything starts, the manifest is checked as ``mcp-run validate`` checks it
+(:func:`runner.agent.checks.check_agent`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Set
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import mcp_types as types
+
+from runner import telemetry
+from runner.agent.checks import CheckedAgent, checked_agent
+from runner.agent.generation import (
+    Generation,
+    GenerationAdapter,
+    ReloadReport,
+    launch_spec,
+    rebuilt_parts,
+    reconcile_servers,
+    render_system_prompt,
+    stream_writer,
+)
+from runner.auth import login_files
+from runner.errors import AuthError, BuildError, RunnerError
+from runner.manifest import Manifest
+from runner.manifest.loading import LoadedManifest
+from runner.prompts import (
+    PromptCatalog,
+    build_prompt_catalog,
+    fetch_prompt_messages,
+    parse_command_line,
+)
+from runner.servers import CatalogueChange, ServerFleet, open_fleet
+from runner.servers.inbound_requests import SAMPLING_REFUSED, Question, Reply
+from runner.store.state_folder import state_folder
+from runner.tools.catalog import ToolCatalog
+from runner.tools.search import ToolSearch
+
+if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
+    # commands that only list or call (tools, call, prompts) start without them
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph.state import CompiledStateGraph
+
+    from runner.models import ModelChain
+
+logger = logging.getLogger(__name__)
+
+SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
+WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
+
+ChangeListener = Callable[[CatalogueChange], Any]
+# open_fleet's signature: an empty fleet the runtime starts the manifest's servers in.
+ServersOpener = Callable[..., AbstractAsyncContextManager[ServerFleet]]
+
+
+@dataclass
+class Runtime:
+    """A running agent: the servers, the current generation, and the checkpointer they share.
+
+    :meth:`apply` is the one place that brings the servers and the generation to a checked
+    manifest, at start-up (from an empty fleet) and at every reload. The graph reads the tools,
+    the approval rule and the system prompt from here at each step, so a new generation or a
+    server's new tool list is seen at the next step.
+    """
+
+    fleet: ServerFleet
+    checkpointer: Any
+    thread_id: str
+    with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
+    interactive: bool = True  # False: servers' requests for input are declined at once (one-shot runs)
+    adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
+    listeners: list[ChangeListener] = field(default_factory=list)
+    _generation: Generation | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._changes = self.fleet.subscribe()  # read by follow_changes and settle
+
+    @property
+    def generation(self) -> Generation:
+        if self._generation is None:
+            raise RunnerError("the agent has not been started: no manifest applied yet")
+        return self._generation
+
+    @property
+    def loaded(self) -> LoadedManifest:
+        return self.generation.loaded
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.generation.loaded.manifest
+
+    @property
+    def files(self) -> frozenset[Path]:
+        """The manifest, every file the current generation was built from, and the token files of
+        its http/sse servers that log in (watch mode follows them all)."""
+        return self.generation.checked.files | frozenset(self.generation.logins.values())
+
+    def waits_for_login(self, key: str) -> bool:
+        """Whether server ``key`` is not running because its authorization failed."""
+        connection = self.fleet.connections.get(key)
+        return connection is not None and isinstance(connection.error, AuthError)
+
+    def only_token_refreshes(self, changed: Set[Path]) -> bool:
+        """Whether ``changed`` holds only token files of running servers: their own refreshes,
+        which change nothing the agent is built from."""
+        running = {path for key, path in self.generation.logins.items() if not self.waits_for_login(key)}
+        return bool(changed) and {path.resolve() for path in changed} <= running
+
+    @property
+    def catalog(self) -> ToolCatalog:
+        return self.generation.catalog
+
+    @property
+    def model(self) -> ModelChain:
+        if self.generation.model is None:
+            raise RunnerError(WITHOUT_MODEL)
+        return self.generation.model
+
+    @property
+    def prompt_catalog(self) -> PromptCatalog:
+        return self.generation.prompt_catalog
+
+    @property
+    def graph(self) -> CompiledStateGraph:
+        if self.generation.graph is None:
+            raise RunnerError(WITHOUT_MODEL)
+        return self.generation.graph
+
+    async def apply(self, checked: CheckedAgent, *, changed_files: Set[Path] = frozenset()) -> ReloadReport:
+        """Bring the servers and the generation to ``checked``; report what changed.
+
+        The model is built first, so a model that cannot be created changes nothing. Servers no
+        longer named stop, new ones start, those whose ``RESTARTS`` fields changed restart once
+        their in-flight calls end, the others take their new settings live. At start-up (nothing
+        applied yet) a required server that cannot start raises ServerStartError; later it is
+        reported in ``failed`` and the rest goes on. ``changed_files`` (templates, local modules)
+        count as changes of what they feed; a changed token file restarts its server if that one
+        waits for a login (``mcp-run auth login`` ran meanwhile).
+        """
+        began = time.perf_counter()
+        if self.adapter is not None:
+            checked = self.adapter.agent(checked)
+        previous = self._generation
+        manifest = checked.loaded.manifest
+        model = self._model_for(checked, previous)
+        specs = {key: launch_spec(spec) for key, spec in manifest.servers.items()}
+        running = set(self.fleet.connections)
+        report = ReloadReport(started=sorted(set(specs) - running), stopped=sorted(running - set(specs)))
+        kept = sorted(running & set(specs))
+        logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
+        changed = {path.resolve() for path in changed_files}
+        logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
+        restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        if previous is None:
+            await self.fleet.start_all({key: specs[key] for key in report.started})
+        else:
+            await previous.catalog.drained(set(report.stopped) | restarting)
+            await reconcile_servers(self.fleet, specs, kept, report, logged_in)
+        report.rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
+        if previous is not None and previous.loaded.manifest.name != manifest.name:
+            report.renamed = manifest.name
+        self._install(checked, model, previous, logins)
+        report.seconds = time.perf_counter() - began
+        telemetry.reloaded(report, initial=previous is None)
+        return report
+
+    def _model_for(self, checked: CheckedAgent, previous: Generation | None) -> ModelChain | None:
+        if not self.with_model:
+            return None
+        spec = checked.loaded.manifest.model
+        if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
+            return previous.model  # keep the client (and its connection pool)
+        if self.adapter is not None:
+            return self.adapter.model(spec, checked.loaded.base_dir)
+        from runner.models import build_model_chain
+
+        return build_model_chain(spec, base_dir=checked.loaded.base_dir)
+
+    def _install(
+        self,
+        checked: CheckedAgent,
+        model: ModelChain | None,
+        previous: Generation | None,
+        logins: Mapping[str, Path],
+    ) -> None:
+        """Build a generation from ``checked`` over the servers as they are, and make it current."""
+        manifest = checked.loaded.manifest
+        same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
+        catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
+                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
+                              call_hook=self.adapter.call_tool if self.adapter is not None else None,
+                              warned=previous.catalog.warnings if previous is not None else (),
+                              source=checked.loaded.source)
+        catalog.answer = self._answer if self.interactive else None
+        catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)
+        catalog.progress_sink = stream_writer
+        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
+        generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
+        if model is not None:
+            from runner.agent.graph import build_graph
+
+            generation.graph = build_graph(
+                model,
+                tools_provider=lambda: self.catalog.tools,
+                system_prompt_provider=self.settled_system_prompt,
+                max_steps=manifest.agent.max_steps,
+                needs_approval=lambda name: self.catalog.needs_approval(name),
+                arguments_fit=lambda name, arguments: not self.catalog.argument_problems(name, arguments),
+                checkpointer=self.checkpointer,
+                tool_search=generation.tool_search,
+                direct_call=lambda call: self.catalog.run_tool_call(call),
+            )
+        self._generation = generation
+
+    async def _answer(self, server: str, request: Question) -> Reply:
+        """A server's question during a tool call, answered through a graph interrupt."""
+        from runner.agent.graph import ask_by_interrupt
+        from runner.agent.sampling import approve_by_interrupt
+
+        if isinstance(request, types.CreateMessageRequestParams):
+            if not approve_by_interrupt(server, request):
+                return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
+            return await self.sample(server, request)
+        return ask_by_interrupt(server, request)
+
+    async def sample(
+        self, server: str, request: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
+        """A completion for server ``server`` from the manifest's model."""
+        from runner.agent.sampling import complete
+
+        return await complete(self.model, request, provider=self.catalog.provider)
+
+    def config(self, thread_id: str | None = None) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id or self.thread_id}}
+
+    async def follow_changes(self) -> None:
+        """Apply the fleet's catalogue changes as they arrive, until cancelled."""
+        async with self._changes:
+            async for change in self._changes:
+                self.apply_change(change)
+
+    async def settle(self, limit: float = SETTLE_LIMIT) -> None:
+        """Apply every tool-list change the servers have announced so far.
+
+        Called before each model call, so a tool a server adds during a turn (say, as the effect
+        of a tool call) is offered at the very next step. Bounded: a server slow to answer its
+        re-list is not waited for beyond ``limit``.
+        """
+        unsettled = [connection for connection in self.fleet.connections.values()
+                     if connection.status == "ready" and not connection.changes.is_settled]
+        if unsettled:  # the common step has none: no timer, no wait
+            with anyio.move_on_after(limit):
+                for connection in unsettled:
+                    await connection.changes.settled()
+        while True:
+            try:
+                change = self._changes.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            self.apply_change(change)
+
+    async def settled_system_prompt(self) -> str:
+        await self.settle()
+        return self.system_prompt()
+
+    def system_prompt(self) -> str:
+        """The system prompt as of now: templates see the servers and tools currently live."""
+        return render_system_prompt(self.generation, self.fleet.connections)
+
+    def _prompt_catalog(self, manifest: Manifest) -> PromptCatalog:
+        listings = {
+            key: connection.prompts
+            for key, connection in self.fleet.connections.items()
+            if connection.status != "failed" and key in manifest.servers
+        }
+        return build_prompt_catalog(manifest, listings)
+
+    async def prompt_messages(self, line: str) -> list[BaseMessage]:
+        """The messages of a chat slash command such as ``/review language=python``."""
+        name, arguments = parse_command_line(line)
+        request = self.prompt_catalog.resolve(name, arguments)
+        connection = self.fleet.connections[request.server]
+        return await fetch_prompt_messages(connection, request.name, request.arguments, request.prompt)
+
+    def apply_change(self, change: CatalogueChange) -> None:
+        """A server's lists changed: rebuild what depends on them, then tell the listeners."""
+        try:
+            if change.kind in ("tools", "resources"):
+                self.catalog.rebuild()
+            elif change.kind == "prompts":
+                self.generation.prompt_catalog = self._prompt_catalog(self.manifest)
+        except BuildError as exc:
+            # The previous tools stay in place: a server that starts colliding is reported, not fatal.
+            logger.error("after a change on %s: %s", change.server, exc)
+        for listener in self.listeners:
+            listener(change)
+
+
+@asynccontextmanager
+async def load_agent(
+    path: str | Path,
+    *,
+    thread_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    model: bool = True,
+    interactive: bool = True,
+    sampling: Literal["ask", "deny"] | None = None,
+    adapter: GenerationAdapter | None = None,
+    open_servers: ServersOpener = open_fleet,
+) -> AsyncIterator[Runtime]:
+    """Start the agent of manifest ``path``; everything stops when the block ends.
+
+    ``interactive=False`` (one-shot runs): a server's request for input during a tool call is
+    declined at once, and the tool result tells the model so. Otherwise the request interrupts
+    the graph (an ``elicitation`` event) until it is resumed with the answer.
+
+    ``sampling``: what a server whose entry sets no ``sampling`` gets; ``ask`` declares the
+    capability (servers may list tools for it), and each request is asked, or declined at once
+    when not interactive. Default: ``ask`` when interactive, else ``deny``.
+
+    Server logs and the default conversation store go to the state folder
+    (:func:`runner.store.state_folder.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
+
+    ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
+    its credentials needed) and ``runtime.graph`` raises RunnerError.
+
+    ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
+    in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
+    """
+    # Reading files and making folders happen in a worker thread: a server hosting the agent
+    # (LangGraph's) refuses blocking calls on its event loop.
+    checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ, turns=model))
+    loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
+    state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
+    async with AsyncExitStack() as stack:
+        stack.enter_context(
+            telemetry.session(loaded, os.environ if environ is None else environ, required=model))
+        fleet = await stack.enter_async_context(
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
+        )
+        checkpointer = None
+        if model:
+            from runner.store.checkpointers import open_checkpointer
+
+            checkpointer = await stack.enter_async_context(
+                open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
+            )
+        runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
+                          interactive=interactive, adapter=adapter)
+        fleet.sampling_default = sampling or ("ask" if interactive else "deny")
+        fleet.sample = runtime.sample if model else None
+        await runtime.apply(checked)
+
+        # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
+        error: BaseException | None = None
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(runtime.follow_changes)
+            try:
+                yield runtime
+            except BaseException as exc:  # re-raised below, once the follower has stopped
+                error = exc
+            finally:
+                task_group.cancel_scope.cancel()
+        if error is not None:
+            raise error

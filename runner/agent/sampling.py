@@ -1,0 +1,191 @@
+"""Sampling: a server asks the agent's model for a completion (``sampling/createMessage``).
+
+The request's messages, system prompt, ``maxTokens`` and stop sequences go to the manifest's model
+through the same ``ModelChain`` as the agent's own calls (its fallbacks included). The tools a
+2025-11-25 request carries are bound to the model (under provider-safe names, with the provider's
+form of their schemas; ``toolChoice`` ``none`` binds none, ``required`` makes the model pick one):
+when the model calls them the result is ``tool_use`` content with stop reason ``toolUse``, and
+the server runs the tools and asks again with their results. The agent's own tools are never
+offered here, so a completion cannot get around approvals. Completions count against the turn's
+``agent.max_steps`` like the agent's own model calls: a tool call may take as many as the turn has
+left (:func:`metered`; more are refused to the server), and the next model step counts those taken
+(:func:`sampling_calls`). In the graph, ``sampling: ask`` first
+interrupts with a ``sampling`` request showing what the server asks (:func:`approve_by_interrupt`),
+resumed with ``{"action": "approve"}`` or ``{"action": "deny"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import mcp_types as types
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.types import interrupt
+from pydantic import BaseModel, ConfigDict
+
+from runner.models import ModelChain
+from runner.servers.inbound_requests import SamplingBudget, sampling_budget
+from runner.tools.naming import NAME_PATTERN, generate_name
+from runner.tools.provider_schemas import schema_for_provider
+
+SAMPLING_CALLS = "sampling_calls"  # a tool message's response_metadata key: completions it took
+
+
+@contextmanager
+def metered(steps_left: int | None) -> Iterator[SamplingBudget | None]:
+    """The completions servers get during the block count against ``steps_left`` model calls."""
+    if steps_left is None:
+        yield None
+        return
+    budget = SamplingBudget(steps_left)
+    token = sampling_budget.set(budget)
+    try:
+        yield budget
+    finally:
+        sampling_budget.reset(token)
+
+
+def counted(message: ToolMessage, budget: SamplingBudget | None) -> ToolMessage:
+    """``message`` noting the completions its call took (read back by :func:`sampling_calls`)."""
+    if budget is None or not budget.used:
+        return message
+    return message.model_copy(update={"response_metadata": {**message.response_metadata,
+                                                            SAMPLING_CALLS: budget.used}})
+
+
+def sampling_calls(messages: Sequence[BaseMessage]) -> int:
+    """The completions the tool calls since the model's last message took."""
+    total = 0
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        total += message.response_metadata.get(SAMPLING_CALLS, 0)
+    return total
+
+
+class SamplingDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["approve", "deny"]
+
+
+def sampling_request(server: str, request: types.CreateMessageRequestParams) -> dict[str, Any]:
+    """The interrupt payload (and event) showing what a server asks the model."""
+    return {
+        "type": "sampling",
+        "server": server,
+        "system_prompt": request.system_prompt,
+        "messages": [{"role": m.role, "text": _text(m.content)} for m in request.messages],
+        "max_tokens": request.max_tokens,
+        "tools": [tool.name for tool in request.tools or ()],
+    }
+
+
+def approve_by_interrupt(server: str, request: types.CreateMessageRequestParams) -> bool:
+    """Ask the user whether the request may go to the model; outside a graph run, no."""
+    try:
+        get_config()
+    except RuntimeError:  # a direct call (the chat's /call, `mcp-run call`): no one to ask
+        return False
+    decision = interrupt(sampling_request(server, request), response_schema=SamplingDecision)
+    return decision.action == "approve"
+
+
+async def complete(
+    model: ModelChain, request: types.CreateMessageRequestParams, *, provider: str = "openai"
+) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
+    """The model's answer to a sampling request (``provider`` decides the form of tool schemas)."""
+    names = _ToolNames(request.tools or [])
+    messages: list[BaseMessage] = [SystemMessage(request.system_prompt)] if request.system_prompt else []
+    for message in request.messages:
+        messages += _converted(message, names)
+    options: dict[str, Any] = {"max_tokens": request.max_tokens}
+    if request.stop_sequences:
+        options["stop"] = list(request.stop_sequences)
+    choice = request.tool_choice.mode if request.tool_choice is not None else None
+    tools = [] if choice == "none" else names.definitions(provider)
+    reply = await model.ainvoke(
+        messages, tools=tools, options=options, tool_choice="any" if tools and choice == "required" else None
+    )
+    finish = reply.response_metadata.get("finish_reason")
+    model_name = str(reply.response_metadata.get("model_name") or model.primary.__class__.__name__)
+    if request.tools is None:
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=reply.text), model=model_name,
+            stop_reason="maxTokens" if finish == "length" else "endTurn",
+        )
+    content: list[types.SamplingMessageContentBlock] = (
+        [types.TextContent(type="text", text=reply.text)] if reply.text or not reply.tool_calls else []
+    )
+    content += [
+        types.ToolUseContent(name=names.original(call["name"]), id=call["id"] or f"call_{n}",
+                             input=call["args"])
+        for n, call in enumerate(reply.tool_calls)
+    ]
+    stop = "toolUse" if reply.tool_calls else ("maxTokens" if finish == "length" else "endTurn")
+    return types.CreateMessageResultWithTools(role="assistant", content=content, model=model_name,
+                                              stop_reason=stop)
+
+
+class _ToolNames:
+    """The request's tools under names every provider accepts, and back."""
+
+    def __init__(self, tools: list[types.Tool]) -> None:
+        self.tools = tools
+        self.safe = {tool.name: tool.name if NAME_PATTERN.match(tool.name) else generate_name(None, tool.name)
+                     for tool in tools}
+        self.back = {safe: name for name, safe in self.safe.items()}
+
+    def definitions(self, provider: str) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {
+            "name": self.safe[tool.name], "description": tool.description or tool.title or tool.name,
+            "parameters": schema_for_provider(tool.input_schema, provider),
+        }} for tool in self.tools]
+
+    def original(self, name: str) -> str:
+        return self.back.get(name, name)
+
+    def model_name(self, name: str) -> str:
+        return self.safe.get(name, name)
+
+
+def _converted(message: types.SamplingMessage, names: _ToolNames) -> list[BaseMessage]:
+    """One sampling message as LangChain messages: tool uses become the assistant's tool calls,
+    tool results the tool messages answering them."""
+    blocks = message.content_as_list
+    uses = [block for block in blocks if isinstance(block, types.ToolUseContent)]
+    results = [block for block in blocks if isinstance(block, types.ToolResultContent)]
+    rest = [block for block in blocks
+            if not isinstance(block, types.ToolUseContent | types.ToolResultContent)]
+    text = _text(rest) if rest else ""
+    if message.role == "assistant":
+        calls = [{"name": names.model_name(use.name), "args": use.input, "id": use.id, "type": "tool_call"}
+                 for use in uses]
+        return [AIMessage(text, tool_calls=calls)] if text or calls else []
+    converted: list[BaseMessage] = [
+        ToolMessage(_text(result.content) if result.content else json.dumps(result.structured_content),
+                    tool_call_id=result.tool_use_id, status="error" if result.is_error else "success")
+        for result in results
+    ]
+    return converted + ([HumanMessage(text)] if text or not converted else [])
+
+
+def _text(content: Any) -> str:
+    blocks = content if isinstance(content, list) else [content]
+    parts = []
+    for block in blocks:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ToolUseContent):
+            parts.append(f"[tool call {block.name} {json.dumps(block.input, default=str)[:200]}]")
+        elif isinstance(block, types.ToolResultContent):
+            failed = " (failed)" if block.is_error else ""
+            parts.append(f"[tool result{failed}: {_text(block.content)[:200]}]")
+        else:  # images, audio: described, not sent
+            described = block.model_dump(exclude={"data", "type"}, exclude_none=True, by_alias=True)
+            parts.append(f"[{getattr(block, 'type', 'content')}: "
+                         + json.dumps(described, default=str)[:200] + "]")
+    return "\n".join(parts)

@@ -1,0 +1,146 @@
+"""One turn of the agent as a stream of JSON-ready events (what the chat, ``-p``, the evals and
+``--json`` show): :func:`stream_turn` over a :class:`~runner.agent.runtime.Runtime`'s graph."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langgraph.types import Command
+
+from runner import telemetry
+from runner.agent.generation import StoppedTurnEvents, turn_events
+from runner.agent.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+CLOSE_LIMIT = 5.0  # seconds a stopped turn waits for its graph run (and tool calls) to be cancelled
+
+def turn_input(message: str | list[BaseMessage] | Command) -> Any:
+    """Graph input for a user message, prompt messages, or an approval answer."""
+    if isinstance(message, Command):
+        return message
+    if isinstance(message, str):
+        return {"messages": [HumanMessage(message)]}
+    return {"messages": message}
+
+
+async def stream_turn(
+    runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Run one turn (or resume one) and yield its events as JSON-ready dicts:
+
+    ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),
+    ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
+    ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
+    and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
+    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens, tools: what a server asks
+    the model) — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
+    total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
+    status, message: a tool call running as a task was created or changed status),
+    ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done), and
+    ``final`` (text, reason) when the model answered without tool calls.
+
+    A turn stopped by cancelling its consumer (Ctrl-C) still yields, before the cancellation goes
+    on, the events its calls sent as they were cancelled: a task's ``cancelled`` status.
+    """
+    config = runtime.config(thread_id)
+    names: dict[str, str] = {}
+    modes = ["messages", "updates", "custom"]
+    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
+    send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
+    clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
+                                 resumed=isinstance(message, Command))
+    stopped = StoppedTurnEvents()
+    context = clock.context() or contextvars.copy_context()
+    context.run(turn_events.set, stopped)
+    run = asyncio.create_task(_run_graph(stream, send), context=context)
+    try:
+        async for mode, data in receive:
+            if mode == "custom":  # progress of a running tool call
+                yield clock.seen(data)
+                continue
+            if mode == "messages":
+                chunk, metadata = data
+                if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
+                    if text := chunk.text:
+                        yield {"type": "token", "text": text}
+                continue
+            for node, update in data.items():
+                if node == "__interrupt__":
+                    for pending in update:
+                        kind = pending.value.get("type")
+                        kind = kind if kind in ("elicitation", "sampling") else "approval"
+                        yield clock.seen({**pending.value, "type": kind})
+                    continue
+                for item in (update or {}).get("messages", []):
+                    if isinstance(item, AIMessage) and item.tool_calls and node == "model":
+                        for call in item.tool_calls:
+                            names[call["id"]] = call["name"]
+                            yield clock.seen({"type": "tool_call", "name": call["name"], "args": call["args"],
+                                              "id": call["id"]})
+                    elif isinstance(item, AIMessage) and node == "model":
+                        reason = item.response_metadata.get("finish_reason")
+                        yield clock.seen({"type": "final", "text": item.text, "reason": reason})
+                    elif isinstance(item, ToolMessage):
+                        name = names.get(item.tool_call_id, item.name)
+                        yield clock.seen({"type": "tool_result", "name": name, "id": item.tool_call_id,
+                                          "status": item.status, "text": _message_text(item)})
+        await run  # the run's own error, if it failed
+    except anyio.get_cancelled_exc_class():
+        # Stopped (Ctrl-C, a cancelled task, a stopped served turn): what the calls said as they
+        # were cancelled (a task's cancelled status) is handed over before the stop goes on.
+        stopped.stopped = True
+        await _close(run)
+        for event in stopped.kept:
+            yield clock.seen(event)
+        raise
+    finally:
+        await _close(run)
+        receive.close()
+        if run.done() and not run.cancelled() and (error := run.exception()) is not None:
+            logger.debug("the graph run ended with %r", error)  # raised above unless stopped
+        clock.end(asyncio.CancelledError() if not run.done() or run.cancelled() else run.exception())
+
+
+async def _close(run: asyncio.Task[None]) -> None:
+    """Cancel the graph run once and wait for it to close, which cancels its tool calls (and so
+    their requests on the servers); bounded, and shielded from the turn's own cancellation."""
+    run.cancel()
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+        await asyncio.wait([run])
+
+
+async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendStream[Any]) -> None:
+    """Feed the graph run's events to the turn, in a task of its own.
+
+    LangGraph closes a run (cancelling its tool tasks) in a task it awaits; inside the turn's
+    cancelled scope that await would be cancelled again and again, cancelling the closing task
+    before it ran and leaving the tool calls running. Here the run is cancelled exactly once.
+    """
+    async with send:
+        try:
+            async for item in stream:
+                await send.send(item)
+        finally:
+            await stream.aclose()
+
+
+def _message_text(message: BaseMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for block in message.content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        else:
+            parts.append(f"[{block.get('type')}]")
+    return "\n".join(parts)

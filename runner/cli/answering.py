@@ -1,0 +1,306 @@
+"""What a server asks during a chat turn: a form or a URL to visit (elicitation), the approval of a
+completion (sampling), and the status line of a running call (progress).
+
+``answer_question(view, event)`` returns the resume value for an ``elicitation`` or ``sampling``
+event: on a terminal it asks the person (a form built from the requested schema: types, enums,
+defaults, required fields, each value checked with the reason shown and asked again); in the
+JSON-lines chat it shows the event and reads the answer as one JSON object. Progress events are
+shown by the views themselves (``terminal.progress_line``).
+"""
+
+from __future__ import annotations
+
+import json
+import webbrowser
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+
+from runner.cli.terminal import JsonLinesView, TerminalView
+
+QUESTION_EVENTS = ("elicitation", "sampling")
+
+
+async def answer_question(view: Any, event: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(view, JsonLinesView):
+        answer = await _answer_as_json(view, event)
+    else:
+        assert isinstance(view, TerminalView)
+        if event["type"] == "sampling":
+            return await _approve_sampling(view, event)
+        if event.get("mode") != "url":
+            return await _fill_form(view, event)
+        answer = await _visit(view, event)
+    if event.get("mode") == "url":  # the answer applies to this request only, not a later one
+        answer["elicitation_id"] = event["elicitation_id"]
+    return answer
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+async def _choice(view: TerminalView, prompt: str, choices: dict[str, str]) -> str:
+    while True:
+        answer = ((await view.reader.read(prompt)) or "").strip().lower()
+        for key, value in choices.items():
+            if answer in (key, value):
+                return value
+        if not answer and "" in choices:
+            return choices[""]
+
+
+async def _fill_form(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+    say = view.console.print
+    say(f"[{event['server']}] asks: {event['message']}", style="yellow", markup=False)
+    action = await _choice(view, "[a]nswer / [d]ecline / [c]ancel: ",
+                           {"a": "accept", "d": "decline", "c": "cancel"})
+    if action != "accept":
+        return {"action": action}
+    schema = event.get("schema") or {}
+    required = set(schema.get("required") or [])
+    content: dict[str, Any] = {}
+    for name, field in (schema.get("properties") or {}).items():
+        value = await _ask_field(view, name, field, name in required)
+        if value is not _UNSET:
+            content[name] = value
+    return {"action": "accept", "content": content}
+
+
+_UNSET = object()
+
+
+async def _ask_field(view: TerminalView, name: str, field: dict[str, Any], required: bool) -> Any:
+    kind = field.get("type", "string")
+    label = field.get("title") or name
+    if field.get("description"):
+        view.console.print(f"  {field['description']}", markup=False)
+    choices = choice_labels(field)
+    while True:
+        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ")) or ""
+        if not raw.strip():
+            if "default" in field:
+                return field["default"]
+            if not required:
+                return _UNSET
+            view.console.print(f"{label}: a value is required", style="red", markup=False)
+            continue
+        try:
+            value = _parse(raw.strip(), kind, choices)
+        except ValueError as exc:
+            view.console.print(f"{label}: {exc}", style="red", markup=False)
+            continue
+        problems = list(jsonschema.Draft202012Validator(field, format_checker=FORMATS).iter_errors(value))
+        if problems:
+            view.console.print(f"{label}: {plain_reason(problems[0], field)}", style="red", markup=False)
+            continue
+        return value
+
+
+def field_hints(field: dict[str, Any], required: bool) -> list[str]:
+    """What the prompt of one field says: its kind or choices, constraints, default, required."""
+    kind = field.get("type", "string")
+    choices = choice_labels(field)
+    if choices:
+        many = "choose any of" if kind == "array" else "one of"
+        hints = [f"{many} {', '.join(label for _, label in choices)}"]
+    else:
+        words = {"integer": "a whole number", "number": "a number", "boolean": "yes or no",
+                 "array": "a list, comma-separated", "string": "text"}
+        hints = [_FORMAT_WORDS.get(field.get("format", ""), words.get(kind, kind))]
+    for key, words in (("minimum", "at least"), ("maximum", "at most"),
+                       ("exclusiveMinimum", "more than"), ("exclusiveMaximum", "less than"),
+                       ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
+                       ("minItems", "at least {} items"), ("maxItems", "at most {} items")):
+        if key in field:
+            hints.append(words.format(field[key]) if "{}" in words else f"{words} {field[key]}")
+    if "default" in field:
+        default = field["default"]
+        labels = dict((json.dumps(value), label) for value, label in choices)
+        hints.append(f"default {labels.get(json.dumps(default), json.dumps(default))}")
+    if required:
+        hints.append("required")
+    return hints
+
+
+def _parse(raw: str, kind: str, choices: list[tuple[Any, str]] = ()) -> Any:  # type: ignore[assignment]
+    if kind == "array":
+        return [_choice_value(item.strip(), choices) for item in raw.split(",") if item.strip()]
+    if choices:
+        return _choice_value(raw, choices)
+    if kind == "integer":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("expected a whole number") from None
+    if kind == "number":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError("expected a number") from None
+    if kind == "boolean":
+        if raw.lower() in ("y", "yes", "true", "1"):
+            return True
+        if raw.lower() in ("n", "no", "false", "0"):
+            return False
+        raise ValueError("answer yes or no")
+    return raw
+
+
+def _choice_value(raw: str, choices: list[tuple[Any, str]]) -> Any:
+    """The value of the choice a person typed (its title or its value); else the text itself."""
+    for value, label in choices:
+        if raw.lower() in (label.lower(), str(value).lower()):
+            return value
+    if choices:
+        raise ValueError(f"choose one of {', '.join(label for _, label in choices)}")
+    return raw
+
+
+async def _visit(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+    say = view.console.print
+    say(f"[{event['server']}] asks you to visit {event['url']}", style="yellow", markup=False)
+    say(f"  {event['message']}", markup=False)
+    while True:
+        action = await _choice(view, "[o]pen in the browser / [y]es, I will / [d]ecline / [c]ancel: ",
+                               {"o": "open", "y": "accept", "d": "decline", "c": "cancel"})
+        if action != "open":
+            return {"action": action}
+        webbrowser.open(event["url"])
+        return {"action": "accept"}
+
+
+async def _approve_sampling(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+    say = view.console.print
+    say(f"[{event['server']}] asks the model for a completion (at most {event['max_tokens']} tokens):",
+        style="yellow", markup=False)
+    if event.get("system_prompt"):
+        say(f"  system: {event['system_prompt']}", markup=False)
+    for message in event["messages"]:
+        say(f"  {message['role']}: {message['text']}", markup=False)
+    if event.get("tools"):
+        say(f"  tools offered: {', '.join(event['tools'])}", markup=False)
+    action = await _choice(view, "send it to the model? [y]es / [n]o: ", {"y": "approve", "n": "deny"})
+    return {"action": action}
+
+
+# --------------------------------------------------------------------------- JSON lines
+
+
+async def _answer_as_json(view: JsonLinesView, event: dict[str, Any]) -> dict[str, Any]:
+    view.show(event)
+    expected = ("approve", "deny") if event["type"] == "sampling" else ("accept", "decline", "cancel")
+    while True:
+        value = await view.next_object()
+        if value is None:
+            return {"action": expected[-1]}  # the input ended: refuse
+        if value.get("action") not in expected:
+            view.show({"type": "error", "message": f"expected {{\"action\": ...}}: {', '.join(expected)}"})
+            view.show(event)
+            continue
+        answer = {key: value[key] for key in ("action", "content") if key in value}
+        problem = content_problem(event, answer)
+        if problem is None:
+            return answer
+        view.show({"type": "error", "message": problem})
+        view.show(event)  # asked again
+
+
+def content_problem(event: dict[str, Any], answer: dict[str, Any]) -> str | None:
+    """Why the accepted content of a form does not fit its schema, naming the field; None if it fits."""
+    if event["type"] != "elicitation" or event.get("mode") == "url" or answer["action"] != "accept":
+        return None
+    schema = event.get("schema") or {}
+    content = answer.get("content")
+    if content is None:
+        content = {}
+    if not isinstance(content, dict):
+        return "content: expected an object of the form's fields"
+    properties = schema.get("properties") or {}
+    given = {**{name: field["default"] for name, field in properties.items()
+                if isinstance(field, dict) and "default" in field}, **content}
+    validator = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
+    problems = sorted(validator.iter_errors(given), key=lambda e: (list(e.absolute_path), e.message))
+    if not problems:
+        return None
+    problem = problems[0]
+    if problem.validator == "required":
+        name = problem.message.split("'")[1] if "'" in problem.message else "content"
+        return f"{_title(properties, name)}: a value is required"
+    name = str(problem.absolute_path[0]) if problem.absolute_path else "content"
+    return f"{_title(properties, name)}: {plain_reason(problem, properties.get(name) or {})}"
+
+
+def _title(properties: dict[str, Any], name: str) -> str:
+    field = properties.get(name)
+    title = field.get("title") if isinstance(field, dict) else None
+    return f"{title} ({name})" if title and title != name else name
+
+
+_LIMIT_REASONS = {
+    "minimum": "must be at least {}", "maximum": "must be at most {}",
+    "exclusiveMinimum": "must be more than {}", "exclusiveMaximum": "must be less than {}",
+    "minLength": "must be at least {} characters long", "maxLength": "must be at most {} characters long",
+    "minItems": "choose at least {}", "maxItems": "choose at most {}",
+}
+
+
+def plain_reason(problem: jsonschema.ValidationError, field: dict[str, Any]) -> str:
+    """A validation failure in words a person reads, not the validator's."""
+    kind = problem.validator
+    value = problem.validator_value
+    if kind == "type":
+        return {"integer": "expected a whole number", "number": "expected a number",
+                "boolean": "expected yes or no", "array": "expected a list",
+                "string": "expected text"}.get(str(value), f"expected {value}")
+    if kind in _LIMIT_REASONS:
+        return _LIMIT_REASONS[kind].format(value)
+    if kind == "format":
+        return f"expected {_FORMAT_WORDS.get(str(value), str(value))}"
+    if kind in ("enum", "oneOf", "anyOf", "const"):
+        labels = [label for _, label in choice_labels(field)]
+        return f"choose one of {', '.join(labels)}" if labels else "not one of the choices"
+    if kind == "pattern":
+        return "does not have the expected form"
+    return problem.message
+
+
+FORMATS = jsonschema.FormatChecker()
+
+
+@FORMATS.checks("uri")
+def _is_uri(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    parts = urlsplit(value)
+    return bool(parts.scheme) and bool(parts.netloc or parts.path) and " " not in value
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if "T" not in value.upper():
+        raise ValueError("no time")
+    datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    return True
+
+
+_FORMAT_WORDS = {"email": "an email address", "uri": "a full URL (such as https://example.com)",
+                 "date": "a date as YYYY-MM-DD", "date-time": "a date and time as YYYY-MM-DDTHH:MM:SSZ"}
+
+
+def choice_labels(field: dict[str, Any]) -> list[tuple[Any, str]]:
+    """(value, label) of a single- or multi-select field: oneOf/anyOf const+title, enum with the
+    legacy enumNames, or the items of an array."""
+    if field.get("type") == "array" and isinstance(field.get("items"), dict):
+        field = field["items"]
+    options = field.get("oneOf") or field.get("anyOf")
+    if options:
+        return [(option.get("const"), str(option.get("title") or option.get("const")))
+                for option in options if isinstance(option, dict) and "const" in option]
+    values = field.get("enum") or []
+    names = field.get("enumNames") or []
+    return [(value, str(names[index]) if index < len(names) else str(value))
+            for index, value in enumerate(values)]

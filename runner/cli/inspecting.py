@@ -1,0 +1,288 @@
+"""Commands that look at an agent without chatting: tools, call, prompts, prompt, watch.
+
+Every text from the manifest or a server reaches rich as ``Text`` or with ``markup=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import anyio
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from runner.agent.runtime import Runtime, load_agent
+from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli.rows import (
+    first_line,
+    offered_at_start,
+    output_limit,
+    output_text,
+    prompt_rows,
+    refused_arguments,
+    tool_rows,
+)
+from runner.cli.status import progress_line
+from runner.errors import PromptError, ToolError
+from runner.manifest import did_you_mean
+from runner.manifest.loading import load_manifest
+from runner.servers import stop_on_signals
+from runner.tools.suggest import unknown_tool_line
+
+
+def _run(function: Any, *args: Any) -> Any:
+    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped)."""
+
+    async def until_signalled() -> Any:
+        async with stop_on_signals() as stopped:
+            return await function(*args)
+        stderr.print(f"stopped by {stopped.received.name}", style="yellow")  # type: ignore[union-attr]
+        raise SystemExit(128 + int(stopped.received))  # type: ignore[arg-type]
+
+    return anyio.run(until_signalled)
+
+
+def _invalid(message: str) -> NoReturn:
+    stderr.print(f"error: {message}", markup=False, style="red")
+    raise SystemExit(EXIT_INVALID)
+
+
+def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A table whose columns but the last are never cut: wider than the terminal if need be (the
+    terminal wraps the line; a name stays whole, to copy). The last column wraps."""
+    widths = [max([len(header), *(len(row[index]) for row in rows)]) for index, header in enumerate(headers)]
+    needed = sum(widths[:-1]) + 2 * len(headers) + min(widths[-1], 40)
+    console = Console(file=stdout.file, width=max(stdout.width, needed), highlight=False)
+    table = Table(*headers, box=None, show_edge=False)
+    for column in table.columns[:-1]:
+        column.no_wrap = True
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@reports_errors
+def tools(file: str, as_json: bool) -> None:
+    """List the tools the agent can call: generated name, server, original name, description.
+
+    With tool search on, the model starts with search_tools and the tools marked * (pinned, local).
+    """
+
+    searching: list[bool] = []
+
+    def rows_of(runtime: Runtime) -> list[dict[str, Any]]:
+        offered = offered_at_start(runtime)
+        searching.append(offered is not None)
+        return [{**row, "offered": offered is None or row["name"] in offered}
+                for row in tool_rows(runtime, schemas=as_json)]
+
+    def note(rows: list[dict[str, Any]]) -> str | None:
+        if not any(searching):
+            return None
+        start = sum(row["offered"] for row in rows)
+        return (f"tool search is on: the model is offered search_tools and the {start} marked *; "
+                "it finds the others by searching")
+
+    _print_listing(file, rows_of, as_json, ("name", "server", "original", "description"), lambda row: (
+        ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
+        row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
+        "tool", note)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("name")
+@click.argument("arguments", default="{}")
+@click.option("--yes", is_flag=True, help="Approve a tool that needs approval without asking.")
+@reports_errors
+def call(file: str, name: str, arguments: str, yes: bool) -> None:
+    """Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.
+
+    Arguments that do not fit the tool's input schema exit 2 before anything is asked or called.
+    A tool under tools.approve asks first on a terminal, and is denied otherwise unless --yes.
+    """
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        _invalid(f"ARGUMENTS is not valid JSON: {exc}")
+    if not isinstance(parsed, dict):
+        _invalid("ARGUMENTS must be a JSON object")
+
+    async def call_tool() -> tuple[str, str | None] | str:
+        # `sampling: allow` needs no one's approval, only the model: it is started for them.
+        samples = any(getattr(spec, "sampling", None) == "allow"
+                      for spec in load_manifest(file).manifest.servers.values())
+        # The servers see the client `tools` lists with (a tool may be listed only to clients
+        # declaring sampling); what no one can answer here is declined, and the result says so.
+        async with load_agent(file, model=samples, interactive=False, sampling="ask") as runtime:
+            catalog = runtime.catalog
+            if name not in catalog.entries and (down := _down_server(runtime, name)):
+                stderr.print(down, markup=False, style="red")
+                raise SystemExit(EXIT_FAILURE)
+            if name not in catalog.entries:
+                return unknown_tool_line(name, catalog.entries)
+            if problems := catalog.argument_problems(name, parsed):  # refused before anyone is asked
+                return refused_arguments(name, problems)
+            answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
+            if not answer:
+                reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
+                stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
+                raise SystemExit(EXIT_FAILURE)
+            catalog.progress_sink = lambda: _show_progress  # the server's progress, as the chat shows it
+            try:
+                output = await catalog.call(name, parsed)
+            except ToolError as exc:  # said now, not once the servers have been stopped
+                stderr.print(str(exc), markup=False, style="red")
+                raise
+            return output_text(output, output_limit(runtime, name))
+
+    try:
+        result = _run(call_tool)
+    except ToolError:
+        raise SystemExit(EXIT_FAILURE) from None
+    if isinstance(result, str):
+        _invalid(result)
+    text, structured = result
+    click.echo(text)
+    if structured is not None:
+        stderr.print("structured content:", style="dim")
+        click.echo(structured, err=True)
+
+
+def _show_progress(event: dict[str, Any]) -> None:
+    stderr.print(progress_line(event), markup=False, style="dim")
+
+
+def _down_server(runtime: Runtime, name: str) -> str | None:
+    """Why ``name`` is missing when its prefix is a configured server that is down: a runtime
+    failure, not a mistyped name."""
+    separator = runtime.manifest.agent.tool_separator
+    for key, why in runtime.catalog.down().items():
+        if name.startswith(f"{key}{separator}"):
+            why = why.removeprefix("failed: ").removeprefix(f"{key}: ")  # said once, not three times
+            return f"error: server {key} is not available ({why}); tool '{name}' cannot be called"
+    return None
+
+
+async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
+    """Ask on a terminal (the same rule as the agent's); None when there is none to ask on."""
+    if not sys.stdin.isatty():
+        return None
+    from runner.cli.terminal import LineReader  # the chat's terminal: only a question needs it
+
+    stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
+    answer = await LineReader(stderr).read("approve? [y/N]: ")
+    return (answer or "").strip().lower() in ("y", "yes")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@reports_errors
+def prompts(file: str, as_json: bool) -> None:
+    """List the prompt commands: alias or namespaced name, server, original name, arguments."""
+
+    _print_listing(file, prompt_rows, as_json, ("command", "server", "original", "arguments"), lambda row: (
+        row["command"], row["server"], row["original"], row["arguments"]), "prompt command")
+
+
+def _print_listing(
+    file: str,
+    rows_of: Callable[[Runtime], list[dict[str, Any]]],
+    as_json: bool,
+    headers: tuple[str, ...],
+    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+    noun: str,
+    note: Callable[[list[dict[str, Any]]], str | None] = lambda rows: None,
+) -> None:
+    """A listing of the agent started without its model: JSON, or a table and a count."""
+
+    async def listing() -> list[dict[str, Any]]:
+        async with load_agent(file, model=False) as runtime:
+            return rows_of(runtime)
+
+    rows = _run(listing)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    print_table(headers, [cells(row) for row in rows])
+    stdout.print(f"{len(rows)} {noun}{'s' if len(rows) != 1 else ''}", style="dim")
+    if (text := note(rows)) is not None:
+        stdout.print(text, style="dim", markup=False)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("name")
+@click.argument("arguments", nargs=-1)
+@reports_errors
+def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
+    """Render prompt NAME with key=value ARGUMENTS and print its messages."""
+    line = "/" + name.lstrip("/") + "".join(" " + shlex.quote(argument) for argument in arguments)
+
+    async def render() -> list[Any]:
+        async with load_agent(file, model=False) as runtime:
+            prompts = runtime.prompt_catalog
+            wanted = name.lstrip("/")
+            if wanted not in prompts:  # the catalog speaks of chat commands; here it is a prompt
+                names = [command.name for command in prompts]
+                raise PromptError(f"unknown prompt '{wanted}'{did_you_mean(wanted, names)}; "
+                                  f"prompts: {', '.join(names) or 'none'}")
+            return await runtime.prompt_messages(line)
+
+    try:
+        messages = _run(render)
+    except PromptError as exc:  # an unknown prompt, a missing or malformed argument
+        _invalid(str(exc))
+    for message in messages:
+        stdout.print(Text(f"[{message.type}]", style="bold"))
+        content = message.content
+        if isinstance(content, str):
+            click.echo(content)
+            continue
+        for block in content:
+            if isinstance(block, str) or block.get("type") == "text":
+                click.echo(block if isinstance(block, str) else block.get("text", ""))
+            else:
+                click.echo(f"[{block.get('type')} {block.get('mime_type', '')}]")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+@reports_errors
+def watch(file: str, as_json: bool) -> None:
+    """Edit FILE without running the model: re-validate and list the tools on every save."""
+    from runner.agent.reload import ReloadReport, watch_and_reload
+
+    def show(runtime: Runtime, event: dict[str, Any]) -> None:
+        if as_json:
+            event = event | {"tools": sorted(runtime.catalog.entries)} if event["type"] == "reload" else event
+            click.echo(json.dumps(event), nl=True)
+            return
+        if event["type"] == "reload_error":
+            for problem in event["problems"]:
+                stderr.print(problem, markup=False)
+            stderr.print("still running the last good version", style="yellow")
+            return
+        stdout.print(event["summary"], style="green", markup=False)
+        stdout.print(", ".join(sorted(runtime.catalog.entries)) or "(no tools)", markup=False)
+
+    async def follow() -> None:
+        async with load_agent(file, model=False) as runtime:
+            if as_json:
+                click.echo(json.dumps({"type": "watching", "tools": sorted(runtime.catalog.entries)}))
+            else:
+                show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
+            await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())
+
+    _run(follow)  # Ctrl-C: reports_errors says "interrupted" and exits 130

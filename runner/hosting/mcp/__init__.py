@@ -1,0 +1,119 @@
+"""The agent as an MCP server (``mcp-run serve``): one running agent answers many callers.
+
+    await serve_agent("agent.yaml", ServeOptions(http=parse_address("127.0.0.1:8000"), token=...))
+
+The agent starts once (its MCP servers, its model, its checkpointer) and every conversation
+shares it: :mod:`runner.hosting.mcp.conversations` orders the turns (per thread, bounded) and
+reads threads back, :mod:`runner.hosting.mcp.relayed_questions` puts the agent's questions to the caller,
+:mod:`runner.hosting.mcp.handlers` offers the ``ask`` tool (:mod:`runner.hosting.mcp.ask`), the prompt
+commands and the threads (:mod:`runner.hosting.mcp.change_notices` tells 2025-11-25 callers when they
+change), and :mod:`runner.hosting.mcp.http_wire` carries it over stdio or streamable HTTP. With
+``watch`` the manifest is reloaded on every edit (:func:`runner.agent.reload.watch_and_reload`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.agent.reload import watch_and_reload
+from runner.agent.runtime import load_agent
+from runner.errors import ServeError
+from runner.hosting.mcp.ask import ASK_TOOL, DEFAULT_ANSWER_WITHIN
+from runner.hosting.mcp.conversations import (
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_TURNS,
+    THREAD_SCHEME,
+    THREAD_TEMPLATE,
+    TurnScheduler,
+)
+from runner.hosting.mcp.handlers import AgentService
+from runner.hosting.mcp.http_wire import Address, bind, check_binding, parse_address, serve_http
+from runner.hosting.mcp.stdio_wire import serve_stdio
+
+__all__ = [
+    "ASK_TOOL",
+    "DEFAULT_ANSWER_WITHIN",
+    "DEFAULT_MAX_QUEUED",
+    "DEFAULT_MAX_TURNS",
+    "THREAD_SCHEME",
+    "THREAD_TEMPLATE",
+    "Address",
+    "AgentService",
+    "ServeOptions",
+    "TurnScheduler",
+    "check_binding",
+    "parse_address",
+    "serve_agent",
+]
+
+Events = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request."""
+
+    http: Address | None = None
+    token: str | None = None
+    allow_remote: bool = False
+    stateless: bool = False
+    watch: bool = False
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_queued: int = DEFAULT_MAX_QUEUED
+    answer_within: float = DEFAULT_ANSWER_WITHIN  # seconds a caller has to answer a question
+
+
+async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None, *,
+                      hurry: anyio.Event | None = None) -> None:
+    """Serve the agent of manifest ``path`` until the client goes away (stdio) or until cancelled.
+
+    Cancelled, it stops gracefully (running turns answered that the agent is stopping, open HTTP
+    requests given time to finish); once ``hurry`` is set it waits for no turn or request.
+
+    ``on_event`` hears ``listening`` (with the HTTP ``url``), ``ready`` (stdio), and with
+    ``watch`` the ``reload`` and ``reload_error`` events of :func:`runner.agent.reload.watch_and_reload`.
+    The agent's servers are stopped on the way out, however it ends.
+    """
+    sock = None
+    if options.http is not None:
+        try:
+            check_binding(options.http, allow_remote=options.allow_remote, token=options.token)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from exc
+        sock = bind(options.http)  # before the servers start: a taken port fails at once
+    try:
+        async with load_agent(path) as runtime:
+            service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
+                                                          max_queued=options.max_queued),
+                                   stateless=options.stateless, answer_within=options.answer_within)
+            async with anyio.create_task_group() as group:
+                group.start_soon(service.announce_changes)
+                if options.watch:
+                    watching = anyio.Event()
+                    group.start_soon(partial(watch_and_reload, runtime, partial(_reloaded, service, on_event),
+                                             stop=anyio.Event(), ready=watching))
+                    await watching.wait()  # edits from here on are seen
+                if sock is None:
+                    on_event({"type": "ready", "name": runtime.manifest.name, "transport": "stdio"})
+                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry)
+                else:
+                    await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
+                                     on_ready=lambda url: on_event({"type": "listening", "url": url,
+                                                                    "name": runtime.manifest.name}),
+                                     on_stop=service.stop, hurry=hurry)
+                group.cancel_scope.cancel()
+    finally:
+        if sock is not None:
+            sock.close()
+
+
+def _reloaded(service: AgentService, on_event: Events, event: dict[str, Any]) -> None:
+    if event["type"] == "reload":
+        service.lists_may_have_changed()
+    on_event(event)

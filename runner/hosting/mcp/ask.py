@@ -1,0 +1,315 @@
+"""The ``ask`` tool of the served agent: one turn of a conversation, from a calling MCP client.
+
+``ask {message, thread?}`` runs a turn on ``thread`` (a new thread without one) and returns the
+answer and the thread id, as text and as structured content. While it runs, the model's tokens,
+its tool calls and their results reach the caller as progress notifications (when the caller
+sent a progress token). A question of the agent (an approval, a server's elicitation, a sampling
+approval) is put to the caller as an elicitation: during the call on 2025-11-25 connections, as
+a result asking for input on 2026-07-28 ones (the caller retries with the answer, and the turn,
+paused in the checkpointer, resumes). A caller without elicitation gets deny / decline at once.
+A call whose HTTP connection closes (the caller exited or was killed) is stopped, its question
+too: its thread is free for the next call at once. A question asked during the call and not
+answered within ``answer_within`` seconds gets the non-interactive rule (a caller that stays
+connected but never answers holds its thread no longer than that).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from langgraph.types import Command
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from runner import telemetry
+from runner.agent.graph import MAX_STEPS_REASON
+from runner.agent.runtime import Runtime
+from runner.agent.turns import stream_turn
+from runner.errors import AskError, RunnerError
+from runner.hosting.mcp.conversations import (
+    THREAD_PATTERN,
+    TurnScheduler,
+    checked_thread_id,
+    conversation_store,
+    thread_started,
+)
+from runner.hosting.mcp.relayed_questions import (
+    NOT_ASKED,
+    STATELESS_NOT_ASKED,
+    can_elicit,
+    elicitation_request,
+    question_key,
+    refusal,
+    resume_value,
+)
+from runner.tools.caller import progress_summary
+
+ASK_TOOL = "ask"
+QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
+PREVIEW_CHARS = 200
+QUESTION_EVENTS = ("approval", "elicitation", "sampling")
+CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
+DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
+STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
+
+ASK_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "What to say to the agent."},
+        "thread": {"type": "string", "pattern": THREAD_PATTERN,
+                   "description": "The conversation to continue (the thread id of an earlier answer); "
+                                  "a new conversation without it."},
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+ASK_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "thread": {"type": "string"},
+        "new": {"type": "boolean",
+                "description": "True when this call started the thread: no thread id was given, or the "
+                               "one given had no messages yet (a mistyped id starts a new conversation)."},
+    },
+    "required": ["answer", "thread", "new"],
+}
+
+
+def ask_tool(agent_name: str, description: str | None) -> types.Tool:
+    about = f" ({description})" if description else ""
+    return types.Tool(
+        name=ASK_TOOL,
+        description=(f"Ask the agent '{agent_name}'{about}. Returns its answer and the thread id; pass "
+                     "the thread id back to continue the same conversation."),
+        input_schema=ASK_INPUT_SCHEMA,
+        output_schema=ASK_OUTPUT_SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    message: str
+    thread: str | None
+
+
+def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
+    """The checked arguments of ``ask``; AskError names what is wrong."""
+    arguments = arguments or {}
+    unknown = sorted(set(arguments) - {"message", "thread"})
+    if unknown:
+        raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
+    if "message" not in arguments:
+        raise AskError("message is missing: say something to the agent")
+    message = arguments["message"]
+    if not isinstance(message, str):
+        raise AskError(f"message must be a string, got {_json_type(message)}")
+    if not message.strip():
+        raise AskError("message is empty: say something to the agent")
+    thread = arguments.get("thread")
+    if thread is not None and not isinstance(thread, str):
+        raise AskError(f"thread must be a string (the thread id of an earlier answer), got {_json_type(thread)}")
+    return AskRequest(message, None if thread is None else checked_thread_id(thread))
+
+
+def _json_type(value: Any) -> str:
+    """What the caller sent instead of a string: ``null``, or the type's name (int, list, ...)."""
+    return "null" if value is None else type(value).__name__
+
+
+def error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+class _Progress:
+    """Progress notifications of one call: a counter and a message per event."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+        self._count = 0
+
+    async def note(self, message: str) -> None:
+        self._count += 1
+        await self._ctx.session.report_progress(self._count, None, message)
+
+    async def event(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "token":
+            await self.note(event["text"])
+        elif kind == "tool_call":
+            await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
+        elif kind == "tool_result":
+            text = event["text"]
+            text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
+            await self.note(f"tool result {event['name']} ({event['status']}): {text}")
+        elif kind == "progress":  # in the chat's words; its numbers are the tool's, not this call's
+            await self.note(progress_summary(event))
+
+
+async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:
+    """Cancel ``call`` once the HTTP request that carries it is disconnected.
+
+    The SDK's session learns of a dead caller only when a write to it fails, and a call waiting
+    for the caller's answer writes nothing: without this its turn (and so its thread) would wait
+    for ever. The streamable HTTP transport of 2026-07-28 does the same for its own calls. Over
+    stdio there is no request: the end of stdin ends the session, and its calls with it."""
+    if not isinstance(ctx.request, Request):
+        return
+    receive = ctx.request.receive  # the body is read: what comes next is the disconnect
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    call.cancel()
+
+
+def _state_token(thread: str, key: str) -> str:
+    raw = json.dumps({"thread": thread, "question": key}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _read_state_token(token: str | None) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode((token or "").encode()))
+        return checked_thread_id(data["thread"]), str(data["question"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AskError("the answer came without the state of the question it answers") from exc
+
+
+class AskHandler:
+    """Runs ``ask`` calls over one runtime, through one scheduler."""
+
+    def __init__(self, runtime: Runtime, scheduler: TurnScheduler, *, stateless: bool = False,
+                 answer_within: float = DEFAULT_ANSWER_WITHIN) -> None:
+        self.runtime = runtime
+        self.scheduler = scheduler
+        self.answer_within = answer_within
+        self.stateless = stateless  # no session: a question cannot be sent during the call
+        self._calls: set[anyio.CancelScope] = set()  # the calls running now
+        self._stopping = False
+        self._no_calls = anyio.Event()
+
+    async def stop(self) -> None:
+        """Cancel every running call and wait until each has answered its caller (that the agent
+        is stopping); calls from now on get that answer at once."""
+        self._stopping = True
+        for call in self._calls:
+            call.cancel()
+        if self._calls:
+            await self._no_calls.wait()
+
+    async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                       ) -> types.CallToolResult | types.InputRequiredResult:
+        if self._stopping:
+            return error_result(STOPPING)
+        with anyio.CancelScope() as call:
+            self._calls.add(call)
+            try:
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(_cancel_when_gone, ctx, call)
+                    try:
+                        return await self._answer(ctx, params)
+                    finally:
+                        watching.cancel_scope.cancel()
+            finally:
+                self._calls.discard(call)
+                if not self._calls:
+                    self._no_calls.set()
+                    self._no_calls = anyio.Event()
+        # Only reached when the call was cancelled: by stop(), or because its caller is gone (and
+        # then nobody hears this).
+        return error_result(STOPPING if self._stopping else CALLER_GONE)
+
+    async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                      ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            request = parse_ask(params.arguments)
+            with conversation_store():
+                if params.input_responses or params.request_state:
+                    thread, message = await self._answered(params)
+                    new = False
+                elif request.thread is None:
+                    thread, message, new = uuid.uuid4().hex, request.message, True
+                else:
+                    thread, message = request.thread, request.message
+                    new = not await thread_started(self.runtime, thread)
+                return await self._turn(ctx, thread, message, new=new)
+        except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
+            return error_result(str(exc))
+
+    async def _answered(self, params: types.CallToolRequestParams) -> tuple[str, Command]:
+        """A retried call carrying the caller's answer: the thread and the resume command."""
+        thread, key = _read_state_token(params.request_state)
+        response = (params.input_responses or {}).get(QUESTION_KEY)
+        if response is None:
+            raise AskError("the retried call carries no answer to the agent's question")
+        try:
+            answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
+        except ValidationError as exc:
+            raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
+        state = await self.runtime.graph.aget_state(self.runtime.config(thread))
+        for pending in state.interrupts:
+            value = dict(pending.value)
+            kind = value.get("type")
+            event = {**value, "type": kind if kind in ("elicitation", "sampling") else "approval"}
+            if question_key(event) == key:
+                return thread, Command(resume=resume_value(event, answer))
+        raise AskError(f"thread {thread} no longer waits for that answer")
+
+    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool
+                    ) -> types.CallToolResult | types.InputRequiredResult:
+        progress = _Progress(ctx)
+        telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
+        async with self.scheduler.turn(thread, waiting=progress.note):
+            while True:
+                pending, final = None, None
+                async for event in stream_turn(self.runtime, message, thread_id=thread):
+                    if event["type"] in QUESTION_EVENTS:
+                        pending = event
+                    elif event["type"] == "final":
+                        final = event
+                    else:
+                        await progress.event(event)
+                if pending is None:
+                    break
+                modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+                sessionless = self.stateless and not modern
+                if sessionless or not can_elicit(ctx.session.client_capabilities, pending):
+                    why = STATELESS_NOT_ASKED if sessionless else NOT_ASKED
+                    answer = refusal(pending, why)
+                    await progress.note(f"{pending['type']} answered for the caller: {answer['action']} ({why})")
+                    message = Command(resume=answer)
+                elif modern:
+                    return types.InputRequiredResult(
+                        input_requests={QUESTION_KEY: elicitation_request(pending)},
+                        request_state=_state_token(thread, question_key(pending)))
+                else:
+                    message = Command(resume=await self._ask_caller(ctx, pending))
+        if final is None:
+            return error_result(f"the turn on thread {thread} ended without an answer")
+        answer = final["text"]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=answer)],
+            structured_content={"answer": answer, "thread": thread, "new": new},
+            is_error=final.get("reason") == MAX_STEPS_REASON,
+        )
+
+    async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: dict[str, Any]) -> dict[str, Any]:
+        """The caller's answer, asked during the call (2025-11-25): the thread's turn waits for it."""
+        with anyio.move_on_after(self.answer_within):  # cancelling the request tells the caller
+            try:
+                answer = await ctx.session.send_request(
+                    elicitation_request(pending), types.ElicitResult,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+            except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return refusal(pending)  # the client refused the request or went away: nobody answered
+            return resume_value(pending, answer)
+        return refusal(pending, f"the caller did not answer within {self.answer_within:g} s")

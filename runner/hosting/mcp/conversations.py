@@ -1,0 +1,203 @@
+"""Conversations of the served agent: thread ids, the order their turns run in, and their messages.
+
+A request for a turn is *admitted* by the :class:`TurnScheduler` (or refused with
+:class:`~runner.errors.BusyError` when ``max_turns`` run and ``max_queued`` already wait), then
+waits for its thread (turns of one thread never interleave: they run in arrival order) and for a
+free turn slot. A turn waiting for its thread holds no slot, so a slow conversation delays only
+the requests behind it on its own thread.
+
+Threads are MCP resources: ``mcp-run://threads/{thread}`` holds a thread's messages. They are
+listed from the agent's checkpointer (the most recent checkpoints), so a thread started by another
+instance on a shared database is listed and readable too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from runner.agent.runtime import Runtime
+from runner.errors import AskError, BusyError, CheckpointerError
+from runner.store.postgres import store_failures
+
+THREAD_SCHEME = "mcp-run://threads/"
+THREAD_TEMPLATE = THREAD_SCHEME + "{thread}"
+THREAD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+LISTED_CHECKPOINTS = 1000  # how far back the listing looks: the newest checkpoints of every thread
+MESSAGES_MIME = "application/json"
+
+_THREAD_ID = re.compile(THREAD_PATTERN)
+
+
+def checked_thread_id(value: Any) -> str:
+    """``value`` as a thread id, or AskError saying what a thread id looks like."""
+    if not isinstance(value, str) or not _THREAD_ID.match(value):
+        raise AskError(
+            f"invalid thread id {json.dumps(value)[:80]}: a thread id is 1 to 128 letters, digits, "
+            "'_', '.', ':' or '-', starting with a letter or digit (the thread an earlier answer named)"
+        )
+    return value
+
+
+STORE_UNREACHABLE = "the conversation store is unreachable"
+
+
+@contextmanager
+def conversation_store() -> Iterator[None]:
+    """The checkpointer's own failures (its database is down, a file is unreadable) as
+    CheckpointerError: the caller hears that the store is unreachable, and why (psycopg and sqlite
+    name host, port and user, never the password)."""
+    try:
+        yield
+    except (sqlite3.Error, *store_failures()) as exc:
+        raise CheckpointerError(f"{STORE_UNREACHABLE}: {str(exc).strip() or type(exc).__name__}; "
+                                "try again when it is back") from exc
+
+
+def thread_uri(thread_id: str) -> str:
+    return THREAD_SCHEME + thread_id
+
+
+def thread_of(uri: str) -> str:
+    """The thread id of a thread resource's URI."""
+    if not uri.startswith(THREAD_SCHEME):
+        raise AskError(f"unknown resource {uri!r}: threads are {THREAD_TEMPLATE}")
+    return checked_thread_id(uri.removeprefix(THREAD_SCHEME))
+
+
+async def listed_threads(runtime: Runtime) -> list[str]:
+    """Thread ids with a checkpoint, newest first (those among the last LISTED_CHECKPOINTS)."""
+    if runtime.checkpointer is None:
+        return []
+    seen: dict[str, None] = {}
+    async for saved in runtime.checkpointer.alist(None, limit=LISTED_CHECKPOINTS):
+        thread_id = saved.config.get("configurable", {}).get("thread_id")
+        if isinstance(thread_id, str) and thread_id not in seen:
+            seen[thread_id] = None
+    return list(seen)
+
+
+def thread_resource(thread_id: str) -> types.Resource:
+    return types.Resource(uri=thread_uri(thread_id), name=f"thread {thread_id}",
+                          description="The messages of this conversation (JSON)", mime_type=MESSAGES_MIME)
+
+
+def thread_template() -> types.ResourceTemplate:
+    return types.ResourceTemplate(uri_template=THREAD_TEMPLATE, name="thread",
+                                  description="The messages of a conversation thread (JSON), by thread id",
+                                  mime_type=MESSAGES_MIME)
+
+
+async def thread_messages(runtime: Runtime, thread_id: str) -> list[dict[str, Any]] | None:
+    """The thread's messages as JSON-ready dicts, or None when the thread has none."""
+    state = await runtime.graph.aget_state(runtime.config(thread_id))
+    messages: list[BaseMessage] = (state.values or {}).get("messages", [])
+    if not messages:
+        return None
+    return [message_json(message) for message in messages]
+
+
+async def thread_started(runtime: Runtime, thread_id: str) -> bool:
+    """Whether the thread has messages: :func:`thread_messages` without building the state or the
+    messages' JSON (an ``ask`` on a thread reads this before every turn)."""
+    if runtime.checkpointer is None:
+        return False
+    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id))
+    return saved is not None and bool(saved.checkpoint["channel_values"].get("messages"))
+
+
+def message_json(message: BaseMessage) -> dict[str, Any]:
+    role = {HumanMessage: "user", AIMessage: "assistant", ToolMessage: "tool", SystemMessage: "system"}.get(
+        type(message), message.type)
+    entry: dict[str, Any] = {"role": role, "text": message.text}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        entry["tool_calls"] = [{"name": call["name"], "args": call["args"], "id": call["id"]}
+                               for call in message.tool_calls]
+    if isinstance(message, ToolMessage):
+        entry.update(name=message.name, tool_call_id=message.tool_call_id, status=message.status)
+    return entry
+
+
+# --------------------------------------------------------------------------- turn order
+
+DEFAULT_MAX_TURNS = 16
+DEFAULT_MAX_QUEUED = 64
+
+Waiting = Callable[[str], Awaitable[None]]
+"""Told once, before a turn starts waiting, why it waits (a progress message for the caller)."""
+
+
+@dataclass
+class _ThreadLine:
+    """The lock of one thread and how many admitted turns want it (the entry goes at zero)."""
+
+    lock: anyio.Lock
+    wanted: int = 0
+
+
+class TurnScheduler:
+    """Admission, per-thread order and the bound on concurrent turns.
+
+        async with scheduler.turn(thread_id, waiting=tell_the_caller):
+            ...  # this thread's turn; at most max_turns of these run at once
+    """
+
+    def __init__(self, *, max_turns: int = DEFAULT_MAX_TURNS, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+        if max_turns < 1 or max_queued < 0:
+            raise ValueError("max_turns must be at least 1 and max_queued at least 0")
+        self.max_turns = max_turns
+        self.max_queued = max_queued
+        self._slots = anyio.CapacityLimiter(max_turns)
+        self._threads: dict[str, _ThreadLine] = {}
+        self._admitted = 0
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        """Turns inside their block (holding their thread and a slot)."""
+        return self._running
+
+    @property
+    def waiting(self) -> int:
+        """Admitted turns waiting for their thread or for a slot."""
+        return self._admitted - self._running
+
+    @asynccontextmanager
+    async def turn(self, thread_id: str, *, waiting: Waiting | None = None) -> AsyncIterator[None]:
+        if self._admitted >= self.max_turns + self.max_queued:
+            raise BusyError(
+                f"the agent is busy: {_count(self.running, 'turn')} running and {self.waiting} waiting "
+                f"(at most {self.max_turns} run at once and {self.max_queued} may wait); try again later"
+            )
+        self._admitted += 1
+        line = self._threads.setdefault(thread_id, _ThreadLine(anyio.Lock()))
+        line.wanted += 1
+        try:
+            if waiting is not None and (line.lock.locked() or self._slots.available_tokens < 1):
+                reason = ("an earlier turn of this thread is running" if line.lock.locked()
+                          else f"all {self.max_turns} turn slots are taken")
+                await waiting(f"queued: {reason}")
+            async with line.lock, self._slots:
+                self._running += 1
+                try:
+                    yield
+                finally:
+                    self._running -= 1
+        finally:
+            self._admitted -= 1
+            line.wanted -= 1
+            if line.wanted == 0:
+                del self._threads[thread_id]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

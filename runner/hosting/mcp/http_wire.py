@@ -1,0 +1,285 @@
+"""Where the served agent listens: streamable HTTP on HOST:PORT (stdin/stdout: :mod:`.stdio`).
+
+Over HTTP, a bearer token (when given) is required on every request: a request without it, or
+with another one, gets 401 before it reaches the MCP server. Binding to an address other than
+loopback is the caller's decision (:func:`check_binding`): it needs ``allow_remote`` and a token.
+
+The server ends when its block is cancelled (a signal), once the open requests are answered.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp_types import INVALID_REQUEST
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runner.errors import ServeError
+from runner.hosting.mcp.malformed import refuse_malformed
+
+DEFAULT_HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
+GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
+HURRIED_SHUTDOWN = 2.0  # seconds uvicorn gets to close its sockets once told to stop at once
+LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:  # a host name: only "localhost" is taken for loopback
+            return False
+
+
+def parse_address(text: str) -> Address:
+    """``HOST:PORT``, ``[IPV6]:PORT`` or ``:PORT`` (loopback); ValueError says what is wrong."""
+    host, separator, port = text.rpartition(":")
+    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (for example 127.0.0.1:8000; port 0 picks a free one)")
+    host = host.removeprefix("[").removesuffix("]") or DEFAULT_HOST
+    return Address(host, int(port))
+
+
+def check_binding(address: Address, *, allow_remote: bool, token: str | None) -> None:
+    """Refuse a non-loopback address unless remote callers are allowed and a token is required."""
+    if address.loopback:
+        return
+    if not allow_remote:
+        raise ValueError(f"{address.host} is not a loopback address: serving there needs --allow-remote "
+                         "(and a bearer token, --token-env VAR)")
+    if not token:
+        raise ValueError(f"serving on {address.host} needs a bearer token: --token-env VAR names the "
+                         "environment variable that holds it")
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` behind a bearer token: other HTTP requests get 401 (the token is never echoed)."""
+    expected = token.encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, given = header.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), expected):
+                refusal = JSONResponse(
+                    {"error": "invalid_token", "error_description": "a valid bearer token is required"},
+                    status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-run"'})
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def posts_only(app: ASGIApp, path: str) -> ASGIApp:
+    """``app`` answering anything but POST at ``path`` with 405 (``Allow: POST``): without sessions
+    there is no stream to GET (the SDK would hold a GET open with nothing ever to send, which also
+    holds up a stop) and none to DELETE."""
+    refusal = JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+        "code": INVALID_REQUEST, "message": "Method Not Allowed: served without sessions, send each request "
+                                            "with POST"}}, status_code=405, headers={"Allow": "POST"})
+
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST" and scope["path"] == path:
+            await refusal(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return checked
+
+
+def no_session_on_refusals(app: ASGIApp) -> ASGIApp:
+    """``app`` without the ``Mcp-Session-Id`` header on its 4xx answers: the SDK sets one on some
+    refusals (no session id, a wrong Accept, an unsupported method) for a session it does not
+    keep, which reads as if the refused request had opened one."""
+
+    async def stripped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_stripped(message: Message) -> None:
+            if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
+                headers = [(name, value) for name, value in message.get("headers", [])
+                           if name.lower() != SESSION_HEADER]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_stripped)
+
+    return stripped
+
+
+class OpenRequests:
+    """``app``, counting its HTTP requests in flight other than GETs (a session's event stream,
+    which never ends on its own): a stop waits for those to be answered before ending sessions."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.count = 0
+        self._none = anyio.Event()
+        self._none.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            return
+        if self.count == 0:
+            self._none = anyio.Event()
+        self.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._none.set()
+
+    async def answered(self) -> None:
+        """Until no request but GETs is in flight."""
+        await self._none.wait()
+
+
+async def end_sessions(server: Server[Any]) -> None:
+    """End every open streamable-HTTP session, so the GET streams 2025-11-25 callers hold open end
+    now rather than be cut, mid-response, once uvicorn's graceful shutdown runs out (a caller that
+    comes back with its session id is told the session is gone). The SDK has no public way to list
+    its sessions: its session manager's private ``_server_instances`` is read here, and only here;
+    each session ends through its transport's public ``terminate``."""
+    for transport in list(server.session_manager._server_instances.values()):
+        await transport.terminate()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: the command's signal handling stops it."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        ended = getattr(self.lifespan, "shutdown_event", None)
+        if self.force_exit and ended is not None and not ended.is_set():
+            # A hurried stop skips the app's lifespan shutdown, leaving its task pending: torn
+            # down with the event loop, it is logged as an error. It takes no request: let it end.
+            with anyio.move_on_after(HURRIED_SHUTDOWN):
+                await self.lifespan.shutdown()
+
+
+def bind(address: Address) -> socket.socket:
+    """A listening socket on ``address`` (port 0: a free port, read back from the socket)."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it small SSE writes wait for delayed ACKs (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((address.host, address.port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {address.host}:{address.port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def http_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+
+
+async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
+                     on_ready: Callable[[str], None] | None = None,
+                     on_stop: Callable[[], Awaitable[None]] | None = None,
+                     hurry: anyio.Event | None = None) -> None:
+    """Serve streamable HTTP on ``sock`` until cancelled; open requests get GRACEFUL_SHUTDOWN seconds.
+
+    ``on_stop`` is awaited (for up to GRACEFUL_SHUTDOWN seconds) when the server starts stopping,
+    before it stops taking requests: to answer or end the requests that would otherwise stay open
+    (running turns, listen streams) while their callers can still hear the answer. Once ``hurry``
+    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped."""
+    host = sock.getsockname()[0]
+    app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+                                              stateless_http=stateless)
+    app = no_session_on_refusals(app)
+    if stateless:
+        app = posts_only(app, MCP_PATH)
+    app = refuse_malformed(app, MCP_PATH)
+    app = open_requests = OpenRequests(app)
+    if token:
+        app = require_bearer(app, token)
+    # uvicorn's own colour test looks at stdout; its log lines go to stderr.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN), use_colors=sys.stderr.isatty())
+    web = _Uvicorn(config)
+    finished = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # it stops when told to (should_exit), not midway
+                await web.serve(sockets=[sock])
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        try:
+            if on_ready is not None:
+                on_ready(http_url(sock))
+            await finished.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with cancelled_when(hurry):
+                    if on_stop is not None:
+                        with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                            await on_stop()
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                        # Every answer (a stopped turn's) out first: ending a session drops what
+                        # its responses have not sent yet.
+                        await open_requests.answered()
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN):
+                        await end_sessions(server)
+                    web.should_exit = True
+                    with anyio.move_on_after(GRACEFUL_SHUTDOWN + 5):
+                        await finished.wait()
+                web.should_exit = web.force_exit = True  # hurried: uvicorn waits for no request
+                with anyio.move_on_after(HURRIED_SHUTDOWN):
+                    await finished.wait()
+            sock.close()
+
+
+@asynccontextmanager
+async def cancelled_when(event: anyio.Event | None) -> AsyncIterator[None]:
+    """The block, cancelled if ``event`` is set before it ends."""
+    async with anyio.create_task_group() as group:
+
+        async def cancel_when_set() -> None:
+            if event is not None:
+                await event.wait()
+                group.cancel_scope.cancel()
+
+        group.start_soon(cancel_when_set)
+        yield
+        group.cancel_scope.cancel()

@@ -1,0 +1,402 @@
+"""Manifest file -> YAML nodes with positions -> ${ENV} expansion -> validated Manifest.
+
+Every problem is reported with ``file:line:col`` and its dotted path, all of them at once. The
+YAML is composed into nodes (not constructed directly) so that each key and value keeps its mark,
+duplicate keys can be refused, and alias bombs or absurd nesting stop with a clean error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from runner.errors import ManifestError, Problem
+from runner.manifest import (
+    IMPORT_PATH_PATTERN,
+    SERVER_KEY_PATTERN,
+    SERVER_KEY_RULE,
+    HttpServerSpec,
+    Manifest,
+    StdioServerSpec,
+    _transport_tag,
+    did_you_mean,
+    reference_problems,
+)
+from runner.manifest.expansion import expand_variables
+
+MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+Path_ = tuple[str | int, ...]
+
+_PATTERN_MESSAGES = {
+    SERVER_KEY_PATTERN: SERVER_KEY_RULE,
+    IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
+    r"^https?://[^\s/]+": "must be an http:// or https:// URL",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be a variable name (letters, digits and '_')",
+    r"^(memory|sqlite:///.+|postgres(ql)?://.+)$": (
+        "must be 'memory', 'sqlite:///path/to/file.sqlite' or 'postgres://…'"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where each path of the document starts: values and (for mapping entries) keys."""
+
+    file: str
+    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+
+    def problem(self, path: Path_, message: str, *, at_key: bool = False) -> Problem:
+        line, column = self.locate(path, at_key=at_key)
+        return Problem(self.file, line, column, format_path(path), message)
+
+    def locate(self, path: Path_, *, at_key: bool = False) -> tuple[int, int]:
+        """The position of ``path``, or of its nearest ancestor that exists in the document."""
+        table = self.keys if at_key and path in self.keys else self.values
+        for end in range(len(path), -1, -1):
+            if path[:end] in table:
+                return table[path[:end]]
+            table = self.values
+        return (1, 1)
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    """A validated manifest and where it came from."""
+
+    manifest: Manifest
+    path: Path
+    source: SourceMap
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.base_dir / ".mcp-run"
+
+
+def format_path(path: Path_) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def load_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
+    """Read, parse, expand and validate the manifest at ``path``."""
+    path = Path(path)
+    return parse_manifest(read_document(path, "the manifest"), file=str(path), path=path, environ=environ)
+
+
+def read_document(path: Path, what: str) -> bytes:
+    """The bytes of ``path``, or a ManifestError located at its start naming ``what`` it is."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ManifestError([Problem(str(path), 1, 1, "", f"cannot read {what}: {reason}")]) from exc
+
+
+def parse_manifest(
+    raw: bytes | str,
+    *,
+    file: str = "agent.yaml",
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedManifest:
+    """Validate manifest text; ``environ`` (default ``os.environ``) feeds ``${VAR}`` expansion."""
+    source = SourceMap(file)
+    problems: list[Problem] = []
+    data = _read_document(raw, source, os.environ if environ is None else environ, problems)
+    try:
+        manifest = Manifest.model_validate(data, context={"defer_references": True})
+    except ValidationError as exc:
+        # A value already reported (say, an unset variable) is not reported again as invalid.
+        reported = {p.path for p in problems}
+        located = [problem for error in exc.errors() for problem in (
+            _located(error, data, source), *_unknown_server_keys(error, data, source))]
+        raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
+    resolved = (path or Path(file)).resolve()
+    cross_checks = reference_problems(manifest) + folder_problems(manifest, resolved.parent)
+    problems += [source.problem(where, message) for where, message in cross_checks]
+    if problems:
+        raise ManifestError(problems)
+    return LoadedManifest(manifest, resolved, source)
+
+
+def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:
+    """Working directories, sandbox writable paths and container mounts that do not exist: no server
+    could start with them."""
+    problems: list[tuple[Path_, str]] = []
+    for key, spec in sorted(manifest.servers.items()):
+        if isinstance(spec, StdioServerSpec) and spec.cwd is not None:
+            folder = base_dir / spec.cwd
+            if not folder.is_dir():
+                what = "is not a folder" if folder.exists() else "does not exist"
+                relative = "" if Path(spec.cwd).is_absolute() else " (relative to the manifest's folder)"
+                problems.append((("servers", key, "cwd"), f"working directory '{spec.cwd}' {what}{relative}"))
+        if isinstance(spec, StdioServerSpec) and spec.sandbox is not None:
+            for index, entry in enumerate(spec.sandbox.writable):
+                if not (base_dir / entry).exists():
+                    problems.append((("servers", key, "sandbox", "writable", index),
+                                     f"'{entry}' does not exist (relative to the manifest's folder)"))
+        if isinstance(spec, StdioServerSpec) and spec.container is not None:
+            for index, mount in enumerate(spec.container.mounts):
+                if not (base_dir / mount.source).exists():
+                    problems.append((("servers", key, "container", "mounts", index),
+                                     f"'{mount.source}' does not exist (relative to the manifest's folder)"))
+    return problems
+
+
+def _read_document(
+    raw: bytes | str, source: SourceMap, environ: Mapping[str, str], problems: list[Problem]
+) -> Any:
+    def fail(message: str, line: int = 1, column: int = 1) -> ManifestError:
+        return ManifestError([Problem(source.file, line, column, "", message)])
+
+    if len(raw) > MAX_BYTES:
+        raise fail(f"the manifest is {len(raw):,} bytes; the limit is {MAX_BYTES:,}")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise fail(f"the manifest is not UTF-8 text (byte {exc.start})") from None
+    if "\x00" in raw:
+        raise fail("the manifest contains NUL bytes; is it a binary file?")
+    try:
+        loader = yaml.SafeLoader(raw)
+    except yaml.reader.ReaderError as exc:
+        line = raw.count("\n", 0, exc.position) + 1
+        column = exc.position - (raw.rfind("\n", 0, exc.position) + 1) + 1
+        raise fail(f"character #x{exc.character:04x} is not allowed in YAML", line, column) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise fail("the manifest is empty; it needs at least 'version: 1' and 'name'")
+        data = _Converter(loader, source, environ, problems).convert(node, ())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise fail(f"YAML syntax: {exc.problem or exc.context}", line, column) from None
+    except yaml.YAMLError as exc:
+        raise fail(f"YAML syntax: {exc}") from None
+    except RecursionError:
+        raise fail(f"the manifest is nested too deeply (limit {MAX_DEPTH} levels)") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise fail(f"the manifest must be a mapping of keys (version, name, servers, …), not {kind}",
+                   node.start_mark.line + 1, node.start_mark.column + 1)
+    # Top-level 'x-…' keys hold YAML anchors for reuse, as in compose files; they mean nothing.
+    return {key: value for key, value in data.items() if not key.startswith("x-")}
+
+
+class _Converter:
+    """YAML nodes -> plain data, recording marks, expanding ${VAR}, refusing duplicate keys."""
+
+    def __init__(
+        self, loader: yaml.SafeLoader, source: SourceMap, environ: Mapping[str, str],
+        problems: list[Problem],
+    ) -> None:
+        self.loader, self.source, self.environ, self.problems = loader, source, environ, problems
+        self.visited = 0
+
+    def convert(self, node: yaml.Node, path: Path_) -> Any:
+        self.visited += 1
+        mark = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if self.visited > MAX_NODES:
+            raise ManifestError([Problem(self.source.file, *mark, format_path(path),
+                                         f"the manifest has more than {MAX_NODES:,} values "
+                                         "(aliases included)")])
+        if len(path) > MAX_DEPTH:
+            raise ManifestError([Problem(self.source.file, *mark, format_path(path),
+                                         f"nested too deeply (limit {MAX_DEPTH} levels)")])
+        self.source.values.setdefault(path, mark)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+        value = self.loader.construct_object(node, deep=True)
+        if isinstance(value, str):
+            return self._expand(value, path, mark)
+        if isinstance(value, bytes | set) or not isinstance(value, str | int | float | bool | type(None)):
+            # Dates, binary and sets have no meaning in a manifest; keep them as text.
+            return str(node.value)
+        return value
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
+        self.loader.flatten_mapping(node)  # applies YAML merge keys (<<)
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key_mark = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problems.append(Problem(self.source.file, *key_mark, format_path(path),
+                                             "a key must be plain text, not a list or mapping"))
+                continue
+            key = self.loader.construct_object(key_node)
+            key = key if isinstance(key, str) else str(key_node.value)
+            if key in result:
+                first = self.source.keys[(*path, key)]
+                self.problems.append(Problem(
+                    self.source.file, *key_mark, format_path((*path, key)),
+                    f"duplicate key '{key}' (first defined at line {first[0]})",
+                ))
+                continue
+            self.source.keys[(*path, key)] = key_mark
+            result[key] = self.convert(value_node, (*path, key))
+        return result
+
+    def _expand(self, text: str, path: Path_, mark: tuple[int, int]) -> str:
+        value, problems = expand_variables(text, self.environ)
+        self.problems += [Problem(self.source.file, *mark, format_path(path), message)
+                          for message in problems]
+        return value
+
+
+def _located(
+    error: ErrorDetails, data: Any, source: SourceMap, root: type[BaseModel] = Manifest
+) -> Problem:
+    """A pydantic error -> a Problem at the right place with a message for people."""
+    path, missing = _document_path(error["loc"], data)
+    kind, message = error["type"], error["msg"]
+    context = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        hint = did_you_mean(str(path[-1]), _allowed_keys(path[:-1], data, root))
+        if not hint and root is Manifest and path[:-1] == ("model",):
+            hint = " (settings for the model itself go under 'params')"
+        if not hint and root is Manifest and len(path) == 3 and path[0] == "servers":
+            hint = _http_only_key(str(path[-1]))
+        return source.problem(path, f"unknown key '{path[-1]}'{hint}", at_key=True)
+    if kind == "missing":
+        return source.problem(path, "missing required key")
+    if kind == "literal_error" and isinstance(error.get("input"), str):
+        choices = re.findall(r"'([^']*)'", str(context.get("expected", "")))
+        message += did_you_mean(error["input"], choices)
+    if kind == "string_pattern_mismatch":
+        message = _PATTERN_MESSAGES.get(context.get("pattern", ""), message)
+        if missing:  # a mapping key that failed its pattern
+            return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
+    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return source.problem(path, message)
+
+
+def _http_only_key(key: str) -> str:
+    """The hint for a key of http/sse servers found on a stdio server (say 'auth')."""
+    http_only = set(HttpServerSpec.model_fields) - set(StdioServerSpec.model_fields)
+    return f" ('{key}' is for http/sse servers)" if key in http_only else ""
+
+
+def _unknown_server_keys(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:
+    """For a server that is neither stdio nor http, its unknown keys: a typo such as 'comand' is
+    why it has no 'command', so it is named next to the missing key."""
+    if error["type"] != "server_kind":
+        return []
+    path, _ = _document_path(error["loc"], data)
+    server = data.get("servers", {}).get(path[-1]) if len(path) == 2 else None
+    if not isinstance(server, dict):
+        return []
+    known = {"type"} | {info.alias or name for model in (StdioServerSpec, HttpServerSpec)
+                        for name, info in model.model_fields.items()}
+    return [
+        source.problem((*path, key), f"unknown key '{key}'{did_you_mean(key, known)}", at_key=True)
+        for key in server if key not in known
+    ]
+
+
+def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:
+    """Strip pydantic's union tags and '[key]' markers so the path matches the document."""
+    path: list[str | int] = []
+    cursor: Any = data
+    key_error = False
+    for part in loc:
+        if part == "[key]":
+            key_error = True
+            continue
+        if len(path) == 2 and path[0] == "servers" and part in ("stdio", "http"):
+            continue  # discriminated-union tag, not a key
+        path.append(part)
+        if isinstance(cursor, dict) and part in cursor:
+            cursor = cursor[part]
+        elif isinstance(cursor, list) and isinstance(part, int) and part < len(cursor):
+            cursor = cursor[part]
+        else:
+            cursor = None
+    return tuple(path), key_error
+
+
+def _allowed_keys(path: Path_, data: Any, root: type[BaseModel] = Manifest) -> set[str]:
+    """The keys the document accepts at ``path`` (for 'did you mean')."""
+    annotation: Any = root
+    cursor: Any = data
+    for part in path:
+        cursor = cursor.get(part) if isinstance(cursor, dict) else None
+        annotation = _child_type(annotation, part, cursor)
+        if annotation is None:
+            return set()
+    models = [m for m in _flatten(annotation) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return {f.alias or name for m in models for name, f in m.model_fields.items()}
+
+
+def _child_type(annotation: Any, part: str | int, value: Any) -> Any:
+    for candidate in _flatten(annotation):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            for name, info in candidate.model_fields.items():
+                if part in (name, info.alias):
+                    return info.annotation
+        origin = typing.get_origin(candidate)
+        if origin is dict:
+            value_type = typing.get_args(candidate)[1]
+            if StdioServerSpec in _flatten(value_type) and isinstance(value, dict):
+                tag = _transport_tag(value)
+                return StdioServerSpec if tag == "stdio" else HttpServerSpec
+            return value_type
+        if origin is list and isinstance(part, int):
+            return typing.get_args(candidate)[0]
+    return None
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _flatten(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _flatten(arg)]
+    return [annotation]
+
+
+# --------------------------------------------------------------------------- other YAML documents
+
+
+def read_located_yaml(
+    raw: bytes | str, *, file: str, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], SourceMap, list[Problem]]:
+    """Any YAML mapping read the way the manifest is: the data, where each path starts, and the
+    problems found while reading (duplicate keys, unset variables). Raises ManifestError when the
+    text cannot be read at all."""
+    source = SourceMap(file)
+    problems: list[Problem] = []
+    data = _read_document(raw, source, os.environ if environ is None else environ, problems)
+    return data, source, problems
+
+
+def located_problems(
+    exc: ValidationError, data: Any, source: SourceMap, *, root: type[BaseModel]
+) -> list[Problem]:
+    """The errors of validating ``data`` against ``root``, located and worded like the manifest's."""
+    return [_located(error, data, source, root) for error in exc.errors()]

@@ -1,1 +1,0 @@
-"""Getting started: starter folders, imports from other tools' MCP configs, effective settings."""

@@ -1,0 +1,218 @@
+"""Checkpointers: the one a manifest names (:func:`open_checkpointer`), and the SQLite one,
+LangGraph's synchronous saver with one worker-thread hop per operation.
+
+LangGraph's ``AsyncSqliteSaver`` runs every statement, cursor and commit of an operation as its own
+round trip to aiosqlite's thread: about fifty per agent turn, each a queue hand-off and a wake-up
+on both sides, which cost more than the writes themselves. :class:`SqliteCheckpointer` runs each
+whole operation (statement and commit: one transaction) on a thread of its own instead, one at a
+time and in the order they were asked for; operations asked for while one runs are run in the
+same wake-up. The file format is LangGraph's own, so either saver reads what the other wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import queue
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import anyio
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from runner.errors import CheckpointerError
+from runner.store.postgres import open_postgres_saver
+
+_Result = TypeVar("_Result")
+
+
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class _Worker:
+    """One thread running functions in the order they are handed over, for coroutines to await."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    async def run(self, function: Callable[[], _Result]) -> _Result:
+        """``function``'s result, from the thread. Not abandoned on cancellation: a write that
+        started finishes (the caller is cancelled after)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Result] = loop.create_future()
+        self._queue.put((function, loop, future))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([future])
+            raise
+
+    def stop(self) -> None:
+        """Run what was handed over, then end the thread (blocks until it ended)."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            function, loop, future = item
+            try:
+                outcome, failed = function(), False
+            except BaseException as exc:  # handed to the awaiting coroutine, raised there
+                outcome, failed = exc, True
+            try:
+                loop.call_soon_threadsafe(_settle, future, outcome, failed)
+            except RuntimeError:  # the loop closed meanwhile: no one awaits the result
+                pass
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
+    if future.done():
+        return
+    if failed:
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+class SqliteCheckpointer(SqliteSaver):
+    """A :class:`SqliteSaver` whose async methods each take one hop to its own thread."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self._worker: _Worker | None = None
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: Path) -> Iterator[SqliteCheckpointer]:
+        """A checkpointer on the database at ``path`` (created with its tables), closed after the block."""
+        with closing(sqlite3.connect(str(path), check_same_thread=False)) as conn:
+            # Write-ahead logging: a step's commit appends to the log instead of rewriting pages
+            # through a rollback journal; NORMAL syncs when the log is checkpointed, not at every
+            # commit (a power cut may lose the last steps, never corrupt the file).
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            saver = cls(conn)
+            saver.setup()
+            try:
+                yield saver
+            finally:
+                if saver._worker is not None:
+                    saver._worker.stop()
+
+    async def _in_thread(self, function: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+        if self._worker is None:
+            self._worker = _Worker(f"sqlite checkpointer {id(self):x}")
+        return await self._worker.run(functools.partial(function, *args, **kwargs))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._in_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 (LangGraph's parameter name)
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await self._in_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._in_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        await self._in_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._in_thread(self.delete_thread, thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        return await self._in_thread(self.get_delta_channel_history, config=config, channels=channels)
+
+
+
+def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "async"]:
+    """When a graph run on ``saver`` writes its state: ``exit`` once, when the turn ends or pauses
+    (an approval, a question), for the checkpointers of one process (memory, a SQLite file);
+    ``async`` after every step for the others (PostgreSQL), which instances share: one may take a
+    thread over in the middle of a turn that another started.
+
+    A turn that ended or paused is on disk when its run returns either way; ``exit`` spares each
+    step a write (and a thread hop), and loses only the steps of a turn in flight when the
+    process dies.
+    """
+    return "exit" if isinstance(saver, InMemorySaver | SqliteCheckpointer) else "async"
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    spec: str | None, *, state_dir: Path, base_dir: Path | None = None
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """The checkpointer named by the manifest's ``checkpointer`` value, open for the block.
+
+    ``memory``; ``sqlite:///relative/path`` (relative to ``base_dir``, default the working directory)
+    or ``sqlite:////absolute/path``; ``postgres://...``; None: SQLite at ``state_dir/state.sqlite``.
+    """
+    if spec == "memory":
+        yield InMemorySaver()
+        return
+    if spec is None or spec.startswith("sqlite:///"):
+        path = state_dir / "state.sqlite" if spec is None else Path(spec.removeprefix("sqlite:///"))
+        async with _sqlite_saver((base_dir or Path.cwd()) / path) as saver:
+            yield saver
+        return
+    if spec.startswith(("postgres://", "postgresql://")):
+        async with open_postgres_saver(spec) as saver:
+            yield saver
+        return
+    raise CheckpointerError(f"unknown checkpointer '{spec}': use memory, sqlite:///path or postgres://...")
+
+
+@asynccontextmanager
+async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
+    async with AsyncExitStack() as stack:
+        try:
+            # Off the event loop (LangGraph's server refuses blocking calls on it).
+            await anyio.to_thread.run_sync(_room_for_file, path)
+            opened = SqliteCheckpointer.open(path)
+            saver = await anyio.to_thread.run_sync(opened.__enter__)
+            stack.push_async_callback(anyio.to_thread.run_sync, lambda: opened.__exit__(None, None, None))
+        except (OSError, sqlite3.Error) as exc:
+            raise CheckpointerError(f"cannot open the SQLite checkpointer at {path}: {exc}") from exc
+        yield saver
+
+
+def _room_for_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # a clear message rather than SQLite's
+        raise IsADirectoryError(f"{path} is a directory")
