@@ -343,14 +343,13 @@ async def test_stopping_serve_while_a_2025_caller_holds_its_event_stream_open_is
             async with http_client(served.url, mode="legacy") as client:
                 await client.list_tools()
                 await anyio.to_thread.run_sync(opened.wait, LIMIT)
-                started = anyio.current_time()
                 served.process.send_signal(signal.SIGINT)
                 code = await anyio.to_thread.run_sync(served.process.wait, LIMIT)
-                stopped_in = anyio.current_time() - started
         stderr = _rest_of(served)
     assert code == 130
-    assert stderr == ["stopped by SIGINT"]  # no "Exception in ASGI application", no traceback
-    assert stopped_in < 2.0  # not the graceful-shutdown timeout spent waiting for the stream
+    # No "Exception in ASGI application", no traceback, and not uvicorn's "timeout graceful
+    # shutdown exceeded" (logged as an error when the open stream holds the stop up).
+    assert stderr == ["stopped by SIGINT"]
 
 
 async def test_a_stateless_serve_refuses_a_get_with_405_instead_of_holding_it_open(
