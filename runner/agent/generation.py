@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ import anyio
 
 from runner.agent.checks import CheckedAgent
 from runner.errors import ServerStartError
+from runner.events import Event, EventSink, Reloaded
 from runner.manifest import PYTHON_COMMANDS, Manifest, ModelSpec, ServerSpec, StdioServerSpec, restart_fields
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import PromptCatalog
@@ -104,10 +105,10 @@ class ReloadReport:
         parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
         return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
 
-    def event(self) -> dict[str, Any]:
-        return {"type": "reload", "ms": round(self.seconds * 1000, 1), "started": self.started,
-                "stopped": self.stopped, "restarted": self.restarted, "rebuilt": self.rebuilt,
-                "failed": self.failed}
+    def event(self) -> Reloaded:
+        return Reloaded(type="reload", ms=round(self.seconds * 1000, 1), started=self.started,
+                        stopped=self.stopped, restarted=self.restarted, rebuilt=self.rebuilt,
+                        failed=self.failed, summary=self.summary())
 
 
 async def reconcile_servers(
@@ -201,12 +202,12 @@ class StoppedTurnEvents:
 
     def __init__(self) -> None:
         self.stopped = False
-        self.kept: list[dict[str, Any]] = []
+        self.kept: list[Event] = []
 
-    def through(self, stream: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def through(self, stream: EventSink) -> EventSink:
         """Write to ``stream`` while the turn runs, to ``kept`` once it is stopped."""
 
-        def write(event: dict[str, Any]) -> None:
+        def write(event: Event) -> None:
             if self.stopped:
                 self.kept.append(event)
             else:
@@ -220,7 +221,7 @@ turn_events: contextvars.ContextVar[StoppedTurnEvents | None] = contextvars.Cont
 )
 
 
-def stream_writer() -> Callable[[dict[str, Any]], None] | None:
+def stream_writer() -> EventSink | None:
     """The running graph's custom stream (progress events), or None outside a graph run.
 
     A tool invoked directly inside another runnable has a config but no graph runtime in it: the

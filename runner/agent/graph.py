@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.sampling import counted, metered, sampling_calls
 from runner.errors import RunnerError, ToolError
+from runner.events import ElicitationAsked, ToolApprovalRequest
 from runner.models import ModelChain, as_model_chain
 from runner.store.checkpointers import (
     open_checkpointer,  # noqa: F401 (imported from here too)
@@ -114,9 +115,9 @@ class Edit(BaseModel):
 Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
 
 
-def approval_request(call: dict[str, Any]) -> dict[str, Any]:
+def approval_request(call: dict[str, Any]) -> ToolApprovalRequest:
     """The interrupt payload for one tool call waiting for approval."""
-    return {"type": "tool_approval", "tool": call["name"], "args": call["args"], "id": call["id"]}
+    return ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
 
 
 def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
@@ -144,12 +145,13 @@ class ElicitationAnswer(BaseModel):
     elicitation_id: str | None = None
 
 
-def elicitation_request(server: str, request: types.ElicitRequestParams) -> dict[str, Any]:
-    """The interrupt payload for a server's request for input (form or URL mode)."""
-    payload: dict[str, Any] = {"type": "elicitation", "server": server, "message": request.message}
+def elicitation_request(server: str, request: types.ElicitRequestParams) -> ElicitationAsked:
+    """The interrupt payload (and event) for a server's request for input (form or URL mode)."""
     if isinstance(request, types.ElicitRequestURLParams):
-        return {**payload, "mode": "url", "url": request.url, "elicitation_id": request.elicitation_id}
-    return {**payload, "mode": "form", "schema": request.requested_schema}
+        return ElicitationAsked(type="elicitation", server=server, message=request.message, mode="url",
+                                url=request.url, elicitation_id=request.elicitation_id)
+    return ElicitationAsked(type="elicitation", server=server, message=request.message, mode="form",
+                            schema=request.requested_schema)
 
 
 def _answer_schema(requested: dict[str, Any] | None) -> type[ElicitationAnswer]:

@@ -13,7 +13,6 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 from watchfiles import Change, awatch
@@ -21,6 +20,7 @@ from watchfiles import Change, awatch
 from runner.agent.checks import checked_agent
 from runner.agent.runtime import ReloadReport, Runtime
 from runner.errors import ManifestError, RunnerError
+from runner.events import ReloadEvent, ReloadFailed
 from runner.manifest.loading import LoadedManifest
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def _watch_roots(loaded: LoadedManifest, files: set[Path]) -> tuple[set[Path], s
 
 async def watch_and_reload(
     runtime: Runtime,
-    on_event: Callable[[dict[str, Any]], None],
+    on_event: Callable[[ReloadEvent], None],
     *,
     stop: anyio.Event,
     ready: anyio.Event | None = None,
@@ -89,11 +89,11 @@ async def watch_and_reload(
             try:
                 report = await reload_runtime(runtime, changed_files=changed)
             except ManifestError as exc:
-                on_event({"type": "reload_error", "problems": [str(p) for p in exc.problems]})
+                on_event(ReloadFailed(type="reload_error", problems=[str(p) for p in exc.problems]))
                 continue
             except RunnerError as exc:  # the model or the tools could not be built: keep the last good
-                on_event({"type": "reload_error", "problems": [str(exc)]})
+                on_event(ReloadFailed(type="reload_error", problems=[str(exc)]))
                 continue
-            on_event(report.event() | {"summary": report.summary()})
+            on_event(report.event())
             if runtime.files != files:
                 break  # the set of files changed: watch the new set

@@ -27,6 +27,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
+from runner.events import SampledMessage, SamplingAsked
 from runner.models import ModelChain
 from runner.servers.inbound_requests import SamplingBudget, sampling_budget
 from runner.tools.naming import NAME_PATTERN, generate_name
@@ -72,16 +73,16 @@ class SamplingDecision(BaseModel):
     action: Literal["approve", "deny"]
 
 
-def sampling_request(server: str, request: types.CreateMessageRequestParams) -> dict[str, Any]:
+def sampling_request(server: str, request: types.CreateMessageRequestParams) -> SamplingAsked:
     """The interrupt payload (and event) showing what a server asks the model."""
-    return {
-        "type": "sampling",
-        "server": server,
-        "system_prompt": request.system_prompt,
-        "messages": [{"role": m.role, "text": _text(m.content)} for m in request.messages],
-        "max_tokens": request.max_tokens,
-        "tools": [tool.name for tool in request.tools or ()],
-    }
+    return SamplingAsked(
+        type="sampling",
+        server=server,
+        system_prompt=request.system_prompt,
+        messages=[SampledMessage(role=m.role, text=_text(m.content)) for m in request.messages],
+        max_tokens=request.max_tokens,
+        tools=[tool.name for tool in request.tools or ()],
+    )
 
 
 def approve_by_interrupt(server: str, request: types.CreateMessageRequestParams) -> bool:

@@ -7,7 +7,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -17,6 +17,7 @@ from langgraph.types import Command
 from runner import telemetry
 from runner.agent.generation import StoppedTurnEvents, turn_events
 from runner.agent.runtime import Runtime
+from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ def turn_input(message: str | list[BaseMessage] | Command) -> Any:
 
 async def stream_turn(
     runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None
-) -> AsyncIterator[dict[str, Any]]:
-    """Run one turn (or resume one) and yield its events as JSON-ready dicts:
+) -> AsyncIterator[Event]:
+    """Run one turn (or resume one) and yield its events (:mod:`runner.events`):
 
     ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),
     ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
@@ -70,28 +71,27 @@ async def stream_turn(
                 chunk, metadata = data
                 if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
                     if text := chunk.text:
-                        yield {"type": "token", "text": text}
+                        yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
                 if node == "__interrupt__":
                     for pending in update:
-                        kind = pending.value.get("type")
-                        kind = kind if kind in ("elicitation", "sampling") else "approval"
-                        yield clock.seen({**pending.value, "type": kind})
+                        yield clock.seen(question(pending.value))
                     continue
                 for item in (update or {}).get("messages", []):
                     if isinstance(item, AIMessage) and item.tool_calls and node == "model":
                         for call in item.tool_calls:
-                            names[call["id"]] = call["name"]
-                            yield clock.seen({"type": "tool_call", "name": call["name"], "args": call["args"],
-                                              "id": call["id"]})
+                            call_id = cast(str, call["id"])  # set: the graph's tool tasks need it
+                            names[call_id] = call["name"]
+                            yield clock.seen(ToolCall(type="tool_call", name=call["name"], args=call["args"],
+                                                      id=call_id))
                     elif isinstance(item, AIMessage) and node == "model":
                         reason = item.response_metadata.get("finish_reason")
-                        yield clock.seen({"type": "final", "text": item.text, "reason": reason})
+                        yield clock.seen(FinalAnswer(type="final", text=item.text, reason=reason))
                     elif isinstance(item, ToolMessage):
-                        name = names.get(item.tool_call_id, item.name)
-                        yield clock.seen({"type": "tool_result", "name": name, "id": item.tool_call_id,
-                                          "status": item.status, "text": _message_text(item)})
+                        name = names.get(item.tool_call_id) or cast(str, item.name)  # set by the tool task
+                        yield clock.seen(ToolResult(type="tool_result", name=name, id=item.tool_call_id,
+                                                    status=item.status, text=_message_text(item)))
         await run  # the run's own error, if it failed
     except anyio.get_cancelled_exc_class():
         # Stopped (Ctrl-C, a cancelled task, a stopped served turn): what the calls said as they

@@ -19,21 +19,22 @@ from urllib.parse import urlsplit
 import jsonschema
 
 from runner.cli.terminal import JsonLinesView, TerminalView
+from runner.events import ChatError, ElicitationAsked, SamplingAsked
 
 QUESTION_EVENTS = ("elicitation", "sampling")
 
 
-async def answer_question(view: Any, event: dict[str, Any]) -> dict[str, Any]:
+async def answer_question(view: Any, event: ElicitationAsked | SamplingAsked) -> dict[str, Any]:
     if isinstance(view, JsonLinesView):
         answer = await _answer_as_json(view, event)
     else:
         assert isinstance(view, TerminalView)
         if event["type"] == "sampling":
             return await _approve_sampling(view, event)
-        if event.get("mode") != "url":
+        if event["mode"] != "url":
             return await _fill_form(view, event)
         answer = await _visit(view, event)
-    if event.get("mode") == "url":  # the answer applies to this request only, not a later one
+    if event["type"] == "elicitation" and event["mode"] == "url":  # for this request only, not a later one
         answer["elicitation_id"] = event["elicitation_id"]
     return answer
 
@@ -51,7 +52,7 @@ async def _choice(view: TerminalView, prompt: str, choices: dict[str, str]) -> s
             return choices[""]
 
 
-async def _fill_form(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+async def _fill_form(view: TerminalView, event: ElicitationAsked) -> dict[str, Any]:
     say = view.console.print
     say(f"[{event['server']}] asks: {event['message']}", style="yellow", markup=False)
     action = await _choice(view, "[a]nswer / [d]ecline / [c]ancel: ",
@@ -158,7 +159,7 @@ def _choice_value(raw: str, choices: list[tuple[Any, str]]) -> Any:
     return raw
 
 
-async def _visit(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+async def _visit(view: TerminalView, event: ElicitationAsked) -> dict[str, Any]:
     say = view.console.print
     say(f"[{event['server']}] asks you to visit {event['url']}", style="yellow", markup=False)
     say(f"  {event['message']}", markup=False)
@@ -171,7 +172,7 @@ async def _visit(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
         return {"action": "accept"}
 
 
-async def _approve_sampling(view: TerminalView, event: dict[str, Any]) -> dict[str, Any]:
+async def _approve_sampling(view: TerminalView, event: SamplingAsked) -> dict[str, Any]:
     say = view.console.print
     say(f"[{event['server']}] asks the model for a completion (at most {event['max_tokens']} tokens):",
         style="yellow", markup=False)
@@ -188,7 +189,7 @@ async def _approve_sampling(view: TerminalView, event: dict[str, Any]) -> dict[s
 # --------------------------------------------------------------------------- JSON lines
 
 
-async def _answer_as_json(view: JsonLinesView, event: dict[str, Any]) -> dict[str, Any]:
+async def _answer_as_json(view: JsonLinesView, event: ElicitationAsked | SamplingAsked) -> dict[str, Any]:
     view.show(event)
     expected = ("approve", "deny") if event["type"] == "sampling" else ("accept", "decline", "cancel")
     while True:
@@ -196,20 +197,20 @@ async def _answer_as_json(view: JsonLinesView, event: dict[str, Any]) -> dict[st
         if value is None:
             return {"action": expected[-1]}  # the input ended: refuse
         if value.get("action") not in expected:
-            view.show({"type": "error", "message": f"expected {{\"action\": ...}}: {', '.join(expected)}"})
+            view.show(ChatError(type="error", message=f"expected {{\"action\": ...}}: {', '.join(expected)}"))
             view.show(event)
             continue
         answer = {key: value[key] for key in ("action", "content") if key in value}
         problem = content_problem(event, answer)
         if problem is None:
             return answer
-        view.show({"type": "error", "message": problem})
+        view.show(ChatError(type="error", message=problem))
         view.show(event)  # asked again
 
 
-def content_problem(event: dict[str, Any], answer: dict[str, Any]) -> str | None:
+def content_problem(event: ElicitationAsked | SamplingAsked, answer: dict[str, Any]) -> str | None:
     """Why the accepted content of a form does not fit its schema, naming the field; None if it fits."""
-    if event["type"] != "elicitation" or event.get("mode") == "url" or answer["action"] != "accept":
+    if event["type"] != "elicitation" or event["mode"] == "url" or answer["action"] != "accept":
         return None
     schema = event.get("schema") or {}
     content = answer.get("content")

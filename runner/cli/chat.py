@@ -37,6 +37,7 @@ from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
+from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
 from runner.servers import stop_on_signals
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
@@ -87,14 +88,14 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         if thread_id is not None:
             runtime.thread_id, note = await resolve_thread(runtime, thread_id)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
-        final: dict[str, Any] | None = None
+        final: FinalAnswer | None = None
         # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
         # a second one while it stops interrupts the way out (the servers are still stopped).
         async with stop_on_signals(signal.SIGINT) as interrupted:
             final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
         if interrupted.received is not None:
             if as_json:
-                click.echo(json.dumps({"type": "interrupted"}))
+                click.echo(json.dumps(Interrupted(type="interrupted")))
             else:
                 stderr.print("interrupted", style="yellow")
             return EXIT_INTERRUPTED
@@ -107,14 +108,14 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
 
 
 async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool
-                               ) -> dict[str, Any] | None:
+                               ) -> FinalAnswer | None:
     """Run the turn, approving (``--yes``) or denying each call that needs approval; its final event."""
     message: str | Command = text
-    final: dict[str, Any] | None = None
+    final: FinalAnswer | None = None
     media = MediaFolder(runtime.fleet.state_dir)
     while True:
-        approval = None
-        results = []
+        approval: ApprovalAsked | None = None
+        results: list[ToolResult] = []
         async for event in stream_turn(runtime, message):
             if event["type"] == "tool_result":
                 results.append(event)

@@ -24,6 +24,20 @@ from runner.cli.rows import (
 )
 from runner.errors import CaseSaveError, ManifestError, ToolError
 from runner.evals.saving import save_case
+from runner.events import (
+    ApprovalAsked,
+    CaseSaved,
+    ChatCommandRow,
+    HelpShown,
+    MediaListed,
+    PromptsListed,
+    ReloadFailed,
+    ThreadShown,
+    ToolCall,
+    ToolResult,
+    ToolRow,
+    ToolsListed,
+)
 from runner.manifest import CHAT_COMMANDS
 from runner.tools.suggest import unknown_tool_line
 
@@ -46,22 +60,23 @@ CHAT_COMMAND_HELP = {
 
 @chat_command("help")
 async def _help(session: ChatSession, line: str) -> None:
-    commands = [{"command": f"/{name}", "usage": CHAT_COMMAND_HELP[name][0],
-                 "description": CHAT_COMMAND_HELP[name][1]} for name in CHAT_COMMANDS]
-    session.view.show({"type": "help", "commands": commands, "prompts": prompt_rows(session.runtime)})
+    commands = [ChatCommandRow(command=f"/{name}", usage=CHAT_COMMAND_HELP[name][0],
+                               description=CHAT_COMMAND_HELP[name][1]) for name in CHAT_COMMANDS]
+    session.view.show(HelpShown(type="help", commands=commands, prompts=prompt_rows(session.runtime)))
 
 
 @chat_command("tools")
 async def _tools(session: ChatSession, line: str) -> None:
     offered = await offered_tools(session.runtime)
-    rows = [{**{key: row[key] for key in ("name", "server", "original", "description", "approval")},
-             "bound": offered is None or row["name"] in offered} for row in tool_rows(session.runtime)]
-    session.view.show({"type": "tools", "tools": rows, "search": offered is not None})
+    rows = [ToolRow(name=row["name"], server=row["server"], original=row["original"],
+                    description=row["description"], approval=row["approval"],
+                    bound=offered is None or row["name"] in offered) for row in tool_rows(session.runtime)]
+    session.view.show(ToolsListed(type="tools", tools=rows, search=offered is not None))
 
 
 @chat_command("prompts")
 async def _prompts(session: ChatSession, line: str) -> None:
-    session.view.show({"type": "prompts", "prompts": prompt_rows(session.runtime)})
+    session.view.show(PromptsListed(type="prompts", prompts=prompt_rows(session.runtime)))
 
 
 @chat_command("thread")
@@ -72,7 +87,7 @@ async def _thread(session: ChatSession, line: str) -> None:
         session.runtime.thread_id = uuid.uuid4().hex[:12]
     elif len(parts) > 1:
         session.runtime.thread_id, note = await resolve_thread(session.runtime, parts[1])
-    session.view.show({"type": "thread", "thread": session.runtime.thread_id, "note": note})
+    session.view.show(ThreadShown(type="thread", thread=session.runtime.thread_id, note=note))
 
 
 @chat_command("reload")
@@ -80,9 +95,10 @@ async def _reload(session: ChatSession, line: str) -> None:
     try:
         report = await reload_runtime(session.runtime)
     except ManifestError as exc:
-        session.show_reload({"type": "reload_error", "problems": [str(problem) for problem in exc.problems]})
+        problems = [str(problem) for problem in exc.problems]
+        session.show_reload(ReloadFailed(type="reload_error", problems=problems))
         return
-    session.show_reload(report.event() | {"summary": report.summary()})
+    session.show_reload(report.event())
 
 
 @chat_command("save")
@@ -99,7 +115,7 @@ async def _save(session: ChatSession, line: str) -> None:
     except CaseSaveError as exc:
         session.error(str(exc))
         return
-    session.view.show({"type": "saved", "case": name, "path": str(path)})
+    session.view.show(CaseSaved(type="saved", case=name, path=str(path)))
 
 
 @chat_command("call")
@@ -127,25 +143,25 @@ async def _call(session: ChatSession, line: str) -> None:
         return
     session.direct_calls += 1
     call_id = f"direct_{session.direct_calls}"
-    session.view.show({"type": "tool_call", "name": name, "args": args, "id": call_id})
+    session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id))
     if catalog.needs_approval(name):
-        answer = await session.approve({"type": "approval", "tool": name, "args": args, "id": call_id})
+        answer = await session.approve(ApprovalAsked(type="approval", tool=name, args=args, id=call_id))
         if answer["action"] == "deny":
-            session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
-                               "text": f"denied: {answer['reason']}"}, in_full=True)
+            session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
+                                         text=f"denied: {answer['reason']}"), in_full=True)
             return
         args = answer.get("args", args)
     try:
         output = await catalog.call(name, args)
     except ToolError as exc:
-        session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "error",
-                           "text": str(exc)}, in_full=True)
+        session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
+                                     text=str(exc)), in_full=True)
         return
     text, structured = output_text(output, output_limit(session.runtime, name))
     if structured is not None:
         text = f"{text}\nstructured content:\n{structured}" if text else structured
-    session.view.show({"type": "tool_result", "name": name, "id": call_id, "status": "success",
-                       "text": text}, in_full=True)
+    session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="success",
+                                 text=text), in_full=True)
     if not isinstance(output.content, str):
         thread = session.runtime.thread_id
         for saved in session.media.save(thread, name, call_id, media_blocks(output.content)):
@@ -156,5 +172,5 @@ async def _call(session: ChatSession, line: str) -> None:
 async def _media(session: ChatSession, line: str) -> None:
     thread = session.runtime.thread_id
     files = [str(path) for path in session.media.files(thread)]
-    session.view.show({"type": "media_list", "thread": thread, "folder": str(session.media.folder(thread)),
-                       "files": files})
+    session.view.show(MediaListed(type="media_list", thread=thread, folder=str(session.media.folder(thread)),
+                                  files=files))

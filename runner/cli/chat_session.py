@@ -18,10 +18,21 @@ from langgraph.types import Command
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
-from runner.cli.answering import QUESTION_EVENTS, answer_question
+from runner.cli.answering import answer_question
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
+from runner.events import (
+    ApprovalAsked,
+    CatalogueChanged,
+    ChatError,
+    ChatReady,
+    Interrupted,
+    Question,
+    ReloadEvent,
+    ToolResult,
+    is_question,
+)
 from runner.manifest import CHAT_COMMANDS, did_you_mean
 
 LEAVE_COMMANDS = ("exit", "quit")
@@ -67,8 +78,8 @@ class ChatSession:
 
     async def run(self) -> int:
         runtime = self.runtime
-        self.view.show({"type": "ready", "name": runtime.manifest.name, "model": runtime.manifest.model.id,
-                        "thread": runtime.thread_id, "tools": sorted(runtime.catalog.entries)})
+        self.view.show(ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
+                                 thread=runtime.thread_id, tools=sorted(runtime.catalog.entries)))
         while True:
             line = await self.view.read()
             if line is None:
@@ -90,7 +101,7 @@ class ChatSession:
                 self.error(self._unknown_command(name))
 
     def error(self, message: str) -> None:
-        self.view.show({"type": "error", "message": message})
+        self.view.show(ChatError(type="error", message=message))
 
     def _unknown_command(self, name: str) -> str:
         prompts = [command.name for command in self.runtime.prompt_catalog]
@@ -107,7 +118,7 @@ class ChatSession:
                 await work()
         self.interrupts.turn = None
         if scope.cancelled_caught:
-            self.view.show({"type": "interrupted"})
+            self.view.show(Interrupted(type="interrupted"))
 
     async def _prompt_command(self, line: str) -> None:
         try:
@@ -119,10 +130,10 @@ class ChatSession:
 
     async def _turn(self, message: Any) -> None:
         while True:
-            pending = None  # an interrupt: a tool call to approve, or a server's question
-            results = []
+            pending: Question | None = None  # a tool call to approve, or a server's question
+            results: list[ToolResult] = []
             async for event in stream_turn(self.runtime, message):
-                if event["type"] in ("approval", *QUESTION_EVENTS):
+                if is_question(event):
                     pending = event
                 else:
                     self.view.show(event)
@@ -137,17 +148,17 @@ class ChatSession:
             else:
                 message = Command(resume=await answer_question(self.view, pending))
 
-    async def approve(self, approval: dict[str, Any]) -> dict[str, Any]:
+    async def approve(self, approval: ApprovalAsked) -> dict[str, Any]:
         if self.yes:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
 
     def _show_change(self, change: Any) -> None:
-        self.view.show({"type": "change", "server": change.server, "kind": change.kind,
-                        "added": list(change.added), "removed": list(change.removed),
-                        "changed": list(change.changed)})
+        self.view.show(CatalogueChanged(type="change", server=change.server, kind=change.kind,
+                                        added=list(change.added), removed=list(change.removed),
+                                        changed=list(change.changed)))
 
-    def show_reload(self, event: dict[str, Any]) -> None:
+    def show_reload(self, event: ReloadEvent) -> None:
         if event["type"] == "reload":
             event = event | {"tools": sorted(self.runtime.catalog.entries)}
         self.view.show(event)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
@@ -30,6 +30,7 @@ from runner.cli.rows import (
 )
 from runner.cli.status import progress_line
 from runner.errors import PromptError, ToolError
+from runner.events import Event, ReloadEvent, Watching
 from runner.manifest import did_you_mean
 from runner.manifest.loading import load_manifest
 from runner.servers import stop_on_signals
@@ -158,8 +159,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         click.echo(structured, err=True)
 
 
-def _show_progress(event: dict[str, Any]) -> None:
-    stderr.print(progress_line(event), markup=False, style="dim")
+def _show_progress(event: Event) -> None:
+    # The call's other events (a task's status, a URL visit completed) are not shown.
+    if event["type"] == "progress":
+        stderr.print(progress_line(event), markup=False, style="dim")
 
 
 def _down_server(runtime: Runtime, name: str) -> str | None:
@@ -195,18 +198,21 @@ def prompts(file: str, as_json: bool) -> None:
         row["command"], row["server"], row["original"], row["arguments"]), "prompt command")
 
 
+Row = TypeVar("Row", bound=Mapping[str, Any])  # one row of a listing: a tool, a prompt command
+
+
 def _print_listing(
     file: str,
-    rows_of: Callable[[Runtime], list[dict[str, Any]]],
+    rows_of: Callable[[Runtime], list[Row]],
     as_json: bool,
     headers: tuple[str, ...],
-    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+    cells: Callable[[Row], tuple[str, ...]],
     noun: str,
-    note: Callable[[list[dict[str, Any]]], str | None] = lambda rows: None,
+    note: Callable[[list[Row]], str | None] = lambda rows: None,
 ) -> None:
     """A listing of the agent started without its model: JSON, or a table and a count."""
 
-    async def listing() -> list[dict[str, Any]]:
+    async def listing() -> list[Row]:
         async with load_agent(file, model=False) as runtime:
             return rows_of(runtime)
 
@@ -264,7 +270,7 @@ def watch(file: str, as_json: bool) -> None:
     """Edit FILE without running the model: re-validate and list the tools on every save."""
     from runner.agent.reload import ReloadReport, watch_and_reload
 
-    def show(runtime: Runtime, event: dict[str, Any]) -> None:
+    def show(runtime: Runtime, event: ReloadEvent) -> None:
         if as_json:
             event = event | {"tools": sorted(runtime.catalog.entries)} if event["type"] == "reload" else event
             click.echo(json.dumps(event), nl=True)
@@ -280,7 +286,7 @@ def watch(file: str, as_json: bool) -> None:
     async def follow() -> None:
         async with load_agent(file, model=False) as runtime:
             if as_json:
-                click.echo(json.dumps({"type": "watching", "tools": sorted(runtime.catalog.entries)}))
+                click.echo(json.dumps(Watching(type="watching", tools=sorted(runtime.catalog.entries))))
             else:
                 show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())

@@ -25,6 +25,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from runner.agent.runtime import Runtime
+from runner.events import MediaSaved, ToolResult
 
 MEDIA_TYPES = ("image", "audio", "file")
 MARKERS = tuple(f"[{kind}]" for kind in MEDIA_TYPES)  # how turn events show a media block
@@ -42,9 +43,9 @@ class SavedMedia:
     mime_type: str
     path: Path
 
-    def event(self) -> dict[str, Any]:
-        return {"type": "media", "tool": self.tool, "id": self.call_id, "mime_type": self.mime_type,
-                "path": str(self.path)}
+    def event(self) -> MediaSaved:
+        return MediaSaved(type="media", tool=self.tool, id=self.call_id, mime_type=self.mime_type,
+                          path=str(self.path))
 
 
 class MediaFolder:
@@ -77,9 +78,9 @@ class MediaFolder:
         return saved
 
 
-def has_media(event: dict[str, Any]) -> bool:
+def has_media(event: ToolResult) -> bool:
     """Whether a ``tool_result`` event's text shows a media block (its bytes are in the thread)."""
-    return event["type"] == "tool_result" and any(marker in event["text"] for marker in MARKERS)
+    return any(marker in event["text"] for marker in MARKERS)
 
 
 def media_blocks(content: Any) -> list[Mapping[str, Any]]:
@@ -90,7 +91,7 @@ def media_blocks(content: Any) -> list[Mapping[str, Any]]:
 
 
 async def save_turn_media(runtime: Runtime, folder: MediaFolder,
-                          results: list[dict[str, Any]]) -> list[SavedMedia]:
+                          results: list[ToolResult]) -> list[SavedMedia]:
     """Save the media of the ``tool_result`` events ``results`` (of the turn that just paused or
     ended), read from the thread's messages, where the checkpointer keeps them."""
     wanted = {event["id"]: event["name"] for event in results if has_media(event)}

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runner.agent.runtime import Runtime
+from runner.events import PromptRow
 from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
 from runner.tools.provider_schemas import schema_for_provider
@@ -53,15 +54,15 @@ async def offered_tools(runtime: Runtime) -> set[str] | None:
     return search.bound_names(found)
 
 
-def prompt_rows(runtime: Runtime) -> list[dict[str, Any]]:
+def prompt_rows(runtime: Runtime) -> list[PromptRow]:
     return [
-        {
-            "command": f"/{command.name}",
-            "server": command.server,
-            "original": command.prompt.name,
-            "arguments": command.usage.removeprefix(f"/{command.name}").strip(),
-            "description": command.description,
-        }
+        PromptRow(
+            command=f"/{command.name}",
+            server=command.server,
+            original=command.prompt.name,
+            arguments=command.usage.removeprefix(f"/{command.name}").strip(),
+            description=command.description,
+        )
         for command in runtime.prompt_catalog
     ]
 

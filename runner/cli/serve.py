@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
 
 import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.events import ServeEvent
 from runner.hosting.mcp import (
     DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
@@ -29,15 +29,14 @@ from runner.manifest.basics import parse_duration
 from runner.servers import stop_on_signals
 
 
-def _show(event: dict[str, Any]) -> None:
-    kind = event["type"]
-    if kind == "listening":
+def _show(event: ServeEvent) -> None:
+    if event["type"] == "listening":
         stderr.print(f"serving '{event['name']}' on {event['url']}", markup=False)
-    elif kind == "ready":
+    elif event["type"] == "ready":
         stderr.print(f"serving '{event['name']}' over stdio", style="dim", markup=False)
-    elif kind == "reload":
-        stderr.print(event.get("summary", "reloaded"), style="dim", markup=False)
-    elif kind == "reload_error":
+    elif event["type"] == "reload":
+        stderr.print(event["summary"], style="dim", markup=False)
+    elif event["type"] == "reload_error":
         stderr.print("reload failed; still serving the last good manifest:", style="yellow", markup=False)
         for problem in event["problems"]:
             stderr.print(f"  {problem}", markup=False)

@@ -8,9 +8,9 @@ restarts, a tool list that changes or a reload shows without anyone telling the 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from runner.agent.runtime import Runtime
+from runner.events import Event, ToolProgress
 from runner.tools.caller import progress_summary, progress_text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -26,15 +26,14 @@ class ChatStatus:
         self.activity: str | None = None  # None: no turn is running
         self.detail = ""
 
-    def observe(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "tool_call":
+    def observe(self, event: Event) -> None:
+        if event["type"] == "tool_call":
             self.activity, self.detail = f"calling {event['name']}", ""
-        elif kind == "progress":
+        elif event["type"] == "progress":
             self.activity, self.detail = f"calling {event['tool']}", progress_text(event)
-        elif kind == "tool_result":
+        elif event["type"] == "tool_result":
             self.activity, self.detail = "thinking", ""
-        elif kind == "token":
+        elif event["type"] == "token":
             self.activity, self.detail = "answering", ""
 
     def start(self, activity: str = "thinking") -> None:
@@ -72,6 +71,6 @@ class ChatStatus:
         return f"{text} ({', '.join(others)})" if others else text
 
 
-def progress_line(event: dict[str, Any]) -> str:
+def progress_line(event: ToolProgress) -> str:
     """``… tool: 2/4 (50%) message`` for a progress event."""
     return f"… {progress_summary(event)}"

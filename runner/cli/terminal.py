@@ -23,6 +23,7 @@ from rich.console import Console
 
 from runner.cli.media import inline_preview
 from runner.cli.status import ChatStatus, progress_line
+from runner.events import ApprovalAsked, ChatError, Event, HelpShown, ToolCall
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
@@ -116,10 +117,10 @@ class ChatView(Protocol):
     async def read(self) -> str | None:
         """The next message or /command, or None at the end of input."""
 
-    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+    def show(self, event: Event, *, in_full: bool = False) -> None:
         """Show one event (README: "Chat events"); ``in_full``: a tool result not cut to a preview."""
 
-    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+    async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
         """The answer to an ``approval`` event: {action: approve|deny|edit, reason?, args?}."""
 
     def working(self) -> Any:
@@ -144,7 +145,7 @@ class TerminalView:
     def working(self) -> Any:
         return self.reader.working()
 
-    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+    def show(self, event: Event, *, in_full: bool = False) -> None:
         if self.status is not None:
             self.status.observe(event)
         prompt = self.reader.waiting_prompt
@@ -154,29 +155,29 @@ class TerminalView:
         if prompt is not None:
             self.reader.write(prompt)
 
-    def _render(self, event: dict[str, Any], in_full: bool) -> None:
-        kind, say = event["type"], self.console.print
-        if kind == "token":
+    def _render(self, event: Event, in_full: bool) -> None:
+        say = self.console.print
+        if event["type"] == "token":
             self._stream(event["text"])
             return
         if self._midline:
             self._end_answer_line()
-            if kind == "final":
+            if event["type"] == "final":
                 return
-        if kind == "final":
+        if event["type"] == "final":
             if event["text"]:
                 say(event["text"], markup=False)
-        elif kind == "tool_call":
+        elif event["type"] == "tool_call":
             say(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
-        elif kind == "tool_result":
+        elif event["type"] == "tool_result":
             text = event["text"] if in_full else f"← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
-        elif kind == "ready":
+        elif event["type"] == "ready":
             say(f"{event['name']} — {len(event['tools'])} tools, model {event['model']}, thread "
                 f"{event['thread']}. /help for commands.", style="dim", markup=False)
-        elif kind == "help":
+        elif event["type"] == "help":
             self._help(event)
-        elif kind == "tools":
+        elif event["type"] == "tools":
             if event["search"]:
                 say("tool search is on: the model is offered search_tools and the tools marked *; "
                     "it finds the others by searching", style="dim", markup=False)
@@ -184,45 +185,45 @@ class TerminalView:
                 marker = "  (asks for approval)" if tool["approval"] else ""
                 bound = ("* " if tool["bound"] else "  ") if event["search"] else ""
                 say(f"{bound}{tool['name']}  {tool['description']}{marker}", markup=False)
-        elif kind == "prompts":
+        elif event["type"] == "prompts":
             for row in event["prompts"]:
                 usage = f"{row['command']} {row['arguments']}".strip()
                 say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
-        elif kind == "thread":
+        elif event["type"] == "thread":
             say(event.get("note") or f"thread {event['thread']}", markup=False)
-        elif kind == "saved":
+        elif event["type"] == "saved":
             say(f"saved the case {event['case']} to {event['path']}", style="green", markup=False)
-        elif kind == "reload":
+        elif event["type"] == "reload":
             say(event["summary"], style="green", markup=False)
-        elif kind == "reload_error":
+        elif event["type"] == "reload_error":
             for problem in event["problems"]:
                 say(problem, style="red", markup=False)
             say("the agent's files have problems; still running the last good version", style="yellow")
-        elif kind == "change":
+        elif event["type"] == "change":
             changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                        + [f"~{n}" for n in event["changed"]])
             say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
-        elif kind == "progress":
+        elif event["type"] == "progress":
             say(progress_line(event), style="dim", markup=False)
-        elif kind == "elicitation_complete":
+        elif event["type"] == "elicitation_complete":
             done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
             say(done, style="dim", markup=False)
-        elif kind == "task":
+        elif event["type"] == "task":
             note = f" {event['message']}" if event.get("message") else ""
             say(f"… {event['tool']}: task {event['status']}{note}", style="dim", markup=False)
-        elif kind == "media":
+        elif event["type"] == "media":
             say(f"saved {event['mime_type']} from {event['tool']}: {event['path']}", style="green",
                 markup=False)
             if self.console.is_terminal and (preview_codes := inline_preview(event)) is not None:
                 self.reader.write(preview_codes)
-        elif kind == "media_list":
+        elif event["type"] == "media_list":
             if not event["files"]:
                 say(f"no media saved in thread {event['thread']}", style="dim", markup=False)
             for path in event["files"]:
                 say(path, markup=False)
-        elif kind == "interrupted":
+        elif event["type"] == "interrupted":
             say("(turn interrupted)", style="yellow")
-        elif kind == "error":
+        elif event["type"] == "error":
             say(event["message"], style="red", markup=False)
 
     def _stream(self, text: str) -> None:
@@ -242,7 +243,7 @@ class TerminalView:
             self.console.print(self._held, markup=False)
             self._held, self._midline = "", False
 
-    def _help(self, event: dict[str, Any]) -> None:
+    def _help(self, event: HelpShown) -> None:
         say = self.console.print
         say("Chat commands:", markup=False)
         for command in event["commands"]:
@@ -254,7 +255,7 @@ class TerminalView:
                     markup=False)
         say("Anything else is a message to the model.", markup=False)
 
-    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
+    async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
         self._end_answer_line()
         self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
                            style="yellow", markup=False)
@@ -291,7 +292,7 @@ class JsonLinesView:
     async def working(self) -> AsyncIterator[None]:
         yield
 
-    def show(self, event: dict[str, Any], *, in_full: bool = False) -> None:
+    def show(self, event: Event, *, in_full: bool = False) -> None:
         click.echo(json.dumps(event, default=str))
         sys.stdout.flush()
 
@@ -305,11 +306,11 @@ class JsonLinesView:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
-                self.show({"type": "error", "message": f"an input line must be a JSON object: {exc}"})
+                self.show(ChatError(type="error", message=f"an input line must be a JSON object: {exc}"))
                 continue
             if isinstance(value, dict):
                 return value
-            self.show({"type": "error", "message": "an input line must be a JSON object"})
+            self.show(ChatError(type="error", message="an input line must be a JSON object"))
 
     async def read(self) -> str | None:
         while True:
@@ -319,12 +320,12 @@ class JsonLinesView:
             if isinstance(value.get("text"), str):
                 return str(value["text"])
             pending = "no approval is pending; " if "action" in value else ""
-            self.show({"type": "error",
-                       "message": pending + 'expected {"text": "a message or a /command"}'})
+            self.show(ChatError(type="error",
+                                message=pending + 'expected {"text": "a message or a /command"}'))
 
-    async def ask_approval(self, approval: dict[str, Any]) -> dict[str, Any]:
-        self.show({"type": "approval", "tool": approval["tool"], "args": approval["args"],
-                   "id": approval["id"]})
+    async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
+        self.show(ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
+                                id=approval["id"]))
         while True:
             value = await self.next_object()
             if value is None:
@@ -336,8 +337,8 @@ class JsonLinesView:
                 return {"action": "deny", "reason": str(value.get("reason") or "denied")}
             if action == "edit" and isinstance(value.get("args"), dict):
                 # The call now runs with other arguments than its approval event showed: say so.
-                self.show({"type": "tool_call", "name": approval["tool"], "args": value["args"],
-                           "id": approval["id"], "edited": True})
+                self.show(ToolCall(type="tool_call", name=approval["tool"], args=value["args"],
+                                   id=approval["id"], edited=True))
                 return {"action": "edit", "args": value["args"]}
-            self.show({"type": "error", "message": 'expected an approval answer: {"action": "approve"}, '
-                       '{"action": "deny", "reason": "..."} or {"action": "edit", "args": {...}}'})
+            self.show(ChatError(type="error", message='expected an approval answer: {"action": "approve"}, '
+                                '{"action": "deny", "reason": "..."} or {"action": "edit", "args": {...}}'))

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_casse
 from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
+from runner.events import ApprovalAsked
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
@@ -135,7 +136,7 @@ async def run_case(
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
         # UTC: a zone name would not survive the round trip through the file on another machine.
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         listings = {key: listing_of(connection) for key, connection in runtime.fleet.connections.items()
                     if connection.status != "failed"}
         recording = Cassette(case=case.name, now=now, servers=listings)
@@ -174,20 +175,19 @@ async def _run_turn(runtime: Runtime, text: str, thread_id: str, observed: Obser
     message: str | Command = text
     positions: dict[str, int] = {}
     while True:
-        approval = None
+        approval: ApprovalAsked | None = None
         async for event in stream_turn(runtime, message, thread_id=thread_id):
-            kind = event["type"]
-            if kind == "tool_call":
+            if event["type"] == "tool_call":
                 positions[event["id"]] = len(observed.calls)
                 observed.calls.append(ObservedCall(event["name"], dict(event["args"])))
-            elif kind == "tool_result" and event["id"] in positions:
+            elif event["type"] == "tool_result" and event["id"] in positions:
                 index = positions[event["id"]]
                 call = observed.calls[index]
                 observed.calls[index] = ObservedCall(call.name, call.args, event["status"] or "success",
                                                      event["text"])
-            elif kind == "final":
+            elif event["type"] == "final":
                 observed.answer = event["text"]
-            elif kind == "approval":
+            elif event["type"] == "approval":
                 approval = event
         if approval is None:
             return

@@ -47,6 +47,7 @@ from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import ValidationError
 
 from runner.errors import ServerRequestError
+from runner.events import CallNotice, EventSink, VisitCompleted, call_event
 from runner.manifest import HttpServerSpec, StdioServerSpec
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,8 @@ Ask = Callable[[str, Question], Awaitable[Reply]]
 Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]]
 """``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
-CallEvents = Callable[[dict[str, Any]], None]
-"""``events(event)``: what happens during one tool call (a task's status, a URL visit completed)."""
+CallEvents = Callable[[CallNotice], None]
+"""``events(notice)``: what happens during one tool call (a task's status, a URL visit completed)."""
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PYTHON_LEVELS = {
@@ -88,14 +89,14 @@ sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.Con
 )
 
 
-def call_events(sink: CallEvents | None, tool: str, server: str) -> CallEvents | None:
+def call_events(sink: EventSink | None, tool: str, server: str) -> CallEvents | None:
     """``events`` of a call of ``tool`` that writes its events, naming the tool and server, to
     ``sink``, in the context of the caller (a graph's stream writer needs it; notifications
     arrive in the SDK's task)."""
     if sink is None:
         return None
     caller = contextvars.copy_context()
-    return lambda event: caller.run(sink, {"type": event["type"], "tool": tool, "server": server, **event})
+    return lambda notice: caller.run(sink, call_event(notice, tool, server))
 
 
 def declined(reason: str = "") -> types.ElicitResult:
@@ -181,9 +182,9 @@ class ServerRequests:
         self._completion(elicitation_id).set()
         if not self._listeners:
             logger.info("server %s: the URL visit %s is complete", self.key, elicitation_id)
-        event = {"type": "elicitation_complete", "elicitation_id": elicitation_id}
+        notice = VisitCompleted(type="elicitation_complete", elicitation_id=elicitation_id)
         for listener in list(self._listeners):
-            listener(event)
+            listener(notice)
 
     def _completion(self, elicitation_id: str) -> anyio.Event:
         completion = self._completions.pop(elicitation_id, None) or anyio.Event()

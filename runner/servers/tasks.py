@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from runner.errors import CANCELLED_CODE, ServerRequestError
+from runner.events import TaskUpdate
 from runner.servers.inbound_requests import CallEvents
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,9 @@ class _TaskRequest(types.Request[dict[str, Any], str]):
     params: dict[str, Any] | None = None
 
 
-def task_event(task: types.Task) -> dict[str, Any]:
-    """The ``task`` event of a call (the catalog adds the tool and server; see ``runner.agent.turns``)."""
-    return {"type": "task", "task_id": task.task_id, "status": task.status, "message": task.status_message}
+def task_update(task: types.Task) -> TaskUpdate:
+    """What a call's events hear of its task (the tool and server are added by ``call_events``)."""
+    return TaskUpdate(type="task", task_id=task.task_id, status=task.status, message=task.status_message)
 
 
 def server_runs_tasks(capabilities: types.ServerCapabilities | None) -> bool:
@@ -196,7 +197,7 @@ class TaskRun:
             return
         self.alive()
         if self.events is not None:
-            self.events(task_event(task))
+            self.events(task_update(task))
 
     async def _cancel(self) -> None:
         """Ask the server to stop the task; a failure to do so is logged, never raised."""

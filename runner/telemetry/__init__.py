@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runner.errors import ManifestError, Problem
+from runner.events import Event
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -155,21 +156,20 @@ class TurnClock:
         """The context the turn's graph run starts in (None: the caller's)."""
         return None
 
-    def seen(self, event: dict[str, Any]) -> dict[str, Any]:
+    def seen(self, event: Event) -> Event:
         """``event`` with its duration fields added; it is yielded as it is returned."""
-        kind = event.get("type")
         now = time.perf_counter()
-        if kind == "tool_call":
+        if event["type"] == "tool_call":
             self._calls[event["id"]] = now
-        elif kind == "tool_result":
+        elif event["type"] == "tool_result":
             event["ms"] = _ms(now - self._calls.pop(event["id"], self.began))
-        elif kind == "final":
+        elif event["type"] == "final":
             event["ms"] = _ms(now - self.began)
             event["trace_id"] = self.trace_id
-        self.observe(kind, event)
+        self.observe(event["type"], event)
         return event
 
-    def observe(self, kind: Any, event: dict[str, Any]) -> None:
+    def observe(self, kind: str, event: Event) -> None:
         """What the recorder notes of an event (waits for an answer, the finish reason)."""
 
     def end(self, error: BaseException | None = None) -> None:

@@ -30,6 +30,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from runner.errors import ServerError
+from runner.events import Event
 from runner.telemetry import TurnClock
 
 FLUSH_MILLIS = 2500  # what closing waits at most for the last exports
@@ -306,10 +307,10 @@ class _TracedTurn(TurnClock):
         run_context.run(otel_context.attach, trace.set_span_in_context(self.span))
         return run_context
 
-    def observe(self, kind: Any, event: dict[str, Any]) -> None:
+    def observe(self, kind: str, event: Event) -> None:
         if kind in WAITS:
             self.recorder.wait_began(self.thread_id, kind, self.span.get_span_context())
-        elif kind == "final" and event.get("reason"):
+        elif event["type"] == "final" and event["reason"]:
             self.span.set_attribute("gen_ai.response.finish_reasons", [str(event["reason"])])
 
     def end(self, error: BaseException | None = None) -> None:

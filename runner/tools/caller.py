@@ -22,6 +22,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from runner import telemetry
 from runner.errors import ErrorKind, ServerClosedError, ServerError, ToolError
+from runner.events import EventSink, ToolProgress
 from runner.manifest import Manifest
 from runner.servers.inbound_requests import Ask, CallEvents, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
@@ -86,7 +87,7 @@ class ToolCalls:
     entries: dict[str, CatalogEntry]
     call_hook: ToolCallHook | None
     answer: Answer | None
-    progress_sink: Callable[[], Callable[[dict[str, Any]], None] | None]
+    progress_sink: Callable[[], EventSink | None]
 
     def _open_calls(self, fallback_hooks: dict[str, Callable[[FallbackEvent], Any]]) -> None:
         self._in_flight: Counter[str] = Counter()
@@ -255,20 +256,20 @@ def _import_tool_message() -> type[ToolMessage]:
     return ToolMessage
 
 
-def progress_text(event: dict[str, Any]) -> str:
+def progress_text(event: ToolProgress) -> str:
     """``2/4 (50%) message`` for a ``progress`` event (``2 message`` without a total)."""
-    done, total = event["progress"], event.get("total")
+    done, total = event["progress"], event["total"]
     amount = f"{done:g}/{total:g} ({done / total:.0%})" if total else f"{done:g}"
-    return f"{amount} {event['message']}" if event.get("message") else amount
+    return f"{amount} {event['message']}" if event["message"] else amount
 
 
-def progress_summary(event: dict[str, Any]) -> str:
+def progress_summary(event: ToolProgress) -> str:
     """``tool: 2/4 (50%) message`` for a ``progress`` event: what the chat and ``serve`` say of it."""
     return f"{event['tool']}: {progress_text(event)}"
 
 
 def _progress_reporter(
-    sink: Callable[[dict[str, Any]], None] | None, name: str, server: str
+    sink: EventSink | None, name: str, server: str
 ) -> ProgressFnT | None:
     """What passes the call's progress to the sink; None where no one listens, so the request
     carries no progress token and the server has no progress to send (a ``max_timeout`` call
@@ -279,7 +280,7 @@ def _progress_reporter(
     caller = contextvars.copy_context()
 
     async def report(done: float, total: float | None, message: str | None) -> None:
-        caller.run(sink, {"type": "progress", "tool": name, "server": server, "progress": done,
-                          "total": total, "message": message})
+        caller.run(sink, ToolProgress(type="progress", tool=name, server=server, progress=done,
+                                      total=total, message=message))
 
     return report

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
+from runner.events import EventSink
 from runner.manifest import Manifest, ServerBase
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
@@ -93,7 +94,7 @@ class ToolCatalog(ToolCalls):
     # Answers servers' requests for input during calls, in the calling task (None: decline them).
     answer: Answer | None = None
     # Where a call's progress goes, looked up in the calling task (None there: nowhere).
-    progress_sink: Callable[[], Callable[[dict[str, Any]], None] | None] = lambda: None
+    progress_sink: Callable[[], EventSink | None] = lambda: None
 
     def __post_init__(self) -> None:
         self.provider = provider_for_model(self.manifest.model.id)

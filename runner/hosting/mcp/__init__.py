@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.errors import ServeError
+from runner.events import Listening, ReloadEvent, ServeEvent, ServingStdio
 from runner.hosting.mcp.ask import ASK_TOOL, DEFAULT_ANSWER_WITHIN
 from runner.hosting.mcp.conversations import (
     DEFAULT_MAX_QUEUED,
@@ -52,7 +52,7 @@ __all__ = [
     "serve_agent",
 ]
 
-Events = Callable[[dict[str, Any]], None]
+Events = Callable[[ServeEvent], None]
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,12 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                                              stop=anyio.Event(), ready=watching))
                     await watching.wait()  # edits from here on are seen
                 if sock is None:
-                    on_event({"type": "ready", "name": runtime.manifest.name, "transport": "stdio"})
+                    on_event(ServingStdio(type="ready", name=runtime.manifest.name, transport="stdio"))
                     await serve_stdio(service.server, on_stop=service.stop, hurry=hurry)
                 else:
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
-                                     on_ready=lambda url: on_event({"type": "listening", "url": url,
-                                                                    "name": runtime.manifest.name}),
+                                     on_ready=lambda url: on_event(Listening(type="listening", url=url,
+                                                                             name=runtime.manifest.name)),
                                      on_stop=service.stop, hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
@@ -113,7 +113,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
             sock.close()
 
 
-def _reloaded(service: AgentService, on_event: Events, event: dict[str, Any]) -> None:
+def _reloaded(service: AgentService, on_event: Events, event: ReloadEvent) -> None:
     if event["type"] == "reload":
         service.lists_may_have_changed()
     on_event(event)

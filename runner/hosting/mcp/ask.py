@@ -36,6 +36,7 @@ from runner.agent.graph import MAX_STEPS_REASON
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.errors import AskError, RunnerError
+from runner.events import Event, FinalAnswer, Question, is_question, question
 from runner.hosting.mcp.conversations import (
     THREAD_PATTERN,
     TurnScheduler,
@@ -57,7 +58,6 @@ from runner.tools.caller import progress_summary
 ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
 PREVIEW_CHARS = 200
-QUESTION_EVENTS = ("approval", "elicitation", "sampling")
 CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
 DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
 STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
@@ -142,17 +142,16 @@ class _Progress:
         self._count += 1
         await self._ctx.session.report_progress(self._count, None, message)
 
-    async def event(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "token":
+    async def event(self, event: Event) -> None:
+        if event["type"] == "token":
             await self.note(event["text"])
-        elif kind == "tool_call":
+        elif event["type"] == "tool_call":
             await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
-        elif kind == "tool_result":
+        elif event["type"] == "tool_result":
             text = event["text"]
             text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
-        elif kind == "progress":  # in the chat's words; its numbers are the tool's, not this call's
+        elif event["type"] == "progress":  # in the chat's words; its numbers are the tool's, not the call's
             await self.note(progress_summary(event))
 
 
@@ -257,9 +256,7 @@ class AskHandler:
             raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
         state = await self.runtime.graph.aget_state(self.runtime.config(thread))
         for pending in state.interrupts:
-            value = dict(pending.value)
-            kind = value.get("type")
-            event = {**value, "type": kind if kind in ("elicitation", "sampling") else "approval"}
+            event = question(pending.value)
             if question_key(event) == key:
                 return thread, Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
@@ -270,9 +267,10 @@ class AskHandler:
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
         async with self.scheduler.turn(thread, waiting=progress.note):
             while True:
-                pending, final = None, None
+                pending: Question | None = None
+                final: FinalAnswer | None = None
                 async for event in stream_turn(self.runtime, message, thread_id=thread):
-                    if event["type"] in QUESTION_EVENTS:
+                    if is_question(event):
                         pending = event
                     elif event["type"] == "final":
                         final = event
@@ -295,14 +293,14 @@ class AskHandler:
                     message = Command(resume=await self._ask_caller(ctx, pending))
         if final is None:
             return error_result(f"the turn on thread {thread} ended without an answer")
-        answer = final["text"]
+        text = final["text"]
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=answer)],
-            structured_content={"answer": answer, "thread": thread, "new": new},
-            is_error=final.get("reason") == MAX_STEPS_REASON,
+            content=[types.TextContent(type="text", text=text)],
+            structured_content={"answer": text, "thread": thread, "new": new},
+            is_error=final["reason"] == MAX_STEPS_REASON,
         )
 
-    async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: dict[str, Any]) -> dict[str, Any]:
+    async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: Question) -> dict[str, Any]:
         """The caller's answer, asked during the call (2025-11-25): the thread's turn waits for it."""
         with anyio.move_on_after(self.answer_within):  # cancelling the request tells the caller
             try:

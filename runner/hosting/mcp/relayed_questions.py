@@ -16,6 +16,8 @@ from typing import Any
 
 import mcp_types as types
 
+from runner.events import Question
+
 APPROVE_FIELD = "approve"
 REASON_FIELD = "reason"
 NOT_ASKED = "the caller cannot answer questions (its MCP client has no elicitation)"
@@ -35,29 +37,28 @@ _DECISION_SCHEMA: dict[str, Any] = {
 }
 
 
-def question_key(event: dict[str, Any]) -> str:
+def question_key(event: Question) -> str:
     """A short digest of one question (the interrupt's payload): equal questions, equal keys."""
     payload = {key: value for key, value in event.items() if key != "type"}
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def elicitation_for(event: dict[str, Any]) -> types.ElicitRequestParams:
+def elicitation_for(event: Question) -> types.ElicitRequestParams:
     """The elicitation that asks the caller's user what the event asks."""
-    kind = event["type"]
-    if kind == "approval":
+    if event["type"] == "approval":
         args = json.dumps(event.get("args", {}), sort_keys=True)
         return types.ElicitRequestFormParams(
             message=f"The agent wants to call the tool {event['tool']} with {args}. Allow it?",
             requested_schema=_DECISION_SCHEMA,
         )
-    if kind == "sampling":
+    if event["type"] == "sampling":
         return types.ElicitRequestFormParams(
             message=(f"The server {event['server']} asks the agent's model for a completion "
                      f"(at most {event['max_tokens']} tokens). Allow it?"),
             requested_schema=_DECISION_SCHEMA,
         )
-    if event.get("mode") == "url":
+    if event["mode"] == "url":
         return types.ElicitRequestURLParams(
             message=f"[{event['server']}] {event['message']}", url=event["url"],
             elicitation_id=event["elicitation_id"],
@@ -68,14 +69,13 @@ def elicitation_for(event: dict[str, Any]) -> types.ElicitRequestParams:
     )
 
 
-def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str, Any]:
+def resume_value(event: Question, answer: types.ElicitResult) -> dict[str, Any]:
     """The value the paused turn resumes with, from the caller's answer."""
-    kind = event["type"]
-    if kind in ("approval", "sampling"):
+    if event["type"] == "approval" or event["type"] == "sampling":
         content = answer.content or {}
         decision = content.get(APPROVE_FIELD)
         allowed = answer.action == "accept" and decision is True
-        if kind == "sampling":
+        if event["type"] == "sampling":
             return {"action": "approve" if allowed else "deny"}
         if allowed:
             return {"action": "approve"}
@@ -85,12 +85,12 @@ def resume_value(event: dict[str, Any], answer: types.ElicitResult) -> dict[str,
                                                 f"true or false, got {given}"}
         reason = content.get(REASON_FIELD) if answer.action == "accept" else None
         return {"action": "deny", "reason": str(reason or f"the caller's user chose {answer.action}")}
-    if answer.action == "accept" and event.get("mode") != "url":
+    if answer.action == "accept" and event["mode"] != "url":
         return {"action": "accept", "content": answer.content or {}}
     return {"action": answer.action}
 
 
-def refusal(event: dict[str, Any], why: str = NOT_ASKED) -> dict[str, Any]:
+def refusal(event: Question, why: str = NOT_ASKED) -> dict[str, Any]:
     """The non-interactive answer: approvals and completions denied, questions declined; ``why``
     says why nobody was asked."""
     if event["type"] == "approval":
@@ -100,16 +100,16 @@ def refusal(event: dict[str, Any], why: str = NOT_ASKED) -> dict[str, Any]:
     return {"action": "decline"}
 
 
-def elicitation_request(event: dict[str, Any]) -> types.ElicitRequest:
+def elicitation_request(event: Question) -> types.ElicitRequest:
     return types.ElicitRequest(params=elicitation_for(event))
 
 
-def can_elicit(capabilities: types.ClientCapabilities | None, event: dict[str, Any]) -> bool:
+def can_elicit(capabilities: types.ClientCapabilities | None, event: Question) -> bool:
     """Whether the client declared the elicitation mode this question needs."""
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None:
         return False
-    if event["type"] == "elicitation" and event.get("mode") == "url":
+    if event["type"] == "elicitation" and event["mode"] == "url":
         return elicitation.url is not None
     # A bare `elicitation: {}` means form mode (the spec's backwards-compatible default).
     return elicitation.form is not None or elicitation.url is None

@@ -1,0 +1,395 @@
+"""The events of the agent: what ``--json`` prints, what a served turn reports as progress, what the
+evals observe. Each is a JSON-ready dict with a ``type``; one TypedDict per type, their union
+:data:`Event`. The README's "Chat events" table describes them, ``schemas/events.schema.json``
+is :func:`events_json_schema`, and tests/test_events_schema.py keeps the three in step.
+
+TypedDicts, not classes: an event is built by calling its type (``Token(type="token", text=...)``)
+and stays a plain dict, so what is printed is ``json.dumps(event)``, fields in the order given.
+Events come from below the agent too (a call's task status and URL visits, in ``servers``; its
+progress, in ``tools``), so this module sits just under ``errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NotRequired, cast
+
+# typing_extensions' TypedDict: pydantic reads it (for the schema) on Python < 3.12.
+from typing_extensions import TypedDict, TypeIs
+
+EVENTS_SCHEMA_ID = "https://mcp-run.dev/schemas/events.schema.json"
+
+# --------------------------------------------------------------------------- a turn
+
+
+class Token(TypedDict):
+    """A piece of the model's answer, as it streams."""
+
+    type: Literal["token"]
+    text: str
+
+
+class ToolCall(TypedDict):
+    """A tool is called (``id`` starts with ``direct_`` for ``/call``); after an ``edit`` answer it
+    comes again with the edited ``args`` and ``edited: true``."""
+
+    type: Literal["tool_call"]
+    name: str
+    args: dict[str, Any]
+    id: str
+    edited: NotRequired[bool]
+
+
+class ToolResult(TypedDict):
+    """A tool's result; ``ms``: milliseconds since its ``tool_call`` (or since the turn resumed,
+    for a call that waited for approval), absent for ``/call``."""
+
+    type: Literal["tool_result"]
+    name: str
+    id: str
+    status: Literal["success", "error"]
+    text: str
+    ms: NotRequired[float]
+
+
+class ApprovalAsked(TypedDict):
+    """A tool call waits for the user's approval (approve, deny, or edit its arguments)."""
+
+    type: Literal["approval"]
+    tool: str
+    args: dict[str, Any]
+    id: str
+
+
+class ElicitationAsked(TypedDict):
+    """A server asks the user for input: a form (``schema``) or a visit to ``url``."""
+
+    type: Literal["elicitation"]
+    server: str
+    message: str
+    mode: Literal["form", "url"]
+    schema: NotRequired[dict[str, Any]]
+    url: NotRequired[str]
+    elicitation_id: NotRequired[str | None]
+
+
+class SampledMessage(TypedDict):
+    """One message of a sampling request, as text."""
+
+    role: str
+    text: str
+
+
+class SamplingAsked(TypedDict):
+    """A server asks the agent's model for a completion; the user approves or denies it."""
+
+    type: Literal["sampling"]
+    server: str
+    system_prompt: str | None
+    messages: list[SampledMessage]
+    max_tokens: int
+    tools: list[str]
+
+
+class ToolProgress(TypedDict):
+    """A running tool call's progress notification (``total`` may be null)."""
+
+    type: Literal["progress"]
+    tool: str
+    server: str
+    progress: float
+    total: float | None
+    message: str | None
+
+
+class ElicitationCompleted(TypedDict):
+    """The server says the user's visit to a URL it asked for is complete."""
+
+    type: Literal["elicitation_complete"]
+    tool: str
+    server: str
+    elicitation_id: str
+
+
+TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+class TaskChanged(TypedDict):
+    """A tool call running as a task was created or changed status."""
+
+    type: Literal["task"]
+    tool: str
+    server: str
+    task_id: str
+    status: TaskState
+    message: str | None
+
+
+class FinalAnswer(TypedDict):
+    """The model's answer ends the turn; ``reason`` is its finish reason, or null. ``ms`` (the
+    turn's duration) and ``trace_id`` (its OpenTelemetry trace, or null) are stamped as it is
+    yielded."""
+
+    type: Literal["final"]
+    text: str
+    reason: str | None
+    ms: NotRequired[float]
+    trace_id: NotRequired[str | None]
+
+
+class MediaSaved(TypedDict):
+    """An image, audio or file from a tool's result, saved at ``path``."""
+
+    type: Literal["media"]
+    tool: str
+    id: str
+    mime_type: str
+    path: str
+
+
+class Interrupted(TypedDict):
+    """Ctrl-C stopped the turn (its tool calls and tasks are cancelled on the servers)."""
+
+    type: Literal["interrupted"]
+
+
+# --------------------------------------------------------------------------- the chat
+
+
+class ChatReady(TypedDict):
+    """The chat has started: agent name, model id, thread id, tool names."""
+
+    type: Literal["ready"]
+    name: str
+    model: str
+    thread: str
+    tools: list[str]
+
+
+class ChatCommandRow(TypedDict):
+    """A chat command in ``/help``."""
+
+    command: str
+    usage: str
+    description: str
+
+
+class PromptRow(TypedDict):
+    """A prompt command (an MCP prompt template offered as ``/command``)."""
+
+    command: str
+    server: str
+    original: str
+    arguments: str
+    description: str
+
+
+class ToolRow(TypedDict):
+    """A tool in ``/tools``; ``bound``: offered to the model at its next step."""
+
+    name: str
+    server: str
+    original: str
+    description: str
+    approval: bool
+    bound: bool
+
+
+class HelpShown(TypedDict):
+    """``/help``: the chat commands and the prompt commands."""
+
+    type: Literal["help"]
+    commands: list[ChatCommandRow]
+    prompts: list[PromptRow]
+
+
+class ToolsListed(TypedDict):
+    """``/tools``: each tool; ``search``: whether tool search is on."""
+
+    type: Literal["tools"]
+    tools: list[ToolRow]
+    search: bool
+
+
+class PromptsListed(TypedDict):
+    """``/prompts``: each prompt command."""
+
+    type: Literal["prompts"]
+    prompts: list[PromptRow]
+
+
+class ThreadShown(TypedDict):
+    """``/thread``: the current thread id; ``note`` says how ``/thread ID`` found it (else empty)."""
+
+    type: Literal["thread"]
+    thread: str
+    note: str
+
+
+class CaseSaved(TypedDict):
+    """``/save``: the case written."""
+
+    type: Literal["saved"]
+    case: str
+    path: str
+
+
+class MediaListed(TypedDict):
+    """``/media``: the paths of the media saved for the thread."""
+
+    type: Literal["media_list"]
+    thread: str
+    folder: str
+    files: list[str]
+
+
+class CatalogueChanged(TypedDict):
+    """A server's tools, prompts or resources changed (names as the server gives them)."""
+
+    type: Literal["change"]
+    server: str
+    kind: Literal["tools", "prompts", "resources"]
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+
+
+class ChatError(TypedDict):
+    """A command or an input line could not be used; the chat goes on."""
+
+    type: Literal["error"]
+    message: str
+
+
+# --------------------------------------------------------------------------- reloads
+
+
+class Reloaded(TypedDict):
+    """The agent was reloaded; ``tools`` (the tool names) is added by the chat and ``watch``."""
+
+    type: Literal["reload"]
+    ms: float
+    started: list[str]
+    stopped: list[str]
+    restarted: list[str]
+    rebuilt: list[str]
+    failed: dict[str, str]
+    summary: str
+    tools: NotRequired[list[str]]
+
+
+class Watching(TypedDict):
+    """``watch --json`` has started: the tool names."""
+
+    type: Literal["watching"]
+    tools: list[str]
+
+
+class ReloadFailed(TypedDict):
+    """An edit is invalid: located problems; the last good agent keeps running."""
+
+    type: Literal["reload_error"]
+    problems: list[str]
+
+
+Question = ApprovalAsked | ElicitationAsked | SamplingAsked
+Event = (
+    ChatReady | Token | ToolCall | ApprovalAsked | ElicitationAsked | SamplingAsked | ToolProgress
+    | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown | ToolsListed
+    | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
+    | CatalogueChanged | Interrupted | ChatError
+)
+EventSink = Callable[[Event], None]
+ReloadEvent = Reloaded | ReloadFailed
+
+# --------------------------------------------------------------------------- not on the wire
+
+
+class ToolApprovalRequest(TypedDict):
+    """The interrupt payload of a call waiting for approval (what LangGraph Server clients see);
+    a turn yields it as :class:`ApprovalAsked`."""
+
+    type: Literal["tool_approval"]
+    tool: str
+    args: dict[str, Any]
+    id: str
+
+
+def is_question(event: Event) -> TypeIs[Question]:
+    """Whether the turn waits for an answer to ``event`` (an approval, or a server's question)."""
+    return event["type"] in ("approval", "elicitation", "sampling")
+
+
+def question(payload: Mapping[str, Any]) -> Question:
+    """The event of a turn paused on an interrupt (``payload``: the interrupt's value)."""
+    # The payloads are built by runner.agent (approval_request, elicitation_request,
+    # sampling_request) and read back from the checkpointer: the same fields, untyped.
+    kind = payload.get("type")
+    if kind == "elicitation":
+        return cast(ElicitationAsked, {**payload, "type": "elicitation"})
+    if kind == "sampling":
+        return cast(SamplingAsked, {**payload, "type": "sampling"})
+    return cast(ApprovalAsked, {**payload, "type": "approval"})
+
+
+class TaskUpdate(TypedDict):
+    """What a connection says of a call's task; :func:`call_event` names the tool and server."""
+
+    type: Literal["task"]
+    task_id: str
+    status: TaskState
+    message: str | None
+
+
+class VisitCompleted(TypedDict):
+    """What a connection says of a completed URL visit; :func:`call_event` names the tool and server."""
+
+    type: Literal["elicitation_complete"]
+    elicitation_id: str
+
+
+CallNotice = TaskUpdate | VisitCompleted
+
+
+def call_event(notice: CallNotice, tool: str, server: str) -> TaskChanged | ElicitationCompleted:
+    """The event of a connection's ``notice`` about a call of ``tool`` on ``server``."""
+    if notice["type"] == "task":
+        return TaskChanged(type="task", tool=tool, server=server, task_id=notice["task_id"],
+                           status=notice["status"], message=notice["message"])
+    return ElicitationCompleted(type="elicitation_complete", tool=tool, server=server,
+                                elicitation_id=notice["elicitation_id"])
+
+
+class ServingStdio(TypedDict):
+    """``serve`` answers over stdio (for its own stderr line, not printed as JSON)."""
+
+    type: Literal["ready"]
+    name: str
+    transport: Literal["stdio"]
+
+
+class Listening(TypedDict):
+    """``serve --http`` listens at ``url`` (for its own stderr line, not printed as JSON)."""
+
+    type: Literal["listening"]
+    url: str
+    name: str
+
+
+ServeEvent = ServingStdio | Listening | Reloaded | ReloadFailed
+
+
+def events_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one event (one line of ``--json`` output), for programs and docs."""
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+
+    schema = TypeAdapter(Annotated[Event, Field(discriminator="type")]).json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": EVENTS_SCHEMA_ID,
+        "title": "Event",
+        "description": "One event of mcp-run's --json output (one JSON object a line).",
+        **schema,
+    }
