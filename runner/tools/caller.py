@@ -44,9 +44,12 @@ class Connection(Protocol):
     """What the catalog needs of a server connection (runner.servers.ServerConnection)."""
 
     key: str
-    status: str
-    error: Exception | None
 
+    # Read-only, so a connection that narrows them (a Literal status, a ServerError) fits.
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> Exception | None: ...
     @property
     def tools(self) -> list[types.Tool]: ...
     @property
