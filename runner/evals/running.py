@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,7 +91,9 @@ async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions)
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
-    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra) as runtime:
+    async with load_agent(
+        manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra
+    ) as runtime:
         return await run_cases(runtime, cases, sessions, jobs=options.jobs, cassettes=cassettes)
 
 
@@ -135,7 +137,7 @@ async def run_case(
     now = cassette.now if cassette is not None else None
     if sessions.mode == "record":
         # UTC: a zone name would not survive the round trip through the file on another machine.
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         listings = {key: listing_of(connection) for key, connection in runtime.fleet.connections.items()
                     if connection.status != "failed"}
         recording = Cassette(case=case.name, now=now, servers=listings)
@@ -225,7 +227,9 @@ async def watch_suite(
     the files are being watched (tests wait on it before editing).
     """
     sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
-    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False) as runtime:
+    async with load_agent(
+        manifest_path, environ=options.environ, adapter=sessions, interactive=False
+    ) as runtime:
 
         async def run_all() -> None:
             try:
@@ -240,7 +244,9 @@ async def watch_suite(
             files = set(runtime.files)
             folders = {path.resolve() for path in case_folders}
 
-            def relevant(change: Any, raw: str, files: set[Path] = files) -> bool:
+            def relevant(
+                change: Any, raw: str, files: set[Path] = files, folders: set[Path] = folders
+            ) -> bool:
                 path = Path(raw).resolve()
                 return path in files or (path.parent in folders and path.suffix in (".yaml", ".yml"))
 
