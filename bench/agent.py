@@ -4,7 +4,8 @@ Row 5 runs real turns (``load_agent`` on a manifest, the scripted model: one too
 answer) and subtracts the tool call itself - the call as the graph's tool node makes it
 (``ToolCatalog.run_tool_call``), timed in the same round - from the turn. The peer is LangChain's
 ``create_agent`` given the same catalog's LangChain tools, the same scripted model and a memory
-checkpointer; its overhead subtracts the tool's own ``ainvoke`` (what its ToolNode runs). Row 6 times ``reload_runtime`` for a prompt-only edit and
+checkpointer; its overhead subtracts the tool's own ``ainvoke`` (what its ToolNode runs). Row 6
+times ``reload_runtime`` for a prompt-only edit and
 for an edit of one server's settings (against a raw start of one server), and a tools/list_changed
 until the new tool is in the catalog (against one raw tools/list round trip).
 """

@@ -43,7 +43,9 @@ def tool_call() -> dict[str, Any]:
     return {"name": "echo", "args": dict(ARGUMENTS), "id": "call_bench", "type": "tool_call"}
 
 
-async def open_pair(stack: AsyncExitStack, command: list[str] | None, url: str | None) -> tuple[Client, MCPAdapter]:
+async def open_pair(
+    stack: AsyncExitStack, command: list[str] | None, url: str | None
+) -> tuple[Client, MCPAdapter]:
     """A raw client and an open adapter on the same server (over stdio, each its own process)."""
     if command is not None:
         raw_target: Any = StdioServerParameters(command=command[0], args=command[1:])

@@ -2,7 +2,8 @@
 500 tools each (catalog build time and the runner process's peak RSS, in a fresh subprocess).
 
 mcp-run's "list + build" is what a tools/list_changed costs it: ``ServerConnection.refresh``
-of the tools (list, filter, diff against the cache, publish) followed by ``ToolCatalog.rebuild()``. The floor is one raw ``tools/list`` on an open session.
+of the tools (list, filter, diff against the cache, publish) followed by ``ToolCatalog.rebuild()``.
+The floor is one raw ``tools/list`` on an open session.
 """
 
 from __future__ import annotations

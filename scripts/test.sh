@@ -28,6 +28,10 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+# Lint and type checks first (seconds; config in pyproject.toml): a finding fails the run.
+.venv/bin/ruff check runner tests bench
+.venv/bin/mypy
+
 # Third-party MCP servers used by the interop tests, pinned, in project-controlled folders.
 bash tests/thirdparty/install.sh
 # The official MCP conformance suite (and the Node.js it needs), for the client conformance test.

@@ -174,7 +174,8 @@ def test_sigterm_during_call_stops_it_and_every_server(tmp_path: Path) -> None:
     import psutil
 
     sleepy_agent(tmp_path)
-    run = pexpect.spawn(sys.executable, ["-m", "runner", "call", "agent.yaml", "demo__sleep", '{"seconds": 60}'],
+    run = pexpect.spawn(sys.executable,
+                        ["-m", "runner", "call", "agent.yaml", "demo__sleep", '{"seconds": 60}'],
                         cwd=str(tmp_path), encoding="utf-8", timeout=60)
     try:
         deadline = __import__("time").monotonic() + 60

@@ -182,7 +182,9 @@ def test_a_client_leaving_mid_request_leaves_no_traceback_on_the_http_servers_st
                     '{"jsonrpc":'.encode()
                 )
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:  # still serving
-            client.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            client.sendall(
+                f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+            )
             assert client.recv(100).startswith(b"HTTP/1.1 ")
     finally:
         server.terminate()
@@ -220,7 +222,7 @@ async def test_the_database_row_7c_started_is_stopped_when_the_run_is_cancelled(
         ServiceUnavailable = RuntimeError
 
         @staticmethod
-        def start_postgres() -> "Services":
+        def start_postgres() -> Services:
             return Services()
 
         def create_database(self) -> str:
@@ -260,7 +262,8 @@ def test_goals_name_the_sizes_measured_and_row_7c_has_its_goal_at_c32() -> None:
     assert all(goal.text.startswith(f"{smoke.wide_servers} x {smoke.wide_tools} tools:")
                for goal in scale.wide_goals(smoke))
     clients: dict[str, Any] = {scaleout.ONE: None, scaleout.TWO: None}
-    goals = {case.row: case.goals for case in scaleout._cases(smoke, clients, 32) + scaleout._cases(smoke, clients, 8)}
+    cases = scaleout._cases(smoke, clients, 32) + scaleout._cases(smoke, clients, 8)
+    goals = {case.row: case.goals for case in cases}
     assert goals[scaleout.row(32)] == (scaleout.SCALE_OUT_GOAL,) and goals[scaleout.row(8)] == ()
     assert (scaleout.SCALE_OUT_GOAL.limit, scaleout.SCALE_OUT_GOAL.better) == (1.5, "higher")
     assert describe("turns_per_s", {"turns_per_s": 42.0}) == "42 turns/s"
@@ -346,7 +349,8 @@ def test_ctrl_c_stops_the_benchmark_quietly_with_130_and_leaves_no_process() -> 
 
     import psutil
 
-    command = [sys.executable, "-m", "bench", "--smoke", "--rows", "6a", "--no-adapters", "--no-langchain-mcp"]
+    command = [sys.executable, "-m", "bench", "--smoke", "--rows", "6a", "--no-adapters",
+               "--no-langchain-mcp"]
     bench = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)  # its own group, as a terminal's foreground job
     children: set[int] = set()

@@ -327,7 +327,8 @@ def test_a_streamed_answer_stays_on_screen_ended_by_its_newline_however_it_was_c
     # text must come with its newline or be erased.
     finishes = [threading.Event() for _ in range(4)]
     answers = ["alpha", "bravo charlie delta", "first line\nlast line", "after the tool"]
-    replies = [StubReply(content, finish_after=finish) for content, finish in zip(answers, finishes)]
+    replies = [StubReply(content, finish_after=finish)
+               for content, finish in zip(answers, finishes, strict=True)]
     replies.insert(3, StubReply(tool_calls=[("demo__echo", {"text": "ping"})]))
     try:
         with serve_app(OpenAIStub(replies)) as model_server:
@@ -335,7 +336,7 @@ def test_a_streamed_answer_stays_on_screen_ended_by_its_newline_however_it_was_c
                      "api_key_env": "STUB_KEY"}
             write_manifest(tmp_path, {"demo": server("demo")}, model=model)
             with chat(tmp_path, env={**TERMINAL, "STUB_KEY": "sk-stub"}) as session:
-                for answer, finish in zip(answers, finishes):
+                for answer, finish in zip(answers, finishes, strict=True):
                     session.sendline("go on")
                     session.expect("answering")  # the text was streamed; the reply is not over
                     for _ in range(STATUS_REDRAWS):  # time for the text to be written, alone

@@ -48,7 +48,7 @@ class ScriptedReader:
         return self.answers.pop(0)
 
 
-async def test_the_form_shows_choices_by_title_and_constraints_and_refuses_bad_values_in_plain_words() -> None:
+async def test_the_form_shows_choices_by_title_and_constraints_and_refuses_bad_values_plainly() -> None:
     out = io.StringIO()
     reader = ScriptedReader([
         "a",

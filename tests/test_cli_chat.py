@@ -278,7 +278,9 @@ def test_one_shot_json_events_are_documented_with_their_fields(agent_dir: Path) 
     for event in events:
         assert set(event) <= documented[event["type"]], event
     final = events[-1]
-    assert final == {"type": "final", "text": final["text"], "reason": "stop", "ms": final["ms"], "trace_id": None}
+    assert final == {
+        "type": "final", "text": final["text"], "reason": "stop", "ms": final["ms"], "trace_id": None
+    }
     assert [e["text"] for e in events if e["type"] == "tool_result"] == ["2"]
 
 

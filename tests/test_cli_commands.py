@@ -206,7 +206,8 @@ def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_t
     assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     assert "for the `call` command, a tool that fails" in readme
-    assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme
+    assert ("with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0"
+            in readme)
 
 
 def test_prompt_with_an_unknown_name_says_unknown_prompt_with_a_suggestion(agent: Path) -> None:

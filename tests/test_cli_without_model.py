@@ -60,7 +60,8 @@ print("LOADED", " ".join(sorted(name for name in sys.modules if name.startswith(
 """
 
 
-@pytest.mark.parametrize("command", [("tools", "agent.yaml"), ("call", "agent.yaml", "demo__echo", '{"text": "hi"}'),
+@pytest.mark.parametrize("command", [("tools", "agent.yaml"),
+                                     ("call", "agent.yaml", "demo__echo", '{"text": "hi"}'),
                                      ("prompts", "agent.yaml")])
 def test_inspecting_commands_do_not_import_langgraph(tmp_path: Path, command: tuple[str, ...]) -> None:
     write_agent(tmp_path)

@@ -350,7 +350,9 @@ cases:
     ]
 
 
-async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_memory(tmp_path: Path) -> None:
+async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_memory(
+    tmp_path: Path
+) -> None:
     manifest = make_agent(tmp_path, extra="  vars: {tone: plain}\n")
     (tmp_path / "system.md.j2").write_text("Speak in a {{ vars.tone }} tone.")
     write_cases(tmp_path, "cases:\n  - name: pirate\n    input: hello\n    vars: {tone: pirate}\n")

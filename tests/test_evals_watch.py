@@ -32,7 +32,7 @@ async def test_watch_runs_the_cases_again_after_each_edit(tmp_path: Path) -> Non
     async def edit_when_watching(path: Path, text: str) -> object:
         state["watching"] = anyio.Event()
         await state["watching"].wait()
-        path.write_text(text)
+        await anyio.Path(path).write_text(text)
         return await outcomes.receive()
 
     def statuses(outcome: object) -> list[str]:

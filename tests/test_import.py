@@ -183,7 +183,9 @@ def test_merge_adds_servers_and_leaves_every_existing_line_as_it_was(tmp_path: P
 
 def test_merge_turns_an_empty_servers_mapping_into_a_block_keeping_its_comment(tmp_path: Path) -> None:
     manifest = tmp_path / "agent.yaml"
-    manifest.write_text("version: 1  # the format\nname: a\nservers: {}   # none yet\nagent: {max_steps: 3}\n")
+    manifest.write_text(
+        "version: 1  # the format\nname: a\nservers: {}   # none yet\nagent: {max_steps: 3}\n"
+    )
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {"t": {"command": "uvx", "args": ["mcp-server-time"]}}}')
     result = mcp_run("import", str(config), "-o", str(manifest), "--merge")
@@ -291,7 +293,9 @@ def test_a_repeated_merge_lists_only_the_variables_of_the_servers_it_writes(tmp_
     assert "set these variables" not in again.stderr
 
 
-def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_file_name(tmp_path: Path) -> None:
+def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_file_name(
+    tmp_path: Path
+) -> None:
     servers = {"remote": {"url": "https://example.invalid/mcp"}, "time": {"command": "uvx", "args": ["t"]}}
     assert detect_format({"mcpServers": servers, "globalShortcut": "Ctrl+Space"}) == "claude-desktop"
     assert detect_format({"mcpServers": servers}, "claude_desktop_config.json") == "claude-desktop"
@@ -300,6 +304,7 @@ def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_fi
     config.write_text(json.dumps({"mcpServers": servers}))
     guessed = mcp_run("import", str(config))
     assert guessed.exit_code == 0, guessed.stderr
-    assert "from Claude Desktop into stdout (the format told from the file; mcp-run import --format" in guessed.stderr
+    assert ("from Claude Desktop into stdout (the format told from the file; mcp-run import --format"
+            in guessed.stderr)
     forced = mcp_run("import", str(config), "--format", "claude-code")
     assert "from Claude Code into stdout\n" in forced.stderr

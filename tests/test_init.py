@@ -93,8 +93,8 @@ def test_from_imports_servers_with_secrets_as_variables(tmp_path: Path) -> None:
 def test_the_next_step_after_an_import_says_to_set_its_variables_first_and_only_then(tmp_path: Path) -> None:
     imported = mcp_run("init", str(tmp_path / "a"), "--from", str(CONFIGS / "claude-desktop/basic.json"))
     assert imported.exit_code == 0, imported.stderr
-    assert (f"next: set BRAVE_API_KEY, GITHUB_PERSONAL_ACCESS_TOKEN, then run mcp-run {tmp_path / 'a' / 'agent.yaml'}"
-            in imported.stdout)
+    assert ("next: set BRAVE_API_KEY, GITHUB_PERSONAL_ACCESS_TOKEN, then run mcp-run "
+            f"{tmp_path / 'a' / 'agent.yaml'}" in imported.stdout)
     plain = mcp_run("init", str(tmp_path / "b"))
     assert f"next: mcp-run {tmp_path / 'b' / 'agent.yaml'} -p 'hello'" in plain.stdout
 
@@ -113,7 +113,9 @@ def test_the_model_flag_chooses_the_model(tmp_path: Path) -> None:
         ("notes=python 'unclosed", "No closing quotation"),
     ],
 )
-def test_a_malformed_server_option_is_refused_with_exit_code_2(option: str, message: str, tmp_path: Path) -> None:
+def test_a_malformed_server_option_is_refused_with_exit_code_2(
+    option: str, message: str, tmp_path: Path
+) -> None:
     result = mcp_run("init", str(tmp_path), "--server", option)
     assert result.exit_code == 2 and message in result.stderr
     assert files_in(tmp_path) == set()
@@ -125,7 +127,8 @@ def test_every_mcp_run_command_in_the_starters_comments_runs(tmp_path: Path) -> 
 
     folder = tmp_path / "starter"
     assert mcp_run("init", str(folder)).exit_code == 0
-    comments = [line for line in (folder / "agent.yaml").read_text().splitlines() if line.lstrip().startswith("#")]
+    comments = [line for line in (folder / "agent.yaml").read_text().splitlines()
+                if line.lstrip().startswith("#")]
     commands = [match.group(0).strip() for line in comments
                 for match in re.finditer(r"mcp-run [^`()]*?(?=\s{2,}|\)|`|$)", line)]
     assert any("import" in command for command in commands), commands

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 import pytest
 from builders import ROOT
 from servers import gates as gates_server
@@ -64,8 +63,10 @@ async def test_a_caller_killed_while_asked_a_question_releases_its_thread_for_th
     with http_agent(manifest) as served:
         script = tmp_path / "dying_caller.py"
         script.write_text(DYING_CALLER)
-        caller = subprocess.Popen([sys.executable, str(script), served.url, call_message("gates__note", text="n1")],
-                                  cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        caller = subprocess.Popen(  # noqa: ASYNC220 - read and killed from a thread (kill_when_asked)
+            [sys.executable, str(script), served.url, call_message("gates__note", text="n1")],
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+        )
         try:
             with anyio.fail_after(LIMIT):
                 await anyio.to_thread.run_sync(kill_when_asked, caller)

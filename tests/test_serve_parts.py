@@ -106,7 +106,9 @@ def test_an_accepted_approval_without_a_yes_or_no_is_denied_as_an_invalid_answer
     for content, given in (({}, "nothing"), ({"approve": "yes"}, '"yes"')):
         answer = types.ElicitResult(action="accept", content=content)
         assert resume_value(APPROVAL, answer) == {
-            "action": "deny", "reason": f"the caller's answer was invalid: 'approve' must be true or false, got {given}"}
+            "action": "deny",
+            "reason": f"the caller's answer was invalid: 'approve' must be true or false, got {given}",
+        }
 
 
 def test_a_servers_question_keeps_its_form_or_url_and_its_answer() -> None:

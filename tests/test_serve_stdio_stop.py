@@ -52,7 +52,8 @@ async def test_ctrl_c_over_stdio_answers_the_running_turn_that_the_agent_is_stop
                     try:
                         message = call_message("gates__hold", key="s")
                         outcome.append(await client.call_tool("ask", {"message": message}))
-                    except Exception as exc:  # the connection going away instead of an answer: a failure below
+                    # The connection going away instead of an answer: a failure below.
+                    except Exception as exc:
                         outcome.append(exc)
 
                 async with anyio.create_task_group() as group:

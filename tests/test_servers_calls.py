@@ -229,7 +229,9 @@ async def test_fifty_concurrent_calls_on_one_session_each_get_their_answer(
 async def test_two_hundred_calls_at_once_over_stdio_each_get_their_own_answer(tmp_path: Path) -> None:
     # Requests queued while one is written go out in one write: none may be merged or lost.
     answers: dict[int, int] = {}
-    async with open_fleet({"demo": specs.stdio("demo")}, base_dir=tmp_path, state_dir=tmp_path / "s") as fleet:
+    async with open_fleet(
+        {"demo": specs.stdio("demo")}, base_dir=tmp_path, state_dir=tmp_path / "s"
+    ) as fleet:
         connection = fleet.connections["demo"]
 
         async def add(number: int) -> None:

@@ -63,6 +63,8 @@ def test_servers_remembered_at_once_from_many_threads_are_all_kept(tmp_path: Pat
 @pytest.mark.anyio
 async def test_a_start_in_the_modern_era_leaves_nothing_to_remember(tmp_path: Path, state_dir: Path) -> None:
     with anyio.fail_after(60):
-        async with open_fleet({"modern": specs.stdio("demo")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        async with open_fleet(
+            {"modern": specs.stdio("demo")}, base_dir=tmp_path, state_dir=state_dir
+        ) as fleet:
             assert fleet.connections["modern"].era == "2026-07-28"
     assert not (state_dir / "eras.json").exists()

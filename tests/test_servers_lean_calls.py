@@ -77,7 +77,9 @@ async def test_every_kind_of_answer_comes_back_or_fails_as_the_sdk_call_gives_it
 
 
 @ERAS
-async def test_progress_reaches_the_callback_as_it_does_through_the_sdk(legacy: bool, serve_http: Any) -> None:
+async def test_progress_reaches_the_callback_as_it_does_through_the_sdk(
+    legacy: bool, serve_http: Any
+) -> None:
     async with two_clients("http", legacy, serve_http) as (theirs, ours):
         seen: dict[str, list[tuple[Any, ...]]] = {"theirs": [], "ours": []}
 
@@ -86,7 +88,9 @@ async def test_progress_reaches_the_callback_as_it_does_through_the_sdk(legacy: 
                 seen[who].append((done, total, message))
             return record
 
-        expected = await outcome(theirs.call_tool("progress", {"steps": 3}, progress_callback=recorder("theirs")))
+        expected = await outcome(
+            theirs.call_tool("progress", {"steps": 3}, progress_callback=recorder("theirs"))
+        )
         got = await outcome(calls.call_tool(ours, "progress", {"steps": 3}, read_timeout_seconds=WAIT,
                                             progress_callback=recorder("ours")))
     assert got == expected
@@ -94,7 +98,9 @@ async def test_progress_reaches_the_callback_as_it_does_through_the_sdk(legacy: 
 
 
 @ERAS
-async def test_a_call_that_outlives_its_timeout_fails_as_the_sdk_call_fails(legacy: bool, serve_http: Any) -> None:
+async def test_a_call_that_outlives_its_timeout_fails_as_the_sdk_call_fails(
+    legacy: bool, serve_http: Any
+) -> None:
     async with two_clients("stdio", legacy, serve_http) as (theirs, ours):
         expected = await outcome(theirs.call_tool("slow", {"seconds": 30}, read_timeout_seconds=0.2))
         got = await outcome(calls.call_tool(ours, "slow", {"seconds": 30}, read_timeout_seconds=0.2))
@@ -106,7 +112,9 @@ async def test_a_result_that_is_no_tools_call_result_fails_as_the_sdk_call_fails
     program, argv = command("wire")
     async with AsyncExitStack() as stack:
         theirs, ours = [
-            await stack.enter_async_context(Client(StdioServerParameters(command=program, args=argv), cache=None))
+            await stack.enter_async_context(
+                Client(StdioServerParameters(command=program, args=argv), cache=None)
+            )
             for _ in range(2)
         ]
         raised = []
@@ -209,9 +217,11 @@ async def test_a_call_skips_the_sdk_request_model_and_the_error_search_for_valid
 
 
 SHAPES = [
-    {"type": "object", "properties": {"result": {"type": "string", "title": "Result"}}, "required": ["result"]},
+    {"type": "object", "properties": {"result": {"type": "string", "title": "Result"}},
+     "required": ["result"]},
     {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": ["number", "null"]}}},
-    {"type": "object", "properties": {"b": {"type": "boolean"}, "o": {"type": "object"}, "a": {"type": "array"}},
+    {"type": "object",
+     "properties": {"b": {"type": "boolean"}, "o": {"type": "object"}, "a": {"type": "array"}},
      "additionalProperties": False, "required": ["b"]},
     {"type": "object", "properties": {"any": True, "also": {"description": "anything"}}, "required": ["any"]},
     {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
@@ -245,7 +255,8 @@ def test_a_schema_the_quick_check_cannot_read_goes_to_the_validator() -> None:
     from jsonschema.validators import validator_for
 
     for schema in ({"type": "object", "properties": {"s": {"type": "string", "minLength": 2}}},
-                   {"type": "object", "properties": {"s": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}},
+                   {"type": "object", "properties": {"s": {"$ref": "#/$defs/s"}},
+                    "$defs": {"s": {"type": "string"}}},
                    {"type": "object", "additionalProperties": {"type": "string"}},
                    {"properties": {"s": {"type": "string"}}}):
         assert calls._shape_of(schema, validator_for(schema)(schema)) is None
@@ -264,7 +275,9 @@ async def test_a_2026_call_refused_for_a_header_the_tool_was_not_listed_with_lis
 ) -> None:
     outcomes = []
     for make in (lambda client: client.call_tool("tagged", {"region": "eu-west"}),
-                 lambda client: calls.call_tool(client, "tagged", {"region": "eu-west"}, read_timeout_seconds=WAIT)):
+                 lambda client: calls.call_tool(
+                     client, "tagged", {"region": "eu-west"}, read_timeout_seconds=WAIT
+                 )):
         sent: list[tuple[dict[str, str], dict[str, Any]]] = []
         url = serve_http(answers.build(), wrap=recording(sent))
         async with Client(url, cache=None) as client:  # nothing listed: no Mcp-Param-Region header

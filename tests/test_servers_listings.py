@@ -16,7 +16,9 @@ VERSION = "2025-11-25"
 
 
 def tool(name: str, **changes: Any) -> dict[str, Any]:
-    return {"name": name, "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}, **changes}
+    return {
+        "name": name, "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}, **changes
+    }
 
 
 def listed(listings: ToolListingFilter, request_id: int, tools: list[Any]) -> list[str]:

@@ -221,7 +221,7 @@ async def test_a_server_that_no_longer_speaks_its_remembered_era_is_probed_again
 ) -> None:
     from runner.servers.protocol_eras import EraMemory
 
-    state_dir.mkdir(parents=True)
+    await anyio.Path(state_dir).mkdir(parents=True)
     modern_only = specs.stdio("modern")
     EraMemory(state_dir).remember(modern_only, LEGACY)  # it spoke 2025-11-25 before an upgrade
     async with open_fleet({"upgraded": modern_only}, base_dir=tmp_path, state_dir=state_dir) as fleet:

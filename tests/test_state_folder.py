@@ -46,7 +46,9 @@ def test_a_file_in_place_of_the_state_folder_moves_state_to_the_user_folder_with
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=["call", "one-shot"])
-def test_no_usable_state_folder_is_one_clear_line_and_exit_1(tmp_path: Path, command: tuple[str, ...]) -> None:
+def test_no_usable_state_folder_is_one_clear_line_and_exit_1(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
     write_agent(tmp_path)
     (tmp_path / ".mcp-run").write_text("not a folder")
     (tmp_path / "xdg").write_text("not a folder either")

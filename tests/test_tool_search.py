@@ -335,8 +335,12 @@ async def test_an_unknown_tool_is_answered_with_close_names_and_search_not_the_w
         state = await turn(runtime, "account")
     [answer] = results(state)
     assert answer.status == "error"
-    assert answer.text.startswith("There is no tool named 'payments__get_acount'. Did you mean 'payments__get_account'")
-    assert answer.text.endswith(f"{2 * SMALL_TOOLS + 1} tools available; use search_tools to find one by what it does.")
+    assert answer.text.startswith(
+        "There is no tool named 'payments__get_acount'. Did you mean 'payments__get_account'"
+    )
+    assert answer.text.endswith(
+        f"{2 * SMALL_TOOLS + 1} tools available; use search_tools to find one by what it does."
+    )
     assert "weather__" not in answer.text and len(answer.text) < 400
 
 
@@ -436,7 +440,9 @@ TRICKY_SCHEMAS = [
 
 @pytest.mark.parametrize("schema", TRICKY_SCHEMAS)
 @pytest.mark.parametrize("description", ["Does one thing.", ""])
-def test_a_definition_is_sized_in_the_form_langchain_sends_it(schema: dict[str, Any], description: str) -> None:
+def test_a_definition_is_sized_in_the_form_langchain_sends_it(
+    schema: dict[str, Any], description: str
+) -> None:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     async def run(**arguments: Any) -> str:

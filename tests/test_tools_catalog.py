@@ -304,7 +304,9 @@ async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) 
     assert any("other" in w and "'echo'" in w for w in catalog.warnings), catalog.warnings
 
 
-async def test_a_rebuild_after_tools_came_and_went_names_exactly_the_tools_offered_now(tmp_path: Path) -> None:
+async def test_a_rebuild_after_tools_came_and_went_names_exactly_the_tools_offered_now(
+    tmp_path: Path
+) -> None:
     async with catalog_for(tmp_path, {"dyn": server("dynamic")}) as catalog:
         before = set(catalog.entries)
         connection = catalog.connections["dyn"]
@@ -352,7 +354,8 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
         in warnings
     assert at(10, '"zz') + ": servers.demo.tools.pin[0]: 'zz_*' matches no tool" in warnings
     malformed = [warning for warning in warnings if "pin[1]" in warning]  # worded as validate words it
-    assert malformed == [at(10, '"ech[') + ": servers.demo.tools.pin[1]: 'ech[' is a malformed glob: its '[' is "
-                         "never closed, so it matches only a tool whose name has a literal '['"], malformed
+    assert malformed == [at(10, '"ech[') + ": servers.demo.tools.pin[1]: 'ech[' is a malformed glob: "
+                         "its '[' is never closed, so it matches only a tool whose name has a literal '['"], \
+        malformed
     assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
         in warnings

@@ -105,7 +105,9 @@ def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[
     problem; its package not installed or its API key variable not set is a warning."""
     model = loaded.manifest.model
     written_as_mapping = ("model", "id") in loaded.source.values
-    ids = [(("model", "id") if written_as_mapping else ("model",), model.id, True)]
+    ids: list[tuple[tuple[str | int, ...], str, bool]] = [
+        (("model", "id") if written_as_mapping else ("model",), model.id, True)
+    ]
     ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
     ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
     problems: list[Problem] = []

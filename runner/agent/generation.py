@@ -112,7 +112,8 @@ class ReloadReport:
 
 
 async def reconcile_servers(
-    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport, logged_in: Set[str]
+    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport,
+    logged_in: Set[str],
 ) -> None:
     """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once."""
 

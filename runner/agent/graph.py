@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import jsonschema
@@ -124,7 +124,8 @@ def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
     """Interrupt for one call; the resume value is validated by LangGraph, and an invalid one is
     not saved, so the same question can be answered again."""
     try:
-        return interrupt(approval_request(call), response_schema=Decision)
+        # LangGraph validates any type form; its overloads take only a class, not this annotated union.
+        return interrupt(approval_request(call), response_schema=Decision)  # type: ignore[call-overload]
     except ValidationError as exc:
         raise ToolError(
             "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
@@ -221,7 +222,7 @@ def build_graph(
     node, which remembers the tools found in the thread's ``found_tools``."""
     chain = as_model_chain(model)
 
-    def asks(call: dict[str, Any]) -> bool:
+    def asks(call: Mapping[str, Any]) -> bool:
         # Invalid arguments would be refused once approved: the model fixes them first.
         return needs_approval(call["name"]) and arguments_fit(call["name"], call["args"])
 
@@ -277,7 +278,7 @@ def build_graph(
         sends = [Send(_node_for(call), ToolTask(call=dict(call), steps_left=left)) for call in pending]
         return sends or "model"
 
-    def _node_for(call: dict[str, Any]) -> str:
+    def _node_for(call: Mapping[str, Any]) -> str:
         return "search" if tool_search is not None and tool_search.answers(call["name"]) else "tool"
 
     async def run_search(task: ToolTask) -> dict[str, Any]:
@@ -319,12 +320,13 @@ def build_graph(
     graph = StateGraph(AgentState)
     graph.add_node("model", call_model)
     graph.add_node("approve", approve_calls)
-    graph.add_node("tool", run_tool)
+    # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
+    graph.add_node("tool", run_tool)  # type: ignore[arg-type]
     graph.add_edge(START, "model")
     graph.add_edge("tool", "model")
     call_nodes = ["tool", "model"]
     if tool_search is not None:
-        graph.add_node("search", run_search)
+        graph.add_node("search", run_search)  # type: ignore[arg-type]  # a Send target too
         graph.add_edge("search", "model")
         call_nodes.append("search")
     graph.add_conditional_edges("model", route_after_model, ["approve", *call_nodes, END])

@@ -203,8 +203,9 @@ class Runtime:
         """Build a generation from ``checked`` over the servers as they are, and make it current."""
         manifest = checked.loaded.manifest
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
+        schema_cache = previous.catalog.schema_cache if same_provider and previous else {}
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
-                              schema_cache=previous.catalog.schema_cache if same_provider and previous else {},
+                              schema_cache=schema_cache,
                               call_hook=self.adapter.call_tool if self.adapter is not None else None,
                               warned=previous.catalog.warnings if previous is not None else (),
                               source=checked.loaded.source)

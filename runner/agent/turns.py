@@ -12,7 +12,7 @@ from typing import Any, cast
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.generation import StoppedTurnEvents, turn_events
@@ -52,9 +52,10 @@ async def stream_turn(
     on, the events its calls sent as they were cancelled: a task's ``cancelled`` status.
     """
     config = runtime.config(thread_id)
-    names: dict[str, str] = {}
-    modes = ["messages", "updates", "custom"]
+    names: dict[str | None, str] = {}
+    modes: list[StreamMode] = ["messages", "updates", "custom"]
     stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
+    assert isinstance(stream, AsyncGenerator)  # typed as an AsyncIterator; _run_graph closes it
     send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
                                  resumed=isinstance(message, Command))

@@ -142,7 +142,9 @@ class _RawDocument:
                 self._walk(loader, value, (*path, name))
 
 
-def _explain(value: Any, path: Path_, source: Any, raw: _RawDocument, sources: dict[Path_, Provenance]) -> Any:
+def _explain(
+    value: Any, path: Path_, source: Any, raw: _RawDocument, sources: dict[Path_, Provenance]
+) -> Any:
     if isinstance(value, dict) and value and not _is_secret_map(path):
         return {key: _explain(item, (*path, key), source, raw, sources) for key, item in value.items()}
     sources[path] = _provenance(path, source, raw)
@@ -167,7 +169,7 @@ def _shown(path: Path_, value: Any, raw: _RawDocument) -> Any:
     if len(path) == 4 and path[0] == "servers" and path[2] in _SECRET_MAPS:
         secret = secret_env if path[2] == "env" else secret_header
         references = variable_references(template) if template is not None else []
-        if not references:
+        if template is None or not references:
             return HIDDEN if secret(str(path[3]), str(value)) else (template or value)
         return _without_secret_defaults(template, references, lambda text: secret(str(path[3]), text))
     if template is not None:

@@ -73,7 +73,9 @@ def import_config(
         indent = existing.indent
         block = server_entry_text(keys[server.name], settings, indent)
         if server.disabled:
-            config.warn((*server.path, "disabled"), f"disabled: written commented out as '{keys[server.name]}'")
+            config.warn(
+                (*server.path, "disabled"), f"disabled: written commented out as '{keys[server.name]}'"
+            )
             block = "".join(f"{' ' * indent}# {line[indent:]}\n" for line in block.splitlines())
         else:
             active += 1
@@ -193,8 +195,8 @@ def _servers_block(manifest: str, file: str) -> tuple[int, yaml.MappingNode] | N
         root = yaml.compose(manifest, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise ManifestError([Problem(file, *where, "", f"YAML syntax: {exc}")]) from None
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise ManifestError([Problem(file, line, column, "", f"YAML syntax: {exc}")]) from None
     if not isinstance(root, yaml.MappingNode):
         raise ManifestError([Problem(file, 1, 1, "", "the manifest must be a mapping of keys")])
     for key, value in root.value:
@@ -281,7 +283,9 @@ def _settings(config: ReadConfig, server: SourceServer, key: str, secrets: _Secr
         if (config.base_dir / fields["cwd"]).is_dir():
             settings["cwd"] = fields["cwd"]
         else:
-            config.warn((*server.path, "cwd"), f"working directory '{fields['cwd']}' does not exist: left out")
+            config.warn(
+                (*server.path, "cwd"), f"working directory '{fields['cwd']}' does not exist: left out"
+            )
     elif "cwd" in fields:
         settings["cwd"] = fields["cwd"]
     for ignored in ("env", "cwd") if "url" in fields else ("headers",):

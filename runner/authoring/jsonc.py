@@ -85,7 +85,8 @@ class _Parser:
 
     def string(self) -> str:
         try:
-            value, self.index = json.decoder.scanstring(self.text, self.index + 1)
+            # Public in json.decoder (its own string scanner), but missing from typeshed.
+            value, self.index = json.decoder.scanstring(self.text, self.index + 1)  # type: ignore[attr-defined]
         except json.JSONDecodeError as exc:
             raise self.error(exc.msg, exc.pos) from None
         return value

@@ -39,7 +39,7 @@ instead of guessing what it would have returned.
 {% else %}
 No tools are available: answer from what you know, and say which tool you would need.
 {% endfor %}
-"""
+"""  # noqa: E501 - written out as is: one Jinja line per tool bullet
 
 _NO_SERVERS = """\
 # servers:                           # each key is a namespace: tools become KEY__TOOL
@@ -91,7 +91,10 @@ def manifest_for(
         "description: A starter agent made by mcp-run init.",
     ]
     if model in ("offline", "scripted"):
-        lines.append(f"model: {yaml_scalar(model)}    # built in, no network; e.g. openai:gpt-4.1-mini for a real model")
+        lines.append(
+            f"model: {yaml_scalar(model)}"
+            "    # built in, no network; e.g. openai:gpt-4.1-mini for a real model"
+        )
     else:
         lines.append(f"model: {yaml_scalar(model)}    # the provider's API key comes from its usual variable")
     lines += [

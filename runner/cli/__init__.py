@@ -124,7 +124,9 @@ class _FileOrCommand(click.Group):
         for name in self.list_commands(ctx):
             command = self.commands.get(name)
             if command is None:  # not imported yet: its summary comes from the table
-                rows.append((name, click.utils.make_default_short_help(COMMAND_SUMMARIES[name], limit)))
+                # Shortened as click shortens a help text (its make_default_short_help is deprecated).
+                summary = click.Command(name, help=COMMAND_SUMMARIES[name]).get_short_help_str(limit)
+                rows.append((name, summary))
             elif not command.hidden:
                 rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
@@ -147,7 +149,8 @@ class _FileOrCommand(click.Group):
             # The file's name stands where a command name would: error hints say `mcp-run FILE -h`.
             return word, importlib.import_module(FILE_MODULE).run_file, args
         commands = [self.get_command(ctx, name) for name in self.list_commands(ctx)]
-        visible = [command.name for command in commands if command is not None and not command.hidden]
+        visible = [command.name for command in commands
+                   if command is not None and command.name is not None and not command.hidden]
         close = difflib.get_close_matches(word, visible, n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'?" if close else f"commands: {', '.join(visible)}"
         raise click.UsageError(

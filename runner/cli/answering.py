@@ -110,12 +110,12 @@ def field_hints(field: dict[str, Any], required: bool) -> list[str]:
         words = {"integer": "a whole number", "number": "a number", "boolean": "yes or no",
                  "array": "a list, comma-separated", "string": "text"}
         hints = [_FORMAT_WORDS.get(field.get("format", ""), words.get(kind, kind))]
-    for key, words in (("minimum", "at least"), ("maximum", "at most"),
+    for key, wording in (("minimum", "at least"), ("maximum", "at most"),
                        ("exclusiveMinimum", "more than"), ("exclusiveMaximum", "less than"),
                        ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
                        ("minItems", "at least {} items"), ("maxItems", "at most {} items")):
         if key in field:
-            hints.append(words.format(field[key]) if "{}" in words else f"{words} {field[key]}")
+            hints.append(wording.format(field[key]) if "{}" in wording else f"{wording} {field[key]}")
     if "default" in field:
         default = field["default"]
         labels = dict((json.dumps(value), label) for value, label in choices)
@@ -200,7 +200,7 @@ async def _answer_as_json(view: JsonLinesView, event: ElicitationAsked | Samplin
             view.show(ChatError(type="error", message=f"expected {{\"action\": ...}}: {', '.join(expected)}"))
             view.show(event)
             continue
-        answer = {key: value[key] for key in ("action", "content") if key in value}
+        answer: dict[str, Any] = {key: value[key] for key in ("action", "content") if key in value}
         problem = content_problem(event, answer)
         if problem is None:
             return answer

@@ -93,7 +93,7 @@ def complete_tool(ctx: click.Context, param: click.Parameter, incomplete: str) -
         if not isinstance(tools, dict):
             continue
         only = [n for n in tools.get("only") or [] if isinstance(n, str) and not set(n) & set("*?[")]
-        renamed = tools.get("rename") if isinstance(tools.get("rename"), dict) else {}
+        renamed = rename if isinstance(rename := tools.get("rename"), dict) else {}
         names += [str(renamed[n]) if n in renamed else f"{key}__{n}" for n in only]
         names += [str(target) for source, target in renamed.items() if source not in only]
     return [CompletionItem(name) for name in sorted(set(names)) if name.startswith(incomplete)]
@@ -155,7 +155,7 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
     target = Path(output) if output else None
     if target and target.exists() and not (merge or force):
         _fail(f"{output} exists; --merge adds the servers to it, --force replaces it")
-    if merge and target and target.exists():
+    if merge and output is not None and target and target.exists():
         try:
             current = target.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -192,7 +192,9 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
         given = command_servers(servers)
     except ValueError as exc:
         _fail(f"--server {exc}")
-    taken = ExistingServers([s.key for s in given], {connection({"command": s.command, "args": s.args}): s.key for s in given})
+    taken = ExistingServers(
+        [s.key for s in given], {connection({"command": s.command, "args": s.args}): s.key for s in given}
+    )
     imported = import_config(from_file, existing=taken) if from_file else None
     agent_name = name or folder.resolve().name or "agent"
     text = manifest_for(name=agent_name, model=model, servers=given, imported=imported)
@@ -206,8 +208,12 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
         _report(imported, target=str(folder / MANIFEST), guessed=True)
     stdout.print(f"wrote {', '.join(written)} in {folder}", markup=False)
     manifest = folder / MANIFEST
-    first = f"set {', '.join(sorted(imported.variables))}, then run " if imported and imported.variables else ""
-    stdout.print(f"next: {first}mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False)
+    first = (
+        f"set {', '.join(sorted(imported.variables))}, then run " if imported and imported.variables else ""
+    )
+    stdout.print(
+        f"next: {first}mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False
+    )
 
 
 @main.command()

@@ -90,7 +90,8 @@ class ChatEditor:
                                   "prompt_continuation": _continuation, "output": self._output}
         self._messages: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=completer, complete_while_typing=False,
-            reserve_space_for_menu=menu_lines(self._output.get_size().rows), key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
+            reserve_space_for_menu=menu_lines(self._output.get_size().rows),
+            key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
         self._questions: PromptSession[str] = PromptSession(
             history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand

@@ -17,6 +17,7 @@ import click
 from runner.agent.checks import model_id_problem
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors, stderr, stdout
 from runner.errors import ManifestError, RunnerError
+from runner.evals.case_sessions import Mode
 from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.report import json_report, junit_xml, print_results
 from runner.evals.running import DEFAULT_JOBS, CaseResult, RunOptions, run_suite, select_cases, watch_suite
@@ -54,7 +55,7 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
         stderr.print(f"no case files: add YAML files to {manifest.parent / CASES_FOLDER}/ or name them",
                      style="red", markup=False)
         sys.exit(EXIT_INVALID)
-    mode = "record" if record else "replay" if replay else "live"
+    mode: Mode = "record" if record else "replay" if replay else "live"
     options = RunOptions(mode=mode, model_id=model_id, jobs=jobs)
 
     def chosen() -> list[Case]:

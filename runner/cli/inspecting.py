@@ -43,8 +43,8 @@ def _run(function: Any, *args: Any) -> Any:
     async def until_signalled() -> Any:
         async with stop_on_signals() as stopped:
             return await function(*args)
-        stderr.print(f"stopped by {stopped.received.name}", style="yellow")  # type: ignore[union-attr]
-        raise SystemExit(128 + int(stopped.received))  # type: ignore[arg-type]
+        stderr.print(f"stopped by {stopped.received.name}", style="yellow")
+        raise SystemExit(128 + int(stopped.received))
 
     return anyio.run(until_signalled)
 

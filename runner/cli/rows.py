@@ -18,7 +18,7 @@ def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]
     which makes each LangChain tool) and only checks that each server tool's schema converts."""
     rows = []
     for entry in runtime.catalog.entries.values():
-        row = {
+        row: dict[str, Any] = {
             "name": entry.name,
             "server": entry.origin.server,
             "original": entry.origin.name,
@@ -27,7 +27,10 @@ def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]
         }
         if schemas:
             schema = entry.tool.tool_call_schema
-            row["input_schema"] = schema if isinstance(schema, dict) else schema.model_json_schema()
+            # Our tools' schemas are dicts or pydantic 2 models; LangChain's type admits pydantic 1 too.
+            row["input_schema"] = (
+                schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
+            )
         elif entry.built is None and entry.definition is not None:  # unusable: an error, as above
             schema_for_provider(entry.definition.input_schema, runtime.catalog.provider)
         rows.append(row)

@@ -52,7 +52,9 @@ class ChatStatus:
             frame = SPINNER[int(time.monotonic() / SPINNER_STEP) % len(SPINNER)]
             doing = f"{frame} {self.activity}" + (f" {self.detail}" if self.detail else "")
         name, model, thread = runtime.manifest.name, runtime.manifest.model.id, runtime.thread_id
-        short_thread = f"thread {thread[:SHORT_THREAD]}…" if len(thread) > SHORT_THREAD else f"thread {thread}"
+        short_thread = (
+            f"thread {thread[:SHORT_THREAD]}…" if len(thread) > SHORT_THREAD else f"thread {thread}"
+        )
         text = ""
         for who in ([name, model, f"thread {thread}"], [name, model, short_thread], [name, short_thread],
                     [name], []):

@@ -282,10 +282,16 @@ class TerminalView:
                                    markup=False)
 
 
+class LineSource(Protocol):
+    """Where a view reads lines: a LineReader, or the line editor (runner.cli.editor)."""
+
+    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None: ...
+
+
 class JsonLinesView:
     """The chat for a program: one JSON object a line in, one event a line out (README)."""
 
-    def __init__(self, reader: LineReader) -> None:
+    def __init__(self, reader: LineSource) -> None:
         self.reader = reader
 
     @asynccontextmanager

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -40,7 +40,7 @@ from runner.evals.cassettes import (
 from runner.manifest import ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.models import ModelChain, OfflineChatModel, build_model_chain
-from runner.prompts import ServerSummary, SystemTemplate, ToolSummary
+from runner.prompts.system import ServerSummary, SystemTemplate, ToolSummary
 from runner.tools.catalog import ToolCall
 from runner.tools.content import ToolOutput
 
@@ -115,7 +115,7 @@ class CaseRun:
             return ToolOutput(recorded.content, None, False)
         self.drifted(f"the call {name} {args} is not in the recording")
 
-    def drifted(self, reason: str) -> Any:
+    def drifted(self, reason: str) -> NoReturn:
         self.drift = self.drift or reason
         raise CassetteDrift(reason)
 

@@ -122,7 +122,9 @@ class ExpectSpec(EvalSpec):
         "unordered (same calls), subset (no call beyond those), superset (at least those).",
     )
     answer: AnswerSpec | None = Field(None, description="Checks on the final answer.")
-    no_tool_errors: bool = Field(False, strict=True, description="Every tool call must succeed (true or false).")
+    no_tool_errors: bool = Field(
+        False, strict=True, description="Every tool call must succeed (true or false)."
+    )
     max_tool_calls: int | None = Field(None, ge=0, description="At most this many tool calls.")
 
 

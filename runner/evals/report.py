@@ -8,7 +8,7 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,7 @@ def junit_xml(results: list[CaseResult], *, suite: str) -> bytes:
                       errors=errors, time=seconds)
     element = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)), failures=failures,
                             errors=errors, skipped="0", time=seconds,
-                            timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+                            timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
                             hostname=socket.gethostname() or "localhost")
     for result in results:
         case = ET.SubElement(element, "testcase", name=result.name,  # a case name is plain

@@ -92,7 +92,9 @@ async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions)
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
-    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra) as runtime:
+    async with load_agent(
+        manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra
+    ) as runtime:
         return await run_cases(runtime, cases, sessions, jobs=options.jobs, cassettes=cassettes)
 
 
@@ -225,7 +227,9 @@ async def watch_suite(
     the files are being watched (tests wait on it before editing).
     """
     sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
-    async with load_agent(manifest_path, environ=options.environ, adapter=sessions, interactive=False) as runtime:
+    async with load_agent(
+        manifest_path, environ=options.environ, adapter=sessions, interactive=False
+    ) as runtime:
 
         async def run_all() -> None:
             try:
@@ -240,7 +244,9 @@ async def watch_suite(
             files = set(runtime.files)
             folders = {path.resolve() for path in case_folders}
 
-            def relevant(change: Any, raw: str, files: set[Path] = files) -> bool:
+            def relevant(
+                change: Any, raw: str, files: set[Path] = files, folders: set[Path] = folders
+            ) -> bool:
                 path = Path(raw).resolve()
                 return path in files or (path.parent in folders and path.suffix in (".yaml", ".yml"))
 

@@ -12,7 +12,7 @@ returns every problem with its path; loading uses it to report them all at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -56,7 +56,6 @@ from runner.manifest.servers import (
     ServerSettings,
     ServerSpec,
     StdioServerSpec,
-    _transport_tag,
 )
 
 
@@ -142,10 +141,14 @@ class ToolSearchSpec(Spec):
 
 def _tool_search_from_mode(value: Any) -> Any:
     value = _mode_word(value)
-    if isinstance(value, dict | ToolSearchSpec) or (isinstance(value, str) and value in ("auto", "on", "off")):
+    if isinstance(value, dict | ToolSearchSpec) or (
+        isinstance(value, str) and value in ("auto", "on", "off")
+    ):
         return {"mode": value} if isinstance(value, str) else value
     shown = "null" if value is None else f"'{value}'" if isinstance(value, str) else repr(value)
-    raise ValueError(f"expected auto, on, off (true, false) or a mapping {{mode, max_tools, ...}}, not {shown}")
+    raise ValueError(
+        f"expected auto, on, off (true, false) or a mapping {{mode, max_tools, ...}}, not {shown}"
+    )
 
 
 class AgentSpec(Spec):
@@ -314,7 +317,7 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
     return problems
 
 
-def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
     import difflib
 
@@ -343,3 +346,45 @@ def manifest_json_schema() -> dict[str, Any]:
         **schema,
     }
 
+
+__all__ = [
+    "CHAT_COMMANDS",
+    "ENV_NAME_PATTERN",
+    "IMPORT_PATH_PATTERN",
+    "OFFLINE_ID",
+    "PYTHON_COMMANDS",
+    "SCRIPTED_ID",
+    "SERVER_KEY_PATTERN",
+    "SERVER_KEY_RULE",
+    "TEMPLATE_SUFFIXES",
+    "AgentSpec",
+    "AuthSpec",
+    "ContainerSpec",
+    "DefaultsSpec",
+    "Duration",
+    "EnvName",
+    "HttpServerSpec",
+    "ImportPath",
+    "Manifest",
+    "McpPromptSpec",
+    "ModelSpec",
+    "NameFilterSpec",
+    "PositiveInt",
+    "PromptsSpec",
+    "SandboxSpec",
+    "ServerBase",
+    "ServerKey",
+    "ServerSettings",
+    "ServerSpec",
+    "Spec",
+    "StdioServerSpec",
+    "TelemetrySpec",
+    "ToolFilterSpec",
+    "ToolSearchMode",
+    "ToolSearchSpec",
+    "WatchSpec",
+    "did_you_mean",
+    "manifest_json_schema",
+    "reference_problems",
+    "restart_fields",
+]

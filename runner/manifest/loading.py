@@ -28,11 +28,11 @@ from runner.manifest import (
     HttpServerSpec,
     Manifest,
     StdioServerSpec,
-    _transport_tag,
     did_you_mean,
     reference_problems,
 )
 from runner.manifest.expansion import expand_variables
+from runner.manifest.servers import _transport_tag
 
 MAX_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64

@@ -93,7 +93,8 @@ class ServerBase(ServerSettings):
     )
     roots: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None,
-        description="Folders offered to the server as roots, relative to the manifest (default: top-level roots).",
+        description="Folders offered to the server as roots, relative to the manifest"
+        " (default: top-level roots).",
     )
     logging: Annotated[ServerLoggingSpec, RESTARTS] = Field(
         default_factory=ServerLoggingSpec, description="Log level asked of the server, and shown."
@@ -175,7 +176,9 @@ class StdioServerSpec(ServerBase):
     transport: Annotated[Literal["stdio"], RESTARTS] = Field(
         "stdio", validation_alias=AliasChoices("transport", "type"), description="stdio"
     )
-    command: Annotated[str, RESTARTS] = Field(min_length=1, description="Program to start (looked up on PATH).")
+    command: Annotated[str, RESTARTS] = Field(
+        min_length=1, description="Program to start (looked up on PATH)."
+    )
     args: Annotated[list[str], RESTARTS] = Field(default_factory=list)
     env: Annotated[dict[EnvName, str], RESTARTS] = Field(
         default_factory=dict, repr=False, description="Variables set for the server (values are secret)."
@@ -183,7 +186,9 @@ class StdioServerSpec(ServerBase):
     env_passthrough: Annotated[list[EnvName], RESTARTS] = Field(
         default_factory=list, description="Host variables passed through beyond the allow-list."
     )
-    cwd: Annotated[str | None, RESTARTS] = Field(None, description="Working directory, relative to the manifest.")
+    cwd: Annotated[str | None, RESTARTS] = Field(
+        None, description="Working directory, relative to the manifest."
+    )
     container: Annotated[ContainerSpec | None, RESTARTS] = Field(
         None, description="Run the command inside a container (docker or podman)."
     )

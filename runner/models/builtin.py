@@ -39,7 +39,7 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, ModelError, Problem
-from runner.manifest import OFFLINE_ID, SCRIPTED_ID, did_you_mean
+from runner.manifest import did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,8 @@ def _parse_call_request(
         return None
     if name not in tools:
         available = ", ".join(sorted(tools)) or "none"
-        return f"There is no tool named '{name}'{did_you_mean(name, list(tools))}. Available tools: {available}."
+        return (f"There is no tool named '{name}'{did_you_mean(name, list(tools))}. "
+                f"Available tools: {available}.")
     if not rest:
         missing = _required_args(tools[name])
         if missing:

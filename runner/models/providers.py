@@ -21,8 +21,8 @@ from langchain_core.tools import BaseTool
 
 from runner import telemetry
 from runner.errors import ModelError, RunnerError
-from runner.manifest import ModelSpec
-from runner.models.builtin import OFFLINE_ID, SCRIPTED_ID, OfflineChatModel, ScriptedChatModel
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec
+from runner.models.builtin import OfflineChatModel, ScriptedChatModel
 from runner.models.registry import install_hint, provider_of
 
 logger = logging.getLogger(__name__)

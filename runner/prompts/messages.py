@@ -106,8 +106,8 @@ def content_blocks(content: types.ContentBlock) -> list[ContentBlock]:
             return [_text(f"{_resource_label(resource.uri, resource.mime_type)}:\n{resource.text}")]
         case types.EmbeddedResource(resource=types.BlobResourceContents() as resource):
             label = _resource_label(resource.uri, resource.mime_type)
-            if is_textual(resource.mime_type or "") and (text := decode_text(resource.blob)) is not None:
-                return [_text(f"{label}:\n{text}")]
+            if is_textual(resource.mime_type or "") and (decoded := decode_text(resource.blob)) is not None:
+                return [_text(f"{label}:\n{decoded}")]
             return [_text(f"{label}:"), _blob(resource)]
         case types.ResourceLink():
             return [_text(_link_text(content))]

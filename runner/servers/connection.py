@@ -200,10 +200,12 @@ class ServerConnection:
                     "reports progress then keeps going up to that total)")) from exc
         idle = anyio.CancelScope(deadline=anyio.current_time() + limit)
 
-        async def on_progress(done: float, of: float | None, message: str | None) -> None:
+        report_on = progress  # the parameters below take the names ProgressFnT gives them
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             idle.deadline = anyio.current_time() + limit  # progress shows the call is alive
-            if progress is not None:
-                await progress(done, of, message)
+            if report_on is not None:
+                await report_on(progress, total, message)
 
         with self.requests.asking(ask, events), idle:  # leaving it cancels the request on the server
             return await self._request(
@@ -327,7 +329,9 @@ class ServerConnection:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""
         while True:
             if self.status in ("failed", "stopped"):
-                reason = f" ({str(self.error).removeprefix(f'{self.key}: ')})" if self.error is not None else ""
+                reason = (
+                    f" ({str(self.error).removeprefix(f'{self.key}: ')})" if self.error is not None else ""
+                )
                 state = "has failed" if self.status == "failed" else "is stopped"
                 raise ServerClosedError(self.key, f"{boundary.what}: the server {state}{reason}")
             if self.status == "ready" and self._client is not None:

@@ -166,7 +166,9 @@ def _warn_skipped(connection: ServerConnection, failure: ServerStartError) -> No
         logger.warning("optional server skipped: %s", failure)
     else:  # not skipped: its tools are still offered, and called through the fallback
         reason = str(failure).removeprefix(f"{connection.key}: ")
-        logger.warning("%s failed to start; its tools are served by %s (%s)", connection.key, fallback, reason)
+        logger.warning(
+            "%s failed to start; its tools are served by %s (%s)", connection.key, fallback, reason
+        )
 
 
 def _start_failure(connection: ServerConnection) -> ServerStartError | None:

@@ -213,7 +213,11 @@ class ServerRequests:
                     self.key, f"the server needs the user to visit {request.url} ({request.message}); "
                     f"{_why_not_visited(answer, asked=asker is not None)}", code=error.code,
                 )
-            completion = self._completion(request.elicitation_id)
+            # Without an id (2026-07-28) no completion can be told of: the wait runs out.
+            completion = (
+                self._completion(request.elicitation_id) if request.elicitation_id is not None
+                else anyio.Event()
+            )
             with self.asking(None, events), anyio.move_on_after(timeout):
                 await completion.wait()
 

@@ -16,7 +16,7 @@ output schema), an answer that needs input first (``InputRequiredResult``), a cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -125,7 +125,8 @@ def result_surface(method: str, version: str) -> TypeAdapter[Any] | None:
     key = (method, version)
     if key not in _surfaces:
         known = version in KNOWN_PROTOCOL_VERSIONS and key in SERVER_RESULTS
-        _surfaces[key] = TypeAdapter(SERVER_RESULTS[key]) if known else None
+        # A union (X | Y) is a type form at run time, but mypy's TypeForm does not take a UnionType value.
+        _surfaces[key] = TypeAdapter(SERVER_RESULTS[key]) if known else None  # type: ignore[arg-type]
     return _surfaces[key]
 
 
@@ -151,8 +152,8 @@ async def _check_output(session: ClientSession, name: str, result: types.CallToo
     await session.validate_tool_result(name, result)  # lists an unknown tool; raises its message
 
 
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-                          "$comment"})
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly",
+                          "writeOnly", "$comment"})
 _JSON_TYPES: dict[str, frozenset[type]] = {
     "string": frozenset({str}), "integer": frozenset({int}), "number": frozenset({int, float}),
     "boolean": frozenset({bool}), "null": frozenset({type(None)}), "object": frozenset({dict}),
@@ -214,7 +215,8 @@ def _read_shape(schema: Any, validator: Any) -> _Shape | None:
         return None
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return None
-    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
+    understood = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}
+    if not set(schema) <= understood:
         return None
     closed = schema.get("additionalProperties", True)
     properties, required = schema.get("properties", {}), schema.get("required", [])
@@ -234,7 +236,8 @@ def _read_shape(schema: Any, validator: Any) -> _Shape | None:
             types[name] = None
             continue
         names = [declared] if type(declared) is str else declared
-        if type(names) is not list or not names or not all(type(n) is str and n in _JSON_TYPES for n in names):
+        if (type(names) is not list or not names
+                or not all(type(n) is str and n in _JSON_TYPES for n in names)):
             return None
         types[name] = frozenset().union(*(_JSON_TYPES[n] for n in names))
         if "integer" in names:
@@ -250,7 +253,8 @@ async def _sdk_send(
     """One round of ``Client.call_tool``, through the SDK's session."""
     return await client.session.call_tool(
         name, arguments, read_timeout_seconds=timeout, progress_callback=progress,
-        input_responses=responses, request_state=state, meta=meta,  # type: ignore[arg-type]
+        input_responses=responses, request_state=state,
+        meta=cast("types.RequestParamsMeta | None", meta),  # the SDK's type of the open map
         allow_input_required=True, allow_claimed=True,
     )
 

@@ -93,11 +93,12 @@ class ToolListingFilter:
         # A re-list mostly repeats tools already checked: fingerprinting a definition costs a
         # third of validating it again, and the memo holds a number, not the definition.
         prints = [_fingerprint(tool) for tool in tools] if named else []
-        fresh = [tool for tool, printed in zip(tools, prints)
+        fresh = [tool for tool, printed in zip(tools, prints, strict=False)  # no prints unless named
                  if printed is None or self._accepted.get(tool["name"]) != printed]
         if named and _problem({**message.result, "tools": fresh}, version) is None:
             self._accepted.update(
-                (tool["name"], printed) for tool, printed in zip(tools, prints) if printed is not None
+                (tool["name"], printed)
+                for tool, printed in zip(tools, prints, strict=True) if printed is not None
             )
             if page is not None:
                 if len(self._accepted_pages) >= MAX_PAGE_PRINTS:
@@ -212,7 +213,7 @@ class ToolPages:
             earlier = [self._still_taken(definition["name"], printed, modern)
                        for definition, printed in zip(definitions, prints, strict=True)]
         try:
-            if earlier:
+            if earlier and isinstance(definitions, list):
                 fresh = [definition for definition, was in zip(definitions, earlier, strict=True)
                          if was is None]
                 result = _validated({**raw, "tools": fresh}, version)

@@ -77,7 +77,8 @@ class Catalogue:
             elif kind == "tools" and change is not None:
                 # Unchanged tools keep their objects, so what was built from them can be reused.
                 renewed = set(change.added) | set(change.changed)
-                self.tools = [tool if tool.name in renewed else before[tool.name] for tool in listing.tools]
+                kept = {tool.name: tool for tool in self.tools}
+                self.tools = [tool if tool.name in renewed else kept[tool.name] for tool in listing.tools]
             elif change is not None:
                 setattr(self, kind, getattr(listing, kind))
             if change is not None:
@@ -91,7 +92,9 @@ def compare(
     """What changed between two keyed listings, or None when they are the same."""
     added = tuple(sorted(after.keys() - before.keys()))
     removed = tuple(sorted(before.keys() - after.keys()))
-    changed = tuple(sorted(name for name in before.keys() & after.keys() if not _same(before[name], after[name])))
+    changed = tuple(
+        sorted(name for name in before.keys() & after.keys() if not _same(before[name], after[name]))
+    )
     if not (added or removed or changed):
         return None
     return CatalogueChange(server, kind, added, removed, changed)

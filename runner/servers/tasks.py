@@ -50,7 +50,7 @@ CANCEL_LIMIT = 5.0  # seconds a stopped run waits for the server to acknowledge 
 TTL_MARGIN = 60.0  # seconds the server keeps a task beyond the time the client may wait for it
 
 
-class _TaskRequest(types.Request[dict[str, Any], str]):
+class _TaskRequest(types.Request[dict[str, Any] | None, str]):
     """A ``tasks/*`` request: methods the SDK defines types for but does not send itself."""
 
     method: str
@@ -165,10 +165,10 @@ class TaskRun:
                 self._report(await self._request("tasks/get", types.GetTaskResult, deadline))
             ready.set()
 
+        assert self.task is not None
         async with anyio.create_task_group() as group:
             group.start_soon(poll)
             await ready.wait()
-            assert self.task is not None
             if self.task.status == "cancelled":
                 raise ServerRequestError(
                     self.server, f"tools/call {self.name!r}: the server cancelled the task"

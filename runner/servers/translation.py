@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any, Literal
 
 import anyio
 import httpx2
@@ -92,7 +93,9 @@ def _http_status(boundary: Boundary, exc: httpx2.HTTPStatusError) -> ServerError
 
 
 def _unreachable(boundary: Boundary, exc: httpx2.TransportError) -> ServerError:
-    return ServerClosedError(boundary.server, f"{boundary.what} failed: cannot reach the server: {describe(exc)}")
+    return ServerClosedError(
+        boundary.server, f"{boundary.what} failed: cannot reach the server: {describe(exc)}"
+    )
 
 
 def _os_error(boundary: Boundary, exc: OSError) -> ServerError:
@@ -110,19 +113,20 @@ def _sdk_state(boundary: Boundary, exc: RuntimeError) -> ServerError:
     return ServerRequestError(boundary.server, f"{boundary.what}: {exc}", code=types.INTERNAL_ERROR)
 
 
-Translation = Callable[[Boundary, "Exception"], ServerError]
+# Any: each function takes the kind of exception it is paired with below, which one type cannot say.
+Translation = Callable[[Boundary, Any], ServerError]
 
 # In order: the first matching entry wins (TimeoutError before OSError, of which it is a subclass).
 TRANSLATIONS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Translation], ...] = (
-    (MCPError, _answer),  # type: ignore[list-item]
-    (IsolationUnavailable, _isolation),  # type: ignore[list-item]
-    (TimeoutError, _timeout),  # type: ignore[list-item]
+    (MCPError, _answer),
+    (IsolationUnavailable, _isolation),
+    (TimeoutError, _timeout),
     ((anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream), _closed),
-    (ValidationError, _invalid),  # type: ignore[list-item]
-    (httpx2.HTTPStatusError, _http_status),  # type: ignore[list-item]
-    (httpx2.TransportError, _unreachable),  # type: ignore[list-item]
-    (OSError, _os_error),  # type: ignore[list-item]
-    (RuntimeError, _sdk_state),  # type: ignore[list-item]
+    (ValidationError, _invalid),
+    (httpx2.HTTPStatusError, _http_status),
+    (httpx2.TransportError, _unreachable),
+    (OSError, _os_error),
+    (RuntimeError, _sdk_state),
 )
 
 
@@ -135,11 +139,11 @@ def translate(boundary: Boundary, exc: BaseException) -> ServerError | None:
     for kinds, translation in TRANSLATIONS:
         for leaf in found:
             if isinstance(leaf, kinds):
-                return translation(boundary, leaf)  # type: ignore[arg-type]
+                return translation(boundary, leaf)
     return None
 
 
-class translated:  # noqa: N801 - used like the function it reads as: ``with translated(boundary):``
+class translated:  # lower case: used like the function it reads as, ``with translated(boundary):``
     """Let runner errors through; raise the translation of a foreign one, chained to it.
 
     A class rather than a generator context manager: it wraps every request."""
@@ -154,7 +158,7 @@ class translated:  # noqa: N801 - used like the function it reads as: ``with tra
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         # Foreign errors only: runner errors pass, and cancellation is not an Exception.
         if exc is None or isinstance(exc, ServerError) or not isinstance(exc, Exception):
             return False

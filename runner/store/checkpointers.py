@@ -127,7 +127,7 @@ class SqliteCheckpointer(SqliteSaver):
         self,
         config: RunnableConfig | None,
         *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 (LangGraph's parameter name)
+        filter: dict[str, Any] | None = None,  # LangGraph's parameter name
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:

@@ -51,7 +51,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
     try:
         import psycopg
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
+        from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
     except ImportError as exc:
         raise CheckpointerError(MISSING_PACKAGE) from exc
@@ -71,7 +71,9 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
     except psycopg.Error as exc:  # its messages name host and user, never the password
         raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
     # The pool checks a connection before lending it, so one the server closed is replaced.
+    # connection_class types the pool's rows as the dicts row_factory makes (psycopg_pool's way).
     pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
+                               connection_class=psycopg.AsyncConnection[DictRow],
                                check=AsyncConnectionPool.check_connection, timeout=POOL_WAIT)
     try:
         try:

@@ -58,7 +58,10 @@ def unusable_state_folder(loaded: LoadedManifest) -> str | None:
 
 def user_state_folder(manifest: Path, *, environ: Mapping[str, str]) -> Path:
     """The per-user state folder of the manifest at ``manifest``: one per manifest path."""
-    root = Path(environ["XDG_STATE_HOME"]) if environ.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"
+    root = (
+        Path(environ["XDG_STATE_HOME"]) if environ.get("XDG_STATE_HOME")
+        else Path.home() / ".local" / "state"
+    )
     resolved = manifest.resolve()
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     return root / "mcp-run" / f"{resolved.parent.name or 'root'}-{digest}"

@@ -28,6 +28,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, format_trace_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from runner.errors import ServerError
 from runner.events import Event
@@ -188,8 +189,11 @@ class Recorder:
                       "gen_ai.operation.name": "execute_tool", **_server_attributes(connection)}
         if (generated := _calling.get()) is not None:  # not for /call and `mcp-run call`
             attributes["gen_ai.tool.name"] = generated
-        metric = {key: attributes[key] for key in ("mcp.method.name", "mcp.tool.name", "gen_ai.tool.name",
-                                                   "mcp_run.server") if key in attributes}
+        metric: dict[str, AttributeValue] = {
+            key: attributes[key]
+            for key in ("mcp.method.name", "mcp.tool.name", "gen_ai.tool.name", "mcp_run.server")
+            if key in attributes
+        }
         began = time.perf_counter()
         with self._span(f"tools/call {tool}", SpanKind.CLIENT, attributes) as span:
             try:
@@ -288,9 +292,11 @@ class _TracedTurn(TurnClock):
         super().__init__()
         self.recorder = recorder
         self.thread_id = thread_id
-        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-                      "gen_ai.conversation.id": thread_id, "mcp_run.generation": recorder.generation,
-                      "mcp_run.turn.resumed": resumed}
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": thread_id, "mcp_run.generation": recorder.generation,
+            "mcp_run.turn.resumed": resumed,
+        }
         waited = recorder.wait_ended(thread_id) if resumed else None
         links = []
         if waited is not None:  # the turn that asked is another trace: linked from this one

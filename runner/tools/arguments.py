@@ -152,7 +152,9 @@ class QuickCheck:
 
     __slots__ = ("required", "types", "integral")
 
-    def __init__(self, required: tuple[str, ...], types: dict[str, frozenset[type]], integral: frozenset[str]):
+    def __init__(
+        self, required: tuple[str, ...], types: dict[str, frozenset[type]], integral: frozenset[str]
+    ):
         self.required = required
         self.types = types
         self.integral = integral  # properties that take an integer (an integral float is one too)
@@ -162,7 +164,8 @@ class QuickCheck:
         """The quick check of ``schema``, or None when it says more than this check understands."""
         if validator_class not in _quick_drafts() or schema.get("type", "object") != "object":
             return None
-        if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
+        understood = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}
+        if not set(schema) <= understood:
             return None
         if schema.get("additionalProperties", True) not in (True, False, {}):
             return None  # a schema for the extra properties
@@ -278,7 +281,6 @@ class ArgumentValidator:
 
     def _compile_by_content(self, schema: dict[str, Any]) -> Validator | str:
         import jsonschema
-        from jsonschema.validators import validator_for
 
         key = self._key(schema)
         if key in self._compiled:

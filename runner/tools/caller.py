@@ -45,9 +45,12 @@ class Connection(Protocol):
     """What the catalog needs of a server connection (runner.servers.ServerConnection)."""
 
     key: str
-    status: str
-    error: Exception | None
 
+    # Read-only, so a connection that narrows them (a Literal status, a ServerError) fits.
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> Exception | None: ...
     @property
     def tools(self) -> list[types.Tool]: ...
     @property
@@ -115,7 +118,9 @@ class ToolCalls:
             return None
         message = _tool_message or _import_tool_message()
         output = await self._hooked_call(entry.name, dict(call["args"]))
-        content = output.content if isinstance(output.content, str) else list(output.content)
+        content: str | list[str | dict[Any, Any]] = (
+            output.content if isinstance(output.content, str) else list(output.content)
+        )
         return message(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
                        status="success")
 
@@ -279,8 +284,8 @@ def _progress_reporter(
     # Notifications arrive in the SDK's task; the sink (a graph's stream) needs the caller's context.
     caller = contextvars.copy_context()
 
-    async def report(done: float, total: float | None, message: str | None) -> None:
-        caller.run(sink, ToolProgress(type="progress", tool=name, server=server, progress=done,
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        caller.run(sink, ToolProgress(type="progress", tool=name, server=server, progress=progress,
                                       total=total, message=message))
 
     return report

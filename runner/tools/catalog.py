@@ -231,7 +231,9 @@ class ToolCatalog(ToolCalls):
         changed nothing), since separator and renames are the manifest's, fixed for this catalog."""
         if self._names is not None and self._names[0] == origins:
             return self._names[1]
-        renames = {key: spec.tools.rename for key, spec in self.manifest.servers.items()}
+        renames: dict[str | None, Mapping[str, str]] = {
+            key: spec.tools.rename for key, spec in self.manifest.servers.items()
+        }
         table = NameTable(origins, separator=self.manifest.agent.tool_separator, renames=renames)
         self._names = (origins, table)  # kept only once built: a collision raises above
         return table
@@ -357,7 +359,7 @@ def _mcp_tool_class() -> type[BaseTool]:
 
         # Deliberately unannotated: on every call LangChain reads the type hints of ``_arun`` looking
         # for a RunnableConfig parameter, which costs a third of its per-call overhead with hints.
-        async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        async def _arun(self, *args, **kwargs):
             assert self.coroutine is not None
             return await self.coroutine(*args, **kwargs)
 

@@ -68,7 +68,8 @@ def convert_result(
         return ToolOutput(error_text(result, max_output_chars=max_output_chars), artifact, True)
     if len(result.content) == 1:  # the common answer, one text for everyone: nothing to convert
         item = result.content[0]
-        if type(item) is mcp_types.TextContent and item.annotations is None and len(item.text) <= max_output_chars:
+        if (type(item) is mcp_types.TextContent and item.annotations is None
+                and len(item.text) <= max_output_chars):
             return ToolOutput(item.text, artifact, False)
     accepted = MEDIA_IN_TOOL_RESULTS.get(provider, MEDIA_IN_TOOL_RESULTS["generic"])
     blocks: list[ContentBlock] = []
@@ -136,7 +137,7 @@ def _media(
     label: str,
     filename: str | None = None,
 ) -> ContentBlock:
-    if kind in accepted and (accepted[kind] is _ANY or mime in accepted[kind]):
+    if kind in accepted and ((mimes := accepted[kind]) is _ANY or mime in mimes):
         block: ContentBlock = {"type": kind, "base64": data, "mime_type": mime}
         if filename is not None:
             block["extras"] = {"filename": filename}  # OpenAI needs a file name for files

@@ -11,8 +11,9 @@ The graph keeps the found tools in its state (``found_tools``, merged by :func:`
 so they stay bound for the rest of the thread, across checkpoints and resumed threads. Found tools
 that disappear from the catalog are simply no longer offered. A call to a tool the model has not
 found (it knew the name) runs like any other: search narrows what is offered, never what may be
-called. While search is off, ``search_tools`` is an unknown tool like any other name. Local tools (``local_tools``) are always offered. A catalog tool of its own named
-``search_tools`` keeps search off, so that it stays callable.
+called. While search is off, ``search_tools`` is an unknown tool like any other name. Local tools
+(``local_tools``) are always offered. A catalog tool of its own named ``search_tools`` keeps search
+off, so that it stays callable.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ check). In the ``auth/*`` scenarios the server's ``auth`` block names the suite'
 Metadata Document URL and, when the suite hands them over in ``MCP_CONFORMANCE_CONTEXT``,
 pre-registered client credentials; the authorization URL is approved by an HTTP client
 (``tests/servers/approver.py``) in place of a person in a browser, and tokens are stored in a
-temporary folder. The suite judges what it saw on the wire; the exit status (0 ok, 1 the start or a call failed) is also logged as the last
+temporary folder. The suite judges what it saw on the wire; the exit status (0 ok, 1 the start or
+a call failed) is also logged as the last
 line of stderr (``EXIT_MARKER``), because the suite records a client's stderr but, when it runs a
 whole suite, not its exit status.
 """

@@ -38,7 +38,8 @@ def _tool(name: str, input_schema: dict[str, Any] | None = None, **more: Any) ->
 TOOLS = [
     _tool("text"), _tool("scored", output_schema=SCORED), _tool("failing"), _tool("refused"),
     _tool("progress"), _tool("slow"),
-    _tool("tagged", {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}),
+    _tool("tagged", {"type": "object",
+                     "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}),
 ]
 UNLISTED = _tool("unlisted", output_schema=SCORED)
 

@@ -28,10 +28,13 @@ def build(name: str = "spawning") -> MCPServer:
     @server.tool()
     async def run_stubborn_child(seconds: float = 60) -> str:
         """Run a child process that ignores SIGTERM for ``seconds`` and wait for it."""
-        child = subprocess.Popen([sys.executable, "-c", STUBBORN_CHILD.format(seconds=seconds)])
+        # A plain child, as a tool's own code would start one: what the runner must reap.
+        child = subprocess.Popen(  # noqa: ASYNC220 - waited for in a thread below
+            [sys.executable, "-c", STUBBORN_CHILD.format(seconds=seconds)]
+        )
         fifo = os.environ.get("SPAWNING_STARTED_FIFO")
         if fifo:
-            with open(fifo, "w") as started:
+            with open(fifo, "w") as started:  # noqa: ASYNC230 - the test is reading it: no wait
                 started.write(f"{child.pid}\n")
         await anyio.to_thread.run_sync(child.wait, abandon_on_cancel=False)
         return f"child {child.pid} exited"

@@ -118,7 +118,9 @@ def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
         raise AskError("message is empty: say something to the agent")
     thread = arguments.get("thread")
     if thread is not None and not isinstance(thread, str):
-        raise AskError(f"thread must be a string (the thread id of an earlier answer), got {_json_type(thread)}")
+        raise AskError(
+            f"thread must be a string (the thread id of an earlier answer), got {_json_type(thread)}"
+        )
     return AskRequest(message, None if thread is None else checked_thread_id(thread))
 
 
@@ -231,6 +233,7 @@ class AskHandler:
                       ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             request = parse_ask(params.arguments)
+            message: str | Command
             with conversation_store():
                 if params.input_responses or params.request_state:
                     thread, message = await self._answered(params)
@@ -283,7 +286,9 @@ class AskHandler:
                 if sessionless or not can_elicit(ctx.session.client_capabilities, pending):
                     why = STATELESS_NOT_ASKED if sessionless else NOT_ASKED
                     answer = refusal(pending, why)
-                    await progress.note(f"{pending['type']} answered for the caller: {answer['action']} ({why})")
+                    await progress.note(
+                        f"{pending['type']} answered for the caller: {answer['action']} ({why})"
+                    )
                     message = Command(resume=answer)
                 elif modern:
                     return types.InputRequiredResult(

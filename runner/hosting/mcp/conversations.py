@@ -56,9 +56,10 @@ def conversation_store() -> Iterator[None]:
     """The checkpointer's own failures (its database is down, a file is unreadable) as
     CheckpointerError: the caller hears that the store is unreachable, and why (psycopg and sqlite
     name host, port and user, never the password)."""
+    failures: tuple[type[Exception], ...] = (sqlite3.Error, *store_failures())
     try:
         yield
-    except (sqlite3.Error, *store_failures()) as exc:
+    except failures as exc:
         raise CheckpointerError(f"{STORE_UNREACHABLE}: {str(exc).strip() or type(exc).__name__}; "
                                 "try again when it is back") from exc
 

@@ -120,7 +120,9 @@ class AgentService:
                 await self._maybe_changed.wait()
                 self._maybe_changed = anyio.Event()
                 lists = self._lists()
-                prompts_changed, tools_changed = (now != before for now, before in zip(lists, self._announced))
+                prompts_changed, tools_changed = (
+                    now != before for now, before in zip(lists, self._announced, strict=True)
+                )
                 self._announced = lists
                 if prompts_changed:
                     await self._changes.publish(PromptsListChanged())
@@ -133,7 +135,7 @@ class AgentService:
     def _lists(self) -> tuple[list[Any], list[Any]]:
         """What a change is measured on: the listed prompts with what stands behind each, and the tool."""
         prompts = [(prompt.model_dump(), command.server, command.prompt.name, dict(command.fixed_arguments))
-                   for command, prompt in zip(self.runtime.prompt_catalog, self._prompts())]
+                   for command, prompt in zip(self.runtime.prompt_catalog, self._prompts(), strict=True)]
         manifest = self.runtime.manifest
         return prompts, [ask_tool(manifest.name, manifest.description).model_dump()]
 

@@ -178,11 +178,11 @@ def refuse_malformed(app: ASGIApp, path: str) -> ASGIApp:
             await _answer(problem, 415, scope, receive, send)
             return
         body, replay = await _buffered(receive)
-        problem = refusal(body)
-        if problem is None:
+        refused = refusal(body)
+        if refused is None:
             await app(scope, replay, send)
             return
-        await _answer(problem, 400, scope, receive, send)
+        await _answer(refused, 400, scope, receive, send)
 
     return RequestBodyLimitMiddleware(checked, DEFAULT_MAX_REQUEST_BODY_SIZE)
 

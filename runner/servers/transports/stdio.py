@@ -152,7 +152,7 @@ class StdioProcess:
             # failing while this one spawns), asyncio kills the child but leaves it unreaped, and
             # its child watcher then warns "Loop ... that handles pid N is closed" at exit.
             with anyio.CancelScope(shield=True):
-                return await open_child_process(
+                process = await open_child_process(
                     self.launch.command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -161,6 +161,7 @@ class StdioProcess:
                     env=self.launch.env,
                     start_new_session=True,
                 )
+            return process
         except FileNotFoundError as exc:
             raise ServerStartError(
                 self.key, f"command not found: {self.spec.command!r}", permanent=True
