@@ -103,7 +103,7 @@ def _check_messages(messages: list[Any]) -> None:
 
 async def turn_overhead(runtime: Runtime, turns: int) -> dict[str, Any]:
     return await _overhead(
-        lambda: runtime.catalog.run_tool_call(tool_call("bench__echo", {"text": "ping"})),
+        lambda: runtime.caller.run_tool_call(tool_call("bench__echo", {"text": "ping"})),
         lambda: runtime.graph.ainvoke({"messages": [("user", "go")]}, runtime.config(uuid.uuid4().hex)),
         turns,
     )

@@ -37,6 +37,7 @@ from bench.stats import (
 )
 from runner.manifest import Manifest
 from runner.servers import open_fleet
+from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 
 RAW = "raw mcp.Client (floor)"
@@ -149,10 +150,11 @@ def _paths(client: Client, same: Client, connection: Any, catalog: ToolCatalog, 
     entry = catalog.entries.get(name)
     if entry is None:
         raise BenchError(f"the catalog has no tool {name}: {sorted(catalog.entries)}")
+    caller = ToolCaller(lambda: catalog)
     return {
         RAW: lambda: client.call_tool("echo", ARGUMENTS),
         SAME: lambda: same.call_tool("echo", ARGUMENTS),
         LAYER: lambda: connection.call_tool("echo", ARGUMENTS),
-        NODE: lambda: catalog.run_tool_call(tool_call(name, ARGUMENTS)),
+        NODE: lambda: caller.run_tool_call(tool_call(name, ARGUMENTS)),
         TOOL: lambda: entry.tool.ainvoke(tool_call(name, ARGUMENTS)),
     }

@@ -26,6 +26,7 @@ from bench.launch import ROOT, stdio_entry
 from bench.stats import Call, combined_latency, latency_slice
 from runner import telemetry
 from runner.servers import open_fleet
+from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 
 logger = logging.getLogger("bench")
@@ -78,8 +79,11 @@ def _call_in(context: contextvars.Context, manifest: Any, fleet: Any) -> Call:
 
 
 def _catalog(manifest: Any, fleet: Any) -> ToolCatalog:
-    catalog = ToolCatalog(manifest, fleet.connections, ROOT)
-    catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)  # as the runtime does
+    def current() -> ToolCatalog:
+        return catalog
+
+    caller = ToolCaller(current, hook=telemetry.tool_hook(current, None))  # as the runtime does
+    catalog = ToolCatalog(manifest, fleet.connections, ROOT, call=caller.model_call)
     return catalog
 
 

@@ -15,10 +15,10 @@ The packages are the pipeline, each importing only those above it:
     telemetry   OpenTelemetry traces and metrics of turns and tool calls
     auth        OAuth for HTTP servers: flow, token store, login
     servers     the fleet of supervised MCP connections; transports/ reaches each server
-    tools       MCP tools as LangChain tools: names, filters, schemas, arguments, calls, search
+    tools       MCP tools as LangChain tools: the catalog (build, list), the caller, search
     prompts     the system prompt template and MCP prompt templates as commands
     models      the chat model from the manifest; the offline and scripted models
-    agent       checks, the runtime, the graph, turns, sampling, hot reload
+    agent       checks, the runtime, its host, the graph, turns, sampling, hot reload
     hosting     the agent offered to others: one per process, LangGraph Server, ``mcp-run serve``
     evals       ``mcp-run test``: cases, cassettes, matching, reports
     authoring   ``init``, ``import`` and ``config``: help for writing a manifest

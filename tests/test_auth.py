@@ -499,7 +499,7 @@ async def test_watch_mode_picks_up_a_login_made_in_another_terminal(
         assert status == 0, output
         with anyio.fail_after(60):
             await logged_in.wait()
-        result = await runtime.catalog.call("remote__whoami", {})
+        result = await runtime.caller.call("remote__whoami", {})
         assert "authorized" in str(result.content)
         stop.set()
 

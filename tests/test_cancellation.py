@@ -34,7 +34,7 @@ async def test_a_cancelled_turn_cancels_the_running_call_on_the_server(tmp_path:
                 async for event in stream_turn(runtime, "demo__hang"):
                     if event["type"] == "progress":  # the server is inside the handler
                         turn.cancel()
-            seen = await runtime.catalog.call("demo__cancellations_seen", {"at_least": 1})
+            seen = await runtime.caller.call("demo__cancellations_seen", {"at_least": 1})
     assert turn.cancelled_caught
     assert seen.content == "1"
 
@@ -43,7 +43,7 @@ async def test_a_timed_out_call_is_cancelled_on_the_server_and_the_model_hears_i
     async with load_agent(write_agent(tmp_path, tools={"timeouts": {"hang": 0.5}})) as runtime:
         with anyio.fail_after(40):
             events = [event async for event in stream_turn(runtime, "demo__hang")]
-            seen = await runtime.catalog.call("demo__cancellations_seen", {"at_least": 1})
+            seen = await runtime.caller.call("demo__cancellations_seen", {"at_least": 1})
     [result] = [event for event in events if event["type"] == "tool_result"]
     assert result["status"] == "error" and "timed out" in result["text"]
     assert seen.content == "1"

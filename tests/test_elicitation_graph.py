@@ -17,6 +17,7 @@ import yaml
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 
@@ -110,7 +111,8 @@ async def test_a_checkpointed_thread_is_answered_after_reopening_the_agent(tmp_p
 async def test_a_non_interactive_run_declines_at_once_and_tells_the_model(
     tmp_path: Path, legacy: bool
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=legacy), interactive=False) as runtime:
+    declining = Host(answers_questions=False)
+    async with load_agent(write_agent(tmp_path, legacy=legacy), host=declining) as runtime:
         events = await turn(runtime, "asking__book")
     assert of_type(events, "elicitation") == []
     [result] = of_type(events, "tool_result")

@@ -13,6 +13,7 @@ import pytest
 from langgraph.types import Command
 from test_elicitation_graph import of_type, turn, write_agent
 
+from runner.agent.host import Host
 from runner.agent.runtime import load_agent
 from runner.errors import ServerRequestError
 
@@ -76,7 +77,7 @@ async def test_a_declined_url_visit_tells_the_model_which_url_the_server_needs(t
 
 
 async def test_a_one_shot_run_does_not_wait_and_tells_the_model_the_url(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True), interactive=False) as runtime:
+    async with load_agent(write_agent(tmp_path, legacy=True), host=Host(answers_questions=False)) as runtime:
         with anyio.fail_after(WAIT):
             events = await turn(runtime, 'asking__portal {"delay": 60}')
     assert of_type(events, "elicitation") == []

@@ -358,7 +358,7 @@ async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_
     write_cases(tmp_path, "cases:\n  - name: pirate\n    input: hello\n    vars: {tone: pirate}\n")
     sessions = EvalSessions("record")
     with anyio.fail_after(RUN_LIMIT):
-        async with load_agent(manifest, adapter=sessions) as runtime:
+        async with load_agent(manifest, host=sessions) as runtime:
             manifest.write_text(manifest.read_text().replace("Keeps notes", "Keeps notes well"))
             await reload_runtime(runtime, changed_files={manifest})
             [result] = await run_cases(runtime, cases_of(manifest), sessions)

@@ -15,9 +15,10 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from runner.agent.graph import MAX_STEPS_REASON, build_graph, open_checkpointer
+from runner.agent.graph import MAX_STEPS_REASON, build_graph
 from runner.errors import CheckpointerError, ModelError, ToolError
 from runner.models import OfflineChatModel, ScriptedChatModel
+from runner.store.checkpointers import open_checkpointer
 
 pytestmark = pytest.mark.anyio
 

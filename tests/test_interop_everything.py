@@ -62,7 +62,7 @@ def agent_file(folder: Path, spec: dict[str, Any]) -> Path:
 
 
 async def call(runtime: Runtime, tool: str, **arguments: Any) -> Any:
-    return await runtime.catalog.call(f"everything__{tool}", arguments)
+    return await runtime.caller.call(f"everything__{tool}", arguments)
 
 
 async def test_tools_are_listed_and_their_results_keep_text_images_links_and_structure(

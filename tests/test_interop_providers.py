@@ -19,7 +19,7 @@ from langchain_openai import ChatOpenAI
 from provider_names import ANTHROPIC_NAME, GEMINI_NAME, OPENAI_NAME
 from thirdparty import interop
 
-from runner.agent.runtime import launch_spec
+from runner.agent.reconcile import launch_spec
 from runner.manifest import Manifest, ModelSpec
 from runner.manifest.loading import load_manifest
 from runner.servers import open_fleet

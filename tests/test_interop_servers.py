@@ -76,7 +76,7 @@ def assert_offered(runtime: Runtime, server: str, era: str, expected: set[str]) 
 
 
 async def text_of(runtime: Runtime, tool: str, arguments: dict) -> str:
-    output = await runtime.catalog.call(tool, arguments)
+    output = await runtime.caller.call(tool, arguments)
     assert isinstance(output.content, str), output.content
     return output.content
 
@@ -113,15 +113,15 @@ async def test_filesystem_tools_work_inside_a_temporary_folder_and_refuse_outsid
                                                             pattern="**/*.txt")
         assert "isFile: true" in await call("get_file_info", path=str(root / "sub" / "notes.txt"))
 
-        media = await runtime.catalog.call("filesystem__read_media_file", {"path": str(root / "pixel.png")})
+        media = await runtime.caller.call("filesystem__read_media_file", {"path": str(root / "pixel.png")})
         images = [block for block in media.content if block["type"] == "image"]
         assert [(block["mime_type"], base64.b64decode(block["base64"])) for block in images] == [
             ("image/png", PIXEL_PNG)]
 
         with pytest.raises(ToolError, match="outside allowed directories"):
-            await runtime.catalog.call("filesystem__read_text_file", {"path": str(tmp_path / "agent.yaml")})
+            await runtime.caller.call("filesystem__read_text_file", {"path": str(tmp_path / "agent.yaml")})
         with pytest.raises(ToolError, match="required property"):
-            await runtime.catalog.call("filesystem__write_file", {"path": str(root / "x.txt")})
+            await runtime.caller.call("filesystem__write_file", {"path": str(root / "x.txt")})
         assert not (root / "x.txt").exists()
 
 
@@ -130,7 +130,7 @@ async def test_an_image_read_by_the_filesystem_server_reaches_the_model_once(tmp
     root.mkdir()
     (root / "pixel.png").write_bytes(PIXEL_PNG)
     async with load_agent(write_manifest(tmp_path / "agent", {"filesystem": filesystem(root)})) as runtime:
-        media = await runtime.catalog.call("filesystem__read_media_file", {"path": str(root / "pixel.png")})
+        media = await runtime.caller.call("filesystem__read_media_file", {"path": str(root / "pixel.png")})
     encoded = base64.b64encode(PIXEL_PNG).decode()
     assert not [block for block in media.content if block["type"] == "text" and encoded in block["text"]]
 
@@ -141,7 +141,7 @@ async def test_memory_keeps_a_knowledge_graph_in_the_file_the_manifest_names(tmp
         assert_offered(runtime, "memory", LEGACY_ERA, MEMORY_TOOLS)
 
         async def call(tool: str, **arguments: object) -> object:
-            output = await runtime.catalog.call(f"memory__{tool}", arguments)
+            output = await runtime.caller.call(f"memory__{tool}", arguments)
             return output.artifact
 
         ada = {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}
@@ -193,7 +193,7 @@ async def test_git_tools_stage_commit_branch_and_inspect_a_temporary_repository(
         assert await call("git_branch", branch_type="local") == "* feature\n  main"
         assert git_output(repository, "branch", "--show-current") == "feature"
         with pytest.raises(ToolError):
-            await runtime.catalog.call("git__git_show", {"repo_path": where, "revision": "no-such-rev"})
+            await runtime.caller.call("git__git_show", {"repo_path": where, "revision": "no-such-rev"})
 
 
 def git_output(repository: Path, *args: str) -> str:
@@ -205,15 +205,15 @@ def git_output(repository: Path, *args: str) -> str:
 async def test_time_tools_answer_in_the_2026_era_and_report_bad_zones_to_the_model(tmp_path: Path) -> None:
     async with load_agent(write_manifest(tmp_path / "agent", {"time": time_server()})) as runtime:
         assert_offered(runtime, "time", MODERN_ERA, TIME_TOOLS)
-        now = await runtime.catalog.call("time__get_current_time", {"timezone": "Europe/Paris"})
+        now = await runtime.caller.call("time__get_current_time", {"timezone": "Europe/Paris"})
         assert now.artifact["timezone"] == "Europe/Paris"
         assert json.loads(now.content) == now.artifact
-        converted = await runtime.catalog.call("time__convert_time", {
+        converted = await runtime.caller.call("time__convert_time", {
             "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
         assert converted.artifact["target"]["datetime"].endswith("T21:00:00+09:00")
         assert converted.artifact["time_difference"] == "+9.0h"
         with pytest.raises(ToolError, match="Mars/Olympus"):
-            await runtime.catalog.call("time__get_current_time", {"timezone": "Mars/Olympus"})
+            await runtime.caller.call("time__get_current_time", {"timezone": "Mars/Olympus"})
 
 
 async def test_the_github_server_on_the_oldest_sdk_is_probed_once_and_then_started_in_2024_11_05(
@@ -233,11 +233,11 @@ async def test_a_python_server_behind_mcp_proxy_answers_over_streamable_http_and
         async with load_agent(write_manifest(tmp_path / "agent", servers)) as runtime:
             for key in servers:
                 assert_offered(runtime, key, LEGACY_ERA, TIME_TOOLS)
-                converted = await runtime.catalog.call(f"{key}__convert_time", {
+                converted = await runtime.caller.call(f"{key}__convert_time", {
                     "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
                 assert "21:00:00+09:00" in str(converted.content)
                 with pytest.raises(ToolError, match="Mars/Olympus"):
-                    await runtime.catalog.call(f"{key}__get_current_time", {"timezone": "Mars/Olympus"})
+                    await runtime.caller.call(f"{key}__get_current_time", {"timezone": "Mars/Olympus"})
 
 
 async def test_an_old_pypi_server_that_does_not_pin_mcp_runs_from_its_own_environment_with_mcp_below_2(

@@ -23,7 +23,7 @@ import pytest
 from builders import server, write_manifest
 from services import free_port
 
-from runner.agent.graph import open_checkpointer
+from runner.store.checkpointers import open_checkpointer
 
 pytest.importorskip("langgraph_api", reason="LangGraph's server is not installed (langgraph-cli[inmem])")
 from langgraph_sdk import get_client

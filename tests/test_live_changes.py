@@ -42,7 +42,7 @@ async def test_a_tool_added_during_a_turn_is_called_at_the_next_step(tmp_path: P
 async def test_a_prompt_added_by_a_server_becomes_a_command(tmp_path: Path) -> None:
     async with load_agent(write_agent(tmp_path, ["unused"], legacy=False)) as agent:
         assert "dyn__briefing" not in agent.prompt_catalog
-        await agent.catalog.call("dyn__add_prompt", {"name": "briefing"})
+        await agent.caller.call("dyn__add_prompt", {"name": "briefing"})
         with anyio.fail_after(10):
             await agent.settle()
         assert "dyn__briefing" in agent.prompt_catalog

@@ -14,8 +14,8 @@ from builders import copy_bundled_agent
 from langgraph.checkpoint.base import empty_checkpoint
 from services import PostgresServer, free_port
 
-from runner.agent.graph import open_checkpointer
 from runner.errors import CheckpointerError
+from runner.store.checkpointers import open_checkpointer
 
 
 def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -13,6 +13,7 @@ from test_elicitation_graph import write_agent
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
+from runner.tools.caller import EventSink, NoHost, ToolCaller
 
 SLOW = 'asking__slow {"steps": 3, "interval": 0.01}'
 
@@ -48,6 +49,16 @@ async def test_a_tool_invoked_directly_outside_a_graph_run_answers_and_its_progr
     assert message.status == "success"
 
 
+class _Listening(NoHost):
+    """A host that hears the calls' progress."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.events = events
+
+    def progress_sink(self) -> EventSink | None:
+        return self.events.append
+
+
 @pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
 async def test_a_call_asks_the_server_for_progress_only_when_someone_listens(
     tmp_path: Path, legacy: bool
@@ -55,12 +66,11 @@ async def test_a_call_asks_the_server_for_progress_only_when_someone_listens(
     path = write_manifest(tmp_path, {"answers": server("answers", *(["--legacy"] if legacy else []))},
                           model="offline")
     async with load_agent(path, model=False) as runtime:
-        catalog = runtime.catalog
         with anyio.fail_after(40):
-            unwatched = await catalog.call("answers__progress", {"steps": 2})
+            unwatched = await runtime.caller.call("answers__progress", {"steps": 2})
             events: list[dict] = []
-            catalog.progress_sink = lambda: events.append
-            watched = await catalog.call("answers__progress", {"steps": 2})
+            listening = ToolCaller(lambda: runtime.catalog, host=_Listening(events))
+            watched = await listening.call("answers__progress", {"steps": 2})
     assert unwatched.content == "done, without a progress token"
     assert watched.content == "done, with a progress token"
     assert [event["message"] for event in events] == ["step 1", "step 2"]

@@ -206,7 +206,7 @@ async def test_an_invalid_edit_is_reported_and_the_old_agent_keeps_answering(fol
             event = await events.next()
             assert event["type"] == "reload_error" and event["problems"]
             assert ":" in event["problems"][0]
-            output = await runtime.catalog.call("a__echo", {"text": "still here"})
+            output = await runtime.caller.call("a__echo", {"text": "still here"})
             assert "still here" in str(output.content)
         path.write_text(good.replace("name: reloading", "name: recovered"))
         event = await events.next()

@@ -13,6 +13,7 @@ import yaml
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
+from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 
@@ -93,7 +94,7 @@ async def test_denied_sampling_declares_no_capability_and_the_server_is_refused(
 
 async def test_a_one_shot_run_refuses_sampling_unless_the_manifest_allows_it(tmp_path: Path) -> None:
     path = write_agent(tmp_path, legacy=True, script=[CALL, "done"])
-    async with load_agent(path, interactive=False) as runtime:
+    async with load_agent(path, host=Host(answers_questions=False)) as runtime:
         events = await turn(runtime, "summarize it")
     assert [e["status"] for e in events if e["type"] == "tool_result"] == ["error"]
     assert [e for e in events if e["type"] == "sampling"] == []

@@ -19,7 +19,7 @@ from builders import ROOT, server, write_manifest
 from services import LoadBalancer
 from serving import Progress, ServedProcess, http_agent, http_client, text_of
 
-from runner.agent.graph import open_checkpointer
+from runner.store.checkpointers import open_checkpointer
 
 LIMIT = 120
 PID_ANSWER = re.compile(r"instance__pid returned: (\d+)")

@@ -44,7 +44,7 @@ def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 async def seen(runtime: Runtime) -> list[str]:
     """The task requests the server received, as ``<method> <taskId>``."""
-    return (await runtime.catalog.call("tasks__seen", {})).content.splitlines()
+    return (await runtime.caller.call("tasks__seen", {})).content.splitlines()
 
 
 async def test_a_task_only_tool_runs_as_a_task_with_its_statuses_as_events(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ async def test_with_max_timeout_each_status_change_extends_the_idle_limit(tmp_pa
     path = write_agent(tmp_path, timeout="400ms", max_timeout="20s")
     async with load_agent(path) as runtime:
         with anyio.fail_after(WAIT):
-            output = await runtime.catalog.call("tasks__steps", {"steps": 6, "interval_ms": 200})
+            output = await runtime.caller.call("tasks__steps", {"steps": 6, "interval_ms": 200})
     assert output.content == "6 steps done"  # 1.2s in all, never 400ms without a new status
 
 
@@ -116,7 +116,7 @@ async def test_with_max_timeout_a_task_without_a_status_change_times_out_after_t
 ) -> None:
     async with load_agent(write_agent(tmp_path, timeout="300ms", max_timeout="20s")) as runtime:
         with anyio.fail_after(WAIT), pytest.raises(ToolError, match="without a status change"):
-            await runtime.catalog.call("tasks__forever", {})
+            await runtime.caller.call("tasks__forever", {})
         assert (await seen(runtime))[-1].startswith("tasks/cancel ")
 
 
@@ -131,7 +131,7 @@ async def test_a_failed_task_is_an_error_result_with_the_servers_text(tmp_path: 
 async def test_a_task_the_server_cancels_is_an_error_result(tmp_path: Path) -> None:
     async with load_agent(write_agent(tmp_path)) as runtime:
         with anyio.fail_after(WAIT), pytest.raises(ToolError, match="the server cancelled the task"):
-            await runtime.catalog.call("tasks__dropped", {})
+            await runtime.caller.call("tasks__dropped", {})
 
 
 async def test_a_question_the_task_asks_while_input_is_required_is_answered_through_the_graph(
@@ -155,7 +155,7 @@ async def test_a_tool_that_allows_tasks_runs_as_one_only_when_tasks_is_always(
 ) -> None:
     async with load_agent(write_agent(tmp_path, tasks=setting)) as runtime:
         with anyio.fail_after(WAIT):
-            output = await runtime.catalog.call("tasks__either", {})
+            output = await runtime.caller.call("tasks__either", {})
     assert output.content == expected
 
 
@@ -166,7 +166,7 @@ async def test_with_tasks_never_task_only_tools_are_not_offered_and_others_run_p
         offered = set(runtime.catalog.entries)
         warnings = runtime.catalog.warnings
         with anyio.fail_after(WAIT):
-            output = await runtime.catalog.call("tasks__either", {})
+            output = await runtime.caller.call("tasks__either", {})
     assert "tasks__steps" not in offered and "tasks__either" in offered
     assert "tasks: tool 'steps' skipped: it only runs as a task (tasks: never)" in warnings
     assert output.content == "ran as a plain call"
@@ -175,9 +175,9 @@ async def test_with_tasks_never_task_only_tools_are_not_offered_and_others_run_p
 async def test_a_server_that_does_not_declare_tasks_gets_no_task_request(tmp_path: Path) -> None:
     async with load_agent(write_agent(tmp_path, "--no-capability", tasks="always")) as runtime:
         with anyio.fail_after(WAIT):
-            output = await runtime.catalog.call("tasks__either", {})
+            output = await runtime.caller.call("tasks__either", {})
             with pytest.raises(ToolError, match="the server does not declare task support"):
-                await runtime.catalog.call("tasks__steps", {})
+                await runtime.caller.call("tasks__steps", {})
     assert output.content == "ran as a plain call"
 
 

@@ -25,6 +25,7 @@ from otlp_receiver import OtlpReceiver, ReceivedSpan
 from servers import traced
 
 from runner.agent.checks import checked_agent
+from runner.agent.host import Host
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 from runner.errors import ManifestError
@@ -68,7 +69,7 @@ def only(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
 async def run_turn(path: Path, environ: dict[str, str], text: str = "go",
                    before: Callable[[Any], Any] | None = None) -> list[dict[str, Any]]:
     with anyio.fail_after(90):
-        async with load_agent(path, environ=environ, interactive=False) as runtime:
+        async with load_agent(path, environ=environ, host=Host(answers_questions=False)) as runtime:
             if before is not None:
                 await before(runtime)
             return [event async for event in stream_turn(runtime, text)]
@@ -356,7 +357,7 @@ async def test_an_approval_wait_a_list_change_a_reload_and_token_usage_are_recor
             assert 0 <= result["ms"] < 500
             assert second[-1]["text"] == "done"
             async with runtime.fleet.subscribe() as changes:
-                await runtime.catalog.call("dyn__add_tool", {"name": "fresh"})
+                await runtime.caller.call("dyn__add_tool", {"name": "fresh"})
                 await changes.receive()
             path.write_text(path.read_text() + "agent: {max_steps: 7}\n")
             report = await runtime.apply(checked_agent(path))
@@ -526,7 +527,8 @@ async def test_validate_reports_telemetry_without_its_packages_and_commands_with
     (problem,) = raised.value.problems
     assert problem.path == "telemetry.enabled" and "pip install 'mcp-run[otel]'" in problem.message
     with anyio.fail_after(60):
-        async with load_agent(path, model=False, interactive=False) as runtime:  # `tools`, `call`
+        # as `tools` and `call` run it
+        async with load_agent(path, model=False, host=Host(answers_questions=False)) as runtime:
             assert "demo__echo" in {tool.name for tool in runtime.catalog.tools}
     assert "OpenTelemetry packages are not installed" in caplog.text
 

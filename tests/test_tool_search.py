@@ -18,7 +18,8 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from servers.loopback import serve_app
 from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
 
-from runner.agent.runtime import GenerationAdapter, Runtime, load_agent
+from runner.agent.host import Host
+from runner.agent.runtime import Runtime, load_agent
 from runner.manifest import ModelSpec
 from runner.models import ModelChain, ScriptedChatModel
 from runner.tools.catalog import _mcp_tool_class
@@ -31,10 +32,11 @@ SMALL_TOOLS = 30
 TURN_LIMIT = 60.0
 
 
-class ScriptedAdapter(GenerationAdapter):
+class ScriptedHost(Host):
     """Runs the agent with a scripted model the test holds (to read what each request offered)."""
 
     def __init__(self, model: ScriptedChatModel) -> None:
+        super().__init__()
         self.recording = model
 
     def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
@@ -91,7 +93,7 @@ async def test_the_agent_finds_and_calls_one_tool_among_ten_thousand_sending_und
 ) -> None:
     model = ScriptedChatModel([search_call("convert money into another currency"), convert_call(), "125 USD"])
     path = agent(tmp_path, toolbox_servers(wide_url, DOMAINS[:WIDE_SERVERS]))
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         assert len(runtime.catalog.entries) == WIDE_SERVERS * WIDE_TOOLS + 1
         state = await turn(runtime, "How much is 100 EUR in USD?")
         full_bytes = definition_bytes(runtime.catalog.tools)
@@ -108,7 +110,7 @@ async def test_the_agent_finds_and_calls_one_tool_among_ten_thousand_sending_und
 async def test_pinned_tools_are_offered_at_every_step_beside_search(tmp_path: Path, small_url: str) -> None:
     model = ScriptedChatModel(["hello"])
     servers = toolbox_servers(small_url, SMALL_DOMAINS, weather={"tools": {"pin": ["get_alert", "list_*"]}})
-    async with load_agent(agent(tmp_path, servers, search="on"), adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(agent(tmp_path, servers, search="on"), host=ScriptedHost(model)) as runtime:
         await turn(runtime, "hi")
     assert model.calls[0][0] == SEARCH_TOOL
     assert sorted(model.calls[0][1:]) == ["weather__get_alert", "weather__list_account",
@@ -118,7 +120,7 @@ async def test_pinned_tools_are_offered_at_every_step_beside_search(tmp_path: Pa
 async def test_off_offers_every_tool_and_no_search(tmp_path: Path, small_url: str) -> None:
     model = ScriptedChatModel(["hello"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="off")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         await turn(runtime, "hi")
         everything = sorted(runtime.catalog.entries)
     assert sorted(model.calls[0]) == everything and len(everything) == 2 * SMALL_TOOLS + 1
@@ -136,7 +138,7 @@ async def test_auto_turns_search_on_past_the_tool_count_or_the_bytes_threshold(
 ) -> None:
     model = ScriptedChatModel(["hello"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search={"mode": "auto", **search})
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         await turn(runtime, "hi")
     assert (model.calls[0] == [SEARCH_TOOL]) is searching
     assert len(model.calls[0]) == (1 if searching else 2 * SMALL_TOOLS + 1)
@@ -166,12 +168,12 @@ async def test_a_resumed_thread_keeps_the_tools_it_found(tmp_path: Path, small_u
     servers = toolbox_servers(small_url, SMALL_DOMAINS)
     path = agent(tmp_path, servers, search="on", checkpointer="sqlite:///state.sqlite")
     first = ScriptedChatModel([search_call("weather alerts", limit=2), "found them"])
-    async with load_agent(path, thread_id="kept", adapter=ScriptedAdapter(first)) as runtime:
+    async with load_agent(path, thread_id="kept", host=ScriptedHost(first)) as runtime:
         state = await turn(runtime, "find weather alerts")
     found = state["found_tools"]
     assert len(found) == 2 and all(name.startswith("weather__") for name in found)
     again = ScriptedChatModel(["still here"])
-    async with load_agent(path, thread_id="kept", adapter=ScriptedAdapter(again)) as runtime:
+    async with load_agent(path, thread_id="kept", host=ScriptedHost(again)) as runtime:
         await turn(runtime, "and now?")
     assert again.calls[0] == [SEARCH_TOOL, *found]
 
@@ -179,7 +181,7 @@ async def test_a_resumed_thread_keeps_the_tools_it_found(tmp_path: Path, small_u
 async def test_a_tool_not_found_yet_can_still_be_called_by_its_name(tmp_path: Path, small_url: str) -> None:
     model = ScriptedChatModel([convert_call(), "done"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "convert")
     [converted] = results(state)
     assert (converted.status, converted.text) == ("success", "100 EUR = 125.00 USD")
@@ -191,7 +193,7 @@ async def test_a_search_without_a_query_or_without_matches_answers_the_model(
 ) -> None:
     model = ScriptedChatModel([search_call(""), search_call("quantum teleportation"), "none"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "search")
     empty, nothing = results(state)
     assert empty.status == "error" and "needs a 'query'" in empty.text
@@ -210,8 +212,8 @@ async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_c
         "done",
     ])
     path = agent(tmp_path, {"dynamic": server("dynamic")}, search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
-        await runtime.catalog.call("dynamic__add_tool", {"name": "added_one"})
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
+        await runtime.caller.call("dynamic__add_tool", {"name": "added_one"})
         with anyio.fail_after(TURN_LIMIT):
             while "dynamic__added_one" not in runtime.catalog.entries:
                 await runtime.settle()
@@ -258,7 +260,7 @@ async def test_a_reload_keeps_the_found_tools_and_applies_new_pins_and_modes(
     servers = toolbox_servers(small_url, SMALL_DOMAINS)
     model = ScriptedChatModel([search_call(NEEDLE, limit=1), "found", "pinned", "everything"])
     path = agent(tmp_path, servers, search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         await turn(runtime, "find the converter")
         servers["weather"]["tools"] = {"pin": ["get_alert"]}
         agent(tmp_path, servers, search="on")
@@ -281,7 +283,7 @@ async def test_a_search_and_a_call_in_the_same_step_both_answer_before_the_next_
     both = {"tool_calls": [*search_call("weather alerts")["tool_calls"], *convert_call()["tool_calls"]]}
     model = ScriptedChatModel([both, "done"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "both")
     found, converted = results(state)
     assert found.text.startswith("Found 8 tools") and converted.text == "100 EUR = 125.00 USD"
@@ -295,7 +297,7 @@ async def test_a_tool_of_its_own_named_search_tools_keeps_search_off_and_stays_c
                                       '    """My own search."""\n    return "mine: " + query\n')
     model = ScriptedChatModel([search_call("x"), "done"])
     path = agent(tmp_path, {}, search="on", local_tools=["mine:search_tools"])
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "search")
     assert [m.text for m in results(state)] == ["mine: x"]
     assert runtime.generation.tool_search is not None and not runtime.generation.tool_search.active()
@@ -307,7 +309,7 @@ async def test_auto_turns_search_on_mid_turn_when_a_server_adds_tools_past_the_t
     model = ScriptedChatModel([
         {"tool_calls": [{"name": "dynamic__add_tools", "args": {"names": ["one", "two"]}}]}, "done"])
     path = agent(tmp_path, {"dynamic": server("dynamic")}, search={"max_tools": 9})
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         assert len(runtime.catalog.entries) == 8
         await turn(runtime, "add two tools")
         assert len(runtime.catalog.entries) == 10
@@ -331,7 +333,7 @@ async def test_an_unknown_tool_is_answered_with_close_names_and_search_not_the_w
     wrong = {"tool_calls": [{"name": "payments__get_acount", "args": {}}]}
     model = ScriptedChatModel([wrong, "sorry"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "account")
     [answer] = results(state)
     assert answer.status == "error"
@@ -359,7 +361,7 @@ def test_an_unknown_name_lists_a_few_close_names_and_a_count_never_thousands() -
 async def test_search_tools_is_an_unknown_tool_when_search_is_off(tmp_path: Path, small_url: str) -> None:
     model = ScriptedChatModel([search_call("convert money"), "ok"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="off")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "convert")
     [answer] = results(state)
     assert answer.status == "error" and answer.text.startswith(f"There is no tool named '{SEARCH_TOOL}'.")
@@ -369,7 +371,7 @@ async def test_search_tools_is_an_unknown_tool_when_search_is_off(tmp_path: Path
 async def test_a_search_that_finds_one_tool_says_one_tool(tmp_path: Path, small_url: str) -> None:
     model = ScriptedChatModel([search_call("convert money into another currency", limit=1), "ok"])
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "convert")
     [found] = results(state)
     assert found.text.startswith(f"Found 1 tool; call it from your next step:\n- payments__{NEEDLE}: ")
@@ -382,7 +384,7 @@ async def test_a_tool_the_filters_remove_cannot_be_called_by_name_and_a_pin_on_i
     model = ScriptedChatModel([removed, "ok"])
     filters = {"tools": {"except": ["get_alert"], "pin": ["get_alert", "list_alert"]}}
     path = agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS, weather=filters), search="on")
-    async with load_agent(path, adapter=ScriptedAdapter(model)) as runtime:
+    async with load_agent(path, host=ScriptedHost(model)) as runtime:
         state = await turn(runtime, "alert")
         warnings = runtime.catalog.warnings
     [answer] = results(state)
@@ -416,7 +418,7 @@ async def test_deciding_on_search_by_size_makes_no_langchain_tool_of_a_server_to
 ) -> None:
     model = ScriptedChatModel(["hello"])
     async with load_agent(agent(tmp_path, toolbox_servers(small_url, SMALL_DOMAINS)),
-                          adapter=ScriptedAdapter(model)) as runtime:
+                          host=ScriptedHost(model)) as runtime:
         assert runtime.generation.tool_search.active() is False  # 61 small tools: under every limit
         made = [name for name, entry in runtime.catalog.entries.items()
                 if entry.definition is not None and entry.built is not None]

@@ -20,10 +20,11 @@ import pytest
 from builders import server, write_manifest
 from fixtures import hooks
 
-from runner.agent.runtime import launch_spec
+from runner.agent.reconcile import launch_spec
 from runner.errors import BuildError, ToolError
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
+from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.naming import NAME_PATTERN
 
@@ -40,6 +41,11 @@ def demo(**settings: Any) -> dict[str, Any]:
 
 def write_agent(folder: Path, servers: dict[str, Any], **top: Any) -> Path:
     return write_manifest(folder, servers, name="t", defaults=FAST, **top)
+
+
+def calls(catalog: ToolCatalog) -> ToolCaller:
+    """What calls ``catalog``'s tools on their own: servers' questions declined, no progress."""
+    return ToolCaller(lambda: catalog)
 
 
 @asynccontextmanager
@@ -65,7 +71,7 @@ async def test_two_servers_offering_the_same_tool_get_distinct_names(tmp_path: P
     async with catalog_for(tmp_path, {"one": demo(tools={"only": ["echo"]}),
                                       "two": demo(tools={"only": ["echo"]})}) as catalog:
         assert sorted(catalog.entries) == ["one__echo", "two__echo"]
-        output = await catalog.call("two__echo", {"text": "hi"})
+        output = await calls(catalog).call("two__echo", {"text": "hi"})
         assert "hi" in str(output.content)
 
 
@@ -87,7 +93,7 @@ async def test_a_filter_function_and_a_filter_entry_matching_nothing(tmp_path: P
 async def test_invalid_arguments_are_listed_for_the_model_without_calling_the_server(tmp_path: Path) -> None:
     async with catalog_for(tmp_path, {"demo": demo()}) as catalog:
         with pytest.raises(ToolError) as caught:
-            await catalog.call("demo__add", {"a": "one", "c": 3})
+            await calls(catalog).call("demo__add", {"a": "one", "c": 3})
         text = str(caught.value)
         assert "a:" in text and "'b' is a required property" in text
 
@@ -97,10 +103,11 @@ async def test_a_required_property_with_a_default_may_be_left_out_as_playwright_
 ) -> None:
     screenshots = {"command": "python", "args": [str(TESTS / "servers" / "screenshots.py")]}
     async with catalog_for(tmp_path, {"browser": screenshots}) as catalog:
-        output = await catalog.call("browser__browser_take_screenshot", {"type": "jpeg", "fullPage": True})
+        arguments = {"type": "jpeg", "fullPage": True}
+        output = await calls(catalog).call("browser__browser_take_screenshot", arguments)
         assert output.content == "screenshot type=jpeg scale=css fullPage=True"
         with pytest.raises(ToolError, match="scale: 'huge' is not one of"):
-            await catalog.call("browser__browser_take_screenshot", {"scale": "huge"})
+            await calls(catalog).call("browser__browser_take_screenshot", {"scale": "huge"})
 
 
 async def test_a_domain_error_reaches_the_model_and_never_falls_back(tmp_path: Path) -> None:
@@ -109,7 +116,7 @@ async def test_a_domain_error_reaches_the_model_and_never_falls_back(tmp_path: P
                "backup": demo(expose=False)}
     async with catalog_for(tmp_path, servers) as catalog:
         with pytest.raises(ToolError, match="broken on purpose"):
-            await catalog.call("primary__fail", {"message": "broken on purpose"})
+            await calls(catalog).call("primary__fail", {"message": "broken on purpose"})
     assert hooks.FALLBACKS == []
 
 
@@ -122,7 +129,7 @@ async def test_a_hanging_primary_falls_back_and_the_hook_sees_the_timeout(tmp_pa
     }
     async with catalog_for(tmp_path, servers) as catalog:
         assert "backup__sleep" not in catalog.entries
-        output = await catalog.call("primary__sleep", {"seconds": 0.4})
+        output = await calls(catalog).call("primary__sleep", {"seconds": 0.4})
     assert "0.4" in str(output.content)
     (event,) = hooks.FALLBACKS
     assert (event.server, event.fallback, event.tool) == ("primary", "backup", "sleep")
@@ -141,7 +148,7 @@ async def test_a_killed_primary_is_answered_by_its_fallback(tmp_path: Path) -> N
         os.kill(primary.pid, signal.SIGKILL)
         with anyio.fail_after(10):
             await primary.wait_for_status("restarting", "failed")
-        output = await catalog.call("primary__pid", {})
+        output = await calls(catalog).call("primary__pid", {})
     assert str(backup_pid) in str(output.content)
 
 
@@ -153,7 +160,7 @@ async def test_a_server_that_failed_to_start_offers_its_tools_through_its_fallba
     async with catalog_for(tmp_path, servers) as catalog:
         assert catalog.connections["flaky"].status == "failed"
         assert "flaky__echo" in catalog.entries and "flaky__add" not in catalog.entries
-        output = await catalog.call("flaky__pid", {})
+        output = await calls(catalog).call("flaky__pid", {})
         assert str(catalog.connections["backup"].pid) in str(output.content)
 
 
@@ -161,7 +168,7 @@ async def test_an_unknown_tool_error_names_the_servers_that_are_down_and_why(tmp
     servers = {"flaky": {"command": "mcp-run-no-such-command"}, "demo": demo(tools={"only": ["echo"]})}
     async with catalog_for(tmp_path, servers) as catalog:
         with pytest.raises(ToolError) as raised:
-            await catalog.call("flaky__echo", {"text": "hi"})
+            await calls(catalog).call("flaky__echo", {"text": "hi"})
     message = str(raised.value)
     assert "There is no tool named 'flaky__echo'. Available tools: demo__echo." in message
     assert "Server 'flaky' is down (failed: flaky: command not found: 'mcp-run-no-such-command')" in message
@@ -172,7 +179,7 @@ async def test_a_fallback_chain_is_followed_in_order(tmp_path: Path) -> None:
     servers = {"a": demo(fallback="b", tools=quick), "b": demo(fallback="c", tools=quick, expose=False),
                "c": demo(expose=False)}
     async with catalog_for(tmp_path, servers) as catalog:
-        output = await catalog.call("a__sleep", {"seconds": 0.3})
+        output = await calls(catalog).call("a__sleep", {"seconds": 0.3})
     assert "0.3" in str(output.content)
 
 
@@ -182,14 +189,14 @@ async def test_a_hook_can_decline_a_fallback(tmp_path: Path) -> None:
                          tools={"timeouts": {"sleep": "150ms"}}), "b": demo(expose=False)}
     async with catalog_for(tmp_path, servers) as catalog:
         with pytest.raises(ToolError, match="declined"):
-            await catalog.call("a__sleep", {"seconds": 0.3})
+            await calls(catalog).call("a__sleep", {"seconds": 0.3})
     assert len(hooks.FALLBACKS) == 1
 
 
 async def test_images_become_image_blocks_and_big_text_is_guarded(tmp_path: Path) -> None:
     async with catalog_for(tmp_path, {"demo": demo(max_output_chars=1000)}) as catalog:
-        image = await catalog.call("demo__image", {})
-        big = await catalog.call("demo__big_output", {"chars": 50_000})
+        image = await calls(catalog).call("demo__image", {})
+        big = await calls(catalog).call("demo__big_output", {"chars": 50_000})
     assert any(block.get("type") == "image" and block.get("base64") for block in image.content)
     assert isinstance(big.content, str) and len(big.content) < 1300
     assert "removed" in big.content
@@ -200,10 +207,10 @@ async def test_local_tools_sit_beside_mcp_tools_and_report_their_errors(tmp_path
     async with catalog_for(tmp_path, {"demo": demo(tools={"only": ["echo"]})},
                            local_tools=local) as catalog:
         assert sorted(catalog.entries) == ["demo__echo", "explode", "multiply", "shout"]
-        assert (await catalog.call("multiply", {"a": 6, "b": 7})).content == "42"
-        assert (await catalog.call("shout", {"text": "hi"})).content == "HI"
+        assert (await calls(catalog).call("multiply", {"a": 6, "b": 7})).content == "42"
+        assert (await calls(catalog).call("shout", {"text": "hi"})).content == "HI"
         with pytest.raises(ToolError, match="RuntimeError: nope"):
-            await catalog.call("explode", {"reason": "nope"})
+            await calls(catalog).call("explode", {"reason": "nope"})
 
 
 async def test_a_direct_tool_call_answers_exactly_as_the_langchain_tool_does(tmp_path: Path) -> None:
@@ -211,17 +218,18 @@ async def test_a_direct_tool_call_answers_exactly_as_the_langchain_tool_does(tmp
                            local_tools=["fixtures.hooks:multiply"]) as catalog:
         for name, arguments in (("demo__echo", {"text": "hi"}), ("demo__image", {})):
             call = {"name": name, "args": arguments, "id": f"call_{name}", "type": "tool_call"}
-            direct = await catalog.run_tool_call(call)
+            direct = await calls(catalog).run_tool_call(call)
             through_langchain = await catalog.entries[name].tool.ainvoke(call)
             assert direct is not None
             assert (direct.content, direct.artifact, direct.status, direct.name, direct.tool_call_id) == (
                 through_langchain.content, through_langchain.artifact, through_langchain.status,
                 through_langchain.name, through_langchain.tool_call_id)
         with pytest.raises(ToolError, match="invalid arguments"):
-            await catalog.run_tool_call({"name": "demo__echo", "args": {"text": 5}, "id": "c"})
+            await calls(catalog).run_tool_call({"name": "demo__echo", "args": {"text": 5}, "id": "c"})
         # Local tools, and names the catalog does not know, are left to their LangChain tools.
-        assert await catalog.run_tool_call({"name": "multiply", "args": {"a": 1, "b": 2}, "id": "c"}) is None
-        assert await catalog.run_tool_call({"name": "nope", "args": {}, "id": "c"}) is None
+        local = {"name": "multiply", "args": {"a": 1, "b": 2}, "id": "c"}
+        assert await calls(catalog).run_tool_call(local) is None
+        assert await calls(catalog).run_tool_call({"name": "nope", "args": {}, "id": "c"}) is None
 
 
 async def test_a_direct_tool_call_imports_nothing_once_the_first_one_has_run(
@@ -237,9 +245,9 @@ async def test_a_direct_tool_call_imports_nothing_once_the_first_one_has_run(
 
     async with catalog_for(tmp_path, {"demo": demo()}) as catalog:
         call = {"name": "demo__echo", "args": {"text": "hi"}, "id": "first"}
-        await catalog.run_tool_call(call)  # the first call may import what the path needs
+        await calls(catalog).run_tool_call(call)  # the first call may import what the path needs
         monkeypatch.setattr(builtins, "__import__", counted_import)
-        answer = await catalog.run_tool_call({**call, "id": "second"})
+        answer = await calls(catalog).run_tool_call({**call, "id": "second"})
         monkeypatch.undo()
     assert answer is not None and answer.content == "hi"
     assert imported == []
@@ -266,9 +274,9 @@ async def test_a_build_converts_no_schema_and_an_unusable_one_is_withdrawn_when_
 async def test_resource_tools_list_and_read_a_servers_resources(tmp_path: Path) -> None:
     async with catalog_for(tmp_path, {"demo": demo(resources=True, tools={"only": ["echo"]})}) as catalog:
         assert {"demo__list_resources", "demo__read_resource"} <= set(catalog.entries)
-        listing = await catalog.call("demo__list_resources", {})
+        listing = await calls(catalog).call("demo__list_resources", {})
         uri = str(listing.content).split()[0]
-        read = await catalog.call("demo__read_resource", {"uri": uri})
+        read = await calls(catalog).call("demo__read_resource", {"uri": uri})
     assert uri in str(read.content)
 
 

@@ -2,9 +2,11 @@
 its turns.
 
 Modules: ``checks`` (everything ``validate`` checks beyond the schema), ``runtime`` (the running
-agent: one fleet, the current generation, apply and reload), ``generation`` (what one version of
-the manifest builds over the running servers), ``graph`` (the LangGraph graph: model node, tool
-node, approvals as interrupts), ``turns`` (one turn as a stream of events), ``sampling`` (a
+agent: one fleet, the current generation, apply and reload), ``host`` (what the agent asks of
+whoever runs it), ``generation`` (what one version of the manifest builds over the running
+servers), ``reconcile`` (the servers brought to a new manifest, the reload's report),
+``turn_stream`` (where a tool call's events go during a turn), ``graph`` (the LangGraph graph:
+model node, tool node, approvals as interrupts), ``turns`` (one turn as a stream of events), ``sampling`` (a
 server's completion request answered by the agent's model), ``call_ledger`` (which tool calls of a
 stopped turn had started), ``reload`` (watch, load, reconcile, swap).
 """

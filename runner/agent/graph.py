@@ -50,10 +50,7 @@ from runner.agent.sampling import counted, metered, sampling_calls
 from runner.errors import RunnerError, ToolError
 from runner.events import ElicitationAsked, ToolApprovalRequest
 from runner.models import ModelChain, as_model_chain
-from runner.store.checkpointers import (
-    open_checkpointer,  # noqa: F401 (imported from here too)
-    turn_durability,
-)
+from runner.store.checkpointers import turn_durability
 from runner.tools.search import ToolSearch, remember_found
 from runner.tools.suggest import unknown_tool_text
 

@@ -18,14 +18,15 @@ import anyio
 from watchfiles import Change, awatch
 
 from runner.agent.checks import checked_agent
-from runner.agent.runtime import ReloadReport, Runtime
+from runner.agent.reconcile import ReloadReport
+from runner.agent.runtime import Runtime
 from runner.errors import ManifestError, RunnerError
 from runner.events import ReloadEvent, ReloadFailed
 from runner.manifest.loading import LoadedManifest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ReloadReport", "forget_modules", "reload_runtime", "watch_and_reload"]
+__all__ = ["forget_modules", "reload_runtime", "watch_and_reload"]
 
 
 async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = None) -> ReloadReport:

@@ -16,28 +16,22 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 
 from runner import telemetry
 from runner.agent.checks import CheckedAgent, checked_agent
-from runner.agent.generation import (
-    Generation,
-    GenerationAdapter,
-    ReloadReport,
-    launch_spec,
-    rebuilt_parts,
-    reconcile_servers,
-    render_system_prompt,
-    stream_writer,
-)
+from runner.agent.generation import Generation, render_system_prompt
+from runner.agent.host import AgentHost, Host
+from runner.agent.reconcile import ReloadReport, launch_spec, rebuilt_parts, reconcile_servers
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, RunnerError
+from runner.events import EventSink
 from runner.manifest import Manifest
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import (
@@ -47,8 +41,9 @@ from runner.prompts import (
     parse_command_line,
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
-from runner.servers.inbound_requests import SAMPLING_REFUSED, Question, Reply
+from runner.servers.inbound_requests import SAMPLING_REFUSED, Completion, Question, Reply, SamplingPolicy
 from runner.store.state_folder import state_folder
+from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.search import ToolSearch
 
@@ -78,19 +73,38 @@ class Runtime:
     manifest, at start-up (from an empty fleet) and at every reload. The graph reads the tools,
     the approval rule and the system prompt from here at each step, so a new generation or a
     server's new tool list is seen at the next step.
+
+    ``host`` (:class:`runner.agent.host.AgentHost`) is asked what the agent cannot decide: the
+    runtime is the host of its tool calls (:class:`runner.tools.caller.CallHost`), answering a
+    server's question through it, and completing sampling requests with the agent's model.
     """
 
     fleet: ServerFleet
     checkpointer: Any
-    thread_id: str
+    thread_id: str  # the conversation ``config()`` names when given none
     with_model: bool = True  # False: no model and no graph (listing and calling tools and prompts)
-    interactive: bool = True  # False: servers' requests for input are declined at once (one-shot runs)
-    adapter: GenerationAdapter | None = None  # applied to every generation (see GenerationAdapter)
+    host: AgentHost = field(default_factory=Host)
     listeners: list[ChangeListener] = field(default_factory=list)
     _generation: Generation | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._changes = self.fleet.subscribe()  # read by follow_changes and settle
+        # One caller for the runtime's life: it calls the current catalog's tools, and counts
+        # the calls in flight across reloads (a restart waits for them).
+        self.caller = ToolCaller(lambda: self.catalog, host=self,
+                                 hook=telemetry.tool_hook(self.current_catalog, self.host.call_tool))
+
+    # -- what the tool calls ask of their host -------------------------------------------------
+
+    @property
+    def answers_questions(self) -> bool:
+        return self.host.answers_questions
+
+    def progress_sink(self) -> EventSink | None:
+        return self.host.progress_sink()
+
+    def current_catalog(self) -> ToolCatalog:
+        return self.catalog
 
     @property
     def generation(self) -> Generation:
@@ -155,8 +169,7 @@ class Runtime:
         waits for a login (``mcp-run auth login`` ran meanwhile).
         """
         began = time.perf_counter()
-        if self.adapter is not None:
-            checked = self.adapter.agent(checked)
+        checked = self.host.agent(checked)
         previous = self._generation
         manifest = checked.loaded.manifest
         model = self._model_for(checked, previous)
@@ -171,7 +184,7 @@ class Runtime:
         if previous is None:
             await self.fleet.start_all({key: specs[key] for key in report.started})
         else:
-            await previous.catalog.drained(set(report.stopped) | restarting)
+            await self.caller.drained(set(report.stopped) | restarting)
             await reconcile_servers(self.fleet, specs, kept, report, logged_in)
         report.rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         if previous is not None and previous.loaded.manifest.name != manifest.name:
@@ -187,11 +200,7 @@ class Runtime:
         spec = checked.loaded.manifest.model
         if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
             return previous.model  # keep the client (and its connection pool)
-        if self.adapter is not None:
-            return self.adapter.model(spec, checked.loaded.base_dir)
-        from runner.models import build_model_chain
-
-        return build_model_chain(spec, base_dir=checked.loaded.base_dir)
+        return self.host.model(spec, checked.loaded.base_dir)
 
     def _install(
         self,
@@ -205,41 +214,37 @@ class Runtime:
         same_provider = previous is not None and previous.loaded.manifest.model.id == manifest.model.id
         schema_cache = previous.catalog.schema_cache if same_provider and previous else {}
         catalog = ToolCatalog(manifest, self.fleet.connections, checked.loaded.base_dir,
+                              call=self.caller.model_call,
                               schema_cache=schema_cache,
-                              call_hook=self.adapter.call_tool if self.adapter is not None else None,
                               warned=previous.catalog.warnings if previous is not None else (),
                               source=checked.loaded.source)
-        catalog.answer = self._answer if self.interactive else None
-        catalog.call_hook = telemetry.tool_hook(catalog, catalog.call_hook)
-        catalog.progress_sink = stream_writer
-        generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins)
-        generation.tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
+        tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
+        graph = None
         if model is not None:
             from runner.agent.graph import build_graph
 
-            generation.graph = build_graph(
+            graph = build_graph(
                 model,
                 tools_provider=lambda: self.catalog.tools,
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
-                arguments_fit=lambda name, arguments: not self.catalog.argument_problems(name, arguments),
+                arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
                 checkpointer=self.checkpointer,
-                tool_search=generation.tool_search,
-                direct_call=lambda call: self.catalog.run_tool_call(call),
+                tool_search=tool_search,
+                direct_call=self.caller.run_tool_call,
             )
-        self._generation = generation
+        self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
+                                      graph=graph, tool_search=tool_search)
 
-    async def _answer(self, server: str, request: Question) -> Reply:
-        """A server's question during a tool call, answered through a graph interrupt."""
-        from runner.agent.graph import ask_by_interrupt
-        from runner.agent.sampling import approve_by_interrupt
-
+    async def answer(self, server: str, request: Question) -> Reply:
+        """A server's question during a tool call, answered by the host (sampling: the host
+        approves, the agent's model completes)."""
         if isinstance(request, types.CreateMessageRequestParams):
-            if not approve_by_interrupt(server, request):
+            if not self.host.approve_sampling(server, request):
                 return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
             return await self.sample(server, request)
-        return ask_by_interrupt(server, request)
+        return self.host.ask(server, request)
 
     async def sample(
         self, server: str, request: types.CreateMessageRequestParams
@@ -248,6 +253,11 @@ class Runtime:
         from runner.agent.sampling import complete
 
         return await complete(self.model, request, provider=self.catalog.provider)
+
+    def use_thread(self, thread_id: str) -> None:
+        """Make ``thread_id`` the conversation ``config()`` names when given none (the chat's
+        ``/thread``, a resumed ``--thread``)."""
+        self.thread_id = thread_id
 
     def config(self, thread_id: str | None = None) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id or self.thread_id}}
@@ -307,7 +317,8 @@ class Runtime:
             if change.kind in ("tools", "resources"):
                 self.catalog.rebuild()
             elif change.kind == "prompts":
-                self.generation.prompt_catalog = self._prompt_catalog(self.manifest)
+                prompts = self._prompt_catalog(self.manifest)
+                self._generation = replace(self.generation, prompt_catalog=prompts)
         except BuildError as exc:
             # The previous tools stay in place: a server that starts colliding is reported, not fatal.
             logger.error("after a change on %s: %s", change.server, exc)
@@ -322,20 +333,18 @@ async def load_agent(
     thread_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     model: bool = True,
-    interactive: bool = True,
-    sampling: Literal["ask", "deny"] | None = None,
-    adapter: GenerationAdapter | None = None,
+    host: AgentHost | None = None,
     open_servers: ServersOpener = open_fleet,
 ) -> AsyncIterator[Runtime]:
     """Start the agent of manifest ``path``; everything stops when the block ends.
 
-    ``interactive=False`` (one-shot runs): a server's request for input during a tool call is
-    declined at once, and the tool result tells the model so. Otherwise the request interrupts
-    the graph (an ``elicitation`` event) until it is resumed with the answer.
-
-    ``sampling``: what a server whose entry sets no ``sampling`` gets; ``ask`` declares the
-    capability (servers may list tools for it), and each request is asked, or declined at once
-    when not interactive. Default: ``ask`` when interactive, else ``deny``.
+    ``host`` (:class:`runner.agent.host.AgentHost`, default :class:`runner.agent.host.Host`) is
+    what the agent asks of whoever runs it. ``Host(answers_questions=False)`` (one-shot runs): a
+    server's request for input during a tool call is declined at once, and the tool result tells
+    the model so. Otherwise the request interrupts the graph (an ``elicitation`` event) until it
+    is resumed with the answer. Its ``sampling`` is what a server whose entry sets no
+    ``sampling`` gets; ``ask`` declares the capability (servers may list tools for it), and each
+    request is asked, or declined at once when no one answers questions.
 
     Server logs and the default conversation store go to the state folder
     (:func:`runner.store.state_folder.state_folder`: ``.mcp-run`` beside the manifest, else a per-user one).
@@ -343,19 +352,28 @@ async def load_agent(
     ``model=False`` starts the servers, tools and prompts only: the chat model is never built (nor
     its credentials needed) and ``runtime.graph`` raises RunnerError.
 
-    ``adapter`` changes every generation (:class:`GenerationAdapter`); ``open_servers`` stands
-    in for :func:`runner.servers.open_fleet` (the evals' replay serves recorded listings).
+    The host also changes every generation (the agent, its model, its tool calls: the evals
+    record and replay through it); ``open_servers`` stands in for :func:`runner.servers.open_fleet`
+    (the evals' replay serves recorded listings).
     """
     # Reading files and making folders happen in a worker thread: a server hosting the agent
     # (LangGraph's) refuses blocking calls on its event loop.
+    host = host if host is not None else Host()
     checked = await anyio.to_thread.run_sync(partial(checked_agent, path, environ=environ, turns=model))
-    loaded = (adapter.agent(checked) if adapter is not None else checked).loaded  # its checkpointer
+    loaded = host.agent(checked).loaded  # its checkpointer
     state_dir = await anyio.to_thread.run_sync(partial(state_folder, loaded, environ=environ))
     async with AsyncExitStack() as stack:
         stack.enter_context(
             telemetry.session(loaded, os.environ if environ is None else environ, required=model))
+        runtime: Runtime | None = None  # made once the servers are open; sampling waits for it
+
+        async def sample(server: str, request: types.CreateMessageRequestParams) -> Completion:
+            assert runtime is not None  # servers start after the runtime is made
+            return await runtime.sample(server, request)
+
+        sampling = SamplingPolicy(host.sampling, sample if model else None)
         fleet = await stack.enter_async_context(
-            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir)
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir, sampling=sampling)
         )
         checkpointer = None
         if model:
@@ -365,9 +383,7 @@ async def load_agent(
                 open_checkpointer(loaded.manifest.checkpointer, state_dir=state_dir, base_dir=loaded.base_dir)
             )
         runtime = Runtime(fleet, checkpointer, thread_id or uuid.uuid4().hex[:12], with_model=model,
-                          interactive=interactive, adapter=adapter)
-        fleet.sampling_default = sampling or ("ask" if interactive else "deny")
-        fleet.sample = runtime.sample if model else None
+                          host=host)
         await runtime.apply(checked)
 
         # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.

@@ -15,8 +15,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langgraph.types import Command, StreamMode
 
 from runner import telemetry
-from runner.agent.generation import StoppedTurnEvents, turn_events
 from runner.agent.runtime import Runtime
+from runner.agent.turn_stream import StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 
 logger = logging.getLogger(__name__)

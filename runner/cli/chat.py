@@ -25,6 +25,7 @@ import click
 from langgraph.types import Command
 
 from runner.agent.graph import MAX_STEPS_REASON
+from runner.agent.host import Host
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
@@ -83,10 +84,11 @@ async def _until_signalled(body: Any) -> int:
 
 async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
     # Nobody answers a server's request for input here: it is declined at once, the model told.
-    async with load_agent(file, thread_id=thread_id, interactive=False) as runtime:
+    async with load_agent(file, thread_id=thread_id, host=Host(answers_questions=False)) as runtime:
         note = ""
         if thread_id is not None:
-            runtime.thread_id, note = await resolve_thread(runtime, thread_id)
+            resolved, note = await resolve_thread(runtime, thread_id)
+            runtime.use_thread(resolved)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
         final: FinalAnswer | None = None
         # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
@@ -153,12 +155,13 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
     if spinner is not None:
         spinner.start()
     try:
-        async with load_agent(file, thread_id=thread_id) as runtime:
+        async with load_agent(file, thread_id=thread_id, host=Host()) as runtime:
             if spinner is not None:
                 spinner.stop()
                 spinner = None
             if thread_id is not None:
-                runtime.thread_id, note = await resolve_thread(runtime, thread_id)
+                resolved, note = await resolve_thread(runtime, thread_id)
+                runtime.use_thread(resolved)
                 if note:
                     (stderr if as_json else stdout).print(note, markup=False, highlight=False)
             return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)

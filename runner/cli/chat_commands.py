@@ -84,9 +84,10 @@ async def _thread(session: ChatSession, line: str) -> None:
     parts = line.split()
     note = ""
     if len(parts) > 1 and parts[1] == "new":
-        session.runtime.thread_id = uuid.uuid4().hex[:12]
+        session.runtime.use_thread(uuid.uuid4().hex[:12])
     elif len(parts) > 1:
-        session.runtime.thread_id, note = await resolve_thread(session.runtime, parts[1])
+        thread_id, note = await resolve_thread(session.runtime, parts[1])
+        session.runtime.use_thread(thread_id)
     session.view.show(ThreadShown(type="thread", thread=session.runtime.thread_id, note=note))
 
 
@@ -138,7 +139,7 @@ async def _call(session: ChatSession, line: str) -> None:
     if not isinstance(args, dict):
         session.error("the arguments of /call must be a JSON object")
         return
-    if problems := catalog.argument_problems(name, args):  # refused before anyone is asked
+    if problems := session.runtime.caller.argument_problems(name, args):  # refused before anyone is asked
         session.error(refused_arguments(name, problems))
         return
     session.direct_calls += 1
@@ -152,7 +153,7 @@ async def _call(session: ChatSession, line: str) -> None:
             return
         args = answer.get("args", args)
     try:
-        output = await catalog.call(name, args)
+        output = await session.runtime.caller.call(name, args)
     except ToolError as exc:
         session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
                                      text=str(exc)), in_full=True)

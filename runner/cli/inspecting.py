@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
 from runner.cli.rows import (
@@ -30,7 +31,7 @@ from runner.cli.rows import (
 )
 from runner.cli.status import progress_line
 from runner.errors import PromptError, ToolError
-from runner.events import Event, ReloadEvent, Watching
+from runner.events import Event, EventSink, ReloadEvent, Watching
 from runner.manifest import did_you_mean
 from runner.manifest.loading import load_manifest
 from runner.servers import stop_on_signals
@@ -124,23 +125,22 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                       for spec in load_manifest(file).manifest.servers.values())
         # The servers see the client `tools` lists with (a tool may be listed only to clients
         # declaring sampling); what no one can answer here is declined, and the result says so.
-        async with load_agent(file, model=samples, interactive=False, sampling="ask") as runtime:
+        async with load_agent(file, model=samples, host=_CallCommandHost()) as runtime:
             catalog = runtime.catalog
             if name not in catalog.entries and (down := _down_server(runtime, name)):
                 stderr.print(down, markup=False, style="red")
                 raise SystemExit(EXIT_FAILURE)
             if name not in catalog.entries:
                 return unknown_tool_line(name, catalog.entries)
-            if problems := catalog.argument_problems(name, parsed):  # refused before anyone is asked
+            if problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
                 return refused_arguments(name, problems)
             answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
                 stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
-            catalog.progress_sink = lambda: _show_progress  # the server's progress, as the chat shows it
             try:
-                output = await catalog.call(name, parsed)
+                output = await runtime.caller.call(name, parsed)
             except ToolError as exc:  # said now, not once the servers have been stopped
                 stderr.print(str(exc), markup=False, style="red")
                 raise
@@ -159,6 +159,17 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         click.echo(structured, err=True)
 
 
+class _CallCommandHost(Host):
+    """``mcp-run call``'s host: no one answers a server's questions (they are declined, and the
+    result says so), sampling is declared, and the server's progress shows as the chat shows it."""
+
+    def __init__(self) -> None:
+        super().__init__(answers_questions=False, sampling="ask")
+
+    def progress_sink(self) -> EventSink | None:
+        return _show_progress
+
+
 def _show_progress(event: Event) -> None:
     # The call's other events (a task's status, a URL visit completed) are not shown.
     if event["type"] == "progress":
@@ -169,7 +180,7 @@ def _down_server(runtime: Runtime, name: str) -> str | None:
     """Why ``name`` is missing when its prefix is a configured server that is down: a runtime
     failure, not a mistyped name."""
     separator = runtime.manifest.agent.tool_separator
-    for key, why in runtime.catalog.down().items():
+    for key, why in runtime.caller.down().items():
         if name.startswith(f"{key}{separator}"):
             why = why.removeprefix("failed: ").removeprefix(f"{key}: ")  # said once, not three times
             return f"error: server {key} is not available ({why}); tool '{name}' cannot be called"
@@ -268,7 +279,8 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
 @reports_errors
 def watch(file: str, as_json: bool) -> None:
     """Edit FILE without running the model: re-validate and list the tools on every save."""
-    from runner.agent.reload import ReloadReport, watch_and_reload
+    from runner.agent.reconcile import ReloadReport
+    from runner.agent.reload import watch_and_reload
 
     def show(runtime: Runtime, event: ReloadEvent) -> None:
         if as_json:

@@ -1,7 +1,7 @@
 """Cases sharing one runtime, told apart by their thread: the model and the tool calls of each
 case are live, recorded into its cassette, or replayed from it.
 
-:class:`EvalSessions` is the runtime's :class:`~runner.agent.runtime.GenerationAdapter`, so what it
+:class:`EvalSessions` is the runtime's host (:class:`~runner.agent.host.AgentHost`), so what it
 changes holds for every generation, after reloads too: :class:`EvalModel` is the model chain the
 graph calls (it sees the thread in the call's config), :meth:`EvalSessions.call_tool` sees every
 tool call (it reads the thread from LangGraph's config), and :class:`CaseTemplate` renders the
@@ -25,7 +25,7 @@ from langgraph.config import get_config
 
 from runner.agent.checks import CheckedAgent
 from runner.agent.graph import MAX_STEPS_REASON
-from runner.agent.runtime import GenerationAdapter
+from runner.agent.host import Host
 from runner.errors import CassetteDrift, ToolError
 from runner.evals.cases import Case
 from runner.evals.cassettes import (
@@ -41,7 +41,7 @@ from runner.manifest import ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.models import ModelChain, OfflineChatModel, build_model_chain
 from runner.prompts.system import ServerSummary, SystemTemplate, ToolSummary
-from runner.tools.catalog import ToolCall
+from runner.tools.caller import ToolCall
 from runner.tools.content import ToolOutput
 
 Mode = Literal["live", "record", "replay"]
@@ -128,11 +128,13 @@ def first_line_difference(expected: str, actual: str) -> str:
     return f"recorded {len(old)} lines, now {len(new)}"
 
 
-class EvalSessions(GenerationAdapter):
-    """Every case run of one ``mcp-run test`` invocation, by thread id; the runtime's adapter."""
+class EvalSessions(Host):
+    """Every case run of one ``mcp-run test`` invocation, by thread id; the runtime's host. No
+    one answers a server's questions: they are declined, and the model told so."""
 
     def __init__(self, mode: Mode, *, model_id: str | None = None,
                  environ: Mapping[str, str] | None = None) -> None:
+        super().__init__(answers_questions=False)
         self.mode = mode
         self.model_id = model_id
         self.environ = os.environ if environ is None else environ
@@ -148,7 +150,7 @@ class EvalSessions(GenerationAdapter):
         thread = ((config or {}).get("configurable") or {}).get("thread_id")
         return self.runs.get(thread) if isinstance(thread, str) else None
 
-    # -- the generation adapter: how the runtime runs the agent -------------------------------
+    # -- the host: how the runtime runs the agent -------------------------------
 
     def agent(self, checked: CheckedAgent) -> CheckedAgent:
         """Cases keep their threads in memory, ``--model`` replaces the manifest's model, and the

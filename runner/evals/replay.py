@@ -90,8 +90,8 @@ def replay_servers(listings: Mapping[str, ServerListing]) -> Any:
 
     @asynccontextmanager
     async def open_replay_fleet(
-        specs: Mapping[str, Any], *, base_dir: Path, state_dir: Path
-    ) -> AsyncIterator[ReplayFleet]:
+        specs: Mapping[str, Any], *, base_dir: Path, state_dir: Path, sampling: Any = None
+    ) -> AsyncIterator[ReplayFleet]:  # ``sampling``: none is replayed (servers never run)
         fleet = ReplayFleet(listings)
         await fleet.start_all(specs)
         try:

@@ -92,9 +92,7 @@ async def run_suite(manifest_path: Path, cases: list[Case], options: RunOptions)
                 cassettes[case.name] = exc
         found = [c for c in cassettes.values() if isinstance(c, Cassette)]
         extra["open_servers"] = replay_servers(listings_of(found))
-    async with load_agent(
-        manifest_path, environ=options.environ, adapter=sessions, interactive=False, **extra
-    ) as runtime:
+    async with load_agent(manifest_path, environ=options.environ, host=sessions, **extra) as runtime:
         return await run_cases(runtime, cases, sessions, jobs=options.jobs, cassettes=cassettes)
 
 
@@ -227,9 +225,7 @@ async def watch_suite(
     the files are being watched (tests wait on it before editing).
     """
     sessions = EvalSessions("live", model_id=options.model_id, environ=options.environ)
-    async with load_agent(
-        manifest_path, environ=options.environ, adapter=sessions, interactive=False
-    ) as runtime:
+    async with load_agent(manifest_path, environ=options.environ, host=sessions) as runtime:
 
         async def run_all() -> None:
             try:

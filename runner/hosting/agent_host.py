@@ -11,6 +11,7 @@ import os
 
 import anyio
 
+from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 
 MANIFEST_ENV = "MCP_RUN_MANIFEST"
@@ -46,7 +47,7 @@ class AgentHost:
 
     async def _live(self, started: asyncio.Future[Runtime], stop: asyncio.Event) -> None:
         try:
-            async with load_agent(manifest_path(), interactive=True) as runtime:
+            async with load_agent(manifest_path(), host=Host()) as runtime:
                 started.set_result(runtime)
                 await stop.wait()
         except BaseException as exc:

@@ -30,7 +30,7 @@ from runner.errors import ServerClosedError, ServerError, ServerRequestError, Se
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import lean_calls as calls
 from runner.servers import tasks
-from runner.servers.inbound_requests import Ask, CallEvents, ServerRequests
+from runner.servers.inbound_requests import Ask, CallEvents, SamplingPolicy, ServerRequests
 from runner.servers.offerings import (
     KINDS,
     Catalogue,
@@ -71,7 +71,8 @@ class ServerConnection:
     """One server of the fleet. Created by the fleet; its lifetime task owns the session."""
 
     def __init__(
-        self, key: str, spec: ServerSpecType, *, base_dir: Path, state_dir: Path, publish: Publish
+        self, key: str, spec: ServerSpecType, *, base_dir: Path, state_dir: Path, publish: Publish,
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         self.key = key
         self.spec = spec
@@ -90,7 +91,7 @@ class ServerConnection:
             if isinstance(spec, StdioServerSpec) else None
         )
         self.requests = ServerRequests(
-            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log"
+            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log", sampling=sampling
         )
         self.eras = EraMemory(state_dir)  # which era to start in: supervision reads and records it
         self.changes = ChangeSignal()

@@ -25,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from runner.errors import ServerStartError
 from runner.manifest import restart_fields
 from runner.servers.connection import ServerConnection, ServerSpecType
-from runner.servers.inbound_requests import Sample
+from runner.servers.inbound_requests import SamplingPolicy
 from runner.servers.offerings import CatalogueChange
 from runner.servers.supervision import supervise
 
@@ -37,14 +37,16 @@ STOP_TIMEOUT = 15.0  # above the worst stdio escalation (stdin, SIGTERM, SIGKILL
 class ServerFleet:
     """The running servers, by manifest key. Made by :func:`open_fleet`."""
 
-    def __init__(self, task_group: anyio.abc.TaskGroup, *, base_dir: Path, state_dir: Path) -> None:
+    def __init__(
+        self, task_group: anyio.abc.TaskGroup, *, base_dir: Path, state_dir: Path,
+        sampling: SamplingPolicy | None = None,
+    ) -> None:
         self.connections: dict[str, ServerConnection] = {}
         self.base_dir = base_dir
         self.state_dir = state_dir
         self._task_group = task_group
         # Sampling: the policy of servers whose spec says nothing, and who completes (the runtime).
-        self.sampling_default: Literal["ask", "deny"] = "deny"
-        self.sample: Sample | None = None
+        self.sampling = sampling if sampling is not None else SamplingPolicy()
         self._subscribers: list[MemoryObjectSendStream[CatalogueChange]] = []
 
     def subscribe(self) -> MemoryObjectReceiveStream[CatalogueChange]:
@@ -123,10 +125,9 @@ class ServerFleet:
         if key in self.connections:
             raise ServerStartError(key, "is already running", permanent=True)
         connection = ServerConnection(
-            key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish
+            key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish,
+            sampling=self.sampling,
         )
-        connection.requests.sampling_default = self.sampling_default
-        connection.requests.sample = self.sample
         self.connections[key] = connection
         self._task_group.start_soon(supervise, connection, name=f"mcp server {key}")
         return connection
@@ -190,10 +191,12 @@ async def _stop(connection: ServerConnection) -> None:
 
 @asynccontextmanager
 async def open_fleet(
-    specs: Mapping[str, ServerSpecType], *, base_dir: Path, state_dir: Path
+    specs: Mapping[str, ServerSpecType], *, base_dir: Path, state_dir: Path,
+    sampling: SamplingPolicy | None = None,
 ) -> AsyncIterator[ServerFleet]:
     """Start every server of ``specs`` concurrently; stop them all when the block ends.
 
+    ``sampling``: how the servers get completions (default: refused).
     ``base_dir`` resolves relative ``cwd`` values; server stderr goes to
     ``state_dir/logs/<key>.log``. Raises ServerStartError naming the first required server that
     could not start, after stopping the others.
@@ -201,7 +204,7 @@ async def open_fleet(
     # Errors are re-raised outside the task group, so callers see them unwrapped.
     error: BaseException | None = None
     async with anyio.create_task_group() as task_group:
-        fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir)
+        fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir, sampling=sampling)
         try:
             await fleet.start_all(specs)
             yield fleet

@@ -59,7 +59,7 @@ Ask = Callable[[str, Question], Awaitable[Reply]]
 """``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
 (its completion, or an error when the user refused it)."""
 Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]]
-"""``sample(server_key, request)``: the model's completion (set by the runtime, which has the model)."""
+"""``sample(server_key, request)``: the model's completion (the runtime's, which has the model)."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
 CallEvents = Callable[[CallNotice], None]
 """``events(notice)``: what happens during one tool call (a task's status, a URL visit completed)."""
@@ -120,19 +120,28 @@ def with_defaults(schema: dict[str, Any] | None, content: dict[str, Any] | None)
     return completed
 
 
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """How the fleet's servers get completions: ``default``, for servers whose spec says nothing,
+    and ``sample``, who completes (the runtime, which has the model; None: no model)."""
+
+    default: Literal["ask", "deny"] = "deny"
+    sample: Sample | None = None
+
+
 class ServerRequests:
     """The client side of one server's requests; its callbacks go to every session of the server."""
 
     def __init__(
-        self, key: str, spec: StdioServerSpec | HttpServerSpec, *, base_dir: Path, log_path: Path
+        self, key: str, spec: StdioServerSpec | HttpServerSpec, *, base_dir: Path, log_path: Path,
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         self.key = key
         self.spec = spec
         self.base_dir = base_dir
         self.log_path = log_path
         self.fallback_ask: Ask | None = None  # answers requests no call is waiting for (tests, tools)
-        self.sampling_default: Literal["ask", "deny"] = "deny"  # when the spec says nothing
-        self.sample: Sample | None = None
+        self.sampling_policy = sampling if sampling is not None else SamplingPolicy()
         self._askers: list[Ask] = []
         self._budgets: list[SamplingBudget | None] = []  # of the calls in flight, newest last
         self._listeners: list[CallEvents] = []  # the events of the calls in flight
@@ -160,7 +169,7 @@ class ServerRequests:
 
     @property
     def sampling(self) -> Literal["ask", "allow", "deny"]:
-        return self.spec.sampling or self.sampling_default
+        return self.spec.sampling or self.sampling_policy.default
 
     def update(self, spec: StdioServerSpec | HttpServerSpec) -> bool:
         """A reload changed settings that apply live; True when the roots changed."""
@@ -248,8 +257,9 @@ class ServerRequests:
         if budget is not None and budget.used >= budget.left:
             refused = "sampling was refused: the agent's turn has used its model calls (agent.max_steps)"
             return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
-        if self.sampling == "allow" and self.sample is not None:
-            reply: Reply = await self.sample(self.key, params)
+        sample = self.sampling_policy.sample
+        if self.sampling == "allow" and sample is not None:
+            reply: Reply = await sample(self.key, params)
         else:
             ask = self._askers[-1] if self._askers else None
             if self.sampling != "ask" or ask is None:

@@ -206,9 +206,9 @@ async def model_step(model: Any, call: Awaitable[_Result]) -> _Result:
 # --------------------------------------------------------------------------- tools
 
 
-def tool_hook(catalog: Any, inner: Any) -> Any:
-    """The catalog's call hook, wrapped so every call the model makes is a span (``inner`` itself
-    when telemetry is off)."""
+def tool_hook(catalog: Callable[[], Any], inner: Any) -> Any:
+    """A tool caller's hook, wrapped so every call the model makes is a span (``inner`` itself
+    when telemetry is off); ``catalog`` gives the catalog as it is now."""
     recorder = _current.get()
     if recorder is None:
         return inner

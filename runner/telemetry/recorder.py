@@ -148,15 +148,16 @@ class Recorder:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def tool_hook(self, catalog: Any, inner: Any) -> Callable[..., Awaitable[Any]]:
+    def tool_hook(self, catalog: Callable[[], Any], inner: Any) -> Callable[..., Awaitable[Any]]:
         async def traced(name: str, arguments: dict[str, Any], call: Any) -> Any:
-            entry = catalog.entries.get(name)
+            current = catalog()  # the catalog as it is now (a reload replaces it)
+            entry = current.entries.get(name)
             server, original = entry.origin if entry is not None else (None, name)
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                 "mcp_run.tool.original_name": original, "mcp_run.tool.arguments_size": _size(arguments),
             }
-            connection = catalog.connections.get(server) if server is not None else None
+            connection = current.connections.get(server) if server is not None else None
             if connection is not None:
                 attributes.update(_server_attributes(connection))
             if self.capture_content:

@@ -1,8 +1,10 @@
 """A catalog tool's call path: argument validation, the server call with its timeout, fallbacks
-on transient failures, resource tools, progress, and conversion of the result.
+on transient failures, resource tools, progress, questions, and conversion of the result.
 
-:class:`ToolCalls` is the half of :class:`runner.tools.catalog.ToolCatalog` that calls; the catalog
-builds the entries it calls. Failures meant for the model are raised as :class:`ToolError`.
+A :class:`ToolCaller` calls the tools of a :class:`runner.tools.catalog.ToolCatalog` (the catalog
+builds and lists them); what a call asks of whoever runs the agent (the answers to a server's
+questions, where its progress goes) is its :class:`CallHost`. Failures meant for the model are
+raised as :class:`ToolError`.
 """
 
 from __future__ import annotations
@@ -23,22 +25,54 @@ from mcp.shared.dispatcher import ProgressFnT
 from runner import telemetry
 from runner.errors import ErrorKind, ServerClosedError, ServerError, ToolError
 from runner.events import EventSink, ToolProgress
-from runner.manifest import Manifest
-from runner.servers.inbound_requests import Ask, CallEvents, call_events
+from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
-from runner.tools.asking import Answer, Answered, call_answering
+from runner.tools.asking import Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.suggest import unknown_tool_text
 
 if TYPE_CHECKING:
     from langchain_core.messages import ToolMessage
 
-    from runner.tools.catalog import CatalogEntry
+    from runner.tools.catalog import ToolCatalog
 
 logger = logging.getLogger(__name__)
 
 READ_RESOURCE, LIST_RESOURCES = "read_resource", "list_resources"
 RESOURCE_TOOLS = (READ_RESOURCE, LIST_RESOURCES)
+
+"""Where a call's ``progress`` events go (a graph run's custom stream, a terminal line)."""
+
+
+class CallHost(Protocol):
+    """What a tool call asks of whoever runs the agent (:class:`runner.agent.host.AgentHost`
+    extends it with what the rest of the agent asks)."""
+
+    @property
+    def answers_questions(self) -> bool:
+        """False: a server's questions during a call are declined at once, and the model told why."""
+        ...
+
+    async def answer(self, server: str, question: Question) -> Reply:
+        """The answer to server ``server``'s question, in the calling task; may raise (a
+        ``GraphInterrupt``) to pause the graph until the answer comes."""
+        ...
+
+    def progress_sink(self) -> EventSink | None:
+        """Where the calling task's progress goes (None: nowhere; the server is not asked for any)."""
+        ...
+
+
+class NoHost:
+    """A host that answers nothing and hears no progress: a catalog's calls made on their own."""
+
+    answers_questions = False
+
+    async def answer(self, server: str, question: Question) -> Reply:
+        return await Answered().decline(server, question)
+
+    def progress_sink(self) -> EventSink | None:
+        return None
 
 
 class Connection(Protocol):
@@ -81,27 +115,30 @@ class FallbackEvent:
     error: ServerError
 
 
-class ToolCalls:
-    """Calls the catalog's tools; the catalog provides the attributes declared here."""
+class ToolCaller:
+    """Calls the tools of the current catalog the way the agent does.
 
-    manifest: Manifest
-    connections: Mapping[str, Connection]
-    provider: str
-    entries: dict[str, CatalogEntry]
-    call_hook: ToolCallHook | None
-    answer: Answer | None
-    progress_sink: Callable[[], EventSink | None]
+    ``catalog`` gives the catalog as it is now (a reload replaces it; a call keeps the one it
+    started with); ``host`` answers servers' questions and hears progress; ``hook`` sees every
+    call the model makes (recording, replaying, tracing them).
+    """
 
-    def _open_calls(self, fallback_hooks: dict[str, Callable[[FallbackEvent], Any]]) -> None:
+    def __init__(
+        self, catalog: Callable[[], ToolCatalog], *, host: CallHost | None = None,
+        hook: ToolCallHook | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._host: CallHost = host if host is not None else NoHost()
+        self._hook = hook
         self._in_flight: Counter[str] = Counter()
         self._calls_ended = anyio.Event()
-        self._hooks = fallback_hooks
 
     def down(self) -> dict[str, str]:
         """The manifest's servers that are not running, with why (for error messages)."""
+        catalog = self._catalog()
         found = {}
-        for key in self.manifest.servers:
-            connection = self.connections.get(key)
+        for key in catalog.manifest.servers:
+            connection = catalog.connections.get(key)
             if connection is None:
                 found[key] = "not running"
             elif connection.status == "failed":
@@ -113,27 +150,28 @@ class ToolCalls:
         per-call machinery (callback managers, config merging, signature inspection), which costs
         more than the server call itself; None for a tool that is not a server's (a local tool, or
         none): those go through their LangChain tool. Raises what the tool would raise."""
-        entry = self.entries.get(call["name"])
+        entry = self._catalog().entries.get(call["name"])
         if entry is None or entry.origin.server is None:
             return None
         message = _tool_message or _import_tool_message()
-        output = await self._hooked_call(entry.name, dict(call["args"]))
+        output = await self.model_call(entry.name, dict(call["args"]))
         content: str | list[str | dict[Any, Any]] = (
             output.content if isinstance(output.content, str) else list(output.content)
         )
         return message(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
                        status="success")
 
-    async def _hooked_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        if self.call_hook is None:
+    async def model_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        """A call the model makes: :meth:`call`, through the hook."""
+        if self._hook is None:
             return await self.call(name, arguments)
-        return await self.call_hook(name, arguments, self.call)
+        return await self._hook(name, arguments, self.call)
 
     def argument_problems(self, name: str, arguments: dict[str, Any]) -> list[str]:
         """Why ``call`` would refuse ``arguments`` for tool ``name`` without calling it, each as
         ``path: message`` (:func:`problem_lines` words them for a person); empty when they fit
         the tool's input schema, or when it has none to check against (not a server's tool)."""
-        entry = self.entries.get(name)
+        entry = self._catalog().entries.get(name)
         if entry is None or entry.origin.server is None or entry.definition is None:
             return []
         schema = entry.definition.input_schema
@@ -141,35 +179,34 @@ class ToolCalls:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
-        entry = self.entries.get(name)
+        catalog = self._catalog()
+        entry = catalog.entries.get(name)
         if entry is None:
             down = "".join(f" Server '{key}' is down ({why})." for key, why in sorted(self.down().items()))
-            raise ToolError(unknown_tool_text(name, self.entries) + down)
+            raise ToolError(unknown_tool_text(name, catalog.entries) + down)
         server, original = entry.origin
         if server is None:
             content = await entry.tool.ainvoke(arguments)
             return ToolOutput(content if isinstance(content, str | list) else str(content), None, False)
         if original in RESOURCE_TOOLS and entry.definition is None:
-            return await self._resource_call(server, original, arguments)
+            return await self._resource_call(catalog, server, original, arguments)
         assert entry.definition is not None
         arguments = fill_defaults(entry.definition.input_schema, arguments)
         if problems := validate_arguments(entry.definition.input_schema, arguments):
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
-        sink = self.progress_sink()
+        sink = self._host.progress_sink()
         progress = _progress_reporter(sink, name, server)
         events = call_events(sink, name, server)
-        if self.answer is None:  # no one to ask: each question is declined at once (no relay)
-            answered = Answered()
-            result = await self._call_with_fallbacks(server, original, arguments, answered.decline, progress,
-                                                     events)
-        else:
-            result, answered = await call_answering(
-                lambda ask: self._call_with_fallbacks(server, original, arguments, ask, progress, events),
-                self.answer,
-            )
-        spec = self.manifest.servers[server]
+
+        def call_server(ask: Ask) -> Awaitable[types.CallToolResult]:
+            return self._call_with_fallbacks(catalog, server, original, arguments, ask, progress, events)
+
+        # No one to ask: each question is declined at once (no relay).
+        answer = self._host.answer if self._host.answers_questions else None
+        result, answered = await call_answering(call_server, answer)
+        spec = catalog.manifest.servers[server]
         assert spec.max_output_chars is not None
-        output = convert_result(result, max_output_chars=spec.max_output_chars, provider=self.provider)
+        output = convert_result(result, max_output_chars=spec.max_output_chars, provider=catalog.provider)
         if note := answered.note():  # the model hears why the server got no input
             output = output.with_note(note)
         if output.is_error:
@@ -177,13 +214,13 @@ class ToolCalls:
         return output
 
     async def _call_with_fallbacks(
-        self, server: str, tool: str, arguments: dict[str, Any], ask: Ask, progress: ProgressFnT | None,
-        events: CallEvents | None = None,
+        self, catalog: ToolCatalog, server: str, tool: str, arguments: dict[str, Any], ask: Ask,
+        progress: ProgressFnT | None, events: CallEvents | None = None,
     ) -> types.CallToolResult:
         current = server
         seen = {server}
         while True:
-            connection = self.connections.get(current)
+            connection = catalog.connections.get(current)
             try:
                 if connection is None:  # removed (a required server failed at reload): transient
                     raise ServerClosedError(current, "is not running")
@@ -198,35 +235,26 @@ class ToolCalls:
                     self._in_flight[current] -= 1
                     self._calls_ended.set()
             except ServerError as exc:
-                fallback = self.manifest.servers[current].fallback
+                fallback = catalog.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
                     raise ToolError(f"{tool} failed: {exc}") from exc
                 logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
                                str(exc).removeprefix(f"{current}: "))
-                await self._before_fallback(FallbackEvent(current, fallback, tool, arguments, exc))
+                await _before_fallback(catalog, FallbackEvent(current, fallback, tool, arguments, exc))
                 seen.add(fallback)
                 current = fallback
 
     async def drained(self, servers: set[str]) -> None:
-        """Wait until no call made through this catalog is in flight on ``servers``."""
+        """Wait until no call made through this caller is in flight on ``servers``."""
         while any(self._in_flight[server] for server in servers):
             self._calls_ended = anyio.Event()
             await self._calls_ended.wait()
 
-    async def _before_fallback(self, event: FallbackEvent) -> None:
-        telemetry.fallback(event)
-        hook = self._hooks.get(event.server)
-        if hook is None:
-            return
-        outcome = hook(event)
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        if outcome is False:
-            raise ToolError(f"{event.tool} failed: {event.error} (fallback to {event.fallback} declined)")
-
-    async def _resource_call(self, server: str, which: str, arguments: dict[str, Any]) -> ToolOutput:
-        connection = self.connections[server]
-        spec = self.manifest.servers[server]
+    async def _resource_call(
+        self, catalog: ToolCatalog, server: str, which: str, arguments: dict[str, Any]
+    ) -> ToolOutput:
+        connection = catalog.connections[server]
+        spec = catalog.manifest.servers[server]
         assert spec.max_output_chars is not None
         if which == LIST_RESOURCES:
             lines = [f"{r.uri} — {r.name}" + (f": {r.description}" if r.description else "")
@@ -245,7 +273,19 @@ class ToolCalls:
             types.EmbeddedResource(type="resource", resource=contents) for contents in result.contents
         ]
         wrapped = types.CallToolResult(content=blocks)
-        return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=self.provider)
+        return convert_result(wrapped, max_output_chars=spec.max_output_chars, provider=catalog.provider)
+
+
+async def _before_fallback(catalog: ToolCatalog, event: FallbackEvent) -> None:
+    telemetry.fallback(event)
+    hook = catalog.fallback_hooks.get(event.server)
+    if hook is None:
+        return
+    outcome = hook(event)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    if outcome is False:
+        raise ToolError(f"{event.tool} failed: {event.error} (fallback to {event.fallback} declined)")
 
 
 # LangChain's ToolMessage, imported by the first graph call: listing and calling never need

@@ -1,10 +1,10 @@
 """The tools the model sees: MCP tools of every exposed server, resource tools and local tools.
 
 A :class:`ToolCatalog` is rebuilt whenever the manifest or a server's tool list changes; each build
-filters, names and converts the tools, and checks the names for collisions across all sources. A
-call goes through exactly one path (:meth:`ToolCatalog.call`, in :mod:`runner.tools.caller`): argument
-validation against the tool's original schema, the server call with its timeout, fallbacks on transient
-failures, and conversion of the result. Failures meant for the model are raised as :class:`ToolError`.
+filters, names and converts the tools, and checks the names for collisions across all sources. The
+catalog builds and lists; calls go through exactly one path, a
+:class:`runner.tools.caller.ToolCaller`: argument validation against the tool's original schema,
+the server call with its timeout, fallbacks on transient failures, and conversion of the result.
 """
 
 from __future__ import annotations
@@ -21,19 +21,10 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
-from runner.events import EventSink
 from runner.manifest import Manifest, ServerBase
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
-from runner.tools.asking import Answer
-from runner.tools.caller import (  # noqa: F401 (ToolCall: imported from here by the runtime)
-    READ_RESOURCE,
-    RESOURCE_TOOLS,
-    Connection,
-    ToolCall,
-    ToolCallHook,
-    ToolCalls,
-)
+from runner.tools.caller import READ_RESOURCE, RESOURCE_TOOLS, Connection, FallbackEvent, ToolCall, ToolCaller
 from runner.tools.filters import (
     apply_filter_function,
     filter_problems,
@@ -55,7 +46,7 @@ class CatalogEntry:
 
     A server tool's LangChain tool (and the provider's form of its schema) is made on first use,
     when a model is offered the tool or something asks for ``tool``: a build of thousands of tools
-    converts nothing, and calls (``ToolCatalog.run_tool_call``) never need it. Entries are many, so
+    converts nothing, and calls (``ToolCaller.run_tool_call``) never need it. Entries are many, so
     they are small: slots, and the catalog that makes the tool instead of a closure per entry.
     """
 
@@ -75,43 +66,46 @@ class CatalogEntry:
         return self.built
 
 
-@dataclass
-class ToolCatalog(ToolCalls):
-    """Builds and calls the tools of one manifest over a set of server connections (its calls:
-    :class:`runner.tools.caller.ToolCalls`)."""
+class ToolCatalog:
+    """Builds and lists the tools of one manifest over a set of server connections.
 
-    manifest: Manifest
-    connections: Mapping[str, Connection]
-    base_dir: Path
-    provider: str = field(init=False)
-    # Converted schemas by definition; the catalog of the next reload may take this one's over.
-    schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] = field(default_factory=dict)
-    call_hook: ToolCallHook | None = None  # sees the model's calls (recording, replaying them)
-    warned: Collection[str] = ()  # warnings the catalog this one replaces gave: not repeated
-    source: SourceMap | None = None  # where the manifest's values are, to locate warnings
-    entries: dict[str, CatalogEntry] = field(default_factory=dict, init=False)
-    warnings: list[str] = field(default_factory=list, init=False)
-    # Answers servers' requests for input during calls, in the calling task (None: decline them).
-    answer: Answer | None = None
-    # Where a call's progress goes, looked up in the calling task (None there: nowhere).
-    progress_sink: Callable[[], EventSink | None] = lambda: None
+    ``call`` is what the model's calls to the catalog's LangChain tools run (a
+    :class:`runner.tools.caller.ToolCaller`'s ``model_call``); by default a caller of this catalog
+    alone, which declines servers' questions and reports no progress. ``schema_cache``: the converted
+    schemas of the catalog this one replaces; ``warned``: the warnings it gave (not repeated);
+    ``source``: where the manifest's values are, to locate warnings.
+    """
 
-    def __post_init__(self) -> None:
-        self.provider = provider_for_model(self.manifest.model.id)
-        self.warnings = list(self.warned)
-        self._withdrawn: set[str] = set(self.warned)
+    def __init__(
+        self, manifest: Manifest, connections: Mapping[str, Connection], base_dir: Path, *,
+        call: ToolCall | None = None,
+        schema_cache: dict[tuple[str, int], tuple[types.Tool, dict[str, Any]]] | None = None,
+        warned: Collection[str] = (), source: SourceMap | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.connections = connections
+        self.base_dir = base_dir
+        self.source = source
+        self.provider = provider_for_model(manifest.model.id)
+        # Converted schemas by definition; the catalog of the next reload may take this one's over.
+        self.schema_cache = schema_cache if schema_cache is not None else {}
+        self.entries: dict[str, CatalogEntry] = {}
+        self.warnings = list(warned)
+        self._call = call if call is not None else ToolCaller(lambda: self).model_call
+        self._withdrawn: set[str] = set(warned)
         self._names: tuple[list[tuple[str | None, str]], NameTable] | None = None
-        self._local = [self._local_tool(path) for path in self.manifest.local_tools]
+        self._local = [self._local_tool(path) for path in manifest.local_tools]
         self._filters = {
-            key: load_import_path(spec.tools.filter, base_dir=self.base_dir)
-            for key, spec in self.manifest.servers.items()
+            key: load_import_path(spec.tools.filter, base_dir=base_dir)
+            for key, spec in manifest.servers.items()
             if spec.tools.filter
         }
-        self._open_calls({
-            key: load_import_path(spec.on_fallback, base_dir=self.base_dir)
-            for key, spec in self.manifest.servers.items()
+        # Each server's ``on_fallback``: asked before its call is retried on its fallback.
+        self.fallback_hooks: dict[str, Callable[[FallbackEvent], Any]] = {
+            key: load_import_path(spec.on_fallback, base_dir=base_dir)
+            for key, spec in manifest.servers.items()
             if spec.on_fallback
-        })
+        }
         self.rebuild()
 
     @property
@@ -286,10 +280,10 @@ class ToolCatalog(ToolCalls):
         return CatalogEntry(name, Origin(server, which), description, self._tool(name, description, schema))
 
     def _tool(self, name: str, description: str, schema: dict[str, Any]) -> BaseTool:
-        """The LangChain tool the model calls: every call goes through :meth:`call`."""
+        """The LangChain tool the model calls: every call goes through ``call`` (the caller's)."""
 
         async def run(**arguments: Any) -> tuple[Any, Any]:
-            output = await self._hooked_call(name, arguments)
+            output = await self._call(name, arguments)
             return output.content, output.artifact
 
         return _mcp_tool_class()(name=name, description=description, args_schema=schema, coroutine=run,

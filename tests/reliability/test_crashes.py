@@ -42,7 +42,7 @@ class Round:
 
     async def through_catalog(self, runtime: Runtime, text: str) -> None:
         began = anyio.current_time()
-        output = await runtime.catalog.call("crashy__echo", {"text": text})
+        output = await runtime.caller.call("crashy__echo", {"text": text})
         self.durations.append(anyio.current_time() - began)
         self.outcomes[text] = output.content
 
@@ -103,7 +103,7 @@ async def test_a_hundred_kills_during_calls_lose_no_call_and_answer_none_twice(t
                         assert outcome == f"backup: {text}", (crash, text, outcome)
                         answered_by_backup += 1
                 slowest = max(slowest, *calls.durations)
-                later = await runtime.catalog.call("crashy__echo", {"text": "later", "delay_ms": 0})
+                later = await runtime.caller.call("crashy__echo", {"text": "later", "delay_ms": 0})
                 assert later.content == "crashy: later"
             # One fallback request per call that lost its primary: none was sent twice.
             with anyio.fail_after(10):

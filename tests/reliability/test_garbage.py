@@ -39,12 +39,12 @@ async def test_junk_on_stdout_never_breaks_the_session_or_mismatches_an_answer(t
         for kind, expected in JUNK_OUTCOMES.items():
             with anyio.fail_after(JUNK_TIMEOUT + 5):
                 if isinstance(expected, str):
-                    assert (await runtime.catalog.call("w__junk", {"kind": kind})).content == expected
+                    assert (await runtime.caller.call("w__junk", {"kind": kind})).content == expected
                 else:
                     with pytest.raises(ToolError) as raised:
-                        await runtime.catalog.call("w__junk", {"kind": kind})
+                        await runtime.caller.call("w__junk", {"kind": kind})
                     assert isinstance(raised.value.__cause__, expected), kind
-                answer = await runtime.catalog.call("w__echo", {"text": f"after {kind}"})
+                answer = await runtime.caller.call("w__echo", {"text": f"after {kind}"})
             assert answer.content == f"wire: after {kind}"
         assert (connection.sessions, connection.restarts, connection.status) == (1, 0, "ready")
         error = raised.value.__cause__
@@ -69,8 +69,8 @@ async def test_broken_tool_list_entries_are_skipped_with_a_warning_and_the_rest_
         assert {"w__has_space", "w__slash_and_colon"} <= names
         assert {"w__echo", "w__pid", "w__hang", "w__big"} <= names
         # Calls work - the SDK re-lists tools on the first call of each, and must not choke.
-        assert (await runtime.catalog.call("w__echo", {"text": "fine"})).content == "wire: fine"
-        assert (await runtime.catalog.call("w__pid", {})).content == str(runtime.fleet.connections["w"].pid)
+        assert (await runtime.caller.call("w__echo", {"text": "fine"})).content == "wire: fine"
+        assert (await runtime.caller.call("w__pid", {})).content == str(runtime.fleet.connections["w"].pid)
     skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     for name in ("''", "42", "'no_schema'", "'schema_is_text'", "'schema_is_string_type'",
                  "'schema_remote_ref'", "without a name"):
@@ -85,15 +85,15 @@ async def test_a_tool_whose_schema_cannot_be_given_to_a_model_is_skipped_with_a_
         # Schemas are converted when tools are first offered to a model: the unusable one is withdrawn then.
         assert "w__schema_ref_to_nothing" not in {tool.name for tool in runtime.catalog.tools}
         assert any("schema_ref_to_nothing" in warning for warning in runtime.catalog.warnings)
-        assert (await runtime.catalog.call("w__echo", {"text": "fine"})).content == "wire: fine"
+        assert (await runtime.caller.call("w__echo", {"text": "fine"})).content == "wire: fine"
 
 
 async def test_a_ten_megabyte_output_is_guarded_before_it_reaches_the_model(tmp_path: Path) -> None:
     path = write_manifest(tmp_path, {"w": wire(max_output_chars=20_000)})
     async with load_agent(path) as runtime:
         with anyio.fail_after(30):
-            output = await runtime.catalog.call("w__big", {"chars": TEN_MB})
-            assert (await runtime.catalog.call("w__echo", {"text": "next"})).content == "wire: next"
+            output = await runtime.caller.call("w__big", {"chars": TEN_MB})
+            assert (await runtime.caller.call("w__echo", {"text": "next"})).content == "wire: next"
     assert isinstance(output.content, str)
     assert 20_000 <= len(output.content) < 21_000
     assert "removed" in output.content

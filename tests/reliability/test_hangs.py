@@ -55,7 +55,7 @@ async def check_hanging_calls(
     async def call(label: str, tool: str, arguments: dict) -> None:
         began = anyio.current_time()
         try:
-            outcome: object = (await runtime.catalog.call(tool, arguments)).content
+            outcome: object = (await runtime.caller.call(tool, arguments)).content
         except ToolError as exc:
             outcome = exc
         outcomes[label] = (anyio.current_time() - began, outcome)
@@ -68,7 +68,7 @@ async def check_hanging_calls(
     # Every abandoned request was cancelled on the server (notifications/cancelled).
     with anyio.fail_after(5):
         await requests.wait_for("notifications/cancelled", 3 + 4)
-    answer = await runtime.catalog.call("w__echo", {"text": "still serving"})
+    answer = await runtime.caller.call("w__echo", {"text": "still serving"})
     assert answer.content == "wire: still serving"
 
 
@@ -120,7 +120,7 @@ async def check_death_mid_call(runtime: Runtime, requests: ServerRequests) -> No
 
         async def hang() -> None:
             with pytest.raises(ToolError) as raised:
-                await runtime.catalog.call("w__hang", {})
+                await runtime.caller.call("w__hang", {})
             assert isinstance(raised.value.__cause__, ServerClosedError)
 
         group.start_soon(hang)
@@ -132,4 +132,4 @@ async def check_death_mid_call(runtime: Runtime, requests: ServerRequests) -> No
     with anyio.fail_after(15):
         await connection.wait_until(lambda c: c.sessions == 2 and c.status == "ready")
     assert "exited with code 9" in str(connection.last_incident)
-    assert (await runtime.catalog.call("w__echo", {"text": "back"})).content == "wire: back"
+    assert (await runtime.caller.call("w__echo", {"text": "back"})).content == "wire: back"

@@ -35,7 +35,7 @@ async def test_a_thousand_concurrent_calls_over_four_servers_are_all_answered_an
         assert {runtime.fleet.connections[key].era for key in ("w1", "d1")} == {"2025-11-25", "2026-07-28"}
 
         async def call(number: int, tool: str, arguments: dict) -> None:
-            answers[number] = (await runtime.catalog.call(tool, arguments)).content
+            answers[number] = (await runtime.caller.call(tool, arguments)).content
 
         with anyio.fail_after(LOAD_LIMIT):
             async with anyio.create_task_group() as group:

@@ -149,14 +149,14 @@ async def test_no_log_record_or_exception_shows_a_secret(
     caplog.set_level(logging.DEBUG)
     errors: list[BaseException] = []
     async with load_agent(agent / "agent.yaml") as runtime:
-        assert "API_TOKEN" in str((await runtime.catalog.call("local__env_names", {})).content)
-        assert (await runtime.catalog.call("remote__echo", {"text": "in"})).content == "in"
+        assert "API_TOKEN" in str((await runtime.caller.call("local__env_names", {})).content)
+        assert (await runtime.caller.call("remote__echo", {"text": "in"})).content == "in"
         for key in ("locked", "broken"):
             assert runtime.fleet.connections[key].status == "failed"
             errors.append(runtime.fleet.connections[key].error)  # type: ignore[arg-type]
         for tool, arguments in (("local__junk", {"kind": "bad_result"}), ("local__hang", {})):
             with pytest.raises(ToolError) as raised:
-                await runtime.catalog.call(tool, arguments)
+                await runtime.caller.call(tool, arguments)
             errors.append(raised.value)
         texts = [repr(connection) for connection in runtime.fleet.connections.values()]
     document = yaml.safe_load((agent / "agent.yaml").read_text())

@@ -62,7 +62,7 @@ async def test_each_start_up_failure_is_one_clear_message_after_one_attempt(
             started_in = anyio.current_time() - began
             connections = runtime.fleet.connections
             assert connections["good"].status == "ready"
-            assert (await runtime.catalog.call("good__echo", {"text": "hi"})).content == "good: hi"
+            assert (await runtime.caller.call("good__echo", {"text": "hi"})).content == "good: hi"
             for key, message in EXPECTED.items():
                 connection = connections[key]
                 assert connection.status == "failed", key

@@ -69,7 +69,7 @@ async def keep_calling(runtime: Runtime, stop: anyio.Event, answers: list[str]) 
     """Call a__echo back to back until ``stop``; every answer must be its own."""
     number = 0
     while not stop.is_set():
-        output = await runtime.catalog.call("a__echo", {"text": f"call {number}"})
+        output = await runtime.caller.call("a__echo", {"text": f"call {number}"})
         assert output.content == f"a: call {number}"
         answers.append(output.content)
         number += 1

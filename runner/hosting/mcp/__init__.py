@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 
+from runner.agent.host import Host
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.errors import ServeError
@@ -88,7 +89,7 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
             raise ServeError(str(exc)) from exc
         sock = bind(options.http)  # before the servers start: a taken port fails at once
     try:
-        async with load_agent(path) as runtime:
+        async with load_agent(path, host=Host()) as runtime:
             service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
                                                           max_queued=options.max_queued),
                                    stateless=options.stateless, answer_within=options.answer_within)

@@ -1,0 +1,127 @@
+"""A new version of the manifest brought in over the running servers: the servers reconciled with
+its specs, and what the new generation rebuilds reported (:class:`ReloadReport`).
+
+:meth:`runner.agent.runtime.Runtime.apply` uses these; they know nothing of the running graph.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.agent.checks import CheckedAgent
+from runner.agent.generation import Generation
+from runner.errors import ServerStartError
+from runner.events import Reloaded
+from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
+from runner.servers import ServerFleet
+
+
+def launch_spec(spec: ServerSpec) -> ServerSpec:
+    """``python`` in a stdio command means the interpreter running mcp-run (and its packages).
+
+    Not in a container: there ``python`` is the image's own.
+    """
+    if isinstance(spec, StdioServerSpec) and spec.command in PYTHON_COMMANDS and spec.container is None:
+        return spec.model_copy(update={"command": sys.executable})
+    return spec
+
+
+@dataclass
+class ReloadReport:
+    """What :meth:`Runtime.apply` did, for the one-line summary and the JSON event stream."""
+
+    seconds: float = 0.0
+    started: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
+    failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
+    renamed: str = ""  # the agent's new name when `name:` changed
+
+    def summary(self) -> str:
+        parts = [f"renamed the agent to {self.renamed}"] if self.renamed else []
+        parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
+            ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
+            ("rebuilt", self.rebuilt)) if keys]
+        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
+        return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
+
+    def event(self) -> Reloaded:
+        return Reloaded(type="reload", ms=round(self.seconds * 1000, 1), started=self.started,
+                        stopped=self.stopped, restarted=self.restarted, rebuilt=self.rebuilt,
+                        failed=self.failed, summary=self.summary())
+
+
+async def reconcile_servers(
+    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport,
+    logged_in: Set[str],
+) -> None:
+    """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once."""
+
+    async def update(key: str) -> None:
+        try:
+            if await fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
+                report.restarted.append(key)
+        except ServerStartError as exc:  # a required server: reported, the rest goes on
+            report.restarted.append(key)
+            report.failed[key] = str(exc)
+
+    async def start(key: str) -> None:
+        try:
+            await fleet.add(key, specs[key])
+        except ServerStartError as exc:
+            report.failed[key] = str(exc)
+
+    async with anyio.create_task_group() as group:
+        for key in report.stopped:
+            group.start_soon(fleet.remove, key)
+        for key in kept:
+            group.start_soon(update, key)
+        for key in report.started:
+            group.start_soon(start, key)
+    report.restarted.sort()
+
+
+def live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
+    """Every server's settings that apply without a restart (filters, timeouts, fallbacks, ...)."""
+    return [
+        (key, {name: value for name, value in spec.model_dump().items()
+               if name not in restart_fields(type(spec))})
+        for key, spec in sorted(manifest.servers.items())
+    ]
+
+
+def _prompt_filters(manifest: Manifest) -> dict[str, Any]:
+    """Which of each server's prompts the agent offers as prompt commands."""
+    return {key: spec.prompts for key, spec in manifest.servers.items()}
+
+
+def rebuilt_parts(
+    previous: Generation | None, checked: CheckedAgent, changed_files: set[Path], *, with_model: bool
+) -> list[str]:
+    """What the new generation builds differently from ``previous``: only what changed."""
+    after = checked.loaded.manifest
+    changed = {path.resolve() for path in changed_files}
+    if previous is None:
+        return ["prompts", *(["model"] if with_model else []), "agent", "tools"]
+    before = previous.loaded.manifest
+    parts = []
+    if (before.prompts != after.prompts or _prompt_filters(before) != _prompt_filters(after)
+            or changed & (checked.templates | previous.checked.templates)):
+        parts.append("prompts")
+    if with_model and before.model != after.model:
+        parts.append("model")
+    if before.agent != after.agent or before.description != after.description:  # the system prompt's
+        parts.append("agent")
+    if (live_settings(before) != live_settings(after) or before.local_tools != after.local_tools
+            or changed & (checked.modules | previous.checked.modules)):
+        parts.append("tools")
+    return parts
+
+

@@ -1,0 +1,54 @@
+"""Where a tool call's events go during a turn: the running graph's custom stream, and what a
+stopped turn's calls say after its stream is no longer read."""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+
+from runner.events import Event, EventSink
+
+
+class StoppedTurnEvents:
+    """Events of a turn's tool calls that come once the turn is stopped: its graph run's stream
+    is no longer read then, but a task's ``cancelled`` status comes as the call is cancelled.
+
+    :func:`runner.agent.turns.stream_turn` sets one in its graph run's context (:data:`turn_events`),
+    sets ``stopped`` when the turn is stopped, and hands ``kept`` over once the run has closed.
+    """
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.kept: list[Event] = []
+
+    def through(self, stream: EventSink) -> EventSink:
+        """Write to ``stream`` while the turn runs, to ``kept`` once it is stopped."""
+
+        def write(event: Event) -> None:
+            if self.stopped:
+                self.kept.append(event)
+            else:
+                stream(event)
+
+        return write
+
+
+turn_events: contextvars.ContextVar[StoppedTurnEvents | None] = contextvars.ContextVar(
+    "turn_events", default=None
+)
+
+
+def stream_writer() -> EventSink | None:
+    """The running graph's custom stream (progress events), or None outside a graph run.
+
+    A tool invoked directly inside another runnable has a config but no graph runtime in it: the
+    lookup then fails with KeyError rather than RuntimeError."""
+    config = sys.modules.get("langgraph.config")
+    if config is None:  # LangGraph was never imported, so no graph is running
+        return None
+    try:
+        stream = config.get_stream_writer()
+    except (RuntimeError, KeyError):
+        return None
+    stopped = turn_events.get()
+    return stream if stopped is None else stopped.through(stream)
