@@ -24,7 +24,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 
 from runner.agent.checks import CheckedAgent
-from runner.agent.graph import MAX_STEPS_REASON
+from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.runtime import GenerationAdapter
 from runner.errors import CassetteDrift, ToolError
 from runner.evals.cases import Case
