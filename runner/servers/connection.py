@@ -372,7 +372,8 @@ class ServerConnection:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""
         while True:
             if self.status in ("failed", "stopped"):
-                reason = f" ({str(self.error).removeprefix(f'{self.key}: ')})" if self.error is not None else ""
+                error = self.error
+                reason = f" ({str(error).removeprefix(f'{self.key}: ')})" if error is not None else ""
                 state = "has failed" if self.status == "failed" else "is stopped"
                 raise ServerClosedError(self.key, f"{boundary.what}: the server {state}{reason}")
             if self.status == "ready" and self._client is not None:

@@ -169,7 +169,7 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
                 startup.deadline = math.inf  # started: the scope stays, the deadline goes
                 await _set_log_level(connection, client)
                 if link.process is not None:
-                    link.process.handshake_done = True
+                    link.process.finished_handshake()
                 # Remembered before attaching: between attach and _watch nothing may await, or a
                 # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
@@ -187,7 +187,7 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
                     if lifecycle.now.status == "restarting":
                         telemetry.server_status(connection, "restarting")
                     if ending == "stale" and link.process is not None:
-                        link.process.kill_on_close = True
+                        link.process.kill_at_close()
     except Exception as exc:  # foreign errors of a session, translated here and only here
         if not attached:
             error = _start_error(connection, link, exc)
