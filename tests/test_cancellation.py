@@ -10,7 +10,7 @@ import pytest
 import yaml
 from langchain_core.messages import ToolMessage
 
-from runner.agent.graph import NOT_RUN_TEXT
+from runner.agent.nodes import NOT_RUN_TEXT
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 

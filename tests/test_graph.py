@@ -15,7 +15,8 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
-from runner.agent.graph import MAX_STEPS_REASON, build_graph
+from runner.agent.graph import build_graph
+from runner.agent.nodes import MAX_STEPS_REASON, max_steps_message
 from runner.errors import CheckpointerError, ModelError, ToolError
 from runner.models import OfflineChatModel, ScriptedChatModel
 from runner.store.checkpointers import open_checkpointer
@@ -476,10 +477,8 @@ async def test_cancelling_a_turn_cancels_its_running_tool_calls() -> None:
 
 
 def test_the_max_steps_message_speaks_of_one_model_call_in_the_singular() -> None:
-    from runner.agent.graph import _max_steps_message
-
-    assert "after 1 model call in this turn" in str(_max_steps_message(1).content)
-    assert "after 2 model calls in this turn" in str(_max_steps_message(2).content)
+    assert "after 1 model call in this turn" in str(max_steps_message(1).content)
+    assert "after 2 model calls in this turn" in str(max_steps_message(2).content)
 
 
 async def test_a_step_whose_calls_need_no_approval_goes_from_the_model_straight_to_its_tools() -> None:

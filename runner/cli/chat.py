@@ -24,8 +24,8 @@ import anyio
 import click
 from langgraph.types import Command
 
-from runner.agent.graph import MAX_STEPS_REASON
 from runner.agent.host import Host
+from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn

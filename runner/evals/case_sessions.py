@@ -24,8 +24,8 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 
 from runner.agent.checks import CheckedAgent
-from runner.agent.graph import MAX_STEPS_REASON
 from runner.agent.host import Host
+from runner.agent.nodes import MAX_STEPS_REASON
 from runner.errors import CassetteDrift, ToolError
 from runner.evals.cases import Case
 from runner.evals.cassettes import (

@@ -1,7 +1,8 @@
-"""``ServerConnection``: one server's state, catalogue and requests.
+"""``ServerConnection``: one server's catalogue and requests, and a read-only view of its lifecycle.
 
-The connection's session belongs to its lifetime task (``supervision.supervise``); this module is
-what everyone else touches: status, era, the cached catalogue, and the requests. A request waits
+The connection's session and its lifecycle (status, era, restarts, errors: ``lifecycle``) belong to
+its lifetime task (``supervision.supervise``); this module is what everyone else touches: the
+lifecycle read through it, the cached catalogue, and the requests. A request waits
 (within its timeout) while the server starts or restarts, and every failure leaves here as one of
 the errors in ``runner.errors``: ``ServerTimeoutError`` (the SDK cancels the request on the
 server), ``ServerClosedError`` (the connection is gone, or the server failed for good),
@@ -16,7 +17,7 @@ import math
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import anyio
 import mcp_types as types
@@ -31,6 +32,7 @@ from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import lean_calls as calls
 from runner.servers import tasks
 from runner.servers.inbound_requests import Ask, CallEvents, SamplingPolicy, ServerRequests
+from runner.servers.lifecycle import Lifecycle, LifecycleView, Status
 from runner.servers.offerings import (
     KINDS,
     Catalogue,
@@ -47,7 +49,6 @@ from runner.servers.transports.stdio import StderrLog
 
 logger = logging.getLogger(__name__)
 
-Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 ServerSpecType = StdioServerSpec | HttpServerSpec
 Publish = Callable[[CatalogueChange], None]
 Kinds = set[CatalogueKind] | tuple[CatalogueKind, ...]
@@ -68,23 +69,18 @@ def _noting(report_on: ProgressFnT, heard: list[bool]) -> ProgressFnT:
 
 
 class ServerConnection:
-    """One server of the fleet. Created by the fleet; its lifetime task owns the session."""
+    """One server of the fleet. Created by the fleet; its lifetime task owns the session and
+    writes the lifecycle, which the connection only reads (``lifecycle``, ``status``, ...)."""
 
     def __init__(
         self, key: str, spec: ServerSpecType, *, base_dir: Path, state_dir: Path, publish: Publish,
+        lifecycle: LifecycleView,
         sampling: SamplingPolicy | None = None,
     ) -> None:
         self.key = key
         self.spec = spec
         self.base_dir = base_dir
-        self.status: Status = "starting"
-        self.era: str | None = None
-        self.instructions: str | None = None
-        self.pid: int | None = None
-        self.error: ServerError | None = None  # why the server is failed (or its last start failed)
-        self.last_incident: ServerError | None = None  # why the previous session ended
-        self.sessions = 0  # sessions that finished their handshake
-        self.restarts = 0  # restart attempts made
+        self._lifecycle = lifecycle
         self.catalogue = Catalogue()
         self.stderr_log = (
             StderrLog(key, state_dir / "logs" / f"{key}.log", secret_values(spec))
@@ -98,17 +94,66 @@ class ServerConnection:
         self._publish = publish
         self._client: Client | None = None
         self._link: Link | None = None
-        self._ever_ready = False
-        self._status_changed = anyio.Event()
-        self.settled = anyio.Event()  # the first start is over: ready or failed
-        self.finished = anyio.Event()  # the lifetime task has ended
         self.stop_requested = anyio.Event()
         self._listing_lock = anyio.Lock()
         self._tools_by_name: tuple[list[types.Tool] | None, dict[str, types.Tool]] = (None, {})
-        telemetry.server_status(self, self.status)
+        telemetry.server_status(self, self.status)  # "starting"; the lifetime task reports the rest
 
     def __repr__(self) -> str:  # specs hold secrets (env, headers): never show them
         return f"<ServerConnection {self.key} {self.spec.transport} {self.status}>"
+
+    # -- lifecycle (written by the lifetime task only) ---------------------------------------
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The lifecycle now: a frozen snapshot."""
+        return self._lifecycle.now
+
+    @property
+    def status(self) -> Status:
+        return self._lifecycle.now.status
+
+    @property
+    def era(self) -> str | None:
+        return self._lifecycle.now.era
+
+    @property
+    def instructions(self) -> str | None:
+        return self._lifecycle.now.instructions
+
+    @property
+    def pid(self) -> int | None:
+        return self._lifecycle.now.pid
+
+    @property
+    def error(self) -> ServerError | None:
+        """Why the server is failed (or its last start failed)."""
+        return self._lifecycle.now.error
+
+    @property
+    def last_incident(self) -> ServerError | None:
+        """Why the previous session ended."""
+        return self._lifecycle.now.last_incident
+
+    @property
+    def sessions(self) -> int:
+        """Sessions that finished their handshake."""
+        return self._lifecycle.now.sessions
+
+    @property
+    def restarts(self) -> int:
+        """Restart attempts made."""
+        return self._lifecycle.now.restarts
+
+    @property
+    def settled(self) -> anyio.Event:
+        """Set when the first start is over: ready or failed."""
+        return self._lifecycle.settled
+
+    @property
+    def finished(self) -> anyio.Event:
+        """Set when the lifetime task has ended."""
+        return self._lifecycle.finished
 
     # -- catalogue ---------------------------------------------------------------------------
 
@@ -330,14 +375,13 @@ class ServerConnection:
         """The live client; waits (until ``deadline``) while the server starts or restarts."""
         while True:
             if self.status in ("failed", "stopped"):
-                reason = (
-                    f" ({str(self.error).removeprefix(f'{self.key}: ')})" if self.error is not None else ""
-                )
+                error = self.error
+                reason = f" ({str(error).removeprefix(f'{self.key}: ')})" if error is not None else ""
                 state = "has failed" if self.status == "failed" else "is stopped"
                 raise ServerClosedError(self.key, f"{boundary.what}: the server {state}{reason}")
             if self.status == "ready" and self._client is not None:
                 return self._client
-            changed = self._status_changed
+            changed = self._lifecycle.next_change()
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await changed.wait()
             if not changed.is_set():
@@ -350,46 +394,24 @@ class ServerConnection:
 
     async def wait_until(self, condition: Callable[[ServerConnection], bool]) -> None:
         """Wait until ``condition(self)`` holds; it is checked at every status change."""
-        while not condition(self):
-            await self._status_changed.wait()
+        await self._lifecycle.wait_until(lambda _: condition(self))
 
-    # -- state changes (called by the lifetime task) -----------------------------------------
-
-    def set_status(self, status: Status) -> None:
-        self.status = status
-        telemetry.server_status(self, status)
-        self._status_changed.set()
-        self._status_changed = anyio.Event()
+    # -- the session (set by the lifetime task, before it writes the lifecycle) --------------
 
     def attach(self, client: Client, link: Link, listing: Catalogue) -> None:
-        """A session finished its handshake and first listing: publish it."""
-        self.era = client.protocol_version
-        self.instructions = client.instructions
-        self.pid = link.pid
+        """A session finished its handshake and first listing: its requests go to ``client``."""
         changes = self.catalogue.update(self.key, listing, KINDS)
-        if self._ever_ready:  # after a restart, subscribers hear what differs
+        if self.sessions:  # after a restart, subscribers hear what differs
             for change in changes:
                 self._publish(change)
         self._client, self._link = client, link
-        self._ever_ready = True
-        self.sessions += 1
-        self.error = None
-        self.set_status("ready")
-        self.settled.set()
 
     def detach(self) -> None:
         self._client, self._link = None, None
-        self.pid = None
-        if self.status == "ready":
-            self.set_status("restarting")
 
-    def fail(self, error: ServerError) -> None:
-        """The server is given up on; whatever it offered is gone."""
-        self.error = error
-        self.pid = None
+    def forget_offerings(self) -> None:
+        """The server is given up on: whatever it offered is gone."""
         self._apply(Catalogue(), KINDS)
-        self.set_status("failed")
-        self.settled.set()
 
     def _apply(self, listing: Catalogue, kinds: Kinds) -> list[CatalogueChange]:
         changes = self.catalogue.update(self.key, listing, kinds)

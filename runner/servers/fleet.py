@@ -26,6 +26,7 @@ from runner.errors import ServerStartError
 from runner.manifest import restart_fields
 from runner.servers.connection import ServerConnection, ServerSpecType
 from runner.servers.inbound_requests import SamplingPolicy
+from runner.servers.lifecycle import ServerLifecycle
 from runner.servers.offerings import CatalogueChange
 from runner.servers.supervision import supervise
 
@@ -124,12 +125,14 @@ class ServerFleet:
     def _launch(self, key: str, spec: ServerSpecType) -> ServerConnection:
         if key in self.connections:
             raise ServerStartError(key, "is already running", permanent=True)
+        lifecycle = ServerLifecycle()  # written by the supervisor only; the connection reads it
         connection = ServerConnection(
             key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish,
+            lifecycle=lifecycle,
             sampling=self.sampling,
         )
         self.connections[key] = connection
-        self._task_group.start_soon(supervise, connection, name=f"mcp server {key}")
+        self._task_group.start_soon(supervise, connection, lifecycle, name=f"mcp server {key}")
         return connection
 
     async def start_all(self, specs: Mapping[str, ServerSpecType]) -> None:

@@ -82,6 +82,10 @@ class SamplingBudget:
     left: int
     used: int = 0
 
+    def spend_one(self) -> None:
+        """A server got one completion."""
+        self.used += 1
+
 
 # The budget of the tool call running in this context (None outside the agent's turns: no limit).
 sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.ContextVar(
@@ -269,7 +273,7 @@ class ServerRequests:
         if isinstance(reply, types.ElicitResult):
             return types.ErrorData(code=SAMPLING_REFUSED, message="sampling was refused")
         if budget is not None and not isinstance(reply, types.ErrorData):
-            budget.used += 1
+            budget.spend_one()
         return reply
 
     # -- roots -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import marshal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -151,7 +151,7 @@ def _problem(result: dict[str, Any], version: str) -> str | None:
     return None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Taken:
     """A definition the session took: its fingerprint, its model, and (2026) its header map."""
 
@@ -244,11 +244,11 @@ class ToolPages:
                 session._absorb_tool_listing(types.ListToolsResult(tools=list(listed)), complete=True)
                 for tool in listed:  # absorbed again: new header maps
                     if (taken := self._taken.get(tool.name)) is not None and taken.tool is tool:
-                        taken.header_map = session._x_mcp_header_maps.get(tool.name, _MISSING)
+                        header_map = session._x_mcp_header_maps.get(tool.name, _MISSING)
+                        self._taken[tool.name] = replace(taken, header_map=header_map)
             if len(self._taken) > len(names):
                 self._taken = {name: taken for name, taken in self._taken.items() if name in names}
-        result.tools = listed
-        return result
+        return result.model_copy(update={"tools": listed})
 
     def _still_taken(self, name: str, printed: int | None, modern: bool) -> types.Tool | None:
         """The earlier model of this exact definition, if the session still holds what it left."""

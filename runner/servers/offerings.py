@@ -157,24 +157,24 @@ async def fetch_catalogue(server: str, client: Client, kinds: Iterable[Catalogue
     Connection failures and timeouts propagate; a server answering a list with an error
     (typically 'method not found') contributes nothing of that kind.
     """
-    listing = Catalogue()
     kinds = set(kinds)
+    listed: dict[str, Any] = {}  # Catalogue field -> its items, filled by the concurrent listings
 
     async def tools() -> None:
-        listing.tools = await _tolerant(server, "tools/list", _all_pages(
+        listed["tools"] = await _tolerant(server, "tools/list", _all_pages(
             server, ToolPages.of(client.session).fetch, lambda page: page.tools),
             essential=True)
 
     async def prompts() -> None:
-        listing.prompts = await _tolerant(server, "prompts/list", _all_pages(
+        listed["prompts"] = await _tolerant(server, "prompts/list", _all_pages(
             server, lambda cursor: client.list_prompts(cursor=cursor), lambda page: page.prompts))
 
     async def resources() -> None:
-        listing.resources = await _tolerant(server, "resources/list", _all_pages(
+        listed["resources"] = await _tolerant(server, "resources/list", _all_pages(
             server, lambda cursor: client.list_resources(cursor=cursor), lambda page: page.resources))
 
     async def templates() -> None:
-        listing.resource_templates = await _tolerant(server, "resources/templates/list", _all_pages(
+        listed["resource_templates"] = await _tolerant(server, "resources/templates/list", _all_pages(
             server,
             lambda cursor: client.list_resource_templates(cursor=cursor),
             lambda page: page.resource_templates,
@@ -188,7 +188,7 @@ async def fetch_catalogue(server: str, client: Client, kinds: Iterable[Catalogue
         if "resources" in kinds:
             tg.start_soon(resources)
             tg.start_soon(templates)
-    return listing
+    return Catalogue(**listed)
 
 
 class ChangeSignal:

@@ -1,6 +1,7 @@
 """The lifetime task of one server: start, watch, restart, give up, stop.
 
-``supervise`` owns every session of its connection: it enters the transport and the SDK client,
+``supervise`` owns every session of its connection, and its lifecycle (``ServerLifecycle``, which
+the connection only reads): it enters the transport and the SDK client,
 publishes the session once the handshake and the first listing succeed, and then watches it:
 
 - the connection closing (a stdio process exiting is seen at once, not at the next call);
@@ -47,6 +48,7 @@ from runner.errors import (
     ServerTimeoutError,
 )
 from runner.servers.connection import ServerConnection
+from runner.servers.lifecycle import ServerLifecycle
 from runner.servers.offerings import KINDS, fetch_catalogue
 from runner.servers.translation import Boundary, describe, leaves, root_cause, translate, translated
 from runner.servers.transports.links import Link, public_url
@@ -60,18 +62,26 @@ RELISTEN_DELAY = 1.0  # before re-opening a listen stream the server closed
 Ending = Literal["lost", "stale"]
 
 
-async def supervise(connection: ServerConnection) -> None:
-    """Run ``connection`` until ``stop_requested`` is set or it fails for good."""
+async def supervise(connection: ServerConnection, lifecycle: ServerLifecycle) -> None:
+    """Run ``connection`` until ``stop_requested`` is set or it fails for good; ``lifecycle`` is
+    the connection's, written here only."""
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_stop, connection, tg.cancel_scope)
-            await _lifetime(connection)
+            await _lifetime(connection, lifecycle)
             tg.cancel_scope.cancel()
     finally:
-        if connection.status != "failed":
-            connection.set_status("stopped")
-        connection.settled.set()
-        connection.finished.set()
+        stopping = lifecycle.now.status != "failed"
+        lifecycle.ended()
+        if stopping:
+            telemetry.server_status(connection, "stopped")
+
+
+def _fail(connection: ServerConnection, lifecycle: ServerLifecycle, error: ServerError) -> None:
+    """The server is given up on: whatever it offered is gone, then it is failed."""
+    connection.forget_offerings()
+    lifecycle.failed(error)
+    telemetry.server_status(connection, "failed")
 
 
 async def _cancel_on_stop(connection: ServerConnection, scope: anyio.CancelScope) -> None:
@@ -79,7 +89,7 @@ async def _cancel_on_stop(connection: ServerConnection, scope: anyio.CancelScope
     scope.cancel()
 
 
-async def _lifetime(connection: ServerConnection) -> None:
+async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) -> None:
     restart = connection.spec.restart
     assert restart is not None, "specs are resolved against defaults"
     attempts = 0
@@ -91,11 +101,11 @@ async def _lifetime(connection: ServerConnection) -> None:
                 connection.key, delay, attempts, restart.max_attempts,
             )
             await anyio.sleep(delay)
-            connection.restarts += 1
+            lifecycle.restart_attempted()
         started_at = anyio.current_time()
         mode = await anyio.to_thread.run_sync(connection.eras.connect_mode, connection.spec)
         try:
-            error = await _run_session(connection, mode)
+            error = await _run_session(connection, lifecycle, mode)
         except ServerStartError as exc:
             if mode == "legacy" and not exc.permanent and await anyio.to_thread.run_sync(
                 connection.eras.forget, connection.spec
@@ -104,26 +114,26 @@ async def _lifetime(connection: ServerConnection) -> None:
                     "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
                 )
                 continue  # not counted: the next start probes the era as a first start does
-            connection.error = exc
-            first_start = not connection.settled.is_set()
+            lifecycle.start_failed(exc)
+            first_start = not lifecycle.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
                 # A first start is reported by the fleet (a warning, or the error it raises).
                 logger.log(logging.DEBUG if first_start else logging.ERROR, "server failed for good: %s", exc)
-                connection.fail(exc)
+                _fail(connection, lifecycle, exc)
                 return
             logger.warning("restart failed: %s", exc)
         else:
             logger.warning("session ended: %s", error)
-            connection.last_incident = error
+            lifecycle.session_ended(error)
             if anyio.current_time() - started_at >= STABLE_AFTER:
                 attempts = 0
             if attempts >= restart.max_attempts:
-                connection.fail(error)
+                _fail(connection, lifecycle, error)
                 return
         attempts += 1
 
 
-async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
+async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle, mode: str) -> ServerError:
     """One session from spawn to end; the error describing why it ended (or ServerStartError).
 
     ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` (a server remembered as
@@ -159,20 +169,25 @@ async def _run_session(connection: ServerConnection, mode: str) -> ServerError:
                 startup.deadline = math.inf  # started: the scope stays, the deadline goes
                 await _set_log_level(connection, client)
                 if link.process is not None:
-                    link.process.handshake_done = True
+                    link.process.finished_handshake()
                 # Remembered before attaching: between attach and _watch nothing may await, or a
                 # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
                 if connection.eras.worth_remembering(mode, era):
                     await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
-                connection.attach(client, link, listing)
+                connection.attach(client, link, listing)  # before ready: waiters find the client
+                lifecycle.ready(era=era, instructions=client.instructions, pid=link.pid)
+                telemetry.server_status(connection, "ready")
                 attached = True
                 try:
                     ending = await _watch(connection, client, link)
                 finally:
                     connection.detach()
+                    lifecycle.detached()
+                    if lifecycle.now.status == "restarting":
+                        telemetry.server_status(connection, "restarting")
                     if ending == "stale" and link.process is not None:
-                        link.process.kill_on_close = True
+                        link.process.kill_at_close()
     except Exception as exc:  # foreign errors of a session, translated here and only here
         if not attached:
             error = _start_error(connection, link, exc)

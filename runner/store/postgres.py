@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -53,6 +52,8 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+        from runner.store.pooled_postgres import PooledPostgresSaver
     except ImportError as exc:
         raise CheckpointerError(MISSING_PACKAGE) from exc
     # The settings AsyncPostgresSaver.from_conn_string uses for its connection.
@@ -82,22 +83,9 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
             raise CheckpointerError(
                 f"cannot open the postgres checkpointer: no connection within {CONNECT_TIMEOUT:g}s"
             ) from exc
-        saver = AsyncPostgresSaver(conn=pool)
-        saver.lock = _NoLock()  # type: ignore[assignment]  # each operation has its own connection
-        yield saver
+        yield PooledPostgresSaver(pool)
     finally:
         await pool.close()
-
-
-class _NoLock:
-    """The saver's lock where every operation takes a pooled connection of its own."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        return None
 
 
 def store_failures() -> tuple[type[Exception], ...]:

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from runner import telemetry
-from runner.agent.graph import MAX_STEPS_REASON
+from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.errors import AskError, RunnerError

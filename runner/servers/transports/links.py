@@ -96,8 +96,7 @@ class _ActivityReadStream(_WrappedStream):
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._link.closed.set()
             raise
-        self._link.last_inbound = anyio.current_time()
-        return self._link.listings.inbound(item)
+        return self._link.heard(item)
 
     def __aiter__(self) -> Self:
         return self
@@ -217,6 +216,11 @@ class Link:
 
     def _remember_upgrade_refusal(self, status: int, reason: str) -> None:
         self.http_failure = HttpFailure(status, reason)
+
+    def heard(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        """``item`` arrived: traffic (stamped), and tool listings filtered on the way in."""
+        self.last_inbound = anyio.current_time()
+        return self.listings.inbound(item)
 
     def idle_for(self) -> float:
         return anyio.current_time() - self.last_inbound if not self.closed.is_set() else math.inf

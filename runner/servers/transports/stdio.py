@@ -121,10 +121,18 @@ class StdioProcess:
         self.pid: int | None = None
         self.returncode: int | None = None
         self.exited = anyio.Event()
-        self.kill_on_close = False  # set for stale servers: SIGKILL at once
+        self.kill_on_close = False  # stale servers: SIGKILL at once (kill_at_close)
         self.handshake_done = False  # only a server that answered once gets time to exit by itself
         self._process: anyio.abc.Process | None = None
         self.launch: Launch | None = None  # what was spawned: argv, and a container to remove
+
+    def finished_handshake(self) -> None:
+        """The server answered: at close it gets time to exit by itself."""
+        self.handshake_done = True
+
+    def kill_at_close(self) -> None:
+        """The server is stale: at close it is killed at once."""
+        self.kill_on_close = True
 
     def transport(self) -> Transport:
         return self._open()

@@ -1,0 +1,362 @@
+"""The agent graph's nodes and routes, each a small callable given what it needs at construction.
+
+:func:`runner.agent.graph.build_graph` wires them into a ``StateGraph``; each can also be called
+alone with a state (or a task) and a config, which is how tests/test_graph_nodes.py exercises them.
+They are callable objects rather than closures: LangGraph reads each one's signature (whether it
+takes ``config``, the input type of a ``Send`` target) from its ``__call__``, and runs it on the
+event loop because ``__call__`` is a coroutine (a plain function would go to a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, ToolException
+from langgraph.errors import GraphBubbleUp, is_invalid_resume
+from langgraph.graph import END
+from langgraph.graph.message import add_messages
+from langgraph.types import Send, interrupt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.agent.call_ledger import StartedCalls, remember_stopped
+from runner.agent.sampling import counted, metered, sampling_calls
+from runner.errors import RunnerError, ToolError
+from runner.events import ToolApprovalRequest
+from runner.models import ModelChain
+from runner.tools.search import ToolSearch, remember_found
+from runner.tools.suggest import unknown_tool_text
+
+logger = logging.getLogger(__name__)
+
+ToolsProvider = Callable[[], Sequence[BaseTool]]
+# Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
+DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
+SystemPromptProvider = Callable[[], str | Awaitable[str]]
+ApprovalPredicate = Callable[[str], bool]
+# Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
+# that does not is not put to the user; the tool node answers the model with the problems.
+ArgumentsCheck = Callable[[str, dict[str, Any]], bool]
+
+MAX_STEPS_REASON = "max_steps"
+NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
+STOPPED_TEXT = (
+    "This call was stopped while it was running (the turn was interrupted): it may or may not "
+    "have taken effect. Check before calling it again."
+)
+
+# Node names, shared by the nodes that route to them and the graph that adds them.
+MODEL = "model"
+APPROVE = "approve"
+TOOL = "tool"
+SEARCH = "search"
+
+
+class ToolTask(TypedDict):
+    call: dict[str, Any]  # one tool call, sent to the tool node as its own task
+    steps_left: NotRequired[int]  # model calls the turn has left: completions servers may take
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    # Model calls in the current turn. A turn starts when the model is called after anything but
+    # tool results (a user message, prompt messages): the count starts again there.
+    model_calls: NotRequired[int]
+    # Tools search_tools found in this thread: bound at every later step (runner.tools.search).
+    found_tools: NotRequired[Annotated[list[str], remember_found]]
+    # Ids of tool calls that had started when their turn was stopped (runner.agent.call_ledger).
+    stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+class Approve(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["approve"]
+
+
+class Deny(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["deny"]
+    reason: str | None = None
+
+
+class Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["edit"]
+    args: dict[str, Any]
+
+
+Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
+
+
+def approval_request(call: dict[str, Any]) -> ToolApprovalRequest:
+    """The interrupt payload for one tool call waiting for approval."""
+    return ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
+
+
+def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
+    """Interrupt for one call; the resume value is validated by LangGraph, and an invalid one is
+    not saved, so the same question can be answered again."""
+    try:
+        # LangGraph validates any type form; its overloads take only a class, not this annotated union.
+        return interrupt(approval_request(call), response_schema=Decision)  # type: ignore[call-overload]
+    except ValidationError as exc:
+        raise ToolError(
+            "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
+            f"or {{'action': 'edit', 'args': {{...}}}}: {exc.errors()[0]['msg']}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class Approvals:
+    """Which calls are put to the user before they run."""
+
+    needs_approval: ApprovalPredicate
+    arguments_fit: ArgumentsCheck
+
+    def asks(self, call: Mapping[str, Any]) -> bool:
+        # Invalid arguments would be refused once approved: the model fixes them first.
+        return self.needs_approval(call["name"]) and self.arguments_fit(call["name"], call["args"])
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class ModelNode:
+    """One model call: the system prompt and the tools as they are now, and the turn's step count."""
+
+    chain: ModelChain
+    tools_provider: ToolsProvider
+    system_prompt_provider: SystemPromptProvider
+    max_steps: int
+    tool_search: ToolSearch | None = None
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        messages = state["messages"]
+        continued = bool(messages) and isinstance(messages[-1], ToolMessage)
+        calls = state.get("model_calls", 0) + sampling_calls(messages) if continued else 0
+        if calls >= self.max_steps:
+            logger.info("turn stopped after %d model call(s) (agent.max_steps)", self.max_steps)
+            return {"messages": [max_steps_message(self.max_steps)]}
+        system_prompt = self.system_prompt_provider()
+        if inspect.isawaitable(system_prompt):
+            system_prompt = await system_prompt
+        prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
+        prompt += close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
+        if self.tool_search is None:
+            tools = list(self.tools_provider())
+        else:  # search_tools, pinned and found tools past the threshold; every tool below it
+            tools = self.tool_search.offered(state.get("found_tools", []))
+        reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
+        return {"messages": [reply], "model_calls": calls + 1}
+
+
+@dataclass(frozen=True)
+class ApprovalNode:
+    """Asks the user about each call that needs it, one interrupt at a time, before any call runs.
+
+    Resuming re-runs this node from the top, which has no side effects."""
+
+    tools_provider: ToolsProvider
+    approvals: Approvals
+
+    async def __call__(self, state: AgentState) -> dict[str, Any]:
+        request = last_request(state["messages"])
+        calls = [dict(call) for call in request.tool_calls]
+        available = {tool.name for tool in self.tools_provider()}
+        messages: list[BaseMessage] = []
+        edited = False
+        for call in calls:
+            if call["name"] not in available or not self.approvals.asks(call):
+                continue
+            decision = _ask_approval(call)
+            if isinstance(decision, Deny):
+                messages.append(_denied(call, decision.reason))
+            elif isinstance(decision, Edit):
+                call["args"] = decision.args
+                edited = True
+        if edited:  # replaces the request (same id): the history shows the arguments that ran
+            messages.insert(0, request.model_copy(update={"tool_calls": calls}))
+        return {"messages": messages}
+
+
+@dataclass(frozen=True)
+class SearchNode:
+    """Answers a ``search_tools`` call and remembers the tools it found in the thread."""
+
+    tool_search: ToolSearch
+
+    async def __call__(self, task: ToolTask) -> dict[str, Any]:
+        message, found = self.tool_search.answer(task["call"])
+        return {"messages": [message], "found_tools": found}
+
+
+@dataclass(frozen=True)
+class ToolNode:
+    """Runs one tool call (one task per call); failures the model should hear about become error
+    results. A call cancelled while running is recorded in ``started`` (the server may have acted)."""
+
+    tools_provider: ToolsProvider
+    started: StartedCalls
+    tool_search: ToolSearch | None = None
+    direct_call: DirectToolCall | None = None
+
+    async def __call__(self, task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        step = self.started.begin(task["call"]["id"], config)
+        try:
+            return await self._run(task, config)
+        except asyncio.CancelledError:
+            await self.started.stopped(step)
+            raise
+        finally:
+            self.started.end(step)
+
+    async def _run(self, task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        call = task["call"]
+        with metered(task.get("steps_left")) as budget:
+            if self.direct_call is not None:
+                direct_call = self.direct_call
+                answered = await _answered(call, lambda: direct_call(call))
+                if answered is not None:
+                    return {"messages": [counted(answered, budget)]}
+            available = {tool.name: tool for tool in self.tools_provider()}
+            searching = self.tool_search is not None and self.tool_search.active()
+            return {"messages": [counted(await _execute(call, available, config, searching), budget)]}
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@dataclass(frozen=True)
+class CallDispatch:
+    """The route to the calls of the model's last request not answered yet: one task per call, so
+    they run concurrently, and an interrupt inside one tool re-runs only that call on resume."""
+
+    max_steps: int
+    tool_search: ToolSearch | None = None
+
+    async def __call__(self, state: AgentState) -> list[Send] | str:
+        messages = state["messages"]
+        request = last_request(messages)
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        pending = [call for call in request.tool_calls if call["id"] not in answered]
+        left = self.max_steps - state.get("model_calls", 0)
+        sends = [Send(self.node_for(call), ToolTask(call=dict(call), steps_left=left))
+                 for call in pending]
+        return sends or MODEL
+
+    def node_for(self, call: Mapping[str, Any]) -> str:
+        searched = self.tool_search is not None and self.tool_search.answers(call["name"])
+        return SEARCH if searched else TOOL
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """After the model: the end of the turn, the approvals, or straight to the calls."""
+
+    approvals: Approvals
+    dispatch: CallDispatch
+
+    async def __call__(self, state: AgentState) -> list[Send] | str:
+        last = state["messages"][-1]
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return END
+        if any(self.approvals.asks(call) for call in last.tool_calls):
+            return APPROVE
+        return await self.dispatch(state)  # nothing to ask: the calls run at the next superstep
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def last_request(messages: Sequence[BaseMessage]) -> AIMessage:
+    """The model message whose tool calls are being handled (routed here only after one)."""
+    return next(m for m in reversed(messages) if isinstance(m, AIMessage))
+
+
+def max_steps_message(max_steps: int) -> AIMessage:
+    return AIMessage(
+        content=(
+            f"I stopped after {max_steps} model call{'s' if max_steps != 1 else ''} in this turn "
+            "(agent.max_steps). "
+            "Say 'continue' to go on, or raise agent.max_steps in agent.yaml."
+        ),
+        response_metadata={"finish_reason": MAX_STEPS_REASON},
+    )
+
+
+def close_dangling_tool_calls(
+    messages: Sequence[BaseMessage], stopped: Sequence[str] = ()
+) -> list[BaseMessage]:
+    """The history with an error result for every tool call that never got one.
+
+    A turn that ended early (an error, Ctrl-C, a new message instead of an approval) leaves tool
+    calls without results, which providers reject. A call in ``stopped`` had started: the server
+    may have acted on it, and the model is told so rather than that it did not run.
+    """
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    closed: list[BaseMessage] = []
+    for message in messages:
+        closed.append(message)
+        if isinstance(message, AIMessage):
+            closed += [
+                ToolMessage(
+                    content=STOPPED_TEXT if call["id"] in stopped else NOT_RUN_TEXT,
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                )
+                for call in message.tool_calls
+                if call["id"] not in answered
+            ]
+    return closed
+
+
+def _denied(call: dict[str, Any], reason: str | None) -> ToolMessage:
+    because = f": {reason}" if reason else "."
+    return _error_message(call, f"The user denied this call to {call['name']}{because}")
+
+
+def _error_message(call: dict[str, Any], text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
+
+
+async def _execute(
+    call: dict[str, Any], available: dict[str, BaseTool], config: RunnableConfig, searching: bool = False
+) -> ToolMessage:
+    """Run one tool call; failures the model should hear about become error results."""
+    tool = available.get(call["name"])
+    if tool is None:
+        logger.info("the model called %r, which is not (or no longer) available", call["name"])
+        return _error_message(call, unknown_tool_text(call["name"], available, searching=searching))
+    result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
+    if isinstance(result, ToolMessage):
+        return result
+    return ToolMessage(content=str(result), tool_call_id=call["id"], name=call["name"])
+
+
+async def _answered(call: dict[str, Any], invoke: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``invoke`` returns; failures the model should hear about become error results."""
+    try:
+        return await invoke()
+    except GraphBubbleUp:
+        raise
+    except (RunnerError, ToolException) as exc:
+        text = str(exc)  # a server's own message often says "Error executing tool ..." already
+        return _error_message(call, text if text.lower().startswith("error") else f"Error: {text}")
+    except ValidationError as exc:
+        if is_invalid_resume(exc):  # a bad answer to the tool's own interrupt: ask again
+            raise
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        return _error_message(call, f"Invalid arguments for {call['name']}: {problems}")
