@@ -9,6 +9,7 @@ The packages are the pipeline, each importing only those above it:
 
     errors      the one exception tree
     lazy        package attributes imported on first use (a light `validate`)
+    sdk         the private members of the MCP SDK, LangGraph, LangChain and anyio the runner uses
     manifest    the manifest: pydantic models, loading with positions, ${VAR} expansion
     store       the state folder and the checkpointers (memory, SQLite, PostgreSQL)
     telemetry   OpenTelemetry traces and metrics of turns and tool calls

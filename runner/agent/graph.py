@@ -35,7 +35,6 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
@@ -45,6 +44,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from runner import sdk
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.sampling import counted, metered, sampling_calls
 from runner.errors import RunnerError, ToolError
@@ -331,7 +331,7 @@ def build_graph(
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).
     return compiled.with_config(recursion_limit=3 * max_steps + 5,
-                                configurable={CONFIG_KEY_DURABILITY: turn_durability(checkpointer)})
+                                configurable=sdk.durability_config(turn_durability(checkpointer)))
 
 
 def _last_request(messages: Sequence[BaseMessage]) -> AIMessage:
