@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import anyio
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import NS_SEP, NULL_TASK_ID
 from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from runner import sdk
 
 STOP_RECORD_LIMIT = 5.0  # seconds a stopped call waits to record that it had started
 STOPPED_CHANNEL = "stopped_calls"
@@ -52,7 +53,7 @@ class StartedCalls:
             "thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
         ids = sorted(self._steps[step][0])
         with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_RECORD_LIMIT):
-            await self._saver.aput_writes(where, [(STOPPED_CHANNEL, ids)], NULL_TASK_ID)
+            await self._saver.aput_writes(where, [(STOPPED_CHANNEL, ids)], sdk.null_task_id())
 
     def end(self, step: _Step | None) -> None:
         if step is not None:
@@ -67,7 +68,7 @@ def _step_of(config: RunnableConfig) -> _Step | None:
     configurable = config.get("configurable", {})
     thread_id = configurable.get("thread_id")
     # A task's namespace is its graph's plus its own part; the map gives the graph's checkpoint.
-    namespace = configurable.get("checkpoint_ns", "").rpartition(NS_SEP)[0]
+    namespace = sdk.parent_namespace(configurable.get("checkpoint_ns", ""))
     checkpoint_id = configurable.get("checkpoint_map", {}).get(namespace)
     if thread_id is None or checkpoint_id is None:
         return None

@@ -24,7 +24,6 @@ from typing import Any, Literal
 import jsonschema
 import mcp_types as types
 from langchain_core.language_models import BaseChatModel
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
@@ -32,6 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from runner import sdk
 from runner.agent.call_ledger import StartedCalls
 from runner.agent.nodes import (
     APPROVE,
@@ -166,4 +166,4 @@ def build_graph(
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).
     return compiled.with_config(recursion_limit=3 * max_steps + 5,
-                                configurable={CONFIG_KEY_DURABILITY: turn_durability(checkpointer)})
+                                configurable=sdk.durability_config(turn_durability(checkpointer)))

@@ -53,6 +53,7 @@ from runner.auth.store import (  # noqa: F401 (login_files, token_record: also i
 )
 from runner.errors import AuthError, LoginRequiredError
 from runner.manifest import HttpServerSpec
+from runner.sdk import OAuthProviderSteps
 
 logger = logging.getLogger(__name__)
 
@@ -119,11 +120,11 @@ def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:
     return provider
 
 
-class _RunnerAuth:
-    """What the runner adds to the SDK's providers (see the module docstring). A mixin."""
+class _RunnerAuth(OAuthProviderSteps):
+    """What the runner adds to the SDK's providers (see the module docstring). A mixin, through
+    the public-named steps of :class:`runner.sdk.OAuthProviderSteps`."""
 
     context: Any  # the SDK provider's OAuthContext
-    _initialized: bool  # the SDK provider's: tokens and client loaded from the store
 
     def __init__(self, key: str, record: TokenRecord, **kwargs: Any) -> None:
         self.key = key
@@ -142,8 +143,8 @@ class _RunnerAuth:
         wanted = union_scopes(self.fixed_scope, current) if self._stepping_up else self.fixed_scope
         self.context.client_metadata.scope = wanted
 
-    async def _initialize(self) -> None:
-        await super()._initialize()  # type: ignore[misc]
+    async def load_state(self) -> None:
+        await super().load_state()
         if self._preregistered is not None:
             self.context.client_info = self._preregistered
         expires_at = self.record.expires_at()
@@ -157,15 +158,15 @@ class _RunnerAuth:
             margin = min(REFRESH_MARGIN, tokens.expires_in / 2)
             self.context.token_expiry_time = time.time() + tokens.expires_in - margin
 
-    async def _handle_token_response(self, response: httpx2.Response) -> None:
-        await super()._handle_token_response(response)  # type: ignore[misc]
+    async def take_token_response(self, response: httpx2.Response) -> None:
+        await super().take_token_response(response)
         self._margin_expiry()
         metadata = self.context.oauth_metadata
         endpoint = metadata.revocation_endpoint if metadata is not None else None
         self.record.set_revocation_endpoint(str(endpoint) if endpoint else None)
 
-    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
-        refreshed = await super()._handle_refresh_response(response)  # type: ignore[misc]
+    async def take_refresh_response(self, response: httpx2.Response) -> bool:
+        refreshed = await super().take_refresh_response(response)
         if refreshed:
             self._margin_expiry()
         else:
@@ -185,11 +186,13 @@ class _RunnerAuth:
         chosen = next((method for method in preferences if method in supported), preferences[0])
         self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": chosen})
 
-    async def _refresh_token(self) -> httpx2.Request:
+    async def refresh_request(self) -> httpx2.Request:
         self._choose_token_endpoint_auth()
-        return await super()._refresh_token()  # type: ignore[misc]
+        return await super().refresh_request()
 
-    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    async def authorizing_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         """Send with the current token; the SDK's flow only when the answer asks for authorization.
 
         The SDK's flow holds one lock from sending a request until its answer's headers arrive,
@@ -198,17 +201,17 @@ class _RunnerAuth:
         send, when only a challenge starts a flow) goes out without the lock; a 401 on a token
         tries one refresh; what still needs authorizing enters the SDK's flow with that answer.
         """
-        if not self._initialized or self.context.lock.locked():  # else taking it would only yield
+        if not self.state_loaded or self.context.lock.locked():  # else taking it would only yield
             async with self.context.lock:  # waits for a refresh in flight
-                if not self._initialized:
-                    await self._initialize()
+                if not self.state_loaded:
+                    await self.load_state()
         response: httpx2.Response | None = None
         self._stepping_up = False
         # Without a token to refresh first, the request goes out as the SDK would send it; its
         # answer decides whether a new authorization is needed (and possible: see below).
         if self.context.is_token_valid() or not self.context.can_refresh_token():
             if self.context.is_token_valid():
-                self._add_auth_header(request)  # type: ignore[attr-defined]
+                self.add_auth_header(request)
             response = yield request
             if not self._asks_for_authorization(response):
                 return
@@ -218,11 +221,11 @@ class _RunnerAuth:
                     tokens = self.context.current_tokens
                     stale = tokens is not None and sent == f"Bearer {tokens.access_token}"
                     if stale and self.context.can_refresh_token():
-                        await self._handle_refresh_response((yield await self._refresh_token()))
+                        await self.take_refresh_response((yield await self.refresh_request()))
                 if self.context.is_token_valid() and request.headers.get("Authorization") != (
                     f"Bearer {self.context.current_tokens.access_token}"
                 ):
-                    self._add_auth_header(request)  # type: ignore[attr-defined]
+                    self.add_auth_header(request)
                     response = yield request
                     if not self._asks_for_authorization(response):
                         return
@@ -231,7 +234,7 @@ class _RunnerAuth:
                 # Not even discovery or registration: a run or ``auth status`` must leave no
                 # registered client behind at the authorization server for a login never made.
                 raise LoginRequiredError(self.key, login_command(self.key))
-        flow = super()._auth_flow(request)  # type: ignore[misc]
+        flow = self.sdk_flow(request)
         try:
             outgoing = await flow.__anext__()
             if response is not None and outgoing is request:
@@ -295,11 +298,11 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
             raise AuthError(self.key, "the login redirect carried no authorization code")
         return result
 
-    async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> httpx2.Request:
+    async def code_exchange_request(self, auth_code: str, code_verifier: str) -> httpx2.Request:
         self._choose_token_endpoint_auth()
-        return await super()._exchange_token_authorization_code(auth_code, code_verifier)
+        return await super().code_exchange_request(auth_code, code_verifier)
 
-    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+    async def authorization_code_grant(self) -> tuple[str, str]:
         self._apply_fixed_scope()
         if self.context.oauth_metadata is None:
             # The 2025-03-26 fallback: default endpoints on the server's origin. A server that
@@ -310,15 +313,15 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
                 "trying the default endpoint %s/authorize, which may not exist",
                 self.key, origin,
             )
-        return await super()._perform_authorization_code_grant()
+        return await super().authorization_code_grant()
 
 
 class MachineAuth(_RunnerAuth, ClientCredentialsOAuthProvider):
     """``grant: client_credentials``: no person, no redirect; a new token whenever one is needed."""
 
-    async def _exchange_token_client_credentials(self) -> httpx2.Request:
+    async def client_credentials_request(self) -> httpx2.Request:
         self._apply_fixed_scope()
-        return await super()._exchange_token_client_credentials()
+        return await super().client_credentials_request()
 
 
 def _without_secrets(error: OAuthFlowError) -> str:

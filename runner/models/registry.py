@@ -7,16 +7,14 @@ importing LangChain's chat models where the id names its provider.
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import importlib.metadata
 import importlib.util
 import re
 import warnings
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 
+from runner import sdk
 from runner.errors import ModelError
 from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec, did_you_mean
 
@@ -45,34 +43,9 @@ _STAND_INS = {"ollama": "langchain_community"}
 
 @cache
 def _registry() -> dict[str, str]:
-    """init_chat_model's providers: name -> the module of its chat model class.
-
-    Read from the source of ``langchain.chat_models.base`` (its ``_BUILTIN_PROVIDERS``) rather than
-    imported: importing it takes most of a second, which every listing of a real model's manifest
-    would pay. Where the source no longer has that shape, the module is imported after all; a test
-    compares the two.
-    """
-    spec = importlib.util.find_spec("langchain")
-    if spec is not None and spec.origin is not None:
-        source = Path(spec.origin).parent / "chat_models" / "base.py"
-        with contextlib.suppress(OSError, SyntaxError, ValueError):
-            found = _providers_in(ast.parse(source.read_text(encoding="utf-8")))
-            if found:
-                return found
-    from langchain.chat_models import base  # pragma: no cover - only if LangChain's source moved
-
-    return {name: entry[0] for name, entry in base._BUILTIN_PROVIDERS.items()}
-
-
-def _providers_in(tree: ast.Module) -> dict[str, str]:
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and target.id == "_BUILTIN_PROVIDERS" and isinstance(value, ast.Dict):
-            return {ast.literal_eval(key): ast.literal_eval(entry.elts[0])
-                    for key, entry in zip(value.keys, value.values, strict=True)
-                    if key is not None and isinstance(entry, ast.Tuple)}
-    return {}
+    """init_chat_model's providers: name -> the module of its chat model class (LangChain's
+    private table, read by :func:`runner.sdk.chat_model_providers` without importing it)."""
+    return sdk.chat_model_providers()
 
 
 def known_providers() -> list[str]:
@@ -86,12 +59,10 @@ def provider_of(model_id: str) -> str:
     prefix = model_id.split(":", 1)[0]
     if ":" in model_id and prefix in _registry():
         return prefix  # init_chat_model's first rule; only inferring needs LangChain itself
-    from langchain.chat_models import base
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the notice about inferring Vertex AI for 'gemini…'
         try:
-            return base._parse_model(model_id, None)[1]
+            return sdk.inferred_provider(model_id)
         except ValueError:
             pass
     known = known_providers()

@@ -21,14 +21,15 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp import Client, ClientSession
-from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
-from mcp.shared.dispatcher import CallOptions, ProgressFnT
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH
 from mcp_types.methods import SERVER_RESULTS, validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 from referencing.exceptions import Unresolvable
+
+from runner import sdk
 
 CALL_METHOD = "tools/call"
 FALLBACK_VERSION = "2025-11-25"  # the SDK's own, before a handshake (ClientSession.send_request)
@@ -84,10 +85,10 @@ async def _send(
     params["name"] = name
     if arguments is not None:
         params["arguments"] = arguments
-    raw = await send_as_session(session, {"method": CALL_METHOD, "params": params}, timeout=timeout,
-                                progress=progress)
-    _clamp_inbound_ttl(raw)
-    version = session._negotiated_version or FALLBACK_VERSION
+    raw = await sdk.send_raw(session, {"method": CALL_METHOD, "params": params}, timeout=timeout,
+                             progress=progress)
+    sdk.clamp_inbound_ttl(raw)
+    version = session.protocol_version or FALLBACK_VERSION
     surface = result_surface(CALL_METHOD, version)
     if surface is None:  # an unknown version or method: the SDK says what it says
         try:
@@ -96,27 +97,9 @@ async def _send(
             pass
     else:  # validated, not also serialised: the SDK throws that dump away
         surface.validate_python(raw, by_name=False)
-    if not (foreign := _later_revision_fields(CALL_METHOD, version)).isdisjoint(raw):
+    if not (foreign := sdk.later_revision_fields(CALL_METHOD, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
-    return session._call_tool_adapter.validate_python(raw, by_name=False)
-
-
-async def send_as_session(
-    session: ClientSession, data: dict[str, Any], *, timeout: float | None,
-    progress: ProgressFnT | None = None,
-) -> dict[str, Any]:
-    """Send request ``data`` (method and params) as ``ClientSession.send_request`` sends it (the
-    stamp's headers, the session's read timeout unless ``timeout``), without validating the answer."""
-    options: CallOptions = {}
-    session._stamp(data, options)
-    options.setdefault("headers", {})  # these requests have no name_param: the stamp names them (2026)
-    if timeout is None:
-        timeout = session._session_read_timeout_seconds
-    if timeout is not None:
-        options["timeout"] = timeout
-    if progress is not None:
-        options["on_progress"] = progress
-    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
+    return sdk.call_tool_result_adapter(session).validate_python(raw, by_name=False)
 
 
 def result_surface(method: str, version: str) -> TypeAdapter[Any] | None:
@@ -132,15 +115,15 @@ def result_surface(method: str, version: str) -> TypeAdapter[Any] | None:
 
 async def _check_output(session: ClientSession, name: str, result: types.CallToolResult) -> None:
     """``ClientSession.validate_tool_result``, with the compiled validator's ``is_valid`` first."""
-    schemas = session._tool_output_schemas
+    schemas = sdk.tool_output_schemas(session)
     if name in schemas:
         schema = schemas[name]
         if schema is None:
             return
         if result.structured_content is not None or "structured_content" in result.model_fields_set:
-            validator = session._tool_output_validators.get(name)  # the SDK's, compiled once
+            validator = sdk.tool_output_validators(session).get(name)  # the SDK's, compiled once
             if validator is None:  # its compiler imports on every call: asked only when needed
-                validator = session._output_schema_validator(name, schema)  # raises as the SDK does
+                validator = sdk.output_schema_validator(session, name, schema)  # raises as the SDK does
             shape = _shape_of(schema, validator)
             if shape is not None and shape.accepts(result.structured_content):
                 return
@@ -267,7 +250,7 @@ async def _relisted(client: Client, name: str, timeout: float | None, mismatch: 
     limit = timeout if timeout is not None else client.read_timeout_seconds
     try:
         with anyio.fail_after(limit):
-            await client._relist_tool(name)
+            await sdk.relist_tool(client, name)
     except (MCPError, TimeoutError, ValidationError) as relist_error:
         raise mismatch from relist_error
     return True
@@ -279,10 +262,10 @@ async def _sdk_finish(
     """An answer that needs input first, or a claimed one: ``Client.call_tool``'s own ending."""
     from mcp.client.extension import ClaimContext
 
-    result = await client._drive_input_required(first, again)
+    result = await sdk.drive_input_required(client, first, again)
     if isinstance(result, types.CallToolResult):
         return result
-    claim = client._folded_extensions.by_model[type(result)]
+    claim = sdk.result_claim(client, result)
     final = await claim.resolve(
         result, ClaimContext(session=client.session, tool_name=name, read_timeout_seconds=timeout)
     )

@@ -22,14 +22,14 @@ from weakref import WeakKeyDictionary
 
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 from mcp_types.methods import validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from runner.servers.lean_calls import result_surface, send_as_session
+from runner import sdk
+from runner.servers.lean_calls import result_surface
 
 logger = logging.getLogger(__name__)
 
@@ -195,12 +195,12 @@ class ToolPages:
         session = self._session
         request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
         data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-        raw = await send_as_session(session, data, timeout=None)  # send_request would validate it whole
+        raw = await sdk.send_raw(session, data, timeout=None)  # send_request would validate it whole
         return self._take(raw, first_page=cursor is None)
 
     def _take(self, raw: dict[str, Any], *, first_page: bool) -> types.ListToolsResult:
         session = self._session
-        _clamp_inbound_ttl(raw)
+        sdk.clamp_inbound_ttl(raw)
         version = session.protocol_version or LATEST_HANDSHAKE_VERSION
         modern = version in MODERN_PROTOCOL_VERSIONS
         if version != self._version:
@@ -225,7 +225,7 @@ class ToolPages:
             result, prints, earlier = _validated(raw, version), [], []  # the SDK's error, about the whole
         validated = list(result.tools)
         if validated:
-            session._absorb_tool_listing(result, complete=False)  # pruned below when complete
+            sdk.absorb_tool_listing(session, result, complete=False)  # pruned below when complete
         kept = {id(tool) for tool in result.tools}
         remembered = iter(prints) if prints else None
         newly = iter(validated)
@@ -241,10 +241,10 @@ class ToolPages:
         names = {tool.name for tool in listed}
         if first_page and result.next_cursor is None:  # the whole listing: forget what left it
             if not _holds_only(session, names):
-                session._absorb_tool_listing(types.ListToolsResult(tools=list(listed)), complete=True)
+                sdk.absorb_tool_listing(session, types.ListToolsResult(tools=list(listed)), complete=True)
                 for tool in listed:  # absorbed again: new header maps
                     if (taken := self._taken.get(tool.name)) is not None and taken.tool is tool:
-                        header_map = session._x_mcp_header_maps.get(tool.name, _MISSING)
+                        header_map = sdk.header_maps(session).get(tool.name, _MISSING)
                         self._taken[tool.name] = replace(taken, header_map=header_map)
             if len(self._taken) > len(names):
                 self._taken = {name: taken for name, taken in self._taken.items() if name in names}
@@ -256,14 +256,14 @@ class ToolPages:
         if taken is None or taken.printed != printed:
             return None
         session = self._session
-        if session._tool_output_schemas.get(name, _MISSING) is not taken.tool.output_schema:
+        if sdk.tool_output_schemas(session).get(name, _MISSING) is not taken.tool.output_schema:
             return None  # another listing (call_tool's, when a name was unknown) replaced it
-        if modern and session._x_mcp_header_maps.get(name, _MISSING) is not taken.header_map:
+        if modern and sdk.header_maps(session).get(name, _MISSING) is not taken.header_map:
             return None
         return taken.tool
 
     def _remember(self, tool: types.Tool, printed: int, modern: bool) -> None:
-        header_map = self._session._x_mcp_header_maps.get(tool.name, _MISSING) if modern else None
+        header_map = sdk.header_maps(self._session).get(tool.name, _MISSING) if modern else None
         self._taken[tool.name] = _Taken(printed, tool, header_map)
 
 
@@ -274,8 +274,8 @@ def _distinct_names(definitions: list[Any]) -> bool:
 
 def _holds_only(session: ClientSession, names: set[str]) -> bool:
     """Whether the session's per-tool state is about ``names`` alone (nothing to prune)."""
-    return (session._tool_output_schemas.keys() <= names and session._x_mcp_header_maps.keys() <= names
-            and session._tool_output_validators.keys() <= names)
+    return (sdk.tool_output_schemas(session).keys() <= names and sdk.header_maps(session).keys() <= names
+            and sdk.tool_output_validators(session).keys() <= names)
 
 
 def _validated(raw: dict[str, Any], version: str) -> types.ListToolsResult:
@@ -284,6 +284,6 @@ def _validated(raw: dict[str, Any], version: str) -> types.ListToolsResult:
         validate_server_result(LIST_METHOD, version, raw)
     except KeyError:
         pass
-    if not (foreign := _later_revision_fields(LIST_METHOD, version)).isdisjoint(raw):
+    if not (foreign := sdk.later_revision_fields(LIST_METHOD, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return types.ListToolsResult.model_validate(raw, by_name=False)

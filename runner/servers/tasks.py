@@ -30,10 +30,10 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from runner import sdk
 from runner.errors import CANCELLED_CODE, ServerRequestError
 from runner.events import TaskUpdate
 from runner.servers.inbound_requests import CallEvents
@@ -109,9 +109,7 @@ async def send_task_request(
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "task": {"ttl": int(ttl * 1000)}},
     }
-    options: CallOptions = {"timeout": timeout}
-    session._stamp(data, options)  # the session's protocol-version header (HTTP), as send_request does
-    raw = await session._dispatcher.send_raw_request("tools/call", data["params"], options)
+    raw = await sdk.send_raw(session, data, timeout=timeout)  # send_request would refuse the answer
     return types.CreateTaskResult.model_validate(raw, by_name=False)
 
 

@@ -30,6 +30,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from runner import sdk
 from runner.errors import ServerError
 from runner.events import Event
 from runner.telemetry import TurnClock
@@ -374,13 +375,13 @@ def _reason(key: str, error: BaseException | None) -> dict[str, str]:
 
 def _model_names(model: Any) -> tuple[str, str]:
     """(provider, model id) of a LangChain chat model, as it reports them to tracers."""
-    params = model._get_ls_params() if hasattr(model, "_get_ls_params") else {}
+    params = sdk.chat_model_trace_params(model)
     if type(model).__module__.startswith("runner."):  # the built-in models (offline, scripted)
         provider = BUILTIN_PROVIDER
     else:  # the partner packages name their provider as init_chat_model does (openai, anthropic...)
-        provider = params.get("ls_provider") or getattr(model, "_llm_type", None) or "unknown"
+        provider = params.get("ls_provider") or sdk.chat_model_type(model) or "unknown"
     name = (params.get("ls_model_name") or getattr(model, "model_name", None)
-            or getattr(model, "model", None) or getattr(model, "_llm_type", None) or provider)
+            or getattr(model, "model", None) or sdk.chat_model_type(model) or provider)
     return str(provider), str(name)
 
 

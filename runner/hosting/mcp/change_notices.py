@@ -22,6 +22,8 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from runner import sdk
+
 logger = logging.getLogger(__name__)
 
 NOTIFY_LIMIT = 5.0  # seconds one caller gets to take a notification: a stalled one holds up no other
@@ -45,13 +47,6 @@ class AnnouncingServer(Server[Any]):
         return super().create_initialization_options(notification_options, *args, **kwargs)
 
 
-def _connection_of(session: ServerSession) -> Connection:
-    """The connection behind a request's session. The SDK gives a low-level handler only the
-    per-request ``ServerSession``; its Connection (whose ``exit_stack`` the SDK unwinds when the
-    caller's session ends) is the private ``ServerSession._connection``: the one private member used."""
-    return session._connection
-
-
 class LegacySessions:
     """The live 2025-11-25 sessions of one server: ``server.middleware.append(sessions)``."""
 
@@ -69,7 +64,7 @@ class LegacySessions:
         return await call_next(ctx)
 
     def _keep(self, session: ServerSession) -> None:
-        connection = _connection_of(session)
+        connection = sdk.session_connection(session)
         if connection in self._sessions:  # a repeated notifications/initialized
             return
         self._sessions[connection] = session  # its channel outside requests is the connection's

@@ -25,6 +25,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runner import sdk
 from runner.errors import ServeError
 from runner.hosting.mcp.malformed import refuse_malformed
 
@@ -165,10 +166,9 @@ class OpenRequests:
 async def end_sessions(server: Server[Any]) -> None:
     """End every open streamable-HTTP session, so the GET streams 2025-11-25 callers hold open end
     now rather than be cut, mid-response, once uvicorn's graceful shutdown runs out (a caller that
-    comes back with its session id is told the session is gone). The SDK has no public way to list
-    its sessions: its session manager's private ``_server_instances`` is read here, and only here;
-    each session ends through its transport's public ``terminate``."""
-    for transport in list(server.session_manager._server_instances.values()):
+    comes back with its session id is told the session is gone). Each session ends through its
+    transport's public ``terminate``."""
+    for transport in sdk.http_session_transports(server):
         await transport.terminate()
 
 

@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio._core._eventloop import get_async_backend
+
+from runner import sdk
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -75,7 +76,7 @@ async def open_child_process(command: Sequence[str], **options: Any) -> anyio.ab
     elif _PRCTL is not None:
         # anyio's own open_process has no preexec_fn; its backend passes the option to Popen.
         options["preexec_fn"] = _death_signal_for(os.getpid())
-    return await get_async_backend().open_process(command, **options)
+    return await sdk.open_process(command, **options)
 
 
 def _without_shell_variables(env: dict[str, str] | None) -> list[str]:

@@ -15,13 +15,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
 from mcp.client import Transport
-from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -31,6 +30,9 @@ from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
 from runner.servers.transports.stdio import StderrLog, StdioProcess
 from runner.servers.transports.websocket import websocket_transport
+
+if TYPE_CHECKING:
+    from runner.sdk import ReadStream, TransportStreams, WriteStream
 
 HTTP_CONNECT_TIMEOUT = 30.0
 # Liveness is the heartbeat's job; a long read timeout only bounds a silently dead stream.

@@ -26,13 +26,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client import Transport
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
@@ -43,6 +42,9 @@ from runner.servers.translation import Boundary, translated
 from runner.servers.transports.child_reaping import open_child_process
 from runner.servers.transports.environment import redacted
 from runner.servers.transports.isolation import Launch, prepare_launch, remove_container
+
+if TYPE_CHECKING:
+    from runner.sdk import TransportStreams
 
 logger = logging.getLogger(__name__)
 

@@ -12,16 +12,18 @@ import contextlib
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from runner.errors import ServerStartError
+
+if TYPE_CHECKING:
+    from runner.sdk import TransportStreams
 
 SUBPROTOCOL = "mcp"
 MISSING_LIBRARY = (
