@@ -17,19 +17,15 @@ ALLOWED = {
     "propagate",  # logging.Logger: whether records go on to the parent loggers
     "no_wrap",  # rich.table.Column: set on the column add_column returned
     "reserve_space_for_menu",  # prompt_toolkit's buffer control: its documented switch
+    "text",  # xml.etree.ElementTree.Element: its text content (the JUnit report)
 }
 
-# Modules still setting other objects' attributes: results a function fills in as it goes
-# (reload reports, eval results, a turn's stopped events, a relayed question's answer), and the
-# servers' and OAuth modules their owners rework. Each is to be built complete, then removed here.
+# Modules still setting other objects' attributes: the servers' and OAuth modules their owners
+# rework. Each is to be built complete, then removed here.
 PENDING = (
     "runner/servers/supervision.py", "runner/servers/connection.py", "runner/servers/offerings.py",
-    "runner/servers/listings.py", "runner/auth/flow.py",
-    "runner/agent/runtime.py", "runner/agent/turns.py", "runner/authoring/effective.py",
-    "runner/cli/chat_commands.py", "runner/cli/chat_session.py", "runner/evals/case_sessions.py",
-    "runner/evals/report.py", "runner/evals/running.py", "runner/hosting/mcp/conversations.py",
-    "runner/servers/fleet.py", "runner/servers/inbound_requests.py", "runner/servers/transports/links.py",
-    "runner/store/postgres.py", "runner/telemetry/exporting.py", "runner/tools/asking.py",
+    "runner/servers/listings.py", "runner/auth/flow.py", "runner/servers/fleet.py",
+    "runner/servers/inbound_requests.py", "runner/servers/transports/links.py", "runner/store/postgres.py",
 )
 
 
@@ -88,6 +84,7 @@ def test_no_module_outside_the_pending_ones_sets_another_objects_attributes() ->
 
 @pytest.mark.xfail(strict=True, reason="the PENDING modules still set attributes of other objects: "
                    "runner/servers/supervision.py, connection.py, offerings.py, listings.py, "
-                   "runner/auth/flow.py, and result objects filled in as they go elsewhere")
+                   "runner/auth/flow.py, fleet.py, inbound_requests.py, transports/links.py and "
+                   "runner/store/postgres.py")
 def test_no_module_sets_another_objects_attributes() -> None:
     assert _all_wiring() == []

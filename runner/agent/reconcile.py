@@ -32,7 +32,7 @@ def launch_spec(spec: ServerSpec) -> ServerSpec:
     return spec
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReloadReport:
     """What :meth:`Runtime.apply` did, for the one-line summary and the JSON event stream."""
 
@@ -59,33 +59,38 @@ class ReloadReport:
 
 
 async def reconcile_servers(
-    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], report: ReloadReport,
-    logged_in: Set[str],
-) -> None:
-    """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once."""
+    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], logged_in: Set[str], *,
+    started: list[str], stopped: list[str],
+) -> tuple[list[str], dict[str, str]]:
+    """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once.
+
+    Returns the servers restarted (sorted) and the required ones that failed to start, with why.
+    """
+    restarted: list[str] = []
+    failed: dict[str, str] = {}
 
     async def update(key: str) -> None:
         try:
             if await fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
-                report.restarted.append(key)
+                restarted.append(key)
         except ServerStartError as exc:  # a required server: reported, the rest goes on
-            report.restarted.append(key)
-            report.failed[key] = str(exc)
+            restarted.append(key)
+            failed[key] = str(exc)
 
     async def start(key: str) -> None:
         try:
             await fleet.add(key, specs[key])
         except ServerStartError as exc:
-            report.failed[key] = str(exc)
+            failed[key] = str(exc)
 
     async with anyio.create_task_group() as group:
-        for key in report.stopped:
+        for key in stopped:
             group.start_soon(fleet.remove, key)
         for key in kept:
             group.start_soon(update, key)
-        for key in report.started:
+        for key in started:
             group.start_soon(start, key)
-    report.restarted.sort()
+    return sorted(restarted), failed
 
 
 def live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:

@@ -175,22 +175,26 @@ class Runtime:
         model = self._model_for(checked, previous)
         specs = {key: launch_spec(spec) for key, spec in manifest.servers.items()}
         running = set(self.fleet.connections)
-        report = ReloadReport(started=sorted(set(specs) - running), stopped=sorted(running - set(specs)))
+        started, stopped = sorted(set(specs) - running), sorted(running - set(specs))
         kept = sorted(running & set(specs))
         logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
         changed = {path.resolve() for path in changed_files}
         logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
         restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        restarted: list[str] = []
+        failed: dict[str, str] = {}
         if previous is None:
-            await self.fleet.start_all({key: specs[key] for key in report.started})
+            await self.fleet.start_all({key: specs[key] for key in started})
         else:
-            await self.caller.drained(set(report.stopped) | restarting)
-            await reconcile_servers(self.fleet, specs, kept, report, logged_in)
-        report.rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
-        if previous is not None and previous.loaded.manifest.name != manifest.name:
-            report.renamed = manifest.name
+            await self.caller.drained(set(stopped) | restarting)
+            restarted, failed = await reconcile_servers(self.fleet, specs, kept, logged_in,
+                                                        started=started, stopped=stopped)
+        rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
+        renamed = previous is not None and previous.loaded.manifest.name != manifest.name
         self._install(checked, model, previous, logins)
-        report.seconds = time.perf_counter() - began
+        report = ReloadReport(seconds=time.perf_counter() - began, started=started, stopped=stopped,
+                              restarted=restarted, rebuilt=rebuilt, failed=failed,
+                              renamed=manifest.name if renamed else "")
         telemetry.reloaded(report, initial=previous is None)
         return report
 

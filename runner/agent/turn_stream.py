@@ -14,7 +14,7 @@ class StoppedTurnEvents:
     is no longer read then, but a task's ``cancelled`` status comes as the call is cancelled.
 
     :func:`runner.agent.turns.stream_turn` sets one in its graph run's context (:data:`turn_events`),
-    sets ``stopped`` when the turn is stopped, and hands ``kept`` over once the run has closed.
+    calls :meth:`stop` when the turn is stopped, and hands ``kept`` over once the run has closed.
     """
 
     def __init__(self) -> None:
@@ -31,6 +31,10 @@ class StoppedTurnEvents:
                 stream(event)
 
         return write
+
+    def stop(self) -> None:
+        """The turn is stopped: keep the events from now on, for after the run has closed."""
+        self.stopped = True
 
 
 turn_events: contextvars.ContextVar[StoppedTurnEvents | None] = contextvars.ContextVar(

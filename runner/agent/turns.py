@@ -97,7 +97,7 @@ async def stream_turn(
     except anyio.get_cancelled_exc_class():
         # Stopped (Ctrl-C, a cancelled task, a stopped served turn): what the calls said as they
         # were cancelled (a task's cancelled status) is handed over before the stop goes on.
-        stopped.stopped = True
+        stopped.stop()
         await _close(run)
         for event in stopped.kept:
             yield clock.seen(event)

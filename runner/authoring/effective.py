@@ -87,13 +87,11 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
     loaded = load_manifest(path, environ={**placeholders, **environ})
     data = loaded.manifest.model_dump(mode="json", by_alias=True)
     data["servers"] = {key: _connection_first(server) for key, server in data["servers"].items()}
-    result = EffectiveManifest(loaded.source.file, {})
-    result.data = _explain(data, (), loaded.source, raw, result.sources)
-    result.variables = [
-        VariableUse(name, name in environ, name not in required, tuple(paths))
-        for name, paths in sorted(uses.items())
-    ]
-    return result
+    sources: dict[Path_, Provenance] = {}
+    explained = _explain(data, (), loaded.source, raw, sources)
+    variables = [VariableUse(name, name in environ, name not in required, tuple(paths))
+                 for name, paths in sorted(uses.items())]
+    return EffectiveManifest(loaded.source.file, explained, sources, variables)
 
 
 def _connection_first(server: dict[str, Any]) -> dict[str, Any]:

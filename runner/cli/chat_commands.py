@@ -142,8 +142,7 @@ async def _call(session: ChatSession, line: str) -> None:
     if problems := session.runtime.caller.argument_problems(name, args):  # refused before anyone is asked
         session.error(refused_arguments(name, problems))
         return
-    session.direct_calls += 1
-    call_id = f"direct_{session.direct_calls}"
+    call_id = session.next_direct_call_id()
     session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id))
     if catalog.needs_approval(name):
         answer = await session.approve(ApprovalAsked(type="approval", tool=name, args=args, id=call_id))

@@ -8,7 +8,8 @@ Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits (:cl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -62,6 +63,16 @@ class Interrupts:
         else:
             raise KeyboardInterrupt
 
+    @contextmanager
+    def cancelling(self) -> Iterator[anyio.CancelScope]:
+        """A scope for one turn (or command) that Ctrl-C cancels while it runs."""
+        with anyio.CancelScope() as scope:
+            self.turn = scope
+            try:
+                yield scope
+            finally:
+                self.turn = None
+
 
 class ChatSession:
     """One chat over a running agent, shown through a view (a terminal or JSON lines)."""
@@ -72,7 +83,7 @@ class ChatSession:
         self.view = view
         self.interrupts = interrupts
         self.yes = yes
-        self.direct_calls = 0
+        self._direct_calls = 0  # numbers the ids of /call's tool calls
         self.media = MediaFolder(runtime.fleet.state_dir)
         runtime.listeners.append(self._show_change)
 
@@ -100,6 +111,11 @@ class ChatSession:
             else:
                 self.error(self._unknown_command(name))
 
+    def next_direct_call_id(self) -> str:
+        """The id of a new ``/call`` tool call (``direct_1``, ``direct_2``, ...)."""
+        self._direct_calls += 1
+        return f"direct_{self._direct_calls}"
+
     def error(self, message: str) -> None:
         self.view.show(ChatError(type="error", message=message))
 
@@ -112,11 +128,9 @@ class ChatSession:
         return f"unknown command '/{name}'{hint}; commands: {known}"
 
     async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
-        with anyio.CancelScope() as scope:
-            self.interrupts.turn = scope
+        with self.interrupts.cancelling() as scope:
             async with self.view.working():
                 await work()
-        self.interrupts.turn = None
         if scope.cancelled_caught:
             self.view.show(Interrupted(type="interrupted"))
 

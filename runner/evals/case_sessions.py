@@ -61,6 +61,14 @@ class CaseRun:
     replayed_tools: set[int] = field(default_factory=set)
     _last_system: str | None = None
 
+    def begin_turn(self) -> None:
+        """A new user message: the case's ``max_steps`` counts this turn's model calls afresh."""
+        self.turn_calls = 0
+
+    def count_model_call(self) -> None:
+        self.turn_calls += 1
+        self.model_calls += 1
+
     def record_model_call(self, system: str, tools: dict[str, str], conversation: str,
                           reply: AIMessage) -> None:
         assert self.cassette is not None
@@ -219,8 +227,7 @@ class EvalModel(ModelChain):
         if limit is not None and run.turn_calls >= limit:
             return AIMessage(content=f"stopped after {limit} model calls (the case's max_steps)",
                              response_metadata={"finish_reason": MAX_STEPS_REASON})
-        run.turn_calls += 1
-        run.model_calls += 1
+        run.count_model_call()
         mode, secrets = self.sessions.mode, self.sessions.secrets
         if mode == "live":
             return await super().ainvoke(messages, tools=tools, config=config)

@@ -47,7 +47,7 @@ class RunOptions:
     environ: Mapping[str, str] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
     """How one case went; ``differences[0]`` is the first difference the report shows."""
 
@@ -142,51 +142,58 @@ async def run_case(
         recording = Cassette(case=case.name, now=now, servers=listings)
     thread_id = f"eval-{case.name}-{uuid.uuid4().hex[:8]}"
     run = sessions.start(case, thread_id, cassette or recording, now)
-    observed = Observation()
-    result = CaseResult(case, "passed", 0.0, observed)
+    calls: list[ObservedCall] = []
+    finals: list[str] = []  # each final answer as it came: the last one is the case's answer
+    verdict: Verdict | None = None
+    status: Status
     try:
         for text in case.spec.input:
-            run.turn_calls = 0
-            await _run_turn(runtime, text, thread_id, observed)
+            run.begin_turn()
+            await _run_turn(runtime, text, thread_id, calls, finals)
         if run.drift is not None:
             raise CassetteDrift(run.drift)
-        result.differences = expectation_differences(case.spec.expect, observed)
+        observed = _observation(calls, finals)
+        differences = expectation_differences(case.spec.expect, observed)
         if case.spec.judge is not None:
-            result.verdict = await _verdict(runtime, case, cassette, observed)
-            if not result.verdict.passed:
-                result.differences.append(f"the judge failed the case: {result.verdict.reasoning}")
-        result.status = "failed" if result.differences else "passed"
+            verdict = await _verdict(runtime, case, cassette, observed)
+            if not verdict.passed:
+                differences.append(f"the judge failed the case: {verdict.reasoning}")
+        status = "failed" if differences else "passed"
     except CassetteDrift as exc:
-        result.status, result.differences = "drift", [str(exc)]  # the status already says drift
+        status, differences = "drift", [str(exc)]  # the status already says drift
     except RunnerError as exc:
-        result.status, result.differences = "error", [f"{type(exc).__name__}: {exc}"]
+        status, differences = "error", [f"{type(exc).__name__}: {exc}"]
     finally:
         sessions.runs.pop(thread_id, None)
-    observed.steps = run.model_calls
-    result.seconds = time.perf_counter() - began
-    if recording is not None and result.status in ("passed", "failed"):
-        recording.judge = result.verdict
-        write_cassette(case.cassette_path, recording, sessions.secrets)
+    observed = _observation(calls, finals, run.model_calls)
+    result = CaseResult(case, status, time.perf_counter() - began, observed, differences, verdict)
+    if recording is not None and status in ("passed", "failed"):
+        write_cassette(case.cassette_path, recording.model_copy(update={"judge": verdict}), sessions.secrets)
     return result
 
 
-async def _run_turn(runtime: Runtime, text: str, thread_id: str, observed: Observation) -> None:
-    """One user message; calls that need approval are approved (a case runs unattended)."""
+def _observation(calls: list[ObservedCall], finals: list[str], steps: int = 0) -> Observation:
+    return Observation(calls, finals[-1] if finals else "", steps)
+
+
+async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[ObservedCall],
+                    finals: list[str]) -> None:
+    """One user message, its tool calls and final answers added to ``calls`` and ``finals`` as
+    they come; calls that need approval are approved (a case runs unattended)."""
     message: str | Command = text
     positions: dict[str, int] = {}
     while True:
         approval: ApprovalAsked | None = None
         async for event in stream_turn(runtime, message, thread_id=thread_id):
             if event["type"] == "tool_call":
-                positions[event["id"]] = len(observed.calls)
-                observed.calls.append(ObservedCall(event["name"], dict(event["args"])))
+                positions[event["id"]] = len(calls)
+                calls.append(ObservedCall(event["name"], dict(event["args"])))
             elif event["type"] == "tool_result" and event["id"] in positions:
                 index = positions[event["id"]]
-                call = observed.calls[index]
-                observed.calls[index] = ObservedCall(call.name, call.args, event["status"] or "success",
-                                                     event["text"])
+                call = calls[index]
+                calls[index] = ObservedCall(call.name, call.args, event["status"] or "success", event["text"])
             elif event["type"] == "final":
-                observed.answer = event["text"]
+                finals.append(event["text"])
             elif event["type"] == "approval":
                 approval = event
         if approval is None:

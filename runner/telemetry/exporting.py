@@ -135,9 +135,13 @@ class _ExportTrouble(logging.Handler):
 
     def __init__(self, log_path: Path | None, endpoints: list[str | None]) -> None:
         super().__init__(logging.DEBUG)
+        self.point_at(log_path, endpoints)
+        self.warned = False
+
+    def point_at(self, log_path: Path | None, endpoints: list[str | None]) -> None:
+        """Write to ``log_path`` from now on, and name ``endpoints`` in the warning."""
         self.log_path = log_path
         self.endpoints = ", ".join(dict.fromkeys(url for url in endpoints if url))
-        self.warned = False
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.log_path is not None:
@@ -162,7 +166,7 @@ def route_sdk_logs(log_path: Path | None, endpoints: list[str | None]) -> None:
     sdk.setLevel(logging.DEBUG if log_path is not None else logging.WARNING)
     for handler in sdk.handlers:
         if isinstance(handler, _ExportTrouble):
-            handler.log_path, handler.endpoints = log_path, _ExportTrouble(None, endpoints).endpoints
+            handler.point_at(log_path, endpoints)
             return
     sdk.addHandler(_ExportTrouble(log_path, endpoints))
 

@@ -34,6 +34,11 @@ class _Question:
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: Reply | None = None
 
+    def reply(self, answer: Reply) -> None:
+        """Answer the question: the task waiting in ``ask`` takes ``answer`` to the server."""
+        self.answer = answer
+        self.answered.set()
+
 
 @dataclass
 class Answered:
@@ -91,16 +96,15 @@ async def call_answering(
         async with receive:
             async for question in receive:
                 try:
-                    question.answer = await answer(question.server, question.request)
+                    reply = await answer(question.server, question.request)
                 except Exception as exc:  # the graph pauses (or the answer was invalid): stop the call
                     failure = exc
                     # The server's request is answered before the call is cancelled: a server
                     # that keeps working on cancel would otherwise wait for it forever.
-                    question.answer = _refusal(question.request)
-                    question.answered.set()
+                    question.reply(_refusal(question.request))
                     tg.cancel_scope.cancel()
                     break
-                question.answered.set()
+                question.reply(reply)
     if failure is not None:
         raise failure
     return outcome[0], answered

@@ -144,6 +144,14 @@ class _ThreadLine:
     lock: anyio.Lock
     wanted: int = 0
 
+    def want(self) -> None:
+        self.wanted += 1
+
+    def release(self) -> bool:
+        """One admitted turn is done with the thread; True when no other wants it."""
+        self.wanted -= 1
+        return self.wanted == 0
+
 
 class TurnScheduler:
     """Admission, per-thread order and the bound on concurrent turns.
@@ -181,7 +189,7 @@ class TurnScheduler:
             )
         self._admitted += 1
         line = self._threads.setdefault(thread_id, _ThreadLine(anyio.Lock()))
-        line.wanted += 1
+        line.want()
         try:
             if waiting is not None and (line.lock.locked() or self._slots.available_tokens < 1):
                 reason = ("an earlier turn of this thread is running" if line.lock.locked()
@@ -195,8 +203,7 @@ class TurnScheduler:
                     self._running -= 1
         finally:
             self._admitted -= 1
-            line.wanted -= 1
-            if line.wanted == 0:
+            if line.release():
                 del self._threads[thread_id]
 
 
