@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
 
 # Third-party objects whose documented interface is setting an attribute.
@@ -18,15 +16,13 @@ ALLOWED = {
     "no_wrap",  # rich.table.Column: set on the column add_column returned
     "reserve_space_for_menu",  # prompt_toolkit's buffer control: its documented switch
     "text",  # xml.etree.ElementTree.Element: its text content (the JUnit report)
+    "deadline",  # anyio.CancelScope: moving a scope's deadline is how anyio extends or shortens it
 }
 
-# Modules still setting other objects' attributes: the servers' and OAuth modules their owners
-# rework. Each is to be built complete, then removed here.
-PENDING = (
-    "runner/servers/supervision.py", "runner/servers/connection.py", "runner/servers/offerings.py",
-    "runner/servers/listings.py", "runner/auth/flow.py", "runner/servers/fleet.py",
-    "runner/servers/inbound_requests.py", "runner/servers/transports/links.py", "runner/store/postgres.py",
-)
+# The SDK's OAuth providers keep their flow's state in ``self.context`` and their own steps assign
+# to it; runner.auth.flow's providers subclass them and continue those steps.
+OWN_STATE = ("self.context.",)
+
 
 
 def _owner(target: ast.Attribute) -> str | None:
@@ -57,7 +53,7 @@ def outside_wiring(source: str, path: str) -> list[str]:
             if not isinstance(target, ast.Attribute):
                 continue
             own = isinstance(target.value, ast.Name) and target.value.id in ("self", "cls")
-            if own or target.attr in ALLOWED:
+            if own or target.attr in ALLOWED or ast.unparse(target).startswith(OWN_STATE):
                 continue
             found.append(f"{path}:{target.lineno}: {ast.unparse(target)}")
     return found
@@ -78,13 +74,5 @@ def test_the_check_finds_attributes_set_on_other_objects() -> None:
     assert found == ["m.py:1: catalog.answer", "m.py:4: self.fleet.sample", "m.py:5: a.b"]
 
 
-def test_no_module_outside_the_pending_ones_sets_another_objects_attributes() -> None:
-    assert [line for line in _all_wiring() if not line.startswith(PENDING)] == []
-
-
-@pytest.mark.xfail(strict=True, reason="the PENDING modules still set attributes of other objects: "
-                   "runner/servers/supervision.py, connection.py, offerings.py, listings.py, "
-                   "runner/auth/flow.py, fleet.py, inbound_requests.py, transports/links.py and "
-                   "runner/store/postgres.py")
 def test_no_module_sets_another_objects_attributes() -> None:
     assert _all_wiring() == []

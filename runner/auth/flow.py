@@ -86,8 +86,8 @@ def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:
                 client_secret=auth.client_secret,
                 scope=scope,
                 issuer=auth.issuer,
+                fixed_scope=scope,
             )
-        machine.fixed_scope = scope
         return machine
     port = auth.callback_port or DEFAULT_CALLBACK_PORT
     redirect = [AnyUrl(redirect_uri(port))]
@@ -113,10 +113,10 @@ def http_auth(key: str, spec: HttpServerSpec) -> httpx2.Auth | None:
         client_metadata=metadata,
         storage=record,
         client_metadata_url=auth.client_metadata_url,
+        fixed_scope=scope,
+        challenge_only=spec.auth is None,
     )
     provider.prepare(port=port, preregistered=preregistered)
-    provider.fixed_scope = scope
-    provider.challenge_only = spec.auth is None
     return provider
 
 
@@ -126,13 +126,16 @@ class _RunnerAuth(OAuthProviderSteps):
 
     context: Any  # the SDK provider's OAuthContext
 
-    def __init__(self, key: str, record: TokenRecord, **kwargs: Any) -> None:
+    def __init__(
+        self, key: str, record: TokenRecord, *, fixed_scope: str | None = None,
+        challenge_only: bool = False, **kwargs: Any,
+    ) -> None:
         self.key = key
         self.record = record
         self._preregistered: OAuthClientInformationFull | None = None
-        self.fixed_scope: str | None = None  # the manifest's scopes
+        self.fixed_scope = fixed_scope  # the manifest's scopes
         self._stepping_up = False
-        self.challenge_only = False  # no auth block: only a Bearer challenge starts a flow
+        self.challenge_only = challenge_only  # no auth block: only a Bearer challenge starts a flow
         super().__init__(**kwargs)
 
     def _apply_fixed_scope(self) -> None:

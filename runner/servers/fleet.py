@@ -227,6 +227,13 @@ class SignalStop:
 
     received: signal.Signals | None = None
 
+    def receive(self, number: int) -> bool:
+        """Record the first signal that arrives; False for any later one."""
+        if self.received is not None:
+            return False
+        self.received = signal.Signals(number)
+        return True
+
 
 @asynccontextmanager
 async def stop_on_signals(
@@ -248,8 +255,7 @@ async def stop_on_signals(
             async def watch() -> None:
                 with anyio.open_signal_receiver(*wanted) as received:
                     async for number in received:
-                        if outcome.received is None:
-                            outcome.received = signal.Signals(number)
+                        if outcome.receive(number):
                             body.cancel()
                             if hurry is None:
                                 return
