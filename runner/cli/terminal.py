@@ -296,11 +296,18 @@ class JsonLinesView:
         sys.stdout.flush()
 
     async def next_object(self) -> dict[str, Any] | None:
+        # Here, not at the top: runner.hosting.mcp loads the agent, which `tools` and `call` do not need.
+        from runner.hosting.mcp.malformed import NESTING_WORDS, too_deep
+
         while True:
             line = await self.reader.read("")
             if line is None:
                 return None
             if not line.strip():
+                continue
+            if too_deep(line):  # json.loads would recurse once per level, to a RecursionError
+                self.show({"type": "error",
+                           "message": f"an input line must be a JSON object: {NESTING_WORDS}"})
                 continue
             try:
                 value = json.loads(line)
