@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 
 from runner.cli.media import inline_preview
+from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
 
 PREVIEW_CHARS = 160
@@ -103,7 +104,7 @@ class LineReader:
         return line.decode(errors="replace").removesuffix("\r")
 
     def write(self, text: str) -> None:
-        self._console.file.write(text)
+        self._console.file.write(visible(text))
         self._console.file.flush()
 
     @asynccontextmanager
