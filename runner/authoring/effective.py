@@ -20,7 +20,7 @@ from runner.authoring.importing import yaml_flow, yaml_scalar
 from runner.authoring.secrets import URL_PASSWORD, looks_like_credential, secret_env, secret_header
 from runner.manifest import ServerSettings
 from runner.manifest.expansion import expand_variables, variable_references
-from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest
+from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
 
 HIDDEN = "(hidden)"
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
@@ -72,7 +72,7 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
     """Load ``path`` and explain it; unset variables do not stop it (they are reported as unset)."""
     environ = os.environ if environ is None else environ
     path = Path(path)
-    raw = _RawDocument(path.read_bytes().decode("utf-8", errors="replace"))
+    raw = _RawDocument(read_document(path, "the manifest").decode("utf-8", errors="replace"))
     uses: dict[str, list[str]] = {}
     required: set[str] = set()
     for where, text in raw.templates.items():

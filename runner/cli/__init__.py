@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
+from runner.cli.safe_text import SafeConsole, VisibleLogLines
 from runner.errors import ManifestError, RunnerError
 
 if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands that read one
@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = SafeConsole(highlight=False, soft_wrap=True)
+stderr = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,11 +184,10 @@ def main(debug: bool) -> None:
     """
     # Warnings (a skipped server, a filter entry that matches nothing) are the runner talking to
     # the person at the terminal; with --debug they say where they come from.
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s" if debug else "%(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log_lines = logging.StreamHandler(sys.stderr)
+    log_lines.setFormatter(VisibleLogLines("%(levelname)s %(name)s: %(message)s" if debug
+                                           else "%(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[log_lines])
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.ERROR, "error")
     # Servers' own log messages ("[server] level: message", already at or above each server's

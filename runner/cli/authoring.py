@@ -32,6 +32,7 @@ from runner.authoring.importing import (
 )
 from runner.authoring.scaffold import MANIFEST, command_servers, manifest_for, starter_files, write_starter
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli.safe_text import visible
 from runner.errors import ManifestError, Problem
 
 # ----------------------------------------------------------------------------------- completion
@@ -169,7 +170,7 @@ def import_(file: str, output: str | None, merge: bool, force: bool, format_: st
     if target:
         _write(target, text)
     else:
-        click.echo(text, nl=False)
+        click.echo(visible(text), nl=False)
     _report(imported, target=output or "stdout", guessed=format_ is None)
 
 
@@ -235,4 +236,4 @@ def config(file: str, server: str | None, json_output: bool) -> None:
     if json_output:
         click.echo(json.dumps(as_json(effective), indent=2))
     else:
-        click.echo(render_text(effective), nl=False)
+        click.echo(visible(render_text(effective)), nl=False)

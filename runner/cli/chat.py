@@ -36,6 +36,7 @@ from runner.cli.completion import resolve_thread
 from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
+from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
@@ -105,7 +106,7 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             stderr.print("error: the turn ended without an answer", style="red")
             return EXIT_FAILURE
         if not as_json:
-            click.echo(final["text"])
+            click.echo(visible(final["text"]))
         return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
 
 

@@ -46,6 +46,7 @@ from rich.console import Console
 
 from runner.agent.runtime import Runtime
 from runner.cli.completion import ChatCompleter
+from runner.cli.safe_text import visible
 from runner.cli.status import SPINNER_STEP, ChatStatus
 from runner.cli.terminal import LineReader
 from runner.manifest import CHAT_COMMANDS
@@ -134,7 +135,7 @@ class ChatEditor:
                 return None
             default, self._typeahead = self._typeahead or default, ""
             try:
-                return await session.prompt_async([(PROMPT_STYLE, prompt)], default=default,
+                return await session.prompt_async([(PROMPT_STYLE, visible(prompt))], default=default,
                                                   handle_sigint=False)
             except EOFError:
                 return None
@@ -147,7 +148,7 @@ class ChatEditor:
                 self._start_status_app()
 
     def write(self, text: str) -> None:
-        self._console.file.write(text)
+        self._console.file.write(visible(text))
         self._console.file.flush()
 
     @asynccontextmanager

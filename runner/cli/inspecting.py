@@ -13,7 +13,6 @@ from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -29,6 +28,7 @@ from runner.cli.rows import (
     refused_arguments,
     tool_rows,
 )
+from runner.cli.safe_text import SafeConsole, visible
 from runner.cli.status import progress_line
 from runner.errors import PromptError, ToolError
 from runner.events import Event, EventSink, ReloadEvent, Watching
@@ -58,9 +58,10 @@ def _invalid(message: str) -> NoReturn:
 def print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     """A table whose columns but the last are never cut: wider than the terminal if need be (the
     terminal wraps the line; a name stays whole, to copy). The last column wraps."""
+    rows = [tuple(map(visible, row)) for row in rows]  # measured as they will be shown
     widths = [max([len(header), *(len(row[index]) for row in rows)]) for index, header in enumerate(headers)]
     needed = sum(widths[:-1]) + 2 * len(headers) + min(widths[-1], 40)
-    console = Console(file=stdout.file, width=max(stdout.width, needed), highlight=False)
+    console = SafeConsole(file=stdout.file, width=max(stdout.width, needed), highlight=False)
     table = Table(*headers, box=None, show_edge=False)
     for column in table.columns[:-1]:
         column.no_wrap = True
@@ -153,10 +154,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     if isinstance(result, str):
         _invalid(result)
     text, structured = result
-    click.echo(text)
+    click.echo(visible(text))
     if structured is not None:
         stderr.print("structured content:", style="dim")
-        click.echo(structured, err=True)
+        click.echo(visible(structured), err=True)
 
 
 class _CallCommandHost(Host):
@@ -264,13 +265,13 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
         stdout.print(Text(f"[{message.type}]", style="bold"))
         content = message.content
         if isinstance(content, str):
-            click.echo(content)
+            click.echo(visible(content))
             continue
         for block in content:
             if isinstance(block, str) or block.get("type") == "text":
-                click.echo(block if isinstance(block, str) else block.get("text", ""))
+                click.echo(visible(block if isinstance(block, str) else block.get("text", "")))
             else:
-                click.echo(f"[{block.get('type')} {block.get('mime_type', '')}]")
+                click.echo(visible(f"[{block.get('type')} {block.get('mime_type', '')}]"))
 
 
 @main.command()

@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 
 from runner.cli.media import inline_preview
+from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
 from runner.events import ApprovalAsked, ChatError, Event, HelpShown, ToolCall
 
@@ -104,7 +105,7 @@ class LineReader:
         return line.decode(errors="replace").removesuffix("\r")
 
     def write(self, text: str) -> None:
-        self._console.file.write(text)
+        self._console.file.write(visible(text))
         self._console.file.flush()
 
     @asynccontextmanager
@@ -303,11 +304,18 @@ class JsonLinesView:
         sys.stdout.flush()
 
     async def next_object(self) -> dict[str, Any] | None:
+        # Here, not at the top: runner.hosting.mcp loads the agent, which `tools` and `call` do not need.
+        from runner.hosting.mcp.malformed import NESTING_WORDS, too_deep
+
         while True:
             line = await self.reader.read("")
             if line is None:
                 return None
             if not line.strip():
+                continue
+            if too_deep(line):  # json.loads would recurse once per level, to a RecursionError
+                self.show({"type": "error",
+                           "message": f"an input line must be a JSON object: {NESTING_WORDS}"})
                 continue
             try:
                 value = json.loads(line)

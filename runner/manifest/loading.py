@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -104,12 +105,36 @@ def load_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None)
 
 
 def read_document(path: Path, what: str) -> bytes:
-    """The bytes of ``path``, or a ManifestError located at its start naming ``what`` it is."""
+    """The bytes of ``path``, or a ManifestError located at its start naming ``what`` it is. No
+    more than the size limit and one byte is read, and only from a regular file (a symlink's
+    target): ``/dev/zero`` would fill the memory, and a FIFO with no writer would wait for ever."""
+    def fail(message: str) -> ManifestError:
+        return ManifestError([Problem(str(path), 1, 1, "", f"cannot read {what}: {message}")])
+
     try:
-        return path.read_bytes()
+        # Non-blocking, so that opening a FIFO returns at once (a regular file ignores the flag).
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ManifestError([Problem(str(path), 1, 1, "", f"cannot read {what}: {reason}")]) from exc
+        raise fail(exc.strerror or type(exc).__name__) from exc
+    with os.fdopen(descriptor, "rb") as document:
+        try:
+            kind = os.fstat(descriptor).st_mode
+            if not stat.S_ISREG(kind):
+                raise fail(f"it is {_file_kind(kind)}, not a regular file")
+            raw = document.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise fail(exc.strerror or type(exc).__name__) from exc
+    if len(raw) > MAX_BYTES:
+        raise ManifestError([Problem(str(path), 1, 1, "", f"{what} is larger than the limit of "
+                                                           f"{MAX_BYTES:,} bytes")])
+    return raw
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def parse_manifest(

@@ -34,6 +34,7 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
+from runner.tools.schemas import reference_loop
 
 if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
     from langchain_core.tools import BaseTool
@@ -258,6 +259,11 @@ class ToolCatalog:
     def _mcp_entry(
         self, name: str, origin: Origin, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
+        if (loop := reference_loop(definition.input_schema)) is not None:
+            # Checked here, not when the tool is made: `call` validates arguments without making it.
+            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema's "
+                            f"references loop without end ({' -> '.join(loop)})")
+            return None
         description = definition.description or definition.title or f"{definition.name} from {origin.server}"
         key = (definition.name, id(definition))
         cached = self.schema_cache.get(key)

@@ -123,6 +123,79 @@ def _resolve_pointer(root: Schema, ref: str) -> Any:
     return target
 
 
+# Keywords whose subschemas apply to the very value their schema applies to: a reference reached
+# again through these and ``$ref`` alone is a loop a validator follows without end.
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_SINGLES = ("not", "if", "then", "else")
+
+
+def _in_place_references(node: Any) -> list[str]:
+    """The references that apply to the same value as ``node`` (without descending into it)."""
+    found, pending = [], [node]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, dict):
+            continue
+        if isinstance(current.get("$ref"), str):
+            found.append(current["$ref"])
+        for key in _IN_PLACE_LISTS:
+            if isinstance(current.get(key), list):
+                pending.extend(current[key])
+        pending.extend(current.get(key) for key in _IN_PLACE_SINGLES)
+        if isinstance(current.get("dependentSchemas"), dict):
+            pending.extend(current["dependentSchemas"].values())
+    return found
+
+
+def _all_references(root: Schema) -> list[str]:
+    found, pending = [], [root]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, dict):
+            if isinstance(current.get("$ref"), str):
+                found.append(current["$ref"])
+            pending.extend(current.values())
+        elif isinstance(current, list):
+            pending.extend(current)
+    return found
+
+
+def reference_loop(root: Schema) -> list[str] | None:
+    """References that lead back to the first without ever descending into the value (``a`` is
+    ``b``, ``b`` is ``a``), which a validator would follow until it runs out of stack; None when
+    there is none. Recursion through ``properties`` or ``items`` is fine: it ends with the value."""
+    following: dict[str, list[str]] = {}
+
+    def next_of(ref: str) -> list[str]:
+        if ref not in following:
+            try:
+                following[ref] = _in_place_references(_resolve_pointer(root, ref))
+            except UnusableSchemaError:  # said by the inliner, in its own words
+                following[ref] = []
+        return following[ref]
+
+    done: set[str] = set()
+    for start in _all_references(root):
+        if start in done:
+            continue
+        path, on_path, branches = [start], {start}, [iter(next_of(start))]
+        while branches:  # depth first, without recursion: a schema may be deep
+            ref = next(branches[-1], None)
+            if ref is None:
+                finished = path.pop()
+                done.add(finished)
+                on_path.discard(finished)
+                branches.pop()
+                continue
+            if ref in on_path:
+                return [*path[path.index(ref):], ref]
+            if ref not in done:
+                path.append(ref)
+                on_path.add(ref)
+                branches.append(iter(next_of(ref)))
+    return None
+
+
 class _Inliner:
     def __init__(self, root: Schema, recursion_depth: int) -> None:
         self.root = root

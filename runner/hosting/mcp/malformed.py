@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
+from itertools import accumulate
 from typing import Any
 
 import mcp_types as types
@@ -31,10 +33,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_ERRORS_NAMED = 3
 BOM_WORDS = "a byte order mark (BOM) before the message"
 LEGACY_VERSION = "2025-11-25"  # every earlier version's requests have the same models
+MAX_NESTING = 64  # arrays and objects within each other; the parsers recurse and stop near 1,000
+# A string, to its end if it is never closed (its brackets are text), and what is not a bracket.
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     """None when ``raw`` is one well-formed JSON-RPC message; else the error to answer it with."""
+    if too_deep(raw):  # before any parser, which would recurse once per level
+        return _error(None, INVALID_REQUEST, f"Invalid Request: {NESTING_WORDS}")
     try:
         message = jsonrpc_message_adapter.validate_json(raw, by_name=False)
     except ValidationError:
@@ -58,6 +67,19 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         return _error(None, PARSE_ERROR, f"Parse error: not JSON ({_parser_words(exc)})")
     return _error(_usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
+
+
+NESTING_WORDS = f"arrays and objects nested more than {MAX_NESTING} deep are not accepted"
+
+
+def too_deep(raw: str | bytes, bound: int = MAX_NESTING) -> bool:
+    """Whether JSON text nests arrays and objects more than ``bound`` deep, by one linear scan that
+    counts brackets outside strings (no parsing, so no recursion)."""
+    text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if text.count(b"[") + text.count(b"{") <= bound:  # nearly every message: no scan needed
+        return False
+    brackets = _STRINGS.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > bound
 
 
 def _params_refusal(request: types.JSONRPCRequest) -> types.JSONRPCError | None:
@@ -173,9 +195,9 @@ def refuse_malformed(app: ASGIApp, path: str) -> ASGIApp:
         content_type = _content_type(scope)
         if content_type != "application/json":
             given = f"not {content_type!r}" if content_type else "and there is none"
-            problem = _error(None, INVALID_REQUEST, f"Invalid Request: the Content-Type must be "
+            untyped = _error(None, INVALID_REQUEST, f"Invalid Request: the Content-Type must be "
                                                     f"application/json, {given}")
-            await _answer(problem, 415, scope, receive, send)
+            await _answer(untyped, 415, scope, receive, send)
             return
         body, replay = await _buffered(receive)
         refused = refusal(body)

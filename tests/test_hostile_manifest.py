@@ -1,0 +1,56 @@
+"""A manifest path that is not a regular file, or a file past the size limit, is refused at once with
+a located error: no more than the limit is read (``/dev/zero`` once grew `validate` to 23 GB) and
+a FIFO with no writer is never waited on. Each run is a subprocess under a memory limit and a
+timeout, so a regression fails instead of eating the machine."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.manifest.loading import MAX_BYTES
+
+LIMIT = 60
+MEMORY = 2 * 1024**3  # address space: far above what mcp-run needs, far below /dev/zero read whole
+
+
+def limited_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
+                          timeout=LIMIT, cwd=cwd, stdin=subprocess.DEVNULL, preexec_fn=limited_memory)
+
+
+def fifo(folder: Path) -> str:
+    os.mkfifo(folder / "agent.yaml")
+    return "it is a FIFO (named pipe), not a regular file"
+
+
+def zeros(folder: Path) -> str:
+    (folder / "agent.yaml").symlink_to("/dev/zero")
+    return "it is a character device, not a regular file"
+
+
+def oversized(folder: Path) -> str:
+    (folder / "agent.yaml").write_bytes(b"# " + b"x" * MAX_BYTES + b"\n")
+    return f"the manifest is larger than the limit of {MAX_BYTES:,} bytes"
+
+
+@pytest.mark.parametrize("command", ["validate", "config"])
+@pytest.mark.parametrize("make", [fifo, zeros, oversized])
+def test_what_is_not_a_regular_file_of_bounded_size_is_refused_at_once(
+    tmp_path: Path, command: str, make: object
+) -> None:
+    assert callable(make)
+    words = make(tmp_path)
+    result = mcp_run(command, "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("agent.yaml:1:1: "), result.stderr[-2000:]
+    assert words in result.stderr
