@@ -21,14 +21,14 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp
 
 TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:  # `servers` (tests/servers) is importable from every test
+if str(TESTS_DIR) not in sys.path:  # builders, mcp_servers, ... importable from every test
     sys.path.insert(0, str(TESTS_DIR))
 
 pytest_plugins = ["pytester", "services"]  # services: PostgreSQL and HAProxy fixtures
 
 import engines  # noqa: E402
-from servers._serve import http_app  # noqa: E402
-from servers.loopback import serve_app  # noqa: E402
+from mcp_servers._serve import http_app  # noqa: E402
+from mcp_servers.loopback import serve_app  # noqa: E402
 
 ORPHAN_GRACE = 1.0  # a child that is exiting right now gets this long
 PR_SET_CHILD_SUBREAPER = 36
@@ -140,7 +140,7 @@ def demo_urls() -> Iterator[dict[str, str]]:
 
     Shared by many tests, so tests must not depend on its state (counters only grow).
     """
-    from servers import demo
+    from mcp_servers import demo
 
     with serve_app(http_app(demo.build(), transport="http")) as modern:
         with serve_app(http_app(demo.build(), transport="http", legacy=True)) as legacy:

@@ -220,7 +220,7 @@ async def test_the_database_row_7c_started_is_stopped_when_the_run_is_cancelled(
         ServiceUnavailable = RuntimeError
 
         @staticmethod
-        def start_postgres() -> "Services":
+        def start_postgres() -> Services:
             return Services()
 
         def create_database(self) -> str:

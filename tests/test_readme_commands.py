@@ -8,18 +8,16 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import click
 import pytest
-from builders import copy_bundled_agent
+from builders import MCP_RUN, copy_bundled_agent
 
 from runner.cli import main
 from runner.manifest import CHAT_COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 # What a placeholder of the README stands for, on the bundled agent (by command, then for all).
 PLACEHOLDERS = {
@@ -34,21 +32,21 @@ PLACEHOLDERS = {
 
 # Sections whose commands other tests run as written, each in the setting its text describes.
 RUN_ELSEWHERE = {
-    "Coming from Claude Desktop / VS Code / Cursor": "tests/test_import.py",
+    "Coming from Claude Desktop / VS Code / Cursor": "tests/authoring/test_import.py",
     "Shell completion": "test_each_completion_line_prints_a_completion_script below",
-    "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "Logging in to remote servers": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
-    "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
-    "Serving": "tests/test_serve_readme.py; its scale-out recipe tests/test_scale_out.py",
+    "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
+    "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.
 COMMANDS_RUN_ELSEWHERE = {
-    "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
-    "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "auth login": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "auth logout": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Served agents (a server waits for its client): the Serving section's own test, and the
     # scale-out recipe (two instances on one PostgreSQL behind HAProxy).
-    "serve agent.yaml": "tests/test_serve_readme.py, tests/test_scale_out.py",
+    "serve agent.yaml": "tests/hosting/test_serve_readme.py, tests/hosting/test_scale_out.py",
 }
 
 

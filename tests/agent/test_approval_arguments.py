@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from builders import TESTS
 from langgraph.types import Command
 
 from runner.agent.runtime import load_agent
@@ -16,7 +17,6 @@ from runner.agent.turns import stream_turn
 
 pytestmark = pytest.mark.anyio
 
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def write_agent(folder: Path, script: list[Any]) -> Path:
     document = {
         "version": 1, "name": "approving", "checkpointer": "memory",
         "model": {"id": "scripted", "script": "script.yaml"},
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "servers" / "demo.py")],
+        "servers": {"demo": {"command": "python", "args": [str(TESTS / "mcp_servers" / "demo.py")],
                              "tools": {"approve": ["echo"]}}},
     }
     path = folder / "agent.yaml"

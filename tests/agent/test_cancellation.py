@@ -8,19 +8,18 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from builders import TESTS
 from langchain_core.messages import ToolMessage
 
 from runner.agent.graph import NOT_RUN_TEXT
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 
-TESTS = Path(__file__).resolve().parent
-
 
 def write_agent(folder: Path, **server: Any) -> Path:
     document = {
         "version": 1, "name": "cancelling", "model": "offline", "checkpointer": "memory",
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "servers" / "demo.py")], **server}},
+        "servers": {"demo": {"command": "python", "args": [str(TESTS / "mcp_servers" / "demo.py")], **server}},
     }
     path = folder / "agent.yaml"
     path.write_text(yaml.safe_dump(document))

@@ -13,26 +13,14 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
+from builders import asking_agent
 from langgraph.types import Command
 from pydantic import ValidationError
 
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 
-TESTS = Path(__file__).resolve().parent
 ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
-
-
-def write_agent(folder: Path, *, legacy: bool, checkpointer: str = "memory", **server: Any) -> Path:
-    args = [str(TESTS / "servers" / "asking.py"), *(["--legacy"] if legacy else [])]
-    document = {
-        "version": 1, "name": "asking", "model": "offline", "checkpointer": checkpointer,
-        "servers": {"asking": {"command": "python", "args": args, "timeout": "20s", **server}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 async def turn(runtime: Runtime, message: Any, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -52,7 +40,7 @@ def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 async def test_a_form_interrupts_the_turn_and_the_answer_completes_the_call(
     tmp_path: Path, legacy: bool
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=legacy)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=legacy)) as runtime:
         events = await turn(runtime, "asking__book")
         [question] = of_type(events, "elicitation")
         assert question["server"] == "asking" and question["mode"] == "form"
@@ -69,7 +57,7 @@ async def test_a_form_interrupts_the_turn_and_the_answer_completes_the_call(
 async def test_declining_or_cancelling_a_form_is_what_the_server_hears(
     tmp_path: Path, legacy: bool, action: str
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=legacy)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=legacy)) as runtime:
         await turn(runtime, "asking__book")
         events = await turn(runtime, Command(resume={"action": action}))
     [result] = of_type(events, "tool_result")
@@ -79,7 +67,7 @@ async def test_declining_or_cancelling_a_form_is_what_the_server_hears(
 async def test_an_invalid_value_fails_the_resume_and_the_question_can_be_answered_again(
     tmp_path: Path,
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         await turn(runtime, "asking__book")
         with pytest.raises(ValidationError, match="seats"):
             await turn(runtime, accept({"date": "x", "seats": 0}))
@@ -90,7 +78,7 @@ async def test_an_invalid_value_fails_the_resume_and_the_question_can_be_answere
 
 
 async def test_a_url_request_carries_the_url_and_the_answer_reaches_the_server(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         [question] = of_type(await turn(runtime, "asking__visit"), "elicitation")
         assert question["mode"] == "url" and question["url"] == "https://calendar.example/sign-in"
         events = await turn(runtime, Command(resume={"action": "accept"}))
@@ -98,7 +86,7 @@ async def test_a_url_request_carries_the_url_and_the_answer_reaches_the_server(t
 
 
 async def test_a_checkpointed_thread_is_answered_after_reopening_the_agent(tmp_path: Path) -> None:
-    path = write_agent(tmp_path, legacy=True, checkpointer="sqlite:///state.sqlite")
+    path = asking_agent(tmp_path, legacy=True, checkpointer="sqlite:///state.sqlite")
     async with load_agent(path, thread_id="booking") as runtime:
         assert of_type(await turn(runtime, "asking__book"), "elicitation")
     async with load_agent(path, thread_id="booking") as runtime:
@@ -110,7 +98,7 @@ async def test_a_checkpointed_thread_is_answered_after_reopening_the_agent(tmp_p
 async def test_a_non_interactive_run_declines_at_once_and_tells_the_model(
     tmp_path: Path, legacy: bool
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=legacy), interactive=False) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=legacy), interactive=False) as runtime:
         events = await turn(runtime, "asking__book")
     assert of_type(events, "elicitation") == []
     [result] = of_type(events, "tool_result")

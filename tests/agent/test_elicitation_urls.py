@@ -1,6 +1,6 @@
 """URL-mode elicitation (2025-11-25): the server's ``notifications/elicitation/complete`` is an
 event of the call, and a call answered -32042 ("visit this URL first") asks the user, waits for
-the completion and is made again. Against ``tests/servers/asking.py``."""
+the completion and is made again. Against ``tests/mcp_servers/asking.py``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from builders import asking_agent
 from langgraph.types import Command
-from test_elicitation_graph import of_type, turn, write_agent
+from test_elicitation_graph import of_type, turn
 
 from runner.agent.runtime import load_agent
 from runner.errors import ServerRequestError
@@ -22,7 +23,7 @@ WAIT = 40.0
 
 
 async def test_the_servers_completion_of_a_url_visit_is_an_event_of_the_call(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         [question] = of_type(await turn(runtime, "asking__visit"), "elicitation")
         events = await turn(runtime, Command(resume={"action": "accept"}))
     [complete] = of_type(events, "elicitation_complete")
@@ -42,7 +43,7 @@ async def test_a_call_that_needs_a_url_visit_first_waits_for_its_completion_then
         asked.append(request)
         return types.ElicitResult(action="accept")
 
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         connection = runtime.fleet.connections["asking"]
         with anyio.fail_after(WAIT):
             result = await connection.call_tool("portal", {"delay": 0.5}, ask=accept, events=events.append)
@@ -56,7 +57,7 @@ async def test_a_call_that_needs_a_url_visit_first_waits_for_its_completion_then
 async def test_a_url_visit_asked_by_error_goes_through_the_graph_and_the_call_runs_again(
     tmp_path: Path,
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         [question] = of_type(await turn(runtime, 'asking__portal {"delay": 0.2}'), "elicitation")
         assert (question["mode"], question["url"]) == ("url", "https://portal.example/connect")
         assert question["message"] == "Connect your account"
@@ -66,7 +67,7 @@ async def test_a_url_visit_asked_by_error_goes_through_the_graph_and_the_call_ru
 
 
 async def test_a_declined_url_visit_tells_the_model_which_url_the_server_needs(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         await turn(runtime, "asking__portal")
         events = await turn(runtime, Command(resume={"action": "decline"}))
     [result] = of_type(events, "tool_result")
@@ -76,7 +77,7 @@ async def test_a_declined_url_visit_tells_the_model_which_url_the_server_needs(t
 
 
 async def test_a_one_shot_run_does_not_wait_and_tells_the_model_the_url(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True), interactive=False) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True), interactive=False) as runtime:
         with anyio.fail_after(WAIT):
             events = await turn(runtime, 'asking__portal {"delay": 60}')
     assert of_type(events, "elicitation") == []
@@ -91,9 +92,9 @@ def test_a_url_required_error_is_not_sent_to_the_fallback() -> None:
 
 
 def test_the_chat_shows_the_url_and_then_that_the_visit_is_complete(tmp_path: Path) -> None:
-    from test_agent_cli import chat_in_a_terminal
+    from builders import chat_in_a_terminal
 
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.sendline('asking__portal {"delay": 0.5}')
         chat.expect(r"\[asking\] asks you to visit https://portal.example/connect")
@@ -107,7 +108,7 @@ def test_the_chat_shows_the_url_and_then_that_the_visit_is_complete(tmp_path: Pa
 async def test_an_answer_to_one_url_visit_is_not_taken_for_a_different_url_on_the_retried_call(
     tmp_path: Path,
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         [first] = of_type(await turn(runtime, "asking__steps"), "elicitation")
         assert (first["url"], first["elicitation_id"]) == ("https://portal.example/step-1", "step-1")
         events = await turn(runtime, Command(resume={"action": "accept", "elicitation_id": "step-1"}))

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from builders import server, write_manifest
-from test_elicitation_cli import mcp_run
-from test_elicitation_graph import write_agent
+from builders import asking_agent, mcp_run, server, write_manifest
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
@@ -18,7 +16,7 @@ SLOW = 'asking__slow {"steps": 3, "interval": 0.01}'
 
 
 async def test_progress_notifications_become_progress_events_before_the_result(tmp_path: Path) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True)) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         with anyio.fail_after(40):
             events = [event async for event in stream_turn(runtime, SLOW)]
     kinds = [event["type"] for event in events if event["type"] in ("progress", "tool_result")]
@@ -30,7 +28,7 @@ async def test_progress_notifications_become_progress_events_before_the_result(t
 
 
 def test_json_output_carries_progress_events(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=False)
+    asking_agent(tmp_path, legacy=False)
     result = mcp_run("agent.yaml", "-p", SLOW, "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
@@ -40,7 +38,7 @@ def test_json_output_carries_progress_events(tmp_path: Path) -> None:
 async def test_a_tool_invoked_directly_outside_a_graph_run_answers_and_its_progress_goes_nowhere(
     tmp_path: Path,
 ) -> None:
-    async with load_agent(write_agent(tmp_path, legacy=True), model=False) as runtime:
+    async with load_agent(asking_agent(tmp_path, legacy=True), model=False) as runtime:
         tool = next(tool for tool in runtime.catalog.tools if tool.name == "asking__slow")
         call = {"type": "tool_call", "id": "c1", "name": tool.name, "args": {"steps": 2, "interval": 0.01}}
         with anyio.fail_after(40):
@@ -67,7 +65,7 @@ async def test_a_call_asks_the_server_for_progress_only_when_someone_listens(
 
 
 def test_the_call_command_shows_the_calls_progress_on_stderr(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=False)
+    asking_agent(tmp_path, legacy=False)
     result = mcp_run("call", "agent.yaml", "asking__slow", '{"steps": 2, "interval": 0.01}', cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "… asking__slow: 1/2 (50%) step 1" in result.stderr

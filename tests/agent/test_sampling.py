@@ -10,19 +10,19 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from builders import TESTS
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 
-TESTS = Path(__file__).resolve().parent
 ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
 CALL = {"tool_calls": [{"name": "asking__summarize", "args": {"text": "a long story about a cat"}}]}
 
 
 def write_agent(folder: Path, *, legacy: bool, script: list[Any], **server: Any) -> Path:
-    args = [str(TESTS / "servers" / "asking.py"), *(["--legacy"] if legacy else [])]
+    args = [str(TESTS / "mcp_servers" / "asking.py"), *(["--legacy"] if legacy else [])]
     (folder / "script.yaml").write_text(yaml.safe_dump(script))
     document = {
         "version": 1, "name": "sampling", "checkpointer": "memory",
@@ -100,7 +100,7 @@ async def test_a_one_shot_run_refuses_sampling_unless_the_manifest_allows_it(tmp
 
 
 def test_the_chat_shows_what_the_server_asks_the_model_before_it_is_sent(tmp_path: Path) -> None:
-    from test_agent_cli import chat_in_a_terminal
+    from builders import chat_in_a_terminal
 
     write_agent(tmp_path, legacy=True, script=[CALL, "cat story", "done"])
     with chat_in_a_terminal(tmp_path) as chat:
@@ -124,7 +124,7 @@ async def test_a_server_that_keeps_working_on_cancel_gets_its_pending_request_an
         "version": 1, "name": "sampling", "checkpointer": "memory",
         "model": {"id": "scripted", "script": "script.yaml"},
         "servers": {"stubborn": {"command": "python", "timeout": "20s", "sampling": "ask",
-                                 "args": [str(TESTS / "servers" / "stubborn_sampler.py"), str(answers)]}},
+                                 "args": [str(TESTS / "mcp_servers" / "stubborn_sampler.py"), str(answers)]}},
     }))
     async with load_agent(tmp_path / "agent.yaml") as runtime:
         events = await turn(runtime, "ask the model")

@@ -88,7 +88,7 @@ async def test_a_completion_beyond_the_turns_max_steps_is_refused_to_the_server(
 
 
 def test_the_chat_shows_the_tools_a_sampling_request_offers_before_it_is_sent(tmp_path: Path) -> None:
-    from test_agent_cli import chat_in_a_terminal
+    from builders import chat_in_a_terminal
 
     write_agent(tmp_path, legacy=True, script=[forecast(), "mild", "done"])
     with chat_in_a_terminal(tmp_path) as chat:

@@ -1,6 +1,6 @@
 """OAuth for remote servers, end to end on loopback: ``mcp-run auth login|status|logout`` and runs
 that use the stored tokens, against a protected MCP server with its own authorization server (the
-SDK's server-side auth, tests/servers/oauth.py). Logins are driven through the CLI with
+SDK's server-side auth, tests/mcp_servers/oauth.py). Logins are driven through the CLI with
 ``--no-browser``: the test reads the printed URL and approves it with an HTTP client."""
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import anyio
 import pexpect
 import pytest
 import yaml
+from builders import mcp_run
 from mcp.shared.auth import AuthorizationCodeResult
-from reliability.support import mcp_run, write_manifest
-from servers.approver import Approver, follow_login
-from servers.loopback import serve_app
-from servers.oauth import TOKEN_PREFIX, Protected, free_port, serve_protected
+from mcp_servers.approver import Approver, follow_login
+from mcp_servers.loopback import serve_app
+from mcp_servers.oauth import TOKEN_PREFIX, Protected, free_port, serve_protected
+from reliability.support import write_manifest
 from starlette.types import Receive, Scope, Send
 from test_readme_commands import commands_in, filled_in, readme_sections
 
@@ -265,7 +266,7 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
 def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
     project: Path, protected: Protected, serve_http: Callable[..., str]
 ) -> None:
-    from servers import demo as demo_server
+    from mcp_servers import demo as demo_server
 
     write_manifest(project, {"remote": remote(protected.url, scopes=["mcp"]),
                              "open": {"url": serve_http(demo_server.build())}})

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from builders import invoke
+from click.testing import Result
 
 from runner.cli import main
 
@@ -50,7 +51,7 @@ def manifest(tmp_path: Path) -> Path:
 
 
 def config(*args: str) -> Result:
-    return CliRunner(env=SET).invoke(main, ["config", *args], catch_exceptions=False)
+    return invoke("config", *args, env=SET)
 
 
 def lines_of(result: Result, server: str) -> dict[str, str]:
@@ -147,7 +148,7 @@ def complete(words: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> list[str
     monkeypatch.chdir(cwd)
     parts = words.split(" ")
     env = {"_MCP_RUN_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)}
-    result = CliRunner(env=env).invoke(main, [], prog_name="mcp-run")
+    result = invoke(env=env)
     return result.stdout.splitlines()
 
 
@@ -221,9 +222,8 @@ def test_nested_and_plain_defaults_and_escapes_are_shown_as_written_each_entry_w
         "      API_KEY: ${MCP_RUN_TEST_D:-CANARYsk-abcdefghijklmnopqrstuvwxyz}\n"
         '      LITERAL: "$${NOT_A_VARIABLE}"\n'
     )
-    result = CliRunner(env={"MCP_RUN_TEST_A": None, "MCP_RUN_TEST_B": "set", "MCP_RUN_TEST_C": None,
-                            "MCP_RUN_TEST_D": None}).invoke(main, ["config", str(path)],
-                                                            catch_exceptions=False)
+    result = invoke("config", str(path), env={"MCP_RUN_TEST_A": None, "MCP_RUN_TEST_B": "set",
+                                             "MCP_RUN_TEST_C": None, "MCP_RUN_TEST_D": None})
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert f"NOTES_FILE: ${{MCP_RUN_TEST_A:-${{MCP_RUN_TEST_B:-x.json}}}}  # server {path}:7:19" in out

@@ -14,23 +14,16 @@ import re
 from pathlib import Path
 
 import pytest
-from builders import copy_bundled_agent
-from click.testing import CliRunner, Result
+from builders import ROOT, TESTS, copy_bundled_agent, invoke
 
 from runner.agent.checks import check_agent
 from runner.authoring.formats import detect_format
 from runner.authoring.importing import required_variables, validate_text
 from runner.authoring.jsonc import parse_jsonc
-from runner.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIGS = TESTS / "configs"
 CORPUS = sorted(path.relative_to(CONFIGS).as_posix() for path in CONFIGS.glob("*/*.json"))
 CANARY = "CANARY"
-
-
-def mcp_run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture
@@ -50,7 +43,7 @@ def test_the_corpus_covers_every_format() -> None:
 
 @pytest.mark.parametrize("config", CORPUS)
 def test_each_config_becomes_its_expected_manifest_which_validates(config: str, in_configs: Path) -> None:
-    result = mcp_run("import", config)
+    result = invoke("import", config)
     assert result.exit_code == 0, result.stderr
     stem = config.removesuffix(".json")
     assert result.stdout == (CONFIGS / f"{stem}.expected.yaml").read_text()
@@ -73,15 +66,15 @@ def test_no_secret_value_reaches_the_output_the_report_or_the_written_manifest(
     source = CONFIGS / config
     assert CANARY in source.read_text() or CANARY in (CONFIGS / "cursor/.env").read_text()
     target = tmp_path / "agent.yaml"
-    written = mcp_run("import", str(source), "-o", str(target))
-    printed = mcp_run("import", str(source))
+    written = invoke("import", str(source), "-o", str(target))
+    printed = invoke("import", str(source))
     assert written.exit_code == 0 and printed.exit_code == 0, written.stderr
     for text in (written.stdout, written.stderr, printed.stdout, printed.stderr, target.read_text()):
         assert CANARY not in text
 
 
 def test_a_secret_is_replaced_by_a_variable_and_listed_by_name() -> None:
-    result = mcp_run("import", str(CONFIGS / "claude-code/literal-secrets.mcp.json"))
+    result = invoke("import", str(CONFIGS / "claude-code/literal-secrets.mcp.json"))
     assert "Authorization: Bearer ${LINEAR_TOKEN}" in result.stdout
     assert "api_key=${LINEAR_API_KEY}&team=core" in result.stdout
     assert "Accept: application/json" in result.stdout  # not a secret: kept
@@ -96,21 +89,21 @@ def test_equal_secrets_share_a_variable_and_different_ones_do_not(tmp_path: Path
         "b": {"command": "x", "env": {"API_KEY": "CANARY-one"}},
         "c": {"command": "x", "env": {"API_KEY": "CANARY-two"}},
     }}))
-    result = mcp_run("import", str(config))
+    result = invoke("import", str(config))
     assert result.stdout.count("API_KEY: ${API_KEY}\n") == 2
     assert "API_KEY: ${API_KEY_2}\n" in result.stdout
     assert CANARY not in result.stdout + result.stderr
 
 
 def test_server_keys_are_made_valid_and_unique_and_the_mapping_is_reported() -> None:
-    result = mcp_run("import", str(CONFIGS / "claude-code/project.mcp.json"))
+    result = invoke("import", str(CONFIGS / "claude-code/project.mcp.json"))
     assert "  server 'local_tool' is 'local-tool'\n" in result.stderr
     assert "  server 'local-tool' is 'local-tool-2'\n" in result.stderr
     assert "  server '123 weird.Name!' is 'weird-name'\n" in result.stderr
 
 
 def test_warnings_are_located_in_the_source_file() -> None:
-    result = mcp_run("import", str(CONFIGS / "vscode/mcp.json"))
+    result = invoke("import", str(CONFIGS / "vscode/mcp.json"))
     assert re.search(r"vscode/mcp\.json:37:7: servers\.fetch\.dev: VS Code's development mode",
                      result.stderr)
 
@@ -118,8 +111,8 @@ def test_warnings_are_located_in_the_source_file() -> None:
 def test_a_forced_format_overrides_detection(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {"a": {"command": "echo", "args": ["${HOME}"]}}}')
-    desktop = mcp_run("import", str(config))
-    code = mcp_run("import", str(config), "--format", "claude-code")
+    desktop = invoke("import", str(config))
+    code = invoke("import", str(config), "--format", "claude-code")
     assert "args: ['$${HOME}']" in desktop.stdout  # Claude Desktop expands nothing
     assert "args: ['${HOME}']" in code.stdout
 
@@ -127,7 +120,7 @@ def test_a_forced_format_overrides_detection(tmp_path: Path) -> None:
 def test_broken_json_is_a_located_error_with_exit_code_2(tmp_path: Path) -> None:
     config = tmp_path / "claude_desktop_config.json"
     config.write_text('{\n  "mcpServers": {\n    "a": {"command": "x" "args": []}\n  }\n}\n')
-    result = mcp_run("import", str(config))
+    result = invoke("import", str(config))
     assert result.exit_code == 2
     assert f"{config}:3:26: JSON syntax: expected ',' or '}}'" in result.stderr
 
@@ -144,7 +137,7 @@ def test_broken_json_is_a_located_error_with_exit_code_2(tmp_path: Path) -> None
 def test_a_config_of_the_wrong_shape_is_a_located_error(text: str, where: str, tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(text)
-    result = mcp_run("import", str(config))
+    result = invoke("import", str(config))
     assert result.exit_code == 2
     assert f"{config}:{where}" in result.stderr
 
@@ -152,9 +145,9 @@ def test_a_config_of_the_wrong_shape_is_a_located_error(text: str, where: str, t
 def test_an_existing_output_is_replaced_only_with_force(tmp_path: Path) -> None:
     target = tmp_path / "agent.yaml"
     target.write_text("keep me\n")
-    refused = mcp_run("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(target))
+    refused = invoke("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(target))
     assert refused.exit_code == 2 and target.read_text() == "keep me\n"
-    forced = mcp_run("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(target), "--force")
+    forced = invoke("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(target), "--force")
     assert forced.exit_code == 0 and target.read_text().startswith("# yaml-language-server")
 
 
@@ -167,7 +160,7 @@ def test_merge_adds_servers_and_leaves_every_existing_line_as_it_was(tmp_path: P
         "notes": {"command": "python", "args": ["-m", "other_notes"]},
         "time": {"command": "uvx", "args": ["mcp-server-time"]},
     }}))
-    result = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    result = invoke("import", str(config), "-o", str(manifest), "--merge")
     assert result.exit_code == 0, result.stderr
     after = manifest.read_text().splitlines()
     changes = difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes()
@@ -186,7 +179,7 @@ def test_merge_turns_an_empty_servers_mapping_into_a_block_keeping_its_comment(t
     manifest.write_text("version: 1  # the format\nname: a\nservers: {}   # none yet\nagent: {max_steps: 3}\n")
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {"t": {"command": "uvx", "args": ["mcp-server-time"]}}}')
-    result = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    result = invoke("import", str(config), "-o", str(manifest), "--merge")
     assert result.exit_code == 0, result.stderr
     assert manifest.read_text() == (
         "version: 1  # the format\nname: a\nservers:   # none yet\n"
@@ -199,7 +192,7 @@ def test_merge_refuses_servers_written_in_flow_style(tmp_path: Path) -> None:
     manifest = tmp_path / "agent.yaml"
     original = "version: 1\nname: a\nservers: {t: {command: x}}\n"
     manifest.write_text(original)
-    result = mcp_run("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(manifest), "--merge")
+    result = invoke("import", str(CONFIGS / "claude-desktop/basic.json"), "-o", str(manifest), "--merge")
     assert result.exit_code == 2 and f"{manifest}:3:10: servers:" in result.stderr
     assert manifest.read_text() == original
 
@@ -248,7 +241,7 @@ def test_servers_without_an_equivalent_are_left_out_with_a_located_warning(tmp_p
         "empty": {"command": ""},
         "kept": {"command": "x", "env": {"PORT": 8080, "DEBUG": True, "EMPTY": None, "A-B": "x"}},
     }}, indent=1))
-    result = mcp_run("import", str(config))
+    result = invoke("import", str(config))
     assert result.exit_code == 0, result.stderr
     assert f"{config}:3:3: mcpServers.both: both 'command' and 'url'" in result.stderr
     assert f"{config}:9:4: mcpServers.socket.url: only http:// and https:// URLs" in result.stderr
@@ -263,9 +256,9 @@ def test_merging_the_same_config_twice_adds_nothing_the_second_time(tmp_path: Pa
     manifest = tmp_path / "agent.yaml"
     manifest.write_text("version: 1\nname: a\n")
     config = CONFIGS / "claude-desktop/basic.json"
-    first = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    first = invoke("import", str(config), "-o", str(manifest), "--merge")
     once = manifest.read_text()
-    second = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    second = invoke("import", str(config), "-o", str(manifest), "--merge")
     assert first.exit_code == 0 and second.exit_code == 0, second.stderr
     assert manifest.read_text() == once
     assert "mcpServers.github: already in the manifest as 'github': skipped" in second.stderr
@@ -281,11 +274,11 @@ def test_a_repeated_merge_lists_only_the_variables_of_the_servers_it_writes(tmp_
                    "env": {"GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}},
         "api": {"url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}},
     }}))
-    first = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    first = invoke("import", str(config), "-o", str(manifest), "--merge")
     assert first.exit_code == 0, first.stderr
     listed = first.stderr.split("set these variables before running", 1)[1]
     assert "GITHUB_TOKEN" in listed and "API_TOKEN" in listed
-    again = mcp_run("import", str(config), "-o", str(manifest), "--merge")
+    again = invoke("import", str(config), "-o", str(manifest), "--merge")
     assert again.exit_code == 0, again.stderr
     assert "already in the manifest" in again.stderr
     assert "set these variables" not in again.stderr
@@ -298,8 +291,8 @@ def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_fi
     assert detect_format({"mcpServers": servers}, "servers.json") == "claude-code"
     config = tmp_path / "claude_desktop_config.json"
     config.write_text(json.dumps({"mcpServers": servers}))
-    guessed = mcp_run("import", str(config))
+    guessed = invoke("import", str(config))
     assert guessed.exit_code == 0, guessed.stderr
     assert "from Claude Desktop into stdout (the format told from the file; mcp-run import --format" in guessed.stderr
-    forced = mcp_run("import", str(config), "--format", "claude-code")
+    forced = invoke("import", str(config), "--format", "claude-code")
     assert "from Claude Code into stdout\n" in forced.stderr

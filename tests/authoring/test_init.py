@@ -8,19 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from builders import ROOT, TESTS, invoke
 
 from runner.agent.checks import check_agent
-from runner.cli import main
 from runner.manifest import manifest_json_schema
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIGS = TESTS / "configs"
 STARTER = {"agent.yaml", "agent.schema.json", "prompts/system.md.j2", ".gitignore"}
-
-
-def mcp_run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def run_agent(manifest: Path, prompt: str) -> subprocess.CompletedProcess[str]:
@@ -35,7 +29,7 @@ def files_in(folder: Path) -> set[str]:
 
 def test_the_starter_validates_and_answers_offline_without_servers(tmp_path: Path) -> None:
     folder = tmp_path / "my-agent"
-    result = mcp_run("init", str(folder))
+    result = invoke("init", str(folder))
     assert result.exit_code == 0, result.stderr
     assert files_in(folder) == STARTER
     loaded = check_agent(folder / "agent.yaml")
@@ -51,7 +45,7 @@ def test_the_starter_validates_and_answers_offline_without_servers(tmp_path: Pat
 
 def test_a_server_given_on_the_command_line_is_called_by_the_starter(tmp_path: Path) -> None:
     notes = ROOT / "examples" / "notes_server.py"
-    result = mcp_run("init", str(tmp_path), "--server", f"notes=python {notes}")
+    result = invoke("init", str(tmp_path), "--server", f"notes=python {notes}")
     assert result.exit_code == 0, result.stderr
     assert check_agent(tmp_path / "agent.yaml").manifest.servers["notes"].args == [str(notes)]
     answer = run_agent(tmp_path / "agent.yaml", 'notes__calculate {"expression": "6*7"}')
@@ -61,24 +55,24 @@ def test_a_server_given_on_the_command_line_is_called_by_the_starter(tmp_path: P
 
 def test_existing_files_are_never_overwritten_without_force_and_nothing_is_written(tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text("mine\n")
-    refused = mcp_run("init", str(tmp_path))
+    refused = invoke("init", str(tmp_path))
     assert refused.exit_code == 2
     assert f"{tmp_path / 'agent.yaml'}:1:1: already exists; --force replaces it" in refused.stderr
     assert files_in(tmp_path) == {"agent.yaml"} and (tmp_path / "agent.yaml").read_text() == "mine\n"
-    forced = mcp_run("init", str(tmp_path), "--force")
+    forced = invoke("init", str(tmp_path), "--force")
     assert forced.exit_code == 0 and check_agent(tmp_path / "agent.yaml").manifest.version == 1
 
 
 def test_an_existing_gitignore_is_added_to_once_and_keeps_its_lines(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("node_modules/")
-    assert mcp_run("init", str(tmp_path)).exit_code == 0
-    assert mcp_run("init", str(tmp_path), "--force").exit_code == 0
+    assert invoke("init", str(tmp_path)).exit_code == 0
+    assert invoke("init", str(tmp_path), "--force").exit_code == 0
     lines = (tmp_path / ".gitignore").read_text().splitlines()
     assert lines[0] == "node_modules/" and lines.count(".mcp-run/") == 1
 
 
 def test_from_imports_servers_with_secrets_as_variables(tmp_path: Path) -> None:
-    result = mcp_run("init", str(tmp_path), "--from", str(CONFIGS / "claude-desktop/basic.json"),
+    result = invoke("init", str(tmp_path), "--from", str(CONFIGS / "claude-desktop/basic.json"),
                      "--server", "github=echo taken")
     assert result.exit_code == 0, result.stderr
     text = (tmp_path / "agent.yaml").read_text()
@@ -91,16 +85,16 @@ def test_from_imports_servers_with_secrets_as_variables(tmp_path: Path) -> None:
 
 
 def test_the_next_step_after_an_import_says_to_set_its_variables_first_and_only_then(tmp_path: Path) -> None:
-    imported = mcp_run("init", str(tmp_path / "a"), "--from", str(CONFIGS / "claude-desktop/basic.json"))
+    imported = invoke("init", str(tmp_path / "a"), "--from", str(CONFIGS / "claude-desktop/basic.json"))
     assert imported.exit_code == 0, imported.stderr
     assert (f"next: set BRAVE_API_KEY, GITHUB_PERSONAL_ACCESS_TOKEN, then run mcp-run {tmp_path / 'a' / 'agent.yaml'}"
             in imported.stdout)
-    plain = mcp_run("init", str(tmp_path / "b"))
+    plain = invoke("init", str(tmp_path / "b"))
     assert f"next: mcp-run {tmp_path / 'b' / 'agent.yaml'} -p 'hello'" in plain.stdout
 
 
 def test_the_model_flag_chooses_the_model(tmp_path: Path) -> None:
-    assert mcp_run("init", str(tmp_path), "--model", "openai:gpt-4.1-mini").exit_code == 0
+    assert invoke("init", str(tmp_path), "--model", "openai:gpt-4.1-mini").exit_code == 0
     assert check_agent(tmp_path / "agent.yaml").manifest.model.id == "openai:gpt-4.1-mini"
 
 
@@ -114,7 +108,7 @@ def test_the_model_flag_chooses_the_model(tmp_path: Path) -> None:
     ],
 )
 def test_a_malformed_server_option_is_refused_with_exit_code_2(option: str, message: str, tmp_path: Path) -> None:
-    result = mcp_run("init", str(tmp_path), "--server", option)
+    result = invoke("init", str(tmp_path), "--server", option)
     assert result.exit_code == 2 and message in result.stderr
     assert files_in(tmp_path) == set()
 
@@ -124,7 +118,7 @@ def test_every_mcp_run_command_in_the_starters_comments_runs(tmp_path: Path) -> 
     import shlex
 
     folder = tmp_path / "starter"
-    assert mcp_run("init", str(folder)).exit_code == 0
+    assert invoke("init", str(folder)).exit_code == 0
     comments = [line for line in (folder / "agent.yaml").read_text().splitlines() if line.lstrip().startswith("#")]
     commands = [match.group(0).strip() for line in comments
                 for match in re.finditer(r"mcp-run [^`()]*?(?=\s{2,}|\)|`|$)", line)]

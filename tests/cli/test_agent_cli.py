@@ -9,26 +9,17 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pexpect
 import pytest
-from builders import copy_bundled_agent, server, write_manifest
-
-ROOT = Path(__file__).resolve().parent.parent
+from builders import ROOT, chat_in_a_terminal, copy_bundled_agent, mcp_run, server, write_manifest
 
 
 @pytest.fixture
 def agent_dir(tmp_path: Path) -> Path:
     return copy_bundled_agent(tmp_path)
-
-
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 def test_a_one_shot_turn_calls_a_tool_and_prints_only_the_answer_on_stdout(agent_dir: Path) -> None:
@@ -86,22 +77,6 @@ def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
     result = mcp_run(*args, cwd=agent_dir)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
-
-
-@contextmanager
-def chat_in_a_terminal(agent_dir: Path, *options: str,
-                       env: dict[str, str] | None = None) -> Iterator[pexpect.spawn]:
-    """The chat of ``agent_dir/agent.yaml`` in a pseudo-terminal, at its first prompt; /exit at the end."""
-    chat = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", *options], cwd=str(agent_dir),
-                         encoding="utf-8", timeout=60, dimensions=(40, 200), env=env)
-    try:
-        chat.expect("/help for commands")
-        chat.expect("> ")
-        yield chat
-        chat.sendline("/exit")
-        chat.expect(pexpect.EOF)
-    finally:
-        chat.close(force=True)
 
 
 def test_the_chat_runs_a_tool_call_and_exits_in_a_terminal(agent_dir: Path) -> None:

@@ -16,11 +16,9 @@ from typing import Any
 
 import pexpect
 import pytest
-from builders import copy_bundled_agent, server, write_manifest
+from builders import asking_agent, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
 from fixtures.openai_stub import OpenAIStub, StubReply
-from servers.loopback import serve_app
-from test_agent_cli import chat_in_a_terminal
-from test_elicitation_graph import write_agent
+from mcp_servers.loopback import serve_app
 
 from runner.cli.media import MediaFolder, inline_preview
 from runner.cli.status import SPINNER
@@ -123,7 +121,7 @@ def test_a_reload_line_is_printed_above_a_half_typed_line_which_survives(agent_d
 def test_the_status_line_names_the_agent_and_servers_and_shows_a_running_calls_progress(
     tmp_path: Path,
 ) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     with chat(tmp_path) as session:
         session.expect(r"asking · offline · thread [0-9a-f]{12} · servers 1/1 up")
         session.sendline('asking__slow {"steps": 2, "interval": 1.5}')

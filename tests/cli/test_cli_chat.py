@@ -4,25 +4,17 @@ reload, and the JSON-lines chat whose events are the ones the README documents."
 from __future__ import annotations
 
 import json
-import queue
 import re
 import signal
 import subprocess
-import sys
-import threading
 from pathlib import Path
-from typing import Any
 
 import pexpect
 import pytest
-from builders import copy_bundled_agent, server, write_manifest
-from test_agent_cli import chat_in_a_terminal
+from builders import MCP_RUN, ROOT, JsonChat, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
-
-ROOT = Path(__file__).resolve().parent.parent
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 
 @pytest.fixture
@@ -147,33 +139,6 @@ def documented_events() -> dict[str, set[str]]:
     for row in re.findall(r"^\| `(\w+)` \|([^|]*)\|", section, re.MULTILINE):
         events[row[0]] = set(re.findall(r"`(\w+)`", row[1])) | {"type"}
     return events
-
-
-class JsonChat:
-    def __init__(self, cwd: Path) -> None:
-        self.process = subprocess.Popen([str(MCP_RUN), "agent.yaml", "--json"], cwd=cwd, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL)
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.events.put(json.loads(line))
-
-    def send(self, value: Any) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write((value if isinstance(value, str) else json.dumps(value)) + "\n")
-        self.process.stdin.flush()
-
-    def wait_for(self, kind: str) -> dict[str, Any]:
-        while True:
-            event = self.events.get(timeout=60)
-            self.seen.append(event)
-            if event["type"] == kind:
-                return event
 
 
 def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:

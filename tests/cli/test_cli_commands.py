@@ -7,23 +7,17 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
-from builders import server, write_manifest
-from test_agent_cli import chat_in_a_terminal
-
-TESTS = Path(__file__).resolve().parent
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
+from builders import MCP_RUN, ROOT, TESTS, chat_in_a_terminal, mcp_run, server, write_manifest
 
 MARKUP_SERVER = f'''
 import sys
 sys.path.insert(0, {str(TESTS)!r})
 from mcp.server.mcpserver import MCPServer
-from servers._serve import main
+from mcp_servers._serve import main
 
 def build(name: str = "markup") -> MCPServer:
     server = MCPServer(name)
@@ -44,11 +38,6 @@ def build(name: str = "markup") -> MCPServer:
 
 main(build)
 '''
-
-
-def mcp_run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MCP_RUN), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
-                          stdin=subprocess.DEVNULL, env=env)
 
 
 @pytest.fixture
@@ -204,7 +193,7 @@ def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_t
     assert failing.returncode == 0, failing.stderr
     denied = mcp_run("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
     assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
     assert "for the `call` command, a tool that fails" in readme
     assert "with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0" in readme
 
@@ -280,7 +269,7 @@ def test_validate_warns_when_the_state_folder_cannot_be_created_and_names_the_pe
     assert result.returncode == 0, result.stderr
     assert f"warning: cannot use the state folder {tmp_path / '.mcp-run'} (" in result.stderr
     assert f"runs will use {tmp_path / 'state' / 'mcp-run'}" in result.stderr
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
     assert "runs use a per-user folder, `$XDG_STATE_HOME/mcp-run/<folder>-<hash>`" in readme
 
 

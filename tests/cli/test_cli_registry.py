@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
+from builders import ROOT, mcp_run
 
 import runner.cli
 from runner.cli import (
@@ -22,14 +23,6 @@ from runner.cli import (
     load_command_module,
     main,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
-
-
-def mcp_run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MCP_RUN), *args], capture_output=True, text=True, timeout=120, cwd=cwd,
-                          stdin=subprocess.DEVNULL)
 
 
 def test_every_module_of_the_cli_package_defines_exactly_the_commands_the_table_lists() -> None:

@@ -9,20 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import server, write_manifest
+from builders import mcp_run, server, write_manifest
 
 from runner.agent.runtime import load_agent
 from runner.errors import RunnerError
 
+# The provider's credentials are not there.
+WITHOUT_OPENAI = {key: None for key in os.environ if key.startswith("OPENAI_")}
+
 
 def write_agent(folder: Path) -> Path:
     return write_manifest(folder, {"demo": server("demo")}, name="no-model", model="openai:gpt-4.1-mini")
-
-
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environ = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=environ, stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize(("command", "expected"), [
@@ -35,7 +32,7 @@ def test_inspecting_commands_work_without_the_models_api_key(
     tmp_path: Path, command: tuple[str, ...], expected: str
 ) -> None:
     write_agent(tmp_path)
-    result = mcp_run(*command, cwd=tmp_path)
+    result = mcp_run(*command, cwd=tmp_path, env=WITHOUT_OPENAI)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
     assert "model" not in result.stderr

@@ -9,17 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_agent_cli import chat_in_a_terminal
-from test_elicitation_graph import write_agent
-
-
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, stdin=subprocess.DEVNULL)
+from builders import asking_agent, chat_in_a_terminal, mcp_run
 
 
 def test_a_one_shot_run_declines_the_servers_question_and_the_model_hears_it(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     result = mcp_run("agent.yaml", "-p", "asking__book", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
@@ -30,7 +24,7 @@ def test_a_one_shot_run_declines_the_servers_question_and_the_model_hears_it(tmp
 
 
 def test_the_call_command_declines_the_servers_question(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=False)
+    asking_agent(tmp_path, legacy=False)
     result = mcp_run("call", "agent.yaml", "asking__book", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "not booked: the user chose decline" in result.stdout
@@ -40,7 +34,7 @@ def test_the_call_command_declines_the_servers_question(tmp_path: Path) -> None:
 def test_the_chat_builds_the_form_re_asks_an_invalid_value_and_the_server_gets_the_answer(
     tmp_path: Path,
 ) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.sendline("asking__book")
         chat.expect(r"\[asking\] asks: Which day, for how many\?")
@@ -61,7 +55,7 @@ def test_the_chat_builds_the_form_re_asks_an_invalid_value_and_the_server_gets_t
 
 @pytest.mark.parametrize("answer,action", [("d", "decline"), ("c", "cancel")])
 def test_the_chat_can_decline_or_cancel_a_form(tmp_path: Path, answer: str, action: str) -> None:
-    write_agent(tmp_path, legacy=False)
+    asking_agent(tmp_path, legacy=False)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.sendline("asking__book")
         chat.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
@@ -71,7 +65,7 @@ def test_the_chat_can_decline_or_cancel_a_form(tmp_path: Path, answer: str, acti
 
 
 def test_the_chat_shows_a_url_request_and_its_answer_reaches_the_server(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.sendline("asking__visit")
         chat.expect(r"\[asking\] asks you to visit https://calendar.example/sign-in")
@@ -82,7 +76,7 @@ def test_the_chat_shows_a_url_request_and_its_answer_reaches_the_server(tmp_path
 
 
 def test_the_chat_shows_progress_lines_of_a_running_call(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.sendline('asking__slow {"steps": 2, "interval": 0.01}')
         chat.expect(r"… asking__slow: 1/2 \(50%\) step 1")
@@ -92,7 +86,7 @@ def test_the_chat_shows_progress_lines_of_a_running_call(tmp_path: Path) -> None
 
 
 def test_the_json_lines_chat_asks_with_an_elicitation_event_and_reads_the_answer(tmp_path: Path) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     lines = [{"text": "asking__book"}, {"action": "accept", "content": {"date": "sunday"}}]
     result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], cwd=tmp_path,
                             input="".join(json.dumps(line) + "\n" for line in lines),
@@ -106,7 +100,7 @@ def test_the_json_lines_chat_asks_with_an_elicitation_event_and_reads_the_answer
 def test_server_log_lines_on_the_terminal_name_the_server_and_start_at_its_terminal_level(
     tmp_path: Path,
 ) -> None:
-    write_agent(tmp_path, legacy=True, logging={"level": "debug", "terminal": "warning"})
+    asking_agent(tmp_path, legacy=True, logging={"level": "debug", "terminal": "warning"})
     result = mcp_run("agent.yaml", "-p", "asking__levels", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     shown = [line for line in result.stderr.splitlines() if "message" in line]
@@ -121,7 +115,7 @@ def test_server_log_lines_on_the_terminal_name_the_server_and_start_at_its_termi
 ])
 def test_the_json_lines_chat_answers_bad_form_content_with_an_error_naming_the_field_and_asks_again(
         tmp_path: Path, bad: dict, field: str) -> None:
-    write_agent(tmp_path, legacy=True)
+    asking_agent(tmp_path, legacy=True)
     lines = [{"text": "asking__book"}, bad, {"action": "accept", "content": {"date": "sunday"}}]
     result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], cwd=tmp_path,
                             input="".join(json.dumps(line) + "\n" for line in lines),

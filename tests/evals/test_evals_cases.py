@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import ROOT, TESTS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.errors import CaseSaveError, ManifestError
 from runner.evals.cases import evals_json_schema, find_case_files, load_cases
 from runner.evals.saving import case_from_thread, save_case, saved_case
 
-ROOT = Path(__file__).parent.parent
-CORPUS = Path(__file__).parent / "evals"
+CORPUS = TESTS / "evals"
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
 VALID = sorted((CORPUS / "valid").glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (\d+):(\d+) (\S+) ?(.*)$")

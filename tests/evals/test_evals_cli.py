@@ -7,20 +7,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from builders import mcp_run
 from evals_support import ROOT, make_agent, write_cases
 
-COMMAND_LIMIT = 120  # seconds, servers included, on a busy machine
-
-
-def mcp_run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=COMMAND_LIMIT)
 
 
 def test_the_bundled_agents_cases_pass_in_replay() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import yaml
+from builders import ROOT, TESTS
 from evals_support import RUN_LIMIT, cases_of, make_agent, run, write_cases
 
 from runner.agent.reload import forget_modules, reload_runtime
@@ -279,7 +280,7 @@ async def test_a_case_with_new_input_is_drift_in_replay(tmp_path: Path) -> None:
 
 
 def test_cassettes_are_readable_yaml(tmp_path: Path) -> None:
-    data = yaml.safe_load((Path(__file__).parent.parent / "evals" / "cassettes" / "calculates.yaml")
+    data = yaml.safe_load((ROOT / "evals" / "cassettes" / "calculates.yaml")
                           .read_text())
     assert data["case"] == "calculates"
     assert data["tool_calls"] == [{"name": "notes__calculate", "args": {"expression": "6*7"},
@@ -368,7 +369,7 @@ async def test_after_a_reload_cases_still_run_with_the_evals_model_template_and_
 
 async def test_a_server_asking_for_input_during_a_case_is_declined_without_waiting(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
-    asking = Path(__file__).parent / "servers" / "asking.py"
+    asking = TESTS / "mcp_servers" / "asking.py"
     manifest.write_text(manifest.read_text().replace(
         "prompts:\n", f'  asking:\n    command: python\n    args: ["{asking}"]\nprompts:\n'))
     write_cases(tmp_path, """\

@@ -20,7 +20,7 @@ import anyio
 import httpx
 import psutil
 import pytest
-from builders import server, write_manifest
+from builders import ROOT, server, write_manifest
 from services import free_port
 
 from runner.agent.graph import open_checkpointer
@@ -28,7 +28,6 @@ from runner.agent.graph import open_checkpointer
 pytest.importorskip("langgraph_api", reason="LangGraph's server is not installed (langgraph-cli[inmem])")
 from langgraph_sdk import get_client
 
-ROOT = Path(__file__).resolve().parent.parent
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 START_WAIT = 90.0
 STOP_WAIT = 30.0

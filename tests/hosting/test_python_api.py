@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from builders import copy_bundled_agent
+from builders import ROOT, copy_bundled_agent
 
 import runner
 from runner.errors import RunnerError
@@ -14,7 +14,6 @@ from runner.hosting import langgraph_server as graph_factory
 from runner.hosting.agent_host import HOST, MANIFEST_ENV, AgentHost
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

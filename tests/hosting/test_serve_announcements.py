@@ -23,7 +23,7 @@ import yaml
 from builders import ROOT
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import http_agent, http_client, write_served_agent
 
 from runner.hosting.mcp.change_notices import AnnouncingServer, LegacySessions

@@ -7,14 +7,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
-import mcp_types as types
-import pytest
 from builders import ROOT
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import call_message, http_agent, http_client, text_of, write_served_agent
 
 LIMIT = 90
@@ -38,12 +35,6 @@ async def main(url: str, message: str) -> None:
 
 anyio.run(main, sys.argv[1], sys.argv[2])
 """
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 def kill_when_asked(caller: subprocess.Popen[str]) -> None:

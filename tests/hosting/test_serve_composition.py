@@ -7,27 +7,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from builders import ROOT, write_manifest
 from langgraph.types import Command
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import call_message, write_served_agent
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 
 LIMIT = 120
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 def write_main_agent(folder: Path, gates_url: str) -> Path:

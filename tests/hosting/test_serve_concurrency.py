@@ -10,17 +10,10 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import Progress, call_message, http_agent, http_client, text_of, write_served_agent
 
 LIMIT = 90
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 async def wait_in_thread(function: Callable[..., Any], *args: Any) -> None:

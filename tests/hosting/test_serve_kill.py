@@ -1,5 +1,5 @@
 """`kill -9` of mcp-run (serving, or a one-shot run in the middle of a turn) leaves no server behind,
-even one that ignores the end of its input and SIGTERM (``tests/servers/undying.py``): the kernel
+even one that ignores the end of its input and SIGTERM (``tests/mcp_servers/undying.py``): the kernel
 kills each server when the runner dies."""
 
 from __future__ import annotations
@@ -7,22 +7,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-import pytest
 from builders import ROOT, SERVERS, write_manifest
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import call_message, http_agent
 
 GONE_WAIT = 10.0  # seconds for the kernel to deliver the death signal and the child to be reaped
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 def undying_agent(folder: Path, gates_url: str) -> Path:

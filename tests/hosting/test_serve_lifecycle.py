@@ -8,7 +8,6 @@ import pty
 import signal
 import socket
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,18 +19,12 @@ import pytest
 import yaml
 from builders import ROOT
 from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import SERVE, ServedProcess, call_message, http_agent, http_client, text_of, write_served_agent
 from test_serve_announcements import get_stream_opened
 
 LIMIT = 90
 TOKEN = "s3cret-t0ken-for-tests"
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 @pytest.mark.parametrize(("arguments", "complaint"), [
@@ -316,7 +309,7 @@ def test_a_second_ctrl_c_while_serve_stops_ends_it_quietly_with_130_and_no_serve
     manifest = write_served_agent(tmp_path, url, demo=True)
     document = yaml.safe_load(manifest.read_text())
     # Outlives its input and ignores SIGTERM: the stop takes seconds, long enough for a second Ctrl-C.
-    lingering = str(ROOT / "tests" / "servers" / "undying.py")
+    lingering = str(ROOT / "tests" / "mcp_servers" / "undying.py")
     document["servers"]["lingering"] = {"command": "python", "args": [lingering]}
     manifest.write_text(yaml.safe_dump(document))
     with http_agent(manifest) as served:

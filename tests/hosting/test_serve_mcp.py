@@ -5,22 +5,15 @@ tool errors for bad requests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import Progress, call_message, http_agent, http_client, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 async def test_a_client_over_stdio_asks_continues_its_thread_and_reads_it_back(

@@ -5,24 +5,17 @@ the non-interactive rule at once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import call_message, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
 ERAS = ["legacy", "auto"]  # auto: the 2026-07-28 era, which mcp-run serve speaks
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 def answering(answer: types.ElicitResult, asked: list[types.ElicitRequestParams]) -> Any:

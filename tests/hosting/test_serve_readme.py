@@ -8,13 +8,12 @@ import json
 import os
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 import yaml
-from builders import copy_bundled_agent
+from builders import MCP_RUN, copy_bundled_agent
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from serving import http_agent, http_client, text_of
@@ -23,7 +22,6 @@ from test_readme_commands import commands_in, readme_sections
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
 LIMIT = 90
 CALCULATE = 'notes__calculate {"expression": "6*7"}'
 

@@ -4,23 +4,15 @@ agent is stopping (as over HTTP) before the process exits."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import mcp_types as types
 import psutil
-import pytest
-from servers import gates as gates_server
+from mcp_servers import gates as gates_server
 from serving import call_message, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
-
-
-@pytest.fixture
-def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
-    shared = gates_server.Gates()
-    return shared, serve_http(gates_server.build(shared))
 
 
 def served_process(manifest: Path) -> psutil.Process:

@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import ROOT, TESTS
 
 from runner.agent.checks import check_agent
 from runner.errors import ManifestError
 from runner.manifest import HttpServerSpec, StdioServerSpec, manifest_json_schema
 from runner.manifest.loading import load_manifest, parse_manifest
 
-CORPUS = Path(__file__).parent / "manifests"
-ROOT = Path(__file__).parent.parent
+CORPUS = TESTS / "manifests"
 VALID = sorted((CORPUS / "valid").glob("*.yaml"))
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (\d+):(\d+) (\S+) ?(.*)$")

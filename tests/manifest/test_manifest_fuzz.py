@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from builders import TESTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.errors import ManifestError
 from runner.manifest.loading import parse_manifest
 
-CORPUS = sorted((Path(__file__).parent / "manifests").glob("*/*.yaml"))
+CORPUS = sorted((TESTS / "manifests").glob("*/*.yaml"))
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 KEYS = [

@@ -3,9 +3,9 @@
 Every module here builds an ``MCPServer`` (``build()``) and also runs as a script, which is how the
 tests start them as stdio subprocesses::
 
-    python tests/servers/demo.py                     # stdio, both protocol eras (the client decides)
-    python tests/servers/demo.py --legacy            # stdio, 2025-11-25 handshake era only
-    python tests/servers/demo.py --transport http --port 8000
+    python tests/mcp_servers/demo.py                     # stdio, both protocol eras (the client decides)
+    python tests/mcp_servers/demo.py --legacy            # stdio, 2025-11-25 handshake era only
+    python tests/mcp_servers/demo.py --transport http --port 8000
 
 ``loopback.serve_app`` runs any of them as a real HTTP server on 127.0.0.1 inside the test process.
 This module stays import-light: the scripts import it before they import the SDK.
@@ -20,7 +20,7 @@ SERVERS_DIR = Path(__file__).resolve().parent
 
 
 def script(name: str) -> Path:
-    """Path of the server script ``name`` (``"demo"`` -> ``tests/servers/demo.py``)."""
+    """Path of the server script ``name`` (``"demo"`` -> ``tests/mcp_servers/demo.py``)."""
     path = SERVERS_DIR / f"{name}.py"
     if not path.is_file():
         raise FileNotFoundError(path)

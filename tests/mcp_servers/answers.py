@@ -9,7 +9,7 @@ Tools: ``text(text)`` (a text block), ``scored(score, omit=False)`` (output sche
 header). ``unlisted(text)`` answers but is not listed until ``tools/list`` has been asked twice (the
 SDK lists to find a result's output schema).
 
-    python tests/servers/answers.py [--legacy]
+    python tests/mcp_servers/answers.py [--legacy]
 """
 
 from __future__ import annotations
@@ -91,6 +91,6 @@ def build() -> MCPServer:
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

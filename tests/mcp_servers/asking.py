@@ -227,6 +227,6 @@ def build(name: str = "asking") -> MCPServer:
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

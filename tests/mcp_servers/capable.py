@@ -60,6 +60,6 @@ def build(name: str = "capable") -> MCPServer:
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

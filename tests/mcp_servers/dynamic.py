@@ -141,6 +141,6 @@ def build(name: str = "dynamic", *, burst_after_handshake: int = 0) -> MCPServer
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

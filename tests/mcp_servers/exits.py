@@ -30,7 +30,7 @@ def main() -> None:
         print(f"fatal: cannot start (launch {launch})", file=sys.stderr, flush=True)
         sys.exit(options.code)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from servers import _serve, demo
+    from mcp_servers import _serve, demo
 
     _serve.main(demo.build, rest)
 

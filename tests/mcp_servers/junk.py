@@ -18,8 +18,8 @@ if __package__ in (None, ""):  # run as a script: make the `servers` package imp
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from servers import demo
-from servers._serve import main, serve_stdio
+from mcp_servers import demo
+from mcp_servers._serve import main, serve_stdio
 
 BANNER = "Junk server v1 starting... (this line is not JSON-RPC)\n"
 

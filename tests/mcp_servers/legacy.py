@@ -14,7 +14,7 @@ if __package__ in (None, ""):  # run as a script: make the `servers` package imp
 
 from mcp.server.mcpserver import MCPServer
 
-from servers import demo
+from mcp_servers import demo
 
 
 def build(name: str = "legacy") -> MCPServer:
@@ -22,6 +22,6 @@ def build(name: str = "legacy") -> MCPServer:
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build, [*sys.argv[1:], "--legacy"])

@@ -19,7 +19,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from servers import demo
+from mcp_servers import demo
 
 
 class RefusingInitialize(io.TextIOBase):

@@ -44,7 +44,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servers.loopback import LoopbackServer, serve_app
+from mcp_servers.loopback import LoopbackServer, serve_app
 
 TOKEN_PREFIX = "canary-oauth-"
 BASE_SCOPE = "mcp"

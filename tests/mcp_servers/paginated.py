@@ -95,6 +95,6 @@ def build(name: str = "paginated", page_size: int = DEFAULT_PAGE_SIZE) -> MCPSer
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

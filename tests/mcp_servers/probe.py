@@ -75,7 +75,7 @@ def build(name: str = "probe") -> MCPServer:
 if __name__ == "__main__":
     import signal
 
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     linger = "--linger" in sys.argv
     if linger:

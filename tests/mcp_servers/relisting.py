@@ -19,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the `servers` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from servers.wire import TOOLS, WireServer, _schema, serve
+from mcp_servers.wire import TOOLS, WireServer, _schema, serve
 
 SET_TOOLS = {"name": "set_tools", "description": "Replace the tools/list answer.",
              "inputSchema": _schema(tools="array")}

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
 
+from mcp_servers import specs
 from runner.servers import open_fleet, stop_on_signals
-from servers import specs
 
 
 async def main(state_dir: Path, names: list[str]) -> None:

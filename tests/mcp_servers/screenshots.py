@@ -63,6 +63,6 @@ def build(name: str = "screenshots") -> MCPServer:
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build, sys.argv[1:])

@@ -1,6 +1,6 @@
 """Server specs for tests, resolved against fast defaults as a manifest would resolve them.
 
-    stdio("demo")                                   # python tests/servers/demo.py
+    stdio("demo")                                   # python tests/mcp_servers/demo.py
     stdio("legacy", required=True, timeout=2)       # any server setting can be overridden
     http("http://127.0.0.1:8000/mcp")               # streamable HTTP; transport="sse" for SSE
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp_servers import command
 from runner.manifest import DefaultsSpec, HttpServerSpec, StdioServerSpec
-from servers import command
 
 # Quick restarts and short waits; heartbeats rare enough not to add traffic unless a test asks.
 FAST_DEFAULTS = DefaultsSpec.model_validate({

@@ -5,7 +5,7 @@ The ``payments`` domain also has ``convert_currency`` (the one tool that convert
 currencies), which answers with the converted amount. Tools are listed from prebuilt definitions
 (registering thousands of functions one by one takes seconds).
 
-    python tests/servers/toolbox.py --transport http --port 8000      # one domain, 500 tools
+    python tests/mcp_servers/toolbox.py --transport http --port 8000      # one domain, 500 tools
     wide_app(servers=20, tools=500)          # 20 domains on one ASGI app: /s00/mcp ... /s19/mcp
 """
 
@@ -143,6 +143,6 @@ def wide_app(servers: int, tools: int, *, domains: Sequence[str] = DOMAINS) -> A
 
 
 if __name__ == "__main__":
-    from servers._serve import main
+    from mcp_servers._serve import main
 
     main(build)

@@ -14,8 +14,8 @@ if __package__ in (None, ""):  # run as a script: make the `servers` package imp
 LINGER = 300.0  # seconds it stays after its input ends: far beyond any test's wait
 
 if __name__ == "__main__":
-    from servers import demo
-    from servers._serve import main
+    from mcp_servers import demo
+    from mcp_servers._serve import main
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:

@@ -10,7 +10,7 @@ from fixtures.openai_stub import OpenAIStub, StubReply
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from servers.loopback import serve_app
+from mcp_servers.loopback import serve_app
 
 from runner.agent.graph import build_graph
 from runner.errors import ManifestError, ModelError

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import ROOT
 from jinja2.exceptions import SecurityError, TemplateNotFound, UndefinedError
 
 from runner.errors import ManifestError
@@ -20,7 +21,6 @@ from runner.prompts import (
     template_files,
 )
 
-ROOT = Path(__file__).parent.parent
 NOW = datetime(2026, 3, 4, 5, 6, tzinfo=UTC)
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 import yaml
+from builders import TESTS
 
-TESTS = Path(__file__).resolve().parent
 TIMEOUT = 2.0
 REPORT_MARGIN = 1.5  # the timeout fires, the error is written: no shutdown in between
 SHUTDOWN_BOUND = 15.0  # stdin closed, SIGTERM, SIGKILL to the group: each step is bounded
@@ -28,7 +28,7 @@ def test_a_timed_out_call_is_reported_when_the_timeout_fires_and_leaves_no_proce
     agent = {
         "version": 1, "name": "timeouts",
         "servers": {"spawn": {
-            "command": sys.executable, "args": [str(TESTS / "servers" / "spawning.py")],
+            "command": sys.executable, "args": [str(TESTS / "mcp_servers" / "spawning.py")],
             "env": {"SPAWNING_STARTED_FIFO": str(fifo)}, "timeout": f"{TIMEOUT:g}s",
         }},
     }

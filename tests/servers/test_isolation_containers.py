@@ -18,8 +18,9 @@ import anyio
 import psutil
 import pytest
 import yaml
+from builders import mcp_run
 from engines import IMAGE, DockerDaemon, python_mounts
-from servers import script, specs
+from mcp_servers import script, specs
 from test_isolation_sandbox import start_error
 
 from runner.errors import ServerClosedError, ServerTimeoutError
@@ -60,20 +61,13 @@ def write_manifest(folder: Path, server: dict[str, Any], **settings: Any) -> Pat
     return path
 
 
-def mcp_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args], capture_output=True, text=True, timeout=CLI_WAIT, cwd=folder,
-        env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-    )
-
-
 def text(result: Any) -> str:
     return result.content[0].text
 
 
 def test_a_containerised_server_answers_mcp_run_call(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"env": {"GREETING": "hello from the manifest"}})
-    done = mcp_run(tmp_path, "call", "agent.yaml", "probe__env", '{"name": "GREETING"}')
+    done = mcp_run("call", "agent.yaml", "probe__env", '{"name": "GREETING"}', cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "hello from the manifest" in done.stdout
 
@@ -97,7 +91,7 @@ async def test_a_containerised_server_sees_only_the_manifests_env_and_passthroug
 
 def test_a_containerised_server_answers_the_agent(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"env": {"GREETING": "agent sees me"}})
-    done = mcp_run(tmp_path, "agent.yaml", "-p", 'probe__env {"name": "GREETING"}')
+    done = mcp_run("agent.yaml", "-p", 'probe__env {"name": "GREETING"}', cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "agent sees me" in done.stdout
 
@@ -214,7 +208,7 @@ def test_a_container_left_by_a_killed_run_is_removed_by_the_next_run(
         cli.communicate(timeout=CLI_WAIT)
         assert engine.run_containers() == [left]
         write_manifest(tmp_path, {})
-        after = mcp_run(tmp_path, "call", "agent.yaml", "probe__env", '{"name": "NOTHING"}')
+        after = mcp_run("call", "agent.yaml", "probe__env", '{"name": "NOTHING"}', cwd=tmp_path)
         assert after.returncode == 0, after.stderr
         assert engine.run_containers() == []
     finally:

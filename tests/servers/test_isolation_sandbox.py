@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import script, specs
+from mcp_servers import script, specs
 
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec

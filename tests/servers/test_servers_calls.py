@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
-from servers import specs
+from mcp_servers import specs
 
 from runner.errors import ErrorKind, ServerClosedError, ServerRequestError, ServerTimeoutError
 from runner.servers import ServerConnection, open_fleet
@@ -134,7 +134,7 @@ async def test_with_max_timeout_a_call_without_progress_ends_after_the_idle_time
 async def test_with_max_timeout_progress_keeps_a_call_alive_past_the_idle_timeout(
     serve_http, tmp_path: Path
 ) -> None:
-    from servers import asking
+    from mcp_servers import asking
 
     url = serve_http(asking.build())
     spec = specs.http(url, timeout=1.5, max_timeout=30)
@@ -145,7 +145,7 @@ async def test_with_max_timeout_progress_keeps_a_call_alive_past_the_idle_timeou
 
 
 async def test_max_timeout_is_the_hard_limit_even_with_progress(serve_http, tmp_path: Path) -> None:
-    from servers import asking
+    from mcp_servers import asking
 
     url = serve_http(asking.build())
     spec = specs.http(url, timeout=2, max_timeout=2.5)

@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
-from servers import dynamic, paginated, specs
-from servers._serve import http_app
-from servers.loopback import serve_app
+from mcp_servers import dynamic, paginated, specs
+from mcp_servers._serve import http_app
+from mcp_servers.loopback import serve_app
 
 from runner.servers import CatalogueChange, ServerConnection, ServerFleet, open_fleet
 from runner.servers.offerings import ChangeSignal, compare

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from servers import specs
+from mcp_servers import specs
 
 from runner.servers import open_fleet
 from runner.servers.protocol_eras import EraMemory, launch_identity

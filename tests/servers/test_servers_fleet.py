@@ -7,8 +7,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from builders import TESTS
 from conftest import ChildProcessGuard
-from servers import demo, dynamic, specs
+from mcp_servers import demo, dynamic, specs
 
 from runner.errors import ServerStartError
 from runner.servers import open_fleet
@@ -79,7 +80,7 @@ def test_the_orphan_guard_reports_and_kills_a_child_left_running() -> None:
 
 
 def test_the_orphan_guard_fails_a_test_that_leaves_a_child_behind(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
     pytester.makepyfile(
         """
         import subprocess

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import exceptions as jsonschema_exceptions
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from servers import answers, command, specs
+from mcp_servers import answers, command, specs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.servers import lean_calls as calls

@@ -1,6 +1,6 @@
 """Stdio server processes are tied to the runner's life, without forking the whole runner.
 
-The kill -9 case itself is tested end to end in tests/test_serve_kill.py; these tests pin the pieces:
+The kill -9 case itself is tested end to end in tests/hosting/test_serve_kill.py; these tests pin the pieces:
 the guard that closes the window before the death signal is set, and the errors a command that
 cannot run still gives before anything is spawned.
 """

@@ -14,8 +14,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
+from mcp_servers import command, dynamic, specs
 from pydantic import Field, ValidationError
-from servers import command, dynamic, specs
 
 from runner.servers import CatalogueChange, open_fleet
 from runner.servers import listings as listing_module

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
-from servers import asking, specs
+from mcp_servers import asking, specs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.errors import ServerRequestError

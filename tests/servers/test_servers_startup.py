@@ -7,8 +7,8 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-from servers import demo as demo_server
-from servers import dynamic, specs
+from mcp_servers import demo as demo_server
+from mcp_servers import dynamic, specs
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runner.errors import ServerStartError

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-from servers import demo, script, specs
+from mcp_servers import demo, script, specs
 
 from runner.errors import ServerClosedError, ServerError, ServerStartError, ServerTimeoutError
 from runner.manifest import StdioServerSpec

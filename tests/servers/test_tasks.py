@@ -1,5 +1,5 @@
 """Tool calls that run as tasks (2025-11-25): created, polled, fetched, and cancelled when the
-turn stops or times out; statuses as ``task`` events. Against ``tests/servers/tasks.py``."""
+turn stops or times out; statuses as ``task`` events. Against ``tests/mcp_servers/tasks.py``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from builders import TESTS
 from langgraph.types import Command
 
 from runner.agent.runtime import Runtime, load_agent
@@ -17,7 +18,6 @@ from runner.errors import ToolError
 
 pytestmark = pytest.mark.anyio
 
-TESTS = Path(__file__).resolve().parent
 WAIT = 30.0
 
 
@@ -25,7 +25,7 @@ def write_agent(folder: Path, *server_args: str, **server: Any) -> Path:
     document = {
         "version": 1, "name": "tasks", "model": "offline", "checkpointer": "memory",
         "servers": {"tasks": {"command": "python",
-                              "args": [str(TESTS / "servers" / "tasks.py"), *server_args],
+                              "args": [str(TESTS / "mcp_servers" / "tasks.py"), *server_args],
                               "timeout": "20s", **server}},
     }
     path = folder / "agent.yaml"
@@ -182,7 +182,7 @@ async def test_a_server_that_does_not_declare_tasks_gets_no_task_request(tmp_pat
 
 
 def test_the_chat_shows_the_task_status_and_ctrl_c_cancels_the_task_on_the_server(tmp_path: Path) -> None:
-    from test_agent_cli import chat_in_a_terminal
+    from builders import chat_in_a_terminal
 
     write_agent(tmp_path)
     with chat_in_a_terminal(tmp_path) as chat:

@@ -11,12 +11,13 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from servers import specs
+from builders import TESTS
+from mcp_servers import specs
 
 from runner.errors import ServerClosedError, ServerStartError, ServerTimeoutError
 from runner.servers import open_fleet
 
-THIRDPARTY = Path(__file__).resolve().parent / "thirdparty"
+THIRDPARTY = TESTS / "thirdparty"
 WS_PYTHON = THIRDPARTY / ".venv-ws" / "bin" / "python"
 START_WAIT = 60.0
 RESTART_WAIT = 20.0

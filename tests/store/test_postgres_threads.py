@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from builders import copy_bundled_agent
+from builders import copy_bundled_agent, mcp_run
 from langgraph.checkpoint.base import empty_checkpoint
 from services import PostgresServer, free_port
 
 from runner.agent.graph import open_checkpointer
 from runner.errors import CheckpointerError
-
-
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 def with_checkpointer(folder: Path, url: str) -> Path:

@@ -3,23 +3,14 @@ says so once; when neither can be, it says so in one line and exits 1, with no t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from builders import server, write_manifest
+from builders import mcp_run, server, write_manifest
 
 
 def write_agent(folder: Path) -> Path:
     return write_manifest(folder, {"demo": server("demo")}, name="stateful", model="offline")
-
-
-def mcp_run(*args: str, cwd: Path, xdg: Path) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "XDG_STATE_HOME": str(xdg)}
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=environ, stdin=subprocess.DEVNULL)
 
 
 COMMANDS = [
@@ -36,7 +27,7 @@ def test_a_file_in_place_of_the_state_folder_moves_state_to_the_user_folder_with
     agent.mkdir()
     write_agent(agent)
     (agent / ".mcp-run").write_text("not a folder")
-    result = mcp_run(*command, cwd=agent, xdg=tmp_path / "xdg")
+    result = mcp_run(*command, cwd=agent, env={"XDG_STATE_HOME": str(tmp_path / "xdg")})
     assert result.returncode == 0, result.stderr
     assert "hi" in result.stdout
     assert result.stderr.count("cannot use the state folder") == 1
@@ -50,7 +41,7 @@ def test_no_usable_state_folder_is_one_clear_line_and_exit_1(tmp_path: Path, com
     write_agent(tmp_path)
     (tmp_path / ".mcp-run").write_text("not a folder")
     (tmp_path / "xdg").write_text("not a folder either")
-    result = mcp_run(*command, cwd=tmp_path, xdg=tmp_path / "xdg")
+    result = mcp_run(*command, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "xdg")})
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -18,11 +18,11 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from builders import ROOT, copy_bundled_agent, server, write_manifest
+from builders import MCP_RUN, ROOT, copy_bundled_agent, server, write_manifest
 from langgraph.types import Command
 from mcp import Client, StdioServerParameters
+from mcp_servers import traced
 from otlp_receiver import OtlpReceiver, ReceivedSpan
-from servers import traced
 
 from runner.agent.checks import checked_agent
 from runner.agent.runtime import load_agent
@@ -31,7 +31,6 @@ from runner.errors import ManifestError
 from runner.manifest.loading import parse_manifest
 
 pytestmark = pytest.mark.anyio
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
 FAST = {"timeout": "10s", "startup_timeout": "30s",
         "restart": {"max_attempts": 3, "backoff": "50ms", "max_backoff": "200ms"}}
 ENV_CANARY = "canary-env-7f3a9c"

@@ -1,5 +1,5 @@
 """Tool search (runner.tools.search) in a running agent: real MCP servers over streamable HTTP with
-many tools (tests/servers/toolbox.py), a scripted model that records what each request offered."""
+many tools (tests/mcp_servers/toolbox.py), a scripted model that records what each request offered."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import anyio
 import pytest
 from builders import server, write_manifest
 from langchain_core.messages import HumanMessage, ToolMessage
-from servers.loopback import serve_app
-from servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
+from mcp_servers.loopback import serve_app
+from mcp_servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
 
 from runner.agent.runtime import GenerationAdapter, Runtime, load_agent
 from runner.manifest import ModelSpec
@@ -225,7 +225,7 @@ async def test_a_found_tool_that_disappears_is_no_longer_offered_and_one_added_c
 def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_offered(
     tmp_path: Path,
 ) -> None:
-    from test_cli_chat import JsonChat
+    from builders import JsonChat
 
     write_manifest(tmp_path, {"pay": server("toolbox", "--transport", "stdio")}, model="offline",
                    checkpointer="memory", agent={"tool_search": "on"})

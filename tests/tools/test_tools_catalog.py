@@ -7,7 +7,6 @@ import builtins
 import json
 import os
 import signal
-import subprocess
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from builders import server, write_manifest
+from builders import ROOT, mcp_run, server, write_manifest
 from fixtures import hooks
 
 from runner.agent.runtime import launch_spec
@@ -28,7 +27,6 @@ from runner.tools.catalog import ToolCatalog
 from runner.tools.naming import NAME_PATTERN
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 FAST = {"timeout": "10s", "startup_timeout": "30s",
         "restart": {"max_attempts": 3, "backoff": "50ms", "max_backoff": "200ms"}}
@@ -95,7 +93,7 @@ async def test_invalid_arguments_are_listed_for_the_model_without_calling_the_se
 async def test_a_required_property_with_a_default_may_be_left_out_as_playwright_tools_allow(
     tmp_path: Path,
 ) -> None:
-    screenshots = {"command": "python", "args": [str(TESTS / "servers" / "screenshots.py")]}
+    screenshots = {"command": "python", "args": [str(TESTS / "mcp_servers" / "screenshots.py")]}
     async with catalog_for(tmp_path, {"browser": screenshots}) as catalog:
         output = await catalog.call("browser__browser_take_screenshot", {"type": "jpeg", "fullPage": True})
         assert output.content == "screenshot type=jpeg scale=css fullPage=True"
@@ -272,11 +270,6 @@ async def test_resource_tools_list_and_read_a_servers_resources(tmp_path: Path) 
     assert uri in str(read.content)
 
 
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
-
-
 def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Path) -> None:
     write_agent(tmp_path, {"demo": demo(tools={"only": ["echo", "add"]})})
     result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
@@ -337,7 +330,7 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
     from runner.agent.runtime import load_agent
 
     lines = ["version: 1", "name: globs", "model: offline", "checkpointer: memory", "servers:", "  demo:",
-             "    command: python", f"    args: [{TESTS / 'servers' / 'demo.py'}]", "    tools:",
+             "    command: python", f"    args: [{TESTS / 'mcp_servers' / 'demo.py'}]", "    tools:",
              '      approve: [echo, ech]', '      pin: ["zz_*", "ech["]', "      rename: {ad: plus}"]
     path = tmp_path / "agent.yaml"
     path.write_text("\n".join(lines) + "\n")
