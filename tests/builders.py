@@ -75,8 +75,9 @@ def scripted_model(folder: Path, script: list[Any]) -> dict[str, Any]:
 
 def asking_agent(folder: Path, *, legacy: bool, checkpointer: str = "memory", **settings: Any) -> Path:
     """The offline agent of the server that asks the user (``tests/mcp_servers/asking.py``)."""
-    asking = server("asking", *(["--legacy"] if legacy else []), timeout="20s", **settings)
-    return write_manifest(folder, {"asking": asking}, name="asking", model="offline", checkpointer=checkpointer)
+    asking = server("asking", *(["--legacy"] if legacy else []), **{"timeout": "20s", **settings})
+    return write_manifest(folder, {"asking": asking}, name="asking", model="offline",
+                          checkpointer=checkpointer)
 
 
 def mcp_run(*args: str, cwd: Path = ROOT, env: Mapping[str, str | None] | None = None,

@@ -24,7 +24,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # builders, mcp_servers, ... importable from every test
     sys.path.insert(0, str(TESTS_DIR))
 
-pytest_plugins = ["pytester", "services"]  # services: PostgreSQL and HAProxy fixtures
+pytest_plugins = ["pytester", "services", "fast_tier"]  # services: PostgreSQL and HAProxy fixtures
 
 import engines  # noqa: E402
 from mcp_servers._serve import http_app  # noqa: E402

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import click
+import fast_tier
 import pytest
 from builders import MCP_RUN, copy_bundled_agent
 
@@ -158,3 +159,14 @@ def test_each_completion_line_prints_a_completion_script(shell: str) -> None:
                             stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     assert "_MCP_RUN_COMPLETE" in result.stdout and "mcp-run" in result.stdout
+
+
+def test_the_readmes_fast_tier_command_selects_the_fast_tier() -> None:
+    """The quick-feedback command beside `bash scripts/test.sh` names the marker tests/fast_tier.py
+    applies, and every file that module lists exists (a moved file would leave the tier silently)."""
+    [command] = re.findall(r"`([^`\n]*-m pytest[^`\n]*)`", (ROOT / "README.md").read_text())
+    words = shlex.split(command)
+    assert words[:3] == [".venv/bin/python", "-m", "pytest"]
+    assert words[words.index("-m", 3) + 1] == fast_tier.FAST_MARK
+    missing = [name for name in sorted(fast_tier.FAST_FILES) if not (fast_tier.TESTS_DIR / name).is_file()]
+    assert not missing, f"tests/fast_tier.py lists files that are not there: {missing}"
