@@ -29,7 +29,6 @@ FAST_FILES = frozenset({
     "cli/test_chat_status.py",
     "evals/test_evals_cases.py",
     "evals/test_evals_matching.py",
-    "manifest/test_manifest_fuzz.py",
     "prompts/test_prompts_commands.py",
     "prompts/test_prompts_messages.py",
     "prompts/test_prompts_system.py",
