@@ -8,8 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
-from builders import TESTS
+from builders import scripted_model, server, write_manifest
 from langgraph.types import Command
 
 from runner.agent.runtime import load_agent
@@ -26,16 +25,9 @@ def anyio_backend() -> str:
 
 def write_agent(folder: Path, script: list[Any]) -> Path:
     """The demo server with `echo` under tools.approve, and a scripted model."""
-    (folder / "script.yaml").write_text(yaml.safe_dump(script))
-    document = {
-        "version": 1, "name": "approving", "checkpointer": "memory",
-        "model": {"id": "scripted", "script": "script.yaml"},
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "mcp_servers" / "demo.py")],
-                             "tools": {"approve": ["echo"]}}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    demo = server("demo", tools={"approve": ["echo"]})
+    return write_manifest(folder, {"demo": demo}, name="approving", checkpointer="memory",
+                          model=scripted_model(folder, script))
 
 
 async def test_a_call_with_invalid_arguments_is_not_asked_and_the_model_hears_the_problems(

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from builders import TESTS
+from builders import server, write_manifest
 from langchain_core.messages import ToolMessage
 
 from runner.agent.graph import NOT_RUN_TEXT
@@ -16,14 +16,9 @@ from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 
 
-def write_agent(folder: Path, **server: Any) -> Path:
-    document = {
-        "version": 1, "name": "cancelling", "model": "offline", "checkpointer": "memory",
-        "servers": {"demo": {"command": "python", "args": [str(TESTS / "mcp_servers" / "demo.py")], **server}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+def write_agent(folder: Path, **settings: Any) -> Path:
+    return write_manifest(folder, {"demo": server("demo", **settings)}, name="cancelling", model="offline",
+                          checkpointer="memory")
 
 
 async def test_a_cancelled_turn_cancels_the_running_call_on_the_server(tmp_path: Path) -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-import yaml
-from builders import server, write_manifest
+from builders import scripted_model, server, write_manifest
 
 from runner.agent.runtime import load_agent
 
@@ -16,10 +15,9 @@ pytestmark = pytest.mark.anyio
 
 
 def write_agent(folder: Path, turns: list, *, legacy: bool) -> Path:
-    (folder / "script.yaml").write_text(yaml.safe_dump(turns))
     dynamic = server("dynamic", *(["--legacy"] if legacy else []))
     return write_manifest(folder, {"dyn": dynamic}, name="live", checkpointer="memory",
-                          model={"id": "scripted", "script": "script.yaml"})
+                          model=scripted_model(folder, turns))
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["2026-era", "legacy-era"])

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from builders import TESTS
+from builders import TESTS, scripted_model, server, write_manifest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
@@ -21,17 +21,10 @@ ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025
 CALL = {"tool_calls": [{"name": "asking__summarize", "args": {"text": "a long story about a cat"}}]}
 
 
-def write_agent(folder: Path, *, legacy: bool, script: list[Any], **server: Any) -> Path:
-    args = [str(TESTS / "mcp_servers" / "asking.py"), *(["--legacy"] if legacy else [])]
-    (folder / "script.yaml").write_text(yaml.safe_dump(script))
-    document = {
-        "version": 1, "name": "sampling", "checkpointer": "memory",
-        "model": {"id": "scripted", "script": "script.yaml"},
-        "servers": {"asking": {"command": "python", "args": args, "timeout": "20s", **server}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+def write_agent(folder: Path, *, legacy: bool, script: list[Any], **settings: Any) -> Path:
+    asking = server("asking", *(["--legacy"] if legacy else []), **{"timeout": "20s", **settings})
+    return write_manifest(folder, {"asking": asking}, name="sampling", checkpointer="memory",
+                          model=scripted_model(folder, script))
 
 
 async def turn(runtime: Runtime, message: Any) -> list[dict[str, Any]]:

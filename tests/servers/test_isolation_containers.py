@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import builders
 import psutil
 import pytest
-import yaml
 from builders import mcp_run
 from engines import IMAGE, DockerDaemon, python_mounts
 from mcp_servers import script, specs
@@ -49,16 +49,9 @@ def probe(*flags: str, container_settings: dict[str, Any] | None = None, **setti
 
 
 def write_manifest(folder: Path, server: dict[str, Any], **settings: Any) -> Path:
-    document = {
-        "version": 1, "name": "contained", "model": "offline", "checkpointer": "memory",
-        "servers": {"probe": {
-            "command": sys.executable, "args": [str(script("probe"))], "container": container(), **server,
-        }},
-        **settings,
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    probe = {"command": sys.executable, "args": [str(script("probe"))], "container": container(), **server}
+    return builders.write_manifest(folder, {"probe": probe}, name="contained", model="offline",
+                                   checkpointer="memory", **settings)
 
 
 def text(result: Any) -> str:

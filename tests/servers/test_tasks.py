@@ -8,8 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
-from builders import TESTS
+from builders import server, write_manifest
 from langgraph.types import Command
 
 from runner.agent.runtime import Runtime, load_agent
@@ -21,16 +20,9 @@ pytestmark = pytest.mark.anyio
 WAIT = 30.0
 
 
-def write_agent(folder: Path, *server_args: str, **server: Any) -> Path:
-    document = {
-        "version": 1, "name": "tasks", "model": "offline", "checkpointer": "memory",
-        "servers": {"tasks": {"command": "python",
-                              "args": [str(TESTS / "mcp_servers" / "tasks.py"), *server_args],
-                              "timeout": "20s", **server}},
-    }
-    path = folder / "agent.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+def write_agent(folder: Path, *server_args: str, **settings: Any) -> Path:
+    tasks = server("tasks", *server_args, **{"timeout": "20s", **settings})
+    return write_manifest(folder, {"tasks": tasks}, name="tasks", model="offline", checkpointer="memory")
 
 
 async def turn(runtime: Runtime, message: Any) -> list[dict[str, Any]]:
