@@ -14,21 +14,22 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
-from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp
 
 TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:  # `servers` (tests/servers) is importable from every test
+if str(TESTS_DIR) not in sys.path:  # builders, mcp_servers, ... importable from every test
     sys.path.insert(0, str(TESTS_DIR))
 
-pytest_plugins = ["pytester", "services"]  # services: PostgreSQL and HAProxy fixtures
+pytest_plugins = ["pytester", "services", "fast_tier"]  # services: PostgreSQL and HAProxy fixtures
 
 import engines  # noqa: E402
-from servers._serve import http_app  # noqa: E402
-from servers.loopback import serve_app  # noqa: E402
 
 ORPHAN_GRACE = 1.0  # a child that is exiting right now gets this long
 PR_SET_CHILD_SUBREAPER = 36
@@ -140,7 +141,10 @@ def demo_urls() -> Iterator[dict[str, str]]:
 
     Shared by many tests, so tests must not depend on its state (counters only grow).
     """
-    from servers import demo
+    # Imported here, not at the top: the fast tier starts no server and need not import the SDK's.
+    from mcp_servers import demo
+    from mcp_servers._serve import http_app
+    from mcp_servers.loopback import serve_app
 
     with serve_app(http_app(demo.build(), transport="http")) as modern:
         with serve_app(http_app(demo.build(), transport="http", legacy=True)) as legacy:
@@ -154,6 +158,9 @@ def serve_http() -> Iterator[Callable[..., str]]:
     Runs ``server`` as a real HTTP server on 127.0.0.1 until the test ends; ``wrap`` may wrap the
     ASGI app (to fail requests, for instance).
     """
+    from mcp_servers._serve import http_app
+    from mcp_servers.loopback import serve_app
+
     with ExitStack() as stack:
 
         def start(

@@ -167,7 +167,7 @@ def python_mounts() -> list[str]:
     """Read-only mounts that let this interpreter (a venv's python is a symlink into its prefix) and
     the test servers run in the test image, at their host paths."""
     tests = Path(__file__).resolve().parent
-    folders = ["/usr", sys.base_prefix, sys.prefix, str(tests / "servers")]
+    folders = ["/usr", sys.base_prefix, sys.prefix, str(tests / "mcp_servers")]
     unique = [folder for index, folder in enumerate(folders) if folder not in folders[:index]]
     inside_usr = [folder for folder in unique if folder.startswith("/usr/")]  # /usr covers them
     return [f"{folder}:{folder}" for folder in unique if folder not in inside_usr]

@@ -4,7 +4,7 @@
     with http_agent(manifest, "--max-turns", "1") as served:
         async with http_client(served.url) as client: ...
 
-The served agents use the offline model and the gates server (``tests/servers/gates.py``) run
+The served agents use the offline model and the gates server (``tests/mcp_servers/gates.py``) run
 in the test process, so a test opens the gates and reads their log itself.
 """
 

@@ -8,18 +8,17 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import click
+import fast_tier
 import pytest
-from builders import copy_bundled_agent
+from builders import MCP_RUN, copy_bundled_agent
 
 from runner.cli import main
 from runner.manifest import CHAT_COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-MCP_RUN = Path(sys.executable).parent / "mcp-run"
 
 # What a placeholder of the README stands for, on the bundled agent (by command, then for all).
 PLACEHOLDERS = {
@@ -34,21 +33,21 @@ PLACEHOLDERS = {
 
 # Sections whose commands other tests run as written, each in the setting its text describes.
 RUN_ELSEWHERE = {
-    "Coming from Claude Desktop / VS Code / Cursor": "tests/test_import.py",
+    "Coming from Claude Desktop / VS Code / Cursor": "tests/authoring/test_import.py",
     "Shell completion": "test_each_completion_line_prints_a_completion_script below",
-    "Logging in to remote servers": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "Logging in to remote servers": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
-    "Testing your agent": "tests/test_evals_cli.py::test_the_readme_example_runs_as_written",
-    "Serving": "tests/test_serve_readme.py; its scale-out recipe tests/test_scale_out.py",
+    "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
+    "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.
 COMMANDS_RUN_ELSEWHERE = {
-    "auth login": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
-    "auth logout": "tests/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "auth login": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
+    "auth logout": "tests/auth/test_auth.py::test_the_readmes_login_commands_run_as_written",
     # Served agents (a server waits for its client): the Serving section's own test, and the
     # scale-out recipe (two instances on one PostgreSQL behind HAProxy).
-    "serve agent.yaml": "tests/test_serve_readme.py, tests/test_scale_out.py",
+    "serve agent.yaml": "tests/hosting/test_serve_readme.py, tests/hosting/test_scale_out.py",
 }
 
 
@@ -160,3 +159,14 @@ def test_each_completion_line_prints_a_completion_script(shell: str) -> None:
                             stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     assert "_MCP_RUN_COMPLETE" in result.stdout and "mcp-run" in result.stdout
+
+
+def test_the_readmes_fast_tier_command_selects_the_fast_tier() -> None:
+    """The quick-feedback command beside `bash scripts/test.sh` names the marker tests/fast_tier.py
+    applies, and every file that module lists exists (a moved file would leave the tier silently)."""
+    [command] = re.findall(r"`([^`\n]*-m pytest[^`\n]*)`", (ROOT / "README.md").read_text())
+    words = shlex.split(command)
+    assert words[:3] == [".venv/bin/python", "-m", "pytest"]
+    assert words[words.index("-m", 3) + 1] == fast_tier.FAST_MARK
+    missing = [name for name in sorted(fast_tier.FAST_FILES) if not (fast_tier.TESTS_DIR / name).is_file()]
+    assert not missing, f"tests/fast_tier.py lists files that are not there: {missing}"

@@ -11,7 +11,7 @@ for input as proposed (the runner fills in the schema's defaults, as the elicita
 check). In the ``auth/*`` scenarios the server's ``auth`` block names the suite's Client ID
 Metadata Document URL and, when the suite hands them over in ``MCP_CONFORMANCE_CONTEXT``,
 pre-registered client credentials; the authorization URL is approved by an HTTP client
-(``tests/servers/approver.py``) in place of a person in a browser, and tokens are stored in a
+(``tests/mcp_servers/approver.py``) in place of a person in a browser, and tokens are stored in a
 temporary folder. The suite judges what it saw on the wire; the exit status (0 ok, 1 the start or
 a call failed) is also logged as the last
 line of stderr (``EXIT_MARKER``), because the suite records a client's stderr but, when it runs a
@@ -35,7 +35,7 @@ for folder in (ROOT, ROOT / "tests"):  # run as a script by the suite, from any 
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from servers.approver import Approver  # noqa: E402
+from mcp_servers.approver import Approver  # noqa: E402
 
 from runner.auth.context import interacting  # noqa: E402
 from runner.errors import RunnerError  # noqa: E402

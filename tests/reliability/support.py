@@ -9,9 +9,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -34,12 +31,12 @@ POLL_INTERVAL = 0.02  # only to poll for process exit, which has no event to wai
 
 
 def wire(*args: str, **settings: Any) -> dict[str, Any]:
-    """A manifest entry for the hand-written misbehaving server (tests/servers/wire.py)."""
+    """A manifest entry for the hand-written misbehaving server (tests/mcp_servers/wire.py)."""
     return builders.server("wire", *args, **settings)
 
 
 def demo(*args: str, **settings: Any) -> dict[str, Any]:
-    """A manifest entry for the SDK demo server (tests/servers/demo.py)."""
+    """A manifest entry for the SDK demo server (tests/mcp_servers/demo.py)."""
     return builders.server("demo", *args, **settings)
 
 
@@ -49,14 +46,6 @@ def manifest_document(servers: Mapping[str, Any], **top: Any) -> dict[str, Any]:
 
 def write_manifest(folder: Path, servers: Mapping[str, Any], **top: Any) -> Path:
     return builders.write_manifest(folder, servers, **{**FAULT_SUITE, **top})
-
-
-def mcp_run(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m runner ARGS`` in ``cwd``; ``env`` is added to this process's environment."""
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                          timeout=timeout)
 
 
 def gone(pid: int) -> bool:

@@ -5,7 +5,7 @@ and import each other (or files outside the folder), Python modules named by ``f
 
 Whatever the project, ``check_agent`` returns, or raises ``ManifestError`` whose every problem
 names a file of the project and a line and column; nothing else ever escapes. (The loader alone
-is fuzzed in tests/test_manifest_fuzz.py.)
+is fuzzed in tests/manifest/test_manifest_fuzz.py.)
 """
 
 from __future__ import annotations

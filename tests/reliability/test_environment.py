@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reliability.support import mcp_run, wire, write_manifest
+from builders import mcp_run
+
+from reliability.support import wire, write_manifest
 from runner.servers import HOST_ENV_ALLOWLIST
 
 HOST_EXTRAS = {

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 TEN_MB = 10 * 1024 * 1024
 JUNK_TIMEOUT = 1.0
 
-# What each kind of junk (tests/servers/wire.py) ends with: the answer, or the typed error.
+# What each kind of junk (tests/mcp_servers/wire.py) ends with: the answer, or the typed error.
 JUNK_OUTCOMES = {
     "line": "wire: after line",
     "glued": "wire: after glued",

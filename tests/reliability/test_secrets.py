@@ -15,11 +15,12 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from servers import demo as demo_server
-from servers.refusing import Rejecting
+from builders import mcp_run
+from mcp_servers import demo as demo_server
+from mcp_servers.refusing import Rejecting
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reliability.support import SERVERS, manifest_document, mcp_run, wire, write_manifest
+from reliability.support import SERVERS, manifest_document, wire, write_manifest
 from runner.agent.checks import check_agent
 from runner.agent.runtime import load_agent
 from runner.errors import ManifestError, ServerStartError, ToolError

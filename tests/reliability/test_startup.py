@@ -10,10 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
-from servers import demo as demo_server
-from servers.refusing import Rejecting, refused_url
+from builders import mcp_run
+from mcp_servers import demo as demo_server
+from mcp_servers.refusing import Rejecting, refused_url
 
-from reliability.support import SERVERS, mcp_run, wire, write_manifest
+from reliability.support import SERVERS, wire, write_manifest
 from runner.agent.runtime import load_agent
 from runner.errors import ServerStartError
 

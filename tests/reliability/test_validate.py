@@ -11,8 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from reliability.support import mcp_run
+from builders import mcp_run
 
 SECRET = f"TOP-SECRET-{uuid.uuid4().hex}"
 # Inline system prompts that reach for Python internals (classic template-injection payloads).

@@ -1,0 +1,218 @@
+"""The agent as a person runs it: one-shot turns, JSON events, approvals, resumed threads and the
+interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offline model)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from builders import ROOT, chat_in_a_terminal, copy_bundled_agent, mcp_run, server, write_manifest
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    return copy_bundled_agent(tmp_path)
+
+
+def test_a_one_shot_turn_calls_a_tool_and_prints_only_the_answer_on_stdout(agent_dir: Path) -> None:
+    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "6*7"}', cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "notes__calculate returned: 42"
+    assert "→ notes__calculate" in result.stderr and "thread" in result.stderr
+
+
+def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
+    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "1+1"}', "--json",
+                     cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "tool_call" and "tool_result" in kinds and kinds[-1] == "final"
+    assert events[kinds.index("tool_result")]["status"] == "success"
+
+
+def test_a_tool_needing_approval_is_denied_in_one_shot_mode_unless_yes(agent_dir: Path) -> None:
+    add = mcp_run("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', cwd=agent_dir)
+    assert add.returncode == 0, add.stderr
+    delete = 'notes__delete_note {"title": "milk"}'
+    denied = mcp_run("agent.yaml", "-p", delete, cwd=agent_dir)
+    assert "denied notes__delete_note" in denied.stderr
+    assert "failed" in denied.stdout
+    allowed = mcp_run("agent.yaml", "-p", delete, "--yes", cwd=agent_dir)
+    assert allowed.returncode == 0 and "deleted note 'milk'" in allowed.stdout
+
+
+def test_a_thread_resumes_from_sqlite_in_a_new_process(agent_dir: Path) -> None:
+    first = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "2*3"}', "--thread", "t1",
+                    cwd=agent_dir)
+    second = mcp_run("agent.yaml", "-p", "hello again", "--thread", "t1", "--json", cwd=agent_dir)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    script = (
+        "import anyio, sys\n"
+        "from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver\n"
+        "async def main():\n"
+        "    async with AsyncSqliteSaver.from_conn_string('.mcp-run/state.sqlite') as saver:\n"
+        "        state = await saver.aget({'configurable': {'thread_id': 't1'}})\n"
+        "        print(sum(1 for m in state['channel_values']['messages'] if m.type == 'human'))\n"
+        "anyio.run(main)\n"
+    )
+    count = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           cwd=agent_dir, timeout=60)
+    assert count.stdout.strip() == "2", count.stderr
+
+
+def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "mcp-run agent.yaml" in line and "pip" in line)
+    run_part = command.split("&&")[-1].strip().replace(".venv/bin/mcp-run", "")
+    args = __import__("shlex").split(run_part)
+    result = mcp_run(*args, cwd=agent_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+
+
+def test_the_chat_runs_a_tool_call_and_exits_in_a_terminal(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as chat:
+        chat.sendline('notes__calculate {"expression": "3*4"}')
+        chat.expect("returned: 12")
+        chat.expect("> ")
+        chat.sendline("/tools")
+        chat.expect("notes__delete_note")
+        chat.expect("> ")
+    assert chat.exitstatus == 0
+
+
+def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> None:
+    with chat_in_a_terminal(agent_dir) as chat:
+        chat.sendline('notes__delete_note {"title": "ghost"}')
+        chat.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+        chat.sendline("e")
+        chat.expect("arguments as JSON: ")
+        chat.send("\x15")  # Ctrl-U: the answer starts from the current arguments; replace them
+        chat.sendline('{"title": "still a ghost"}')
+        chat.expect("no note titled 'still a ghost'")
+        chat.expect("> ")
+
+
+def sleepy_agent(folder: Path) -> None:
+    write_manifest(folder, {"demo": server("demo")}, name="sleepy", model="offline", checkpointer="memory")
+
+
+def child_pids(pid: int) -> list[int]:
+    import psutil
+
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def test_sigterm_during_a_tool_call_stops_the_run_and_every_server(tmp_path: Path) -> None:
+    import psutil
+
+    sleepy_agent(tmp_path)
+    run = pexpect.spawn(sys.executable, ["-m", "runner", "agent.yaml", "-p", 'demo__sleep {"seconds": 60}'],
+                        cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    try:
+        run.expect("→ demo__sleep")
+        servers = child_pids(run.pid)
+        assert servers
+        run.kill(__import__("signal").SIGTERM)
+        run.expect(pexpect.EOF, timeout=20)
+    finally:
+        run.close(force=True)
+    assert run.exitstatus == 128 + 15 or run.signalstatus == 15
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_interrupts_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    sleepy_agent(tmp_path)
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.sendline('demo__sleep {"seconds": 60}')
+        chat.expect("→ demo__sleep")
+        chat.sendcontrol("c")
+        chat.expect("turn interrupted")
+        chat.expect("> ")
+        chat.sendline('demo__echo {"text": "after"}')
+        chat.expect("returned: after")
+        chat.expect("> ")
+    assert chat.exitstatus == 0
+
+
+def test_sigterm_during_call_stops_it_and_every_server(tmp_path: Path) -> None:
+    import psutil
+
+    sleepy_agent(tmp_path)
+    run = pexpect.spawn(sys.executable,
+                        ["-m", "runner", "call", "agent.yaml", "demo__sleep", '{"seconds": 60}'],
+                        cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    try:
+        deadline = __import__("time").monotonic() + 60
+        while not (servers := child_pids(run.pid)):  # the server is running: the call is under way
+            assert __import__("time").monotonic() < deadline, "the server never started"
+            run.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1)
+        run.kill(__import__("signal").SIGTERM)
+        run.expect("stopped by SIGTERM", timeout=20)
+        run.expect(pexpect.EOF, timeout=20)
+    finally:
+        run.close(force=True)
+    assert run.exitstatus == 128 + 15
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize(("call", "running", "task_statuses"), [
+    ('demo__sleep {"seconds": 60}', "tool_call", []),
+    ("tasks__forever", "task", ["cancelled"]),  # the stopped call's last word, before "interrupted"
+], ids=["plain-call", "task"])
+def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_exit_130_and_no_server(
+    tmp_path: Path, call: str, running: str, task_statuses: list[str]
+) -> None:
+    import psutil
+
+    write_manifest(tmp_path, {"demo": server("demo"), "tasks": server("tasks")}, name="stopped",
+                   model="offline", checkpointer="memory")
+    with (tmp_path / "stderr.txt").open("w") as errors:
+        run = subprocess.Popen([sys.executable, "-m", "runner", "agent.yaml", "-p", call, "--json"],
+                               cwd=tmp_path, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=errors)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert run.stdout is not None
+        for line in run.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def next_event() -> dict[str, Any] | None:
+        line = lines.get(timeout=60)
+        return None if line is None else json.loads(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        while (event := next_event()) is not None and event["type"] != running:
+            pass
+        assert event is not None, (tmp_path / "stderr.txt").read_text()
+        servers = child_pids(run.pid)
+        assert len(servers) >= 2
+        run.send_signal(signal.SIGINT)
+        after = []
+        while (event := next_event()) is not None:
+            after.append(event)
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=60)
+    assert after and after[-1] == {"type": "interrupted"}, (tmp_path / "stderr.txt").read_text()
+    assert "final" not in [event["type"] for event in after]
+    assert [event["status"] for event in after if event["type"] == "task"] == task_statuses
+    assert code == 130
+    assert not [pid for pid in servers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

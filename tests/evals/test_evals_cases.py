@@ -1,0 +1,125 @@
+"""Case files: a corpus of invalid files (each problem located like the manifest's, all at once),
+the committed JSON Schema, discovery in evals/, and cases written from a chat thread."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from builders import ROOT, TESTS
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from runner.errors import CaseSaveError, ManifestError
+from runner.evals.cases import evals_json_schema, find_case_files, load_cases
+from runner.evals.saving import case_from_thread, save_case, saved_case
+
+CORPUS = TESTS / "evals"
+INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
+VALID = sorted((CORPUS / "valid").glob("*.yaml"))
+EXPECT = re.compile(r"^# expect: (\d+):(\d+) (\S+) ?(.*)$")
+
+
+def expectations(path: Path) -> list[tuple[int, int, str, str]]:
+    return [(int(m[1]), int(m[2]), m[3], m[4])
+            for line in path.read_text().splitlines() if (m := EXPECT.match(line))]
+
+
+def test_the_corpus_covers_many_kinds_of_invalid_case_files() -> None:
+    assert len(INVALID) >= 15
+    assert all(expectations(path) for path in INVALID)
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_case_files_report_each_problem_at_its_place(path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_cases([path])
+    expected = expectations(path)
+    problems = caught.value.problems
+    assert [(p.line, p.column, p.path or "-") for p in problems] == [
+        (line, column, where) for line, column, where, _ in expected], problems
+    for problem, (_, _, _, fragment) in zip(problems, expected, strict=True):
+        assert problem.file == str(path)
+        assert fragment.lower() in problem.message.lower(), problem
+
+
+def test_problems_of_several_files_are_reported_together() -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_cases(INVALID[:3])
+    assert {p.file for p in caught.value.problems} == {str(p) for p in INVALID[:3]}
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_case_files_load_and_the_schema_accepts_them(path: Path) -> None:
+    import jsonschema
+
+    assert load_cases([path])
+    jsonschema.Draft202012Validator(evals_json_schema()).validate(yaml.safe_load(path.read_text()))
+
+
+def test_the_committed_case_schema_matches_the_models() -> None:
+    committed = json.loads((ROOT / "schemas" / "evals.schema.json").read_text())
+    assert committed == evals_json_schema(), (
+        "run: python -c 'import json; from runner.evals.cases import evals_json_schema as s; "
+        "print(json.dumps(s(), indent=2))' > schemas/evals.schema.json")
+
+
+def test_case_files_are_found_in_evals_next_to_the_manifest(tmp_path: Path) -> None:
+    (tmp_path / "evals" / "cassettes").mkdir(parents=True)
+    for name in ("b.yaml", "a.yml", "notes.txt", "cassettes/c.yaml"):
+        (tmp_path / "evals" / name).write_text("cases: []\n")
+    found = find_case_files(tmp_path / "agent.yaml")
+    assert [p.name for p in found] == ["a.yml", "b.yaml"]
+
+
+THREAD = [
+    HumanMessage("remember milk"),
+    AIMessage("", tool_calls=[{"name": "notes__add_note", "args": {"title": "milk"}, "id": "1"}]),
+    ToolMessage("saved note 'milk'", tool_call_id="1", name="notes__add_note"),
+    AIMessage("Saved the note 'milk'.\nAnything else?"),
+    HumanMessage("list them"),
+    AIMessage("", tool_calls=[{"name": "notes__list_notes", "args": {}, "id": "2"}]),
+    ToolMessage('["milk"]', tool_call_id="2", name="notes__list_notes"),
+    AIMessage("You have one note: milk."),
+]
+
+
+def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() -> None:
+    assert case_from_thread("groceries", THREAD) == {
+        "name": "groceries",
+        "input": ["remember milk", "list them"],
+        "expect": {
+            "tools": [{"name": "notes__add_note", "args": {"title": "milk"}},
+                      {"name": "notes__list_notes"}],
+            "match": "unordered",
+            "answer": {"contains": "You have one note: milk."},
+        },
+    }
+
+
+def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    path = save_case(manifest, "groceries", THREAD)
+    assert path == tmp_path / "evals" / "groceries.yaml"
+    case = saved_case(path)
+    assert case.name == "groceries" and case.spec.expect.match == "unordered"
+    with pytest.raises(CaseSaveError, match="already exists"):
+        save_case(manifest, "groceries", THREAD)
+    with pytest.raises(CaseSaveError, match="cannot name a case"):
+        save_case(manifest, "Bad Name", THREAD)
+    with pytest.raises(CaseSaveError, match="no user message"):
+        save_case(manifest, "empty", [])
+
+
+def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    without = save_case(plain / "agent.yaml", "groceries", THREAD)
+    assert "yaml-language-server" not in without.read_text()
+    (tmp_path / "repo" / "schemas").mkdir(parents=True)
+    (tmp_path / "repo" / "schemas" / "evals.schema.json").write_text("{}")
+    with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD)
+    assert with_schema.read_text().startswith(
+        "# yaml-language-server: $schema=../schemas/evals.schema.json\n")

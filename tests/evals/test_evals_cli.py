@@ -1,0 +1,221 @@
+"""``mcp-run test`` as a command: exit codes, the table and first difference, --json, --junit
+(checked against the rules of the JUnit XML schema CI servers read), -k, the bundled agent's
+cases in replay, and the README's example as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from builders import mcp_run
+from evals_support import ROOT, make_agent, write_cases
+
+
+def test_the_bundled_agents_cases_pass_in_replay() -> None:
+    done = mcp_run("test", "agent.yaml", "--replay")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"3 cases: 3 passed", done.stdout)
+
+
+CASES = """\
+cases:
+  - name: adds
+    input: 'notes__calculate {"expression": "2+2"}'
+    expect: {tools: [notes__calculate], answer: {contains: "4"}}
+  - name: multiplies-wrongly
+    input: 'notes__calculate {"expression": "6*7"}'
+    expect: {answer: {contains: "41"}}
+"""
+
+
+def test_a_failing_case_exits_1_and_shows_its_first_difference(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    done = mcp_run("test", str(manifest))
+    assert done.returncode == 1, done.stderr
+    assert re.search(r"adds\s+passed\s+2\s+1", done.stdout)
+    assert re.search(r"multiplies-wrongly\s+failed\s+2\s+1", done.stdout)
+    assert ("multiplies-wrongly (failed): the answer does not contain '41' "
+            "(answer: 'notes__calculate returned: 42')") in done.stdout
+    assert 'tool calls: notes__calculate {"expression": "6*7"}' in done.stdout
+    assert "2 cases: 1 passed, 1 failed" in done.stdout
+
+
+def test_k_selects_cases_and_all_passing_exits_0(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    done = mcp_run("test", str(manifest), "-k", "add*", "-j", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "multiplies" not in done.stdout
+    nothing = mcp_run("test", str(manifest), "-k", "nothing-like-this")
+    assert nothing.returncode == 2 and "no case matches -k 'nothing-like-this'" in nothing.stderr
+
+
+def test_invalid_case_files_exit_2_with_every_located_problem(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    bad = write_cases(tmp_path, "cases:\n  - name: x\n    inptu: hi\n")
+    done = mcp_run("test", str(manifest))
+    assert done.returncode == 2
+    assert f"{bad}:3:5: cases[0].inptu: unknown key 'inptu' (did you mean 'input'?)" in done.stderr
+    assert f"{bad}:2:5: cases[0].input: missing required key" in done.stderr
+
+
+def test_conflicting_options_exit_2(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    assert mcp_run("test", str(manifest), "--record", "--replay").returncode == 2
+    assert mcp_run("test", str(manifest), "--watch", "--replay").returncode == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    alone = mcp_run("test", str(make_agent(empty)))
+    assert alone.returncode == 2 and "no case files" in alone.stderr
+
+
+def test_json_output_lists_each_case_with_its_trajectory(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    case_file = write_cases(tmp_path, CASES)
+    done = mcp_run("test", str(manifest), str(case_file), "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["totals"] == {"passed": 1, "failed": 1, "drift": 0, "error": 0}
+    adds = report["cases"][0]
+    assert adds["name"] == "adds" and adds["status"] == "passed" and adds["steps"] == 2
+    assert adds["tool_calls"] == [{"name": "notes__calculate", "args": {"expression": "2+2"},
+                                   "status": "success"}]
+    assert report["cases"][1]["differences"][0].startswith("the answer does not contain '41'")
+
+
+# The rules of the JUnit XML schema that Jenkins, GitLab and GitHub reporters read (junit-10.xsd):
+# each element's allowed attributes (required ones marked) and children.
+JUNIT = {
+    "testsuites": ({"name": False, "tests": False, "failures": False, "errors": False,
+                    "disabled": False, "time": False}, {"testsuite"}),
+    "testsuite": ({"name": True, "tests": True, "failures": False, "errors": False, "skipped": False,
+                   "disabled": False, "time": False, "timestamp": False, "hostname": False,
+                   "id": False, "package": False}, {"properties", "testcase", "system-out",
+                                                    "system-err"}),
+    "testcase": ({"name": True, "classname": False, "time": False, "assertions": False,
+                  "status": False}, {"skipped", "error", "failure", "system-out", "system-err"}),
+    "failure": ({"message": False, "type": False}, set()),
+    "error": ({"message": False, "type": False}, set()),
+    "system-out": ({}, set()),
+}
+INTEGER, DECIMAL = re.compile(r"^\d+$"), re.compile(r"^\d+(\.\d+)?$")
+
+
+def check_junit(element: ET.Element) -> None:
+    allowed, children = JUNIT[element.tag]
+    assert set(element.attrib) <= set(allowed), (element.tag, element.attrib)
+    assert {name for name, required in allowed.items() if required} <= set(element.attrib)
+    for name in ("tests", "failures", "errors", "skipped", "disabled"):
+        if name in element.attrib:
+            assert INTEGER.match(element.attrib[name]), (element.tag, name)
+    if "time" in element.attrib:
+        assert DECIMAL.match(element.attrib["time"])
+    if "timestamp" in element.attrib:
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$", element.attrib["timestamp"])
+    for child in element:
+        assert child.tag in children, (element.tag, child.tag)
+        check_junit(child)
+    if element.tag == "testcase":
+        assert len([c for c in element if c.tag in ("failure", "error", "skipped")]) <= 1
+
+
+def test_junit_xml_follows_the_schema_ci_servers_read(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    junit = tmp_path / "out" / "junit.xml"
+    junit.parent.mkdir()
+    done = mcp_run("test", str(manifest), "--junit", str(junit))
+    assert done.returncode == 1
+    root = ET.fromstring(junit.read_bytes())
+    assert root.tag == "testsuites"
+    check_junit(root)
+    [suite] = root
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    adds, wrong = suite.findall("testcase")
+    assert adds.get("name") == "adds" and adds.get("classname") == "agent.cases" and len(adds) == 0
+    failure = wrong.find("failure")
+    assert failure is not None and failure.get("type") == "failed"
+    assert failure.get("message", "").startswith("the answer does not contain '41'")
+
+
+def test_drift_is_a_junit_error_not_a_failure(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    assert mcp_run("test", str(manifest), "--record").returncode == 1
+    template = tmp_path / "system.md.j2"
+    template.write_text(template.read_text().replace("Use the tools", "Prefer the tools"))
+    junit = tmp_path / "junit.xml"
+    done = mcp_run("test", str(manifest), "--replay", "--junit", str(junit))
+    assert done.returncode == 1
+    assert "adds (drift): prompt changed" in done.stdout
+    root = ET.fromstring(junit.read_bytes())
+    check_junit(root)
+    assert [case.find("error").get("type") for case in root.iter("testcase")] == ["drift", "drift"]
+
+
+def readme_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## Testing your agent", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
+    section = readme_section()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+    [case_file] = [body for lang, body in blocks if lang == "yaml"]
+    commands = [line for lang, body in blocks if lang == "sh" for line in body.splitlines()
+                if line.startswith("mcp-run test")]
+    assert case_file == (ROOT / "evals" / "notes.yaml").read_text()  # the bundled agent's cases
+    for name in ("agent.yaml", "prompts", "examples"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    write_cases(tmp_path, case_file, "notes.yaml")
+    assert len(commands) >= 3
+    for command in commands:
+        done = mcp_run(*command.split("#")[0].split()[1:], cwd=tmp_path)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    assert (tmp_path / "evals" / "cassettes").is_dir()
+
+
+@pytest.mark.parametrize("row", ["`mcp-run test FILE [CASE_FILES…]`"])
+def test_the_commands_table_lists_the_test_command(row: str) -> None:
+    assert row in (ROOT / "README.md").read_text()
+
+
+def test_junit_xml_stays_well_formed_when_an_answer_holds_control_characters(tmp_path: Path) -> None:
+    from runner.evals.cases import load_cases
+    from runner.evals.matching import Observation
+    from runner.evals.report import junit_xml
+    from runner.evals.running import CaseResult
+
+    [case] = load_cases([write_cases(tmp_path, "cases: [{name: odd, input: hi}]\n")])
+    result = CaseResult(case, "failed", 0.5, Observation(answer="bell \x07 escape \x1b[31m"),
+                        ["the answer does not contain 'x' (answer: '\x1b[31m')"])
+    root = ET.fromstring(junit_xml([result], suite="agent"))
+    check_junit(root)
+    assert root.find("testsuite/testcase/system-out").text == "bell \ufffd escape \ufffd[31m"
+
+
+def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
+    done = mcp_run("test", "agent.yaml", "--replay", "-k", "calc", "-k", "explains")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "calculates" in done.stdout and "explains-without-a-tool" in done.stdout
+    assert "reports-a-failed-delete" not in done.stdout
+    assert re.search(r"2 cases: 2 passed", done.stdout)
+
+
+def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, CASES)
+    built_in = mcp_run("test", str(manifest), "--model", "ofline")
+    assert built_in.returncode == 2, built_in.stdout + built_in.stderr
+    assert "'--model': model 'ofline' (did you mean 'offline'?) names no provider" in built_in.stderr
+    provider = mcp_run("test", str(manifest), "--model", "opnai:gpt-4o")
+    assert provider.returncode == 2
+    assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
+

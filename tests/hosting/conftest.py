@@ -1,0 +1,15 @@
+"""Fixtures of the hosting tests: the gates server the served agents call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from mcp_servers import gates as gates_server
+
+
+@pytest.fixture
+def gates(serve_http: Callable[..., str]) -> tuple[gates_server.Gates, str]:
+    """The gates server over HTTP, with its shared state: ``(gates, url)``."""
+    shared = gates_server.Gates()
+    return shared, serve_http(gates_server.build(shared))

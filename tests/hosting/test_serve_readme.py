@@ -1,0 +1,104 @@
+"""The README's "Serving" section runs as written on the bundled agent: the stdio client config, the
+HTTP command with its token, the composition snippet (`command: mcp-run`), and every `mcp-run
+serve` command it shows names existing options."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+from builders import MCP_RUN, copy_bundled_agent
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from serving import http_agent, http_client, text_of
+from test_readme_commands import commands_in, readme_sections
+
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
+
+LIMIT = 90
+CALCULATE = 'notes__calculate {"expression": "6*7"}'
+
+
+def serving() -> str:
+    return readme_sections()["Serving"]
+
+
+def blocks(language: str) -> list[str]:
+    """The section's code blocks in ``language`` ("" for plain ones)."""
+    found = re.findall(r"^```(\w*)\n(.*?)^```", serving(), re.MULTILINE | re.DOTALL)
+    return [body for kind, body in found if kind == language]
+
+
+def shown_serve_commands() -> list[str]:
+    """Each ``mcp-run serve ...`` command of the section, from ``mcp-run`` on."""
+    return ["mcp-run " + command for command in commands_in(serving()) if command.startswith("serve ")]
+
+
+def test_every_serve_command_shown_parses_with_existing_options() -> None:
+    from runner.cli import load_command_module, main
+
+    load_command_module("runner.cli.serve")
+    serve = main.commands["serve"]
+    commands = shown_serve_commands()
+    assert len(commands) >= 4
+    for command in commands:
+        serve.make_context("serve", shlex.split(command)[2:])  # raises on an unknown option
+
+
+@pytest.fixture
+def bundled(tmp_path: Path) -> Path:
+    (tmp_path / "bundled").mkdir()
+    return copy_bundled_agent(tmp_path / "bundled")
+
+
+async def test_the_stdio_client_config_serves_the_bundled_agent(bundled: Path) -> None:
+    [config] = [block for block in blocks("json") if "mcpServers" in block]
+    entry = next(iter(json.loads(config)["mcpServers"].values()))
+    assert entry["command"] == "mcp-run"
+    args = [str(bundled / "agent.yaml") if arg.endswith("agent.yaml") else arg for arg in entry["args"]]
+    with anyio.fail_after(LIMIT):
+        async with Client(StdioServerParameters(command=str(MCP_RUN), args=args)) as client:
+            result = await client.call_tool("ask", {"message": CALCULATE})
+    assert text_of(result) == "notes__calculate returned: 42"
+
+
+async def test_the_http_command_with_its_token_serves_the_bundled_agent(bundled: Path) -> None:
+    [command] = [c for c in shown_serve_commands() if "--token-env" in c and "--allow-remote" not in c]
+    line = next(line for block in blocks("") for line in block.splitlines() if command in line)
+    variable, _, token = line.split()[0].partition("=")
+    words = shlex.split(command)[2:]
+    words[words.index("--http") + 1] = "127.0.0.1:0"  # a free port instead of 8000
+    manifest, *options = words
+    assert manifest == "agent.yaml"
+    http_options = [word for word in options if word not in ("--http", "127.0.0.1:0")]
+    with http_agent(bundled / manifest, *http_options, env={variable: token}) as served:
+        with anyio.fail_after(LIMIT):
+            async with http_client(served.url, token=token) as client:
+                result = await client.call_tool("ask", {"message": CALCULATE})
+    assert text_of(result) == "notes__calculate returned: 42"
+
+
+async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [snippet] = [block for block in blocks("yaml") if "servers:" in block]
+    servers = yaml.safe_load(snippet)["servers"]
+    [(key, entry)] = servers.items()
+    (tmp_path / Path(entry["args"][1]).parent).mkdir()
+    copy_bundled_agent(tmp_path / Path(entry["args"][1]).parent)
+    main = tmp_path / "main.yaml"
+    main.write_text(yaml.safe_dump({"version": 1, "name": "main", "model": "offline", "servers": servers}))
+    monkeypatch.setenv("PATH", f"{MCP_RUN.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    message = f"{key}__ask " + json.dumps({"message": CALCULATE})
+    with anyio.fail_after(LIMIT):
+        async with load_agent(main) as runtime:
+            events = [event async for event in stream_turn(runtime, message)]
+    [final] = [event for event in events if event["type"] == "final"]
+    assert final["text"] == f"{key}__ask returned: notes__calculate returned: 42"

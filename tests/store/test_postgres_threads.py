@@ -1,0 +1,125 @@
+"""Conversations kept in a real PostgreSQL (the ``postgres://`` checkpointer): a thread one
+``mcp-run`` process started continues in another process, and the checkpointer creates its tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from builders import copy_bundled_agent, mcp_run
+from langgraph.checkpoint.base import empty_checkpoint
+from services import PostgresServer, free_port
+
+from runner.errors import CheckpointerError
+from runner.store.checkpointers import open_checkpointer
+
+
+def with_checkpointer(folder: Path, url: str) -> Path:
+    manifest = folder / "agent.yaml"
+    manifest.write_text(manifest.read_text() + f"checkpointer: {url}\n")
+    return manifest
+
+
+async def human_messages(url: str, thread: str, state_dir: Path) -> list[str]:
+    async with open_checkpointer(url, state_dir=state_dir) as saver:
+        state = await saver.aget({"configurable": {"thread_id": thread}})
+    assert state is not None, f"no checkpoint of thread {thread}"
+    return [message.content for message in state["channel_values"]["messages"] if message.type == "human"]
+
+
+def test_two_one_shot_processes_on_one_postgresql_continue_the_same_thread(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    folder = copy_bundled_agent(tmp_path)
+    with_checkpointer(folder, postgres_url)
+    turn = 'notes__calculate {"expression": "2*3"}'
+    first = mcp_run("agent.yaml", "-p", turn, "--thread", "t1", cwd=folder)
+    assert first.returncode == 0, first.stderr
+    second = mcp_run("agent.yaml", "-p", "hello again", "--thread", "t1", cwd=folder)
+    assert second.returncode == 0, second.stderr
+    humans = anyio.run(human_messages, postgres_url, "t1", tmp_path / "state")
+    assert humans == [turn, "hello again"]
+    assert not (folder / ".mcp-run" / "state.sqlite").exists()  # nothing went to the default store
+
+
+async def test_checkpointers_opening_together_on_a_new_database_all_find_its_tables(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    opened: list[object] = []
+
+    async def open_one() -> None:
+        async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+            await saver.aput(config("t"), empty_checkpoint(), {}, {})
+            opened.append(saver)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            for _ in range(6):
+                group.start_soon(open_one)
+    assert len(opened) == 6
+
+
+async def test_a_connection_the_database_closed_is_replaced_before_the_next_write(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    import psycopg
+
+    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+        await saver.aput(config("t"), empty_checkpoint(), {}, {})
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            closed = await admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert (await closed.fetchone())[0] >= 1
+        with anyio.fail_after(30):
+            await saver.aput(config("t"), empty_checkpoint(), {}, {})
+            assert await saver.aget_tuple(config("t")) is not None
+
+
+async def test_a_write_waiting_for_the_database_does_not_hold_up_a_read_of_another_thread(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    import psycopg
+
+    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+        await saver.aput(config("other"), empty_checkpoint(), {}, {})
+        blocked = empty_checkpoint()
+        async with await psycopg.AsyncConnection.connect(postgres_url) as holder:
+            # An open transaction holding the row the write needs: the write waits for it.
+            await holder.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata)"
+                " VALUES ('t', '', %s, '{}', '{}')", (blocked["id"],))
+            async with anyio.create_task_group() as group:
+                group.start_soon(saver.aput, config("t"), blocked, {}, {})
+                with anyio.fail_after(30):
+                    await _until_a_statement_waits_for_a_lock(postgres_url)
+                with anyio.fail_after(10):
+                    assert await saver.aget_tuple(config("other")) is not None
+                await holder.rollback()  # the write goes on
+
+
+async def _until_a_statement_waits_for_a_lock(url: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        # PostgreSQL announces no lock wait: poll its view of the sessions.
+        while not await (await observer.execute(  # noqa: ASYNC110 - nothing to wait on but this view
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).fetchone():
+            await anyio.sleep(0.02)
+
+
+async def test_an_unreachable_database_is_a_checkpointer_error_without_the_password(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    url = f"postgresql://postgres:CANARYsecret@127.0.0.1:{free_port()}/nowhere"
+    with anyio.fail_after(30), pytest.raises(CheckpointerError) as caught:
+        async with open_checkpointer(url, state_dir=tmp_path):
+            pass
+    assert "CANARYsecret" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+def config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
