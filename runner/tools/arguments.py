@@ -27,8 +27,9 @@ import logging
 import re
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from runner.manifest.loading import format_path
 
 if TYPE_CHECKING:  # jsonschema is imported at the first validation: a listing needs none
     from jsonschema.exceptions import ValidationError
@@ -40,14 +41,6 @@ ROOT = "(arguments)"
 MAX_MESSAGE_CHARS = 300
 
 
-def format_path(path: Iterable[str | int]) -> str:
-    """``["items", 0, "name"]`` -> ``items[0].name``; the root is ``(arguments)``."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or ROOT
-
-
 def _problem(error: ValidationError) -> str:
     from jsonschema.exceptions import best_match
 
@@ -56,7 +49,7 @@ def _problem(error: ValidationError) -> str:
         message += f" (closest match: {best_match(error.context).message})"
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
-    return f"{format_path(error.absolute_path)}: {message}"
+    return f"{format_path(error.absolute_path, root=ROOT)}: {message}"
 
 
 def _has_default(schema: Any, name: str) -> bool:
@@ -152,7 +145,8 @@ class QuickCheck:
 
     __slots__ = ("required", "types", "integral")
 
-    def __init__(self, required: tuple[str, ...], types: dict[str, frozenset[type]], integral: frozenset[str]):
+    def __init__(self, required: tuple[str, ...], types: dict[str, frozenset[type]],
+                 integral: frozenset[str]):
         self.required = required
         self.types = types
         self.integral = integral  # properties that take an integer (an integral float is one too)
@@ -162,7 +156,8 @@ class QuickCheck:
         """The quick check of ``schema``, or None when it says more than this check understands."""
         if validator_class not in _quick_drafts() or schema.get("type", "object") != "object":
             return None
-        if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}:
+        known = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}
+        if not set(schema) <= known:
             return None
         if schema.get("additionalProperties", True) not in (True, False, {}):
             return None  # a schema for the extra properties
@@ -278,7 +273,6 @@ class ArgumentValidator:
 
     def _compile_by_content(self, schema: dict[str, Any]) -> Validator | str:
         import jsonschema
-        from jsonschema.validators import validator_for
 
         key = self._key(schema)
         if key in self._compiled:
@@ -289,7 +283,7 @@ class ArgumentValidator:
             validator_class.check_schema(schema)
             compiled: Validator | str = lenient(validator_class)(schema)
         except jsonschema.SchemaError as exc:
-            compiled = f"{format_path(exc.absolute_path)}: {exc.message}"
+            compiled = f"{format_path(exc.absolute_path, root=ROOT)}: {exc.message}"
             logger.warning("input schema is invalid, arguments go unchecked: %s", compiled)
         self._compiled[key] = compiled
         if len(self._compiled) > self._cache_size:
