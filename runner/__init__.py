@@ -9,6 +9,7 @@ The packages are the pipeline, each importing only those above it:
 
     errors      the one exception tree
     lazy        package attributes imported on first use (a light `validate`)
+    task_groups background tasks of a block whose own exception leaves unwrapped
     manifest    the manifest: pydantic models, loading with positions, ${VAR} expansion
     store       the state folder and the checkpointers (memory, SQLite, PostgreSQL)
     telemetry   OpenTelemetry traces and metrics of turns and tool calls

@@ -28,6 +28,7 @@ from runner.servers.connection import ServerConnection, ServerSpecType
 from runner.servers.inbound_requests import Sample
 from runner.servers.offerings import CatalogueChange
 from runner.servers.supervision import supervise
+from runner.task_groups import background_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,8 @@ def _warn_skipped(connection: ServerConnection, failure: ServerStartError) -> No
         logger.warning("optional server skipped: %s", failure)
     else:  # not skipped: its tools are still offered, and called through the fallback
         reason = str(failure).removeprefix(f"{connection.key}: ")
-        logger.warning("%s failed to start; its tools are served by %s (%s)", connection.key, fallback, reason)
+        logger.warning("%s failed to start; its tools are served by %s (%s)", connection.key, fallback,
+                       reason)
 
 
 def _start_failure(connection: ServerConnection) -> ServerStartError | None:
@@ -196,21 +198,13 @@ async def open_fleet(
     ``state_dir/logs/<key>.log``. Raises ServerStartError naming the first required server that
     could not start, after stopping the others.
     """
-    # Errors are re-raised outside the task group, so callers see them unwrapped.
-    error: BaseException | None = None
-    async with anyio.create_task_group() as task_group:
+    async with background_tasks() as task_group:  # callers see the block's errors unwrapped
         fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir)
         try:
             await fleet.start_all(specs)
             yield fleet
-        except anyio.get_cancelled_exc_class():
-            raise  # a task group passes cancellation through unwrapped
-        except BaseException as exc:  # re-raised below, after every server has stopped
-            error = exc
         finally:
             await fleet.aclose()
-    if error is not None:
-        raise error
 
 
 @dataclass
@@ -233,9 +227,8 @@ async def stop_on_signals(
     """
     wanted = signals or (signal.SIGTERM, signal.SIGHUP)
     outcome = SignalStop()
-    error: BaseException | None = None
-    async with anyio.create_task_group() as task_group:
-        with anyio.CancelScope() as body:
+    async with background_tasks() as task_group:  # the block's errors leave unwrapped
+        with anyio.CancelScope() as body:  # ours ends here; anyone else's passes through
 
             async def watch() -> None:
                 with anyio.open_signal_receiver(*wanted) as received:
@@ -249,12 +242,4 @@ async def stop_on_signals(
                             hurry.set()
 
             task_group.start_soon(watch)
-            try:
-                yield outcome
-            except anyio.get_cancelled_exc_class():
-                raise  # ours ends at `body`; anyone else's passes through unwrapped
-            except BaseException as exc:  # re-raised below, outside the task group (unwrapped)
-                error = exc
-        task_group.cancel_scope.cancel()
-    if error is not None:
-        raise error
+            yield outcome
