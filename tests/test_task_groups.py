@@ -8,18 +8,18 @@ import pytest
 from runner.task_groups import background_tasks
 
 
+async def serve(stopped: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        stopped.set()
+
+
 async def test_the_blocks_exception_leaves_unwrapped_after_its_tasks_stopped() -> None:
     stopped = anyio.Event()
-
-    async def serve() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            stopped.set()
-
     with pytest.raises(KeyError) as caught:
         async with background_tasks() as group:
-            group.start_soon(serve)
+            group.start_soon(serve, stopped)
             await anyio.wait_all_tasks_blocked()
             raise KeyError("mine")
     assert caught.value.args == ("mine",)
@@ -28,15 +28,8 @@ async def test_the_blocks_exception_leaves_unwrapped_after_its_tasks_stopped() -
 
 async def test_the_tasks_are_cancelled_when_the_block_ends() -> None:
     stopped = anyio.Event()
-
-    async def serve() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            stopped.set()
-
     async with background_tasks() as group:
-        group.start_soon(serve)
+        group.start_soon(serve, stopped)
     assert stopped.is_set()
 
 
