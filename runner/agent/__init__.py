@@ -6,5 +6,6 @@ agent: one fleet, the current generation, apply and reload), ``generation`` (wha
 the manifest builds over the running servers), ``graph`` (the LangGraph graph: model node, tool
 node, approvals as interrupts), ``turns`` (one turn as a stream of events), ``sampling`` (a
 server's completion request answered by the agent's model), ``call_ledger`` (which tool calls of a
-stopped turn had started), ``reload`` (watch, load, reconcile, swap).
+stopped turn had started), ``reload`` (watch, load, reconcile, swap), ``watching`` (the file watcher
+of watch mode and ``test --watch``).
 """
