@@ -11,6 +11,7 @@ The packages are the pipeline, each importing only those above it:
     events      the events of a turn and the chat (``--json``), typed; their JSON Schema
     lazy        package attributes imported on first use (a light `validate`)
     sdk         the private members of the MCP SDK, LangGraph, LangChain and anyio the runner uses
+    task_groups background tasks of a block whose own exception leaves unwrapped
     manifest    the manifest: pydantic models, loading with positions, ${VAR} expansion
     store       the state folder and the checkpointers (memory, SQLite, PostgreSQL)
     telemetry   OpenTelemetry traces and metrics of turns and tool calls

@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
-from watchfiles import Change, awatch
 
 from runner.agent.checks import checked_agent
 from runner.agent.reconcile import ReloadReport
 from runner.agent.runtime import Runtime
+from runner.agent.watching import WatchedFiles, watch_changes
 from runner.errors import ManifestError, RunnerError
 from runner.events import ReloadEvent, ReloadFailed
-from runner.manifest.loading import LoadedManifest
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +49,6 @@ def forget_modules(changed: set[Path]) -> None:
             del sys.modules[name]
 
 
-def _watch_roots(loaded: LoadedManifest, files: set[Path]) -> tuple[set[Path], set[Path]]:
-    """Folders to watch (parents of the files, so rename-on-save is seen) and extra watch paths."""
-    extra = {(loaded.base_dir / entry).resolve() for entry in loaded.manifest.watch.paths}
-    roots = {path.parent for path in files} | {p if p.is_dir() else p.parent for p in extra}
-    return {root for root in roots if root.exists()}, extra
-
-
 async def watch_and_reload(
     runtime: Runtime,
     on_event: Callable[[ReloadEvent], None],
@@ -69,32 +62,23 @@ async def watch_and_reload(
     problems); an invalid edit keeps the last good generation running.
     """
     while not stop.is_set():
-        files = set(runtime.files)
-        roots, extra = _watch_roots(runtime.loaded, files)
-
-        def relevant(change: Change, raw: str, files: set[Path] = files, extra: set[Path] = extra) -> bool:
-            path = Path(raw).resolve()
-            return path in files or any(path == root or root in path.parents for root in extra)
-
-        debounce = int(runtime.manifest.watch.debounce * 1000)
-        watcher = awatch(*roots, watch_filter=relevant, debounce=debounce, step=20, stop_event=stop,
-                         recursive=bool(extra), rust_timeout=200, yield_on_timeout=True)
-        async for changes in watcher:
-            if not changes:  # the watcher's periodic wake-up: it is watching, nothing changed
-                if ready is not None:
-                    ready.set()
-                continue
-            changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O, cheap)
-            if runtime.only_token_refreshes(changed):
-                continue  # running servers refreshed their tokens: nothing to reload
-            try:
-                report = await reload_runtime(runtime, changed_files=changed)
-            except ManifestError as exc:
-                on_event(ReloadFailed(type="reload_error", problems=[str(p) for p in exc.problems]))
-                continue
-            except RunnerError as exc:  # the model or the tools could not be built: keep the last good
-                on_event(ReloadFailed(type="reload_error", problems=[str(exc)]))
-                continue
-            on_event(report.event())
-            if runtime.files != files:
-                break  # the set of files changed: watch the new set
+        files = runtime.files
+        watch = runtime.manifest.watch
+        watched = WatchedFiles(files, trees=[runtime.loaded.base_dir / path for path in watch.paths])
+        changes = watch_changes(watched, debounce=watch.debounce, stop=stop,
+                                on_idle=ready.set if ready is not None else None)
+        async with aclosing(changes):
+            async for changed in changes:
+                if runtime.only_token_refreshes(changed):
+                    continue  # running servers refreshed their tokens: nothing to reload
+                try:
+                    report = await reload_runtime(runtime, changed_files=changed)
+                except ManifestError as exc:
+                    on_event(ReloadFailed(type="reload_error", problems=[str(p) for p in exc.problems]))
+                    continue
+                except RunnerError as exc:  # the model or tools could not be built: keep the last good
+                    on_event(ReloadFailed(type="reload_error", problems=[str(exc)]))
+                    continue
+                on_event(report.event())
+                if runtime.files != files:
+                    break  # the set of files changed: watch the new set

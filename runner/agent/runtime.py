@@ -43,6 +43,7 @@ from runner.prompts import (
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.inbound_requests import SAMPLING_REFUSED, Completion, Question, Reply, SamplingPolicy
 from runner.store.state_folder import state_folder
+from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.search import ToolSearch
@@ -390,15 +391,6 @@ async def load_agent(
                           host=host)
         await runtime.apply(checked)
 
-        # The caller's exceptions are re-raised outside the task group, so they arrive unwrapped.
-        error: BaseException | None = None
-        async with anyio.create_task_group() as task_group:
+        async with background_tasks() as task_group:  # the caller's exceptions arrive unwrapped
             task_group.start_soon(runtime.follow_changes)
-            try:
-                yield runtime
-            except BaseException as exc:  # re-raised below, once the follower has stopped
-                error = exc
-            finally:
-                task_group.cancel_scope.cancel()
-        if error is not None:
-            raise error
+            yield runtime

@@ -41,6 +41,7 @@ from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
 from runner.servers import stop_on_signals
+from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
 __all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_file"]
@@ -176,11 +177,9 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
 
 async def _converse(runtime: Runtime, interrupts: Interrupts, *, watch: bool, as_json: bool,
                     yes: bool) -> int:
-    code = EXIT_OK
-    error: BaseException | None = None
     status = ChatStatus(runtime)
     async with chat_reader(stdout, runtime, as_json=as_json, status=status, interrupt=interrupts) as reader, \
-            anyio.create_task_group() as group:  # the watcher, with --watch
+            background_tasks() as group:  # the watcher, with --watch
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader, status)
         session = ChatSession(runtime, view, interrupts, yes=yes)
         if not as_json and sys.stdin.isatty():  # before watching: a login started here is no edit
@@ -190,12 +189,5 @@ async def _converse(runtime: Runtime, interrupts: Interrupts, *, watch: bool, as
             group.start_soon(partial(watch_and_reload, runtime, session.show_reload, stop=anyio.Event(),
                                      ready=watching))
             await watching.wait()
-        try:
-            code = await session.run()
-        except BaseException as exc:  # re-raised below unwrapped, once the group has stopped
-            error = exc
-        finally:
-            group.cancel_scope.cancel()
-    if error is not None:
-        raise error
+        code = await session.run()
     return code

@@ -14,6 +14,7 @@ import fnmatch
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,11 +22,11 @@ from typing import Any, Literal
 
 import anyio
 from langgraph.types import Command
-from watchfiles import awatch
 
 from runner.agent.reload import reload_runtime
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
+from runner.agent.watching import WatchedFiles, watch_changes
 from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
 from runner.evals.case_sessions import EvalSessions, Mode
 from runner.evals.cases import Case
@@ -244,31 +245,16 @@ async def watch_suite(
 
         await run_all()
         while not stop.is_set():
-            files = set(runtime.files)
-            folders = {path.resolve() for path in case_folders}
-
-            def relevant(
-                change: Any, raw: str, files: set[Path] = files, folders: set[Path] = folders
-            ) -> bool:
-                path = Path(raw).resolve()
-                return path in files or (path.parent in folders and path.suffix in (".yaml", ".yml"))
-
-            roots = {path.parent for path in files} | {f for f in folders if f.exists()}
-            watcher = awatch(*roots, watch_filter=relevant, debounce=int(runtime.manifest.watch.debounce
-                                                                          * 1000),
-                             step=20, stop_event=stop, recursive=False, rust_timeout=200,
-                             yield_on_timeout=True)
-            async for changes in watcher:
-                if not changes:
-                    if watching is not None:
-                        watching()
-                    continue
-                changed = {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O)
-                if changed & files:
-                    try:
-                        await reload_runtime(runtime, changed_files=changed)
-                    except RunnerError as exc:  # the last good agent keeps running
-                        report(exc)
-                        continue
-                await run_all()
-                break  # the files to watch may have changed: watch the new set
+            files = runtime.files
+            changes = watch_changes(WatchedFiles(files, case_folders=case_folders),
+                                    debounce=runtime.manifest.watch.debounce, stop=stop, on_idle=watching)
+            async with aclosing(changes):
+                async for changed in changes:
+                    if changed & files:
+                        try:
+                            await reload_runtime(runtime, changed_files=changed)
+                        except RunnerError as exc:  # the last good agent keeps running
+                            report(exc)
+                            continue
+                    await run_all()
+                    break  # the files to watch may have changed: watch the new set

@@ -12,7 +12,7 @@ import re
 import stat
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,11 +91,12 @@ class LoadedManifest:
         return self.base_dir / ".mcp-run"
 
 
-def format_path(path: Path_) -> str:
+def format_path(path: Iterable[str | int], *, root: str = "") -> str:
+    """``("items", 0, "name")`` -> ``items[0].name``, as in code; the empty path is ``root``."""
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
+    return text or root
 
 
 def load_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:

@@ -26,7 +26,6 @@ _EXPORTS = {
     "describe_arguments": "runner.prompts.messages",
     "exposed": "runner.prompts.commands",
     "fetch_prompt_messages": "runner.prompts.messages",
-    "namespaced_name": "runner.prompts.commands",
     "parse_command_line": "runner.prompts.commands",
     "prompt_messages": "runner.prompts.messages",
     "template_files": "runner.prompts.system",

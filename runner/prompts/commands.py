@@ -1,16 +1,16 @@
 """MCP prompts as chat commands: ``/review language=python "topic=two words"``.
 
 Every prompt a server exposes (after its ``prompts`` only/except filter) is a command named
-``{server}{separator}{prompt}``, sanitised like tool names. Each ``prompts.mcp`` binding with an
-``as`` alias adds a command of that name; a binding without one attaches its fixed arguments to the
-namespaced command. Bindings name prompts explicitly, so they bypass the server's filter. When a
-command runs, arguments typed by the person override the binding's fixed ones: the fixed ones are
-defaults written ahead of time, the typed ones are what the person asks for now.
+``{server}{separator}{prompt}`` by the rule that names tools (:mod:`runner.tools.naming`). Each
+``prompts.mcp`` binding with an ``as`` alias adds a command of that name; a binding without one
+attaches its fixed arguments to the namespaced command. Bindings name prompts explicitly, so they
+bypass the server's filter. When a command runs, arguments typed by the person override the
+binding's fixed ones: the fixed ones are defaults written ahead of time, the typed ones are what
+the person asks for now.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import shlex
@@ -24,28 +24,9 @@ from mcp import types
 from runner.errors import BuildError, PromptError
 from runner.manifest import Manifest, McpPromptSpec, NameFilterSpec, did_you_mean
 from runner.prompts.messages import check_prompt_arguments, describe_arguments
+from runner.tools.naming import NAME_PATTERN, generate_name
 
 logger = logging.getLogger(__name__)
-
-COMMAND_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_MAX_NAME = 64
-
-
-def namespaced_name(server: str, separator: str, prompt: str) -> str:
-    """``{server}{separator}{prompt}`` made safe: unsafe characters become '_', long names are
-    cut and end in a short hash of the full name, so the result is stable and rarely collides.
-
-    TODO: switch to runner.tools.naming once it lands, so tools and prompts share one rule.
-    """
-    full = f"{server}{separator}{prompt}"
-    name = _UNSAFE.sub("_", full)
-    if not re.match(r"[A-Za-z_]", name):
-        name = f"_{name}"
-    if len(name) > _MAX_NAME:
-        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-        name = f"{name[: _MAX_NAME - 9]}_{digest}"
-    return name
 
 
 def parse_command_line(line: str) -> tuple[str, dict[str, str]]:
@@ -54,7 +35,7 @@ def parse_command_line(line: str) -> tuple[str, dict[str, str]]:
     if not text.startswith("/"):
         raise PromptError("a command starts with '/', as in /review language=python")
     name, _, rest = re.sub(r"\s", " ", text[1:], count=1).partition(" ")
-    if not COMMAND_NAME.match(name):
+    if not NAME_PATTERN.match(name):
         raise PromptError("a command needs a name right after '/', as in /review language=python")
     try:
         words = shlex.split(rest)
@@ -177,7 +158,7 @@ def build_prompt_catalog(
         for prompt in exposed(listings[server], spec.prompts):
             if (server, prompt.name) in bound:
                 continue  # added below with its fixed arguments
-            name = namespaced_name(server, separator, prompt.name)
+            name = generate_name(server, prompt.name, separator=separator)
             commands.append((PromptCommand(name, server, prompt), f"{server}/{prompt.name}"))
 
     for index, binding in enumerate(manifest.prompts.mcp):
@@ -222,7 +203,7 @@ def _bound_command(
     if binding.as_ is not None:
         name, alias = binding.as_, True
     else:
-        name, alias = namespaced_name(binding.server, separator, binding.name), False
+        name, alias = generate_name(binding.server, binding.name, separator=separator), False
     return PromptCommand(name, binding.server, prompt, MappingProxyType(dict(binding.arguments)),
                          alias)
 

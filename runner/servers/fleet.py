@@ -29,6 +29,7 @@ from runner.servers.inbound_requests import SamplingPolicy
 from runner.servers.lifecycle import ServerLifecycle
 from runner.servers.offerings import CatalogueChange
 from runner.servers.supervision import supervise
+from runner.task_groups import background_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -204,21 +205,13 @@ async def open_fleet(
     ``state_dir/logs/<key>.log``. Raises ServerStartError naming the first required server that
     could not start, after stopping the others.
     """
-    # Errors are re-raised outside the task group, so callers see them unwrapped.
-    error: BaseException | None = None
-    async with anyio.create_task_group() as task_group:
+    async with background_tasks() as task_group:  # callers see the block's errors unwrapped
         fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir, sampling=sampling)
         try:
             await fleet.start_all(specs)
             yield fleet
-        except anyio.get_cancelled_exc_class():
-            raise  # a task group passes cancellation through unwrapped
-        except BaseException as exc:  # re-raised below, after every server has stopped
-            error = exc
         finally:
             await fleet.aclose()
-    if error is not None:
-        raise error
 
 
 @dataclass
@@ -248,9 +241,8 @@ async def stop_on_signals(
     """
     wanted = signals or (signal.SIGTERM, signal.SIGHUP)
     outcome = SignalStop()
-    error: BaseException | None = None
-    async with anyio.create_task_group() as task_group:
-        with anyio.CancelScope() as body:
+    async with background_tasks() as task_group:  # the block's errors leave unwrapped
+        with anyio.CancelScope() as body:  # ours ends here; anyone else's passes through
 
             async def watch() -> None:
                 with anyio.open_signal_receiver(*wanted) as received:
@@ -263,12 +255,4 @@ async def stop_on_signals(
                             hurry.set()
 
             task_group.start_soon(watch)
-            try:
-                yield outcome
-            except anyio.get_cancelled_exc_class():
-                raise  # ours ends at `body`; anyone else's passes through unwrapped
-            except BaseException as exc:  # re-raised below, outside the task group (unwrapped)
-                error = exc
-        task_group.cancel_scope.cancel()
-    if error is not None:
-        raise error
+            yield outcome

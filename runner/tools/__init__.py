@@ -29,7 +29,6 @@ _EXPORTS = {
     "fill_defaults": "runner.tools.arguments",
     "error_text": "runner.tools.content",
     "filter_problems": "runner.tools.filters",
-    "format_path": "runner.tools.arguments",
     "format_problems": "runner.tools.arguments",
     "gemini_schema": "runner.tools.provider_schemas",
     "generate_name": "runner.tools.naming",

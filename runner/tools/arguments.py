@@ -27,8 +27,9 @@ import logging
 import re
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from runner.manifest.loading import format_path
 
 if TYPE_CHECKING:  # jsonschema is imported at the first validation: a listing needs none
     from jsonschema.exceptions import ValidationError
@@ -40,14 +41,6 @@ ROOT = "(arguments)"
 MAX_MESSAGE_CHARS = 300
 
 
-def format_path(path: Iterable[str | int]) -> str:
-    """``["items", 0, "name"]`` -> ``items[0].name``; the root is ``(arguments)``."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or ROOT
-
-
 def _problem(error: ValidationError) -> str:
     from jsonschema.exceptions import best_match
 
@@ -56,7 +49,7 @@ def _problem(error: ValidationError) -> str:
         message += f" (closest match: {best_match(error.context).message})"
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
-    return f"{format_path(error.absolute_path)}: {message}"
+    return f"{format_path(error.absolute_path, root=ROOT)}: {message}"
 
 
 def _has_default(schema: Any, name: str) -> bool:
@@ -291,7 +284,7 @@ class ArgumentValidator:
             validator_class.check_schema(schema)
             compiled: Validator | str = lenient(validator_class)(schema)
         except jsonschema.SchemaError as exc:
-            compiled = f"{format_path(exc.absolute_path)}: {exc.message}"
+            compiled = f"{format_path(exc.absolute_path, root=ROOT)}: {exc.message}"
             logger.warning("input schema is invalid, arguments go unchecked: %s", compiled)
         self._compiled[key] = compiled
         if len(self._compiled) > self._cache_size:

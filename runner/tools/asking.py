@@ -20,6 +20,7 @@ import anyio
 import mcp_types as types
 
 from runner.servers.inbound_requests import SAMPLING_REFUSED, Ask, Question, Reply, declined
+from runner.task_groups import background_tasks
 
 Answer = Callable[[str, Question], Awaitable[Reply]]
 """``answer(server_key, request)``, run in the tool's task; may raise to pause the graph."""
@@ -81,15 +82,16 @@ async def call_answering(
         assert question.answer is not None
         return question.answer
 
-    async with anyio.create_task_group() as tg:
+    # An answer's exception (a pause) leaves the group unwrapped, and before the call's: the call
+    # then only failed from the refusal sent to the server.
+    async with background_tasks() as tg:
 
         async def run() -> None:
             nonlocal failure
             try:
                 outcome.append(await call(ask))
             except Exception as exc:  # re-raised below, outside the group, unwrapped
-                # A pause came first: the call only failed from the refusal sent to the server.
-                failure = failure or exc
+                failure = exc
             tg.cancel_scope.cancel()
 
         tg.start_soon(run)
@@ -97,13 +99,11 @@ async def call_answering(
             async for question in receive:
                 try:
                     reply = await answer(question.server, question.request)
-                except Exception as exc:  # the graph pauses (or the answer was invalid): stop the call
-                    failure = exc
+                except Exception:  # the graph pauses (or the answer was invalid): stop the call
                     # The server's request is answered before the call is cancelled: a server
                     # that keeps working on cancel would otherwise wait for it forever.
                     question.reply(_refusal(question.request))
-                    tg.cancel_scope.cancel()
-                    break
+                    raise
                 question.reply(reply)
     if failure is not None:
         raise failure

@@ -14,10 +14,9 @@ from runner.manifest import SERVER_KEY_PATTERN, Manifest
 from runner.prompts import (
     PromptRequest,
     build_prompt_catalog,
-    namespaced_name,
     parse_command_line,
 )
-from runner.tools.naming import NAME_PATTERN
+from runner.tools.naming import NAME_PATTERN, generate_name
 
 
 def prompt(name: str, *required: str, optional: tuple[str, ...] = ()) -> types.Prompt:
@@ -72,8 +71,8 @@ def test_a_malformed_command_line_is_refused(line: str) -> None:
 # --- names -------------------------------------------------------------------------------------
 
 def test_namespaced_names_replace_unsafe_characters() -> None:
-    assert namespaced_name("github", "__", "code_review") == "github__code_review"
-    assert namespaced_name("docs", "-", "search.v2 (beta)") == "docs-search_v2__beta_"
+    assert generate_name("github", "code_review", separator="__") == "github__code_review"
+    assert generate_name("docs", "search.v2 (beta)", separator="-") == "docs-search_v2__beta_"
 
 
 @given(
@@ -82,16 +81,25 @@ def test_namespaced_names_replace_unsafe_characters() -> None:
     name=st.text(min_size=1, max_size=200),
 )
 def test_namespaced_names_are_always_safe_and_stable(server: str, separator: str, name: str) -> None:
-    generated = namespaced_name(server, separator, name)
+    generated = generate_name(server, name, separator=separator)
     assert NAME_PATTERN.match(generated)
-    assert generated == namespaced_name(server, separator, name)
+    assert generated == generate_name(server, name, separator=separator)
 
 
 def test_long_names_are_cut_with_a_hash_so_they_stay_distinct() -> None:
-    first = namespaced_name("server", "__", "x" * 80 + "a")
-    second = namespaced_name("server", "__", "x" * 80 + "b")
+    first = generate_name("server", "x" * 80 + "a", separator="__")
+    second = generate_name("server", "x" * 80 + "b", separator="__")
     assert len(first) == len(second) == 64
     assert first != second
+
+
+def test_prompt_commands_are_named_as_tools_are() -> None:
+    long = "résumé_" + "x" * 80
+    catalog = build_prompt_catalog(
+        manifest({"docs": {}}), {"docs": [prompt("révision"), prompt(long)]}
+    )
+    assert catalog.get("docs__revision") is not None  # accents folded, as in tool names
+    assert catalog.get(generate_name("docs", long)) is not None  # shortened with the same hash
 
 
 # --- the catalog -------------------------------------------------------------------------------

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from runner.manifest.loading import format_path
 from runner.tools import (
     ArgumentValidator,
     drop_strict_nulls,
     fill_defaults,
-    format_path,
     format_problems,
     normalise_schema,
     schema_for_provider,
@@ -137,7 +137,8 @@ def test_compiled_validators_are_cached_and_bounded() -> None:
 
 
 def test_paths_are_written_like_code() -> None:
-    assert format_path([]) == "(arguments)"
+    assert format_path([], root="(arguments)") == "(arguments)"
+    assert format_path([]) == ""
     assert format_path(["items", 0, "sku"]) == "items[0].sku"
 
 

@@ -1,0 +1,47 @@
+"""WatchedFiles: which changes in the watched folders matter to watch mode and `test --watch`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from watchfiles import Change
+
+from runner.agent.watching import WatchedFiles
+
+
+def test_the_files_matter_and_their_neighbours_do_not(tmp_path: Path) -> None:
+    manifest = (tmp_path / "agent.yaml").resolve()
+    watched = WatchedFiles({manifest})
+    assert watched(Change.modified, str(manifest))
+    assert not watched(Change.modified, str(tmp_path / "notes.yaml"))
+    assert watched.folders == {manifest.parent}
+
+
+def test_case_files_directly_in_a_case_folder_matter(tmp_path: Path) -> None:
+    cases = tmp_path / "evals"
+    cases.mkdir()
+    watched = WatchedFiles((), case_folders={cases})
+    assert watched(Change.added, str(cases / "new.yml"))
+    assert watched(Change.modified, str(cases / "old.yaml"))
+    assert not watched(Change.modified, str(cases / "notes.txt"))
+    assert not watched(Change.modified, str(cases / "deeper" / "case.yaml"))
+    assert watched.folders == {cases.resolve()}
+
+
+def test_anything_in_a_tree_matters_but_editor_and_cache_files(tmp_path: Path) -> None:
+    tree = tmp_path / "data"
+    tree.mkdir()
+    watched = WatchedFiles((), trees={tree})
+    assert watched(Change.modified, str(tree / "deep" / "facts.csv"))
+    assert not watched(Change.modified, str(tree / "__pycache__" / "helpers.cpython-311.pyc"))
+    assert not watched(Change.modified, str(tree / ".facts.csv.swp"))
+    assert not watched(Change.modified, str(tmp_path / "elsewhere.csv"))
+    assert watched.folders == {tree.resolve()}
+
+
+def test_a_tree_that_is_a_file_is_watched_in_its_folder(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    watched = WatchedFiles((), trees={notes})
+    assert watched(Change.added, str(notes))
+    assert not watched(Change.added, str(tmp_path / "other.md"))
+    assert watched.folders == {tmp_path.resolve()}
