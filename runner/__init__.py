@@ -10,7 +10,7 @@ The packages are the pipeline, each importing only those above it:
     errors      the one exception tree
     events      the events of a turn and the chat (``--json``), typed; their JSON Schema
     lazy        package attributes imported on first use (a light `validate`)
-    sdk         the private members of the MCP SDK, LangGraph, LangChain and anyio the runner uses
+    sdk         every use of a private member of the MCP SDK, LangGraph, LangChain or anyio
     task_groups background tasks of a block whose own exception leaves unwrapped
     manifest    the manifest: pydantic models, loading with positions, ${VAR} expansion
     store       the state folder and the checkpointers (memory, SQLite, PostgreSQL)
@@ -20,7 +20,7 @@ The packages are the pipeline, each importing only those above it:
     tools       MCP tools as LangChain tools: the catalog (build, list), the caller, search
     prompts     the system prompt template and MCP prompt templates as commands
     models      the chat model from the manifest; the offline and scripted models
-    agent       checks, the runtime, its host, the graph, turns, sampling, hot reload
+    agent       checks, the runtime, its host, the graph and its nodes, turns, sampling, hot reload
     hosting     the agent offered to others: one per process, LangGraph Server, ``mcp-run serve``
     evals       ``mcp-run test``: cases, cassettes, matching, reports
     authoring   ``init``, ``import`` and ``config``: help for writing a manifest

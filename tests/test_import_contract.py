@@ -121,3 +121,10 @@ def test_no_module_imports_itself_back_at_import_time() -> None:
         if not state.get(node):
             walk(node)
     assert cycles == []
+
+
+def test_the_readme_architecture_lists_the_layers_of_the_glossary_in_order() -> None:
+    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    listed = [line.split("`")[1] for line in section.splitlines() if line.startswith("- `")]
+    assert listed == layers()

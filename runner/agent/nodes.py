@@ -1,7 +1,7 @@
 """The agent graph's nodes and routes, each a small callable given what it needs at construction.
 
 :func:`runner.agent.graph.build_graph` wires them into a ``StateGraph``; each can also be called
-alone with a state (or a task) and a config, which is how tests/test_graph_nodes.py exercises them.
+alone with a state (or a task) and a config, which is how tests/agent/test_graph_nodes.py exercises them.
 They are callable objects rather than closures: LangGraph reads each one's signature (whether it
 takes ``config``, the input type of a ``Send`` target) from its ``__call__``, and runs it on the
 event loop because ``__call__`` is a coroutine (a plain function would go to a worker thread).

@@ -70,7 +70,7 @@ def reports_errors(command: F) -> F:
 # The commands defined outside this module, by module: each is imported on first use, so that
 # `validate` and `schema` answer without loading the MCP SDK, LangChain or LangGraph. A new command
 # module is one line here; importing a module that defines other commands than its line says fails
-# (and tests/test_cli_registry.py imports every module of this package to check the table).
+# (and tests/cli/test_cli_registry.py imports every module of this package to check the table).
 COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.inspecting": ("tools", "call", "prompts", "prompt", "watch"),
     "runner.cli.authoring": ("init", "import", "config"),
@@ -79,7 +79,7 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.serve": ("serve",),
 }
 # What `mcp-run --help` says of each command, so that listing the commands imports none of their
-# modules (tests/test_cli_registry.py checks each line against the command's own docstring).
+# modules (tests/cli/test_cli_registry.py checks each line against the command's own docstring).
 COMMAND_SUMMARIES: Mapping[str, str] = {
     "auth": "Log in to remote servers that need OAuth; show or forget the stored logins.",
     "call": "Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.",

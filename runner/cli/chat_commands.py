@@ -42,7 +42,7 @@ from runner.manifest import CHAT_COMMANDS
 from runner.tools.suggest import unknown_tool_line
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
-# not take them), and tests/test_cli_chat.py checks that each has a description and a handler.
+# not take them), and tests/cli/test_cli_chat.py checks that each has a description and a handler.
 CHAT_COMMAND_HELP = {
     "help": ("/help", "this list"),
     "tools": ("/tools", "the tools the model sees"),
