@@ -21,8 +21,8 @@ The packages are the pipeline, each importing only those above it:
     prompts     the system prompt template and MCP prompt templates as commands
     models      the chat model from the manifest; the offline and scripted models
     agent       checks, the runtime, its host, the graph and its nodes, turns, sampling, hot reload
-    hosting     the agent offered to others: one per process, LangGraph Server, ``mcp-run serve``
-    evals       ``mcp-run test``: cases, cassettes, matching, reports
+    hosting     the agent offered to others: one per process, LangGraph Server, the ``serve`` command
+    evals       the ``test`` command: cases, cassettes, matching, reports
     authoring   ``init``, ``import`` and ``config``: help for writing a manifest
     cli         the only package that prints for humans and knows exit codes
 """

@@ -13,6 +13,7 @@ Light on purpose (any layer may import it): the packages are imported inside the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.session import ServerSession
     from mcp.server.streamable_http import StreamableHTTPServerTransport
-    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.shared.dispatcher import CallOptions, ProgressFnT
     from pydantic import TypeAdapter
 
 # --- MCP client session --------------------------------------------------------------------------
@@ -49,8 +50,6 @@ async def send_raw(
     session's stamp: protocol-version header and 2026 ``_meta``; the session's read timeout unless
     ``timeout``), and return the answer unvalidated. Private: ``_stamp``, ``_dispatcher``,
     ``_session_read_timeout_seconds``; the SDK has no public raw send."""
-    from mcp.shared.dispatcher import CallOptions
-
     options: CallOptions = {}
     session._stamp(data, options)
     options.setdefault("headers", {})  # these requests have no name_param: the stamp names them (2026)
@@ -63,19 +62,23 @@ async def send_raw(
     return await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
 
 
+@functools.cache
+def _client_session_module() -> Any:
+    # Imported on first use (``validate`` loads no SDK), once: a tool call imports nothing.
+    import mcp.client.session
+
+    return mcp.client.session
+
+
 def clamp_inbound_ttl(raw: dict[str, Any]) -> None:
     """What ``send_request`` does to a raw answer's cache ``ttl`` first (private module function)."""
-    from mcp.client.session import _clamp_inbound_ttl
-
-    _clamp_inbound_ttl(raw)
+    _client_session_module()._clamp_inbound_ttl(raw)
 
 
 def later_revision_fields(method: str, version: str) -> frozenset[str]:
     """The result fields of ``method`` that only a later protocol revision than ``version`` has,
     which ``send_request`` drops before parsing (private module function)."""
-    from mcp.client.session import _later_revision_fields
-
-    return _later_revision_fields(method, version)
+    return cast(frozenset[str], _client_session_module()._later_revision_fields(method, version))
 
 
 def call_tool_result_adapter(session: ClientSession) -> TypeAdapter[Any]:

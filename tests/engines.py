@@ -47,6 +47,9 @@ class EngineUnavailable(Exception):
 class DockerDaemon:
     folder: Path
     process: subprocess.Popen[bytes]
+    # Found when the daemon starts: a test may narrow PATH (to hide bwrap, say) before the
+    # leftover-container check of its teardown runs this client.
+    client: str = "docker"
 
     @property
     def host(self) -> str:
@@ -55,7 +58,7 @@ class DockerDaemon:
     def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         environ = {**os.environ, "DOCKER_HOST": self.host}
         done = subprocess.run(
-            ["docker", *args], capture_output=True, text=True, env=environ, timeout=ENGINE_COMMAND_WAIT,
+            [self.client, *args], capture_output=True, text=True, env=environ, timeout=ENGINE_COMMAND_WAIT,
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"docker {' '.join(args)} failed: {done.stderr.strip()}")
@@ -99,7 +102,7 @@ def start_docker_daemon() -> DockerDaemon:
         stdin=subprocess.DEVNULL, start_new_session=True,
     )
     log.close()
-    daemon = DockerDaemon(folder, process)
+    daemon = DockerDaemon(folder, process, client=shutil.which("docker") or "docker")
     deadline = time.monotonic() + DAEMON_START_WAIT
     while True:
         if process.poll() is not None:
@@ -155,7 +158,7 @@ def import_test_image(daemon: DockerDaemon) -> str:
             archive.addfile(entry, io.BytesIO(data))
     environ = {**os.environ, "DOCKER_HOST": daemon.host}
     done = subprocess.run(
-        ["docker", "import", "-", IMAGE], input=buffer.getvalue(), capture_output=True, env=environ,
+        [daemon.client, "import", "-", IMAGE], input=buffer.getvalue(), capture_output=True, env=environ,
         timeout=ENGINE_COMMAND_WAIT,
     )
     if done.returncode != 0:

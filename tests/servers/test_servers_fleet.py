@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 from builders import TESTS
-from conftest import ChildProcessGuard
+from child_processes import ChildProcessGuard
 from mcp_servers import demo, dynamic, specs
 
 from runner.errors import ServerStartError
