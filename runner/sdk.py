@@ -240,29 +240,31 @@ class OAuthProviderSteps:
 # --- LangGraph -----------------------------------------------------------------------------------
 
 
+@functools.cache
+def _langgraph_constants() -> Any:
+    # Imported on first use, once: the tool node reads NS_SEP for every call.
+    from langgraph._internal import _constants
+
+    return _constants
+
+
 def durability_config(durability: str) -> dict[str, Any]:
     """A ``configurable`` that makes ``durability`` a compiled graph's default. ``durability=`` is
     public only per call (``invoke``/``stream``); ``with_config`` takes it under LangGraph's
     private ``CONFIG_KEY_DURABILITY``, and a caller's own ``durability=`` still wins."""
-    from langgraph._internal._constants import CONFIG_KEY_DURABILITY
-
-    return {CONFIG_KEY_DURABILITY: durability}
+    return {_langgraph_constants().CONFIG_KEY_DURABILITY: durability}
 
 
 def parent_namespace(namespace: str) -> str:
     """A task's checkpoint namespace without its own last part: its graph's namespace. The
     separator is LangGraph's private ``NS_SEP``."""
-    from langgraph._internal._constants import NS_SEP
-
-    return namespace.rpartition(NS_SEP)[0]
+    return namespace.rpartition(_langgraph_constants().NS_SEP)[0]
 
 
 def null_task_id() -> str:
     """The task id of writes that belong to a checkpoint rather than to one of its tasks (private
     ``NULL_TASK_ID``, what LangGraph itself writes them under)."""
-    from langgraph._internal._constants import NULL_TASK_ID
-
-    return NULL_TASK_ID
+    return cast(str, _langgraph_constants().NULL_TASK_ID)
 
 
 # --- LangChain -----------------------------------------------------------------------------------

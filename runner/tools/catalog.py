@@ -259,16 +259,17 @@ class ToolCatalog:
     def _mcp_entry(
         self, name: str, origin: Origin, definition: types.Tool, warnings: list[str]
     ) -> CatalogEntry | None:
-        if (loop := reference_loop(definition.input_schema)) is not None:
-            # Checked here, not when the tool is made: `call` validates arguments without making it.
-            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema's "
-                            f"references loop without end ({' -> '.join(loop)})")
-            return None
-        description = definition.description or definition.title or f"{definition.name} from {origin.server}"
         key = (definition.name, id(definition))
         cached = self.schema_cache.get(key)
         if cached is not None and cached[0] is definition:
             self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
+        elif (loop := reference_loop(definition.input_schema)) is not None:
+            # Checked when listed, not when the tool is made: `call` validates arguments without
+            # making it. A converted definition was checked when first listed.
+            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema's "
+                            f"references loop without end ({' -> '.join(loop)})")
+            return None
+        description = definition.description or definition.title or f"{definition.name} from {origin.server}"
         return CatalogEntry(name, origin, description, None, definition, self)  # the table's origin: shared
 
     def mcp_tool(self, name: str, description: str, definition: types.Tool) -> BaseTool:
