@@ -8,6 +8,7 @@
 The packages are the pipeline, each importing only those above it:
 
     errors      the one exception tree
+    redaction   secrets out of what people see: credentials in URLs, in messages and log records
     events      the events of a turn and the chat (``--json``), typed; their JSON Schema
     lazy        package attributes imported on first use (a light `validate`)
     sdk         every use of a private member of the MCP SDK, LangGraph, LangChain or anyio

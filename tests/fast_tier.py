@@ -22,6 +22,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 FAST_MARK = "fast"
 FAST_FILES = frozenset({
     "test_errors_tree.py",
+    "test_redaction.py",
     "test_import_contract.py",
     "agent/test_graph.py",
     "authoring/test_config_command.py",

@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 
 from runner.authoring.importing import yaml_flow, yaml_scalar
-from runner.authoring.secrets import URL_PASSWORD, looks_like_credential, secret_env, secret_header
+from runner.authoring.secrets import secret_env, secret_header
 from runner.manifest import ServerSettings
 from runner.manifest.expansion import expand_variables, variable_references
 from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
+from runner.redaction import looks_like_credential, redact_urls
 
 HIDDEN = "(hidden)"
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
@@ -170,11 +171,13 @@ def _shown(path: Path_, value: Any, raw: _RawDocument) -> Any:
         if template is None or not references:
             return HIDDEN if secret(str(path[3]), str(value)) else (template or value)
         return _without_secret_defaults(template, references, lambda text: secret(str(path[3]), text))
-    if template is not None:
-        return template
-    if path[:1] == ("servers",) and path[2:3] in (("args",), ("url",)) and isinstance(value, str):
-        if URL_PASSWORD.search(value):
-            return URL_PASSWORD.sub(lambda m: m.group("head") + HIDDEN, value)
+    url_like = path[:1] == ("servers",) and path[2:3] in (("args",), ("url",))
+    if template is not None:  # a literal password beside a reference is hidden all the same
+        return redact_urls(template, mask=HIDDEN) if url_like else template
+    if url_like and isinstance(value, str):
+        shown = redact_urls(value, mask=HIDDEN)
+        if shown != value:
+            return shown
         if path[2] == "args" and looks_like_credential(value):
             return HIDDEN
     return value

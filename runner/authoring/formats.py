@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.jsonc import parse_jsonc
-from runner.authoring.secrets import secret_name, variable_name
+from runner.authoring.secrets import variable_name
 from runner.errors import ManifestError, Problem
 from runner.manifest.loading import Path_, SourceMap, format_path
+from runner.redaction import secret_name
 
 FORMATS = {
     "claude-desktop": "Claude Desktop",

@@ -18,20 +18,13 @@ from typing import Any
 import yaml
 
 from runner.authoring.formats import FORMATS, ReadConfig, SourceServer, read_config
-from runner.authoring.secrets import (
-    AUTH_SCHEME,
-    URL_PASSWORD,
-    looks_like_credential,
-    secret_env,
-    secret_header,
-    secret_name,
-    variable_name,
-)
+from runner.authoring.secrets import secret_env, secret_header, variable_name
 from runner.errors import ManifestError, Problem
 from runner.manifest import ENV_NAME_PATTERN
 from runner.manifest.expansion import required_variables as expansion_required
 from runner.manifest.expansion import variable_references
 from runner.manifest.loading import LoadedManifest, parse_manifest
+from runner.redaction import AUTH_SCHEME, URL_PASSWORD, looks_like_credential, secret_name
 
 SCHEMA_HEADER = "# yaml-language-server: $schema=agent.schema.json"
 KEY_LENGTH = 32

@@ -19,6 +19,8 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
+from runner.redaction import RedactingFormatter
+
 _C0_AND_DEL = {code: f"^{chr(code ^ 0x40)}" for code in (*range(0x20), 0x7F) if chr(code) not in "\n\t"}
 _C1 = {code: f"\\x{code:02x}" for code in range(0x80, 0xA0)}
 # Embeddings and overrides (U+202A–U+202E) and isolates (U+2066–U+2069): they reorder what follows.
@@ -50,8 +52,9 @@ class SafeConsole(Console):
             yield segment if segment.control else Segment(visible(segment.text), segment.style)
 
 
-class VisibleLogLines(logging.Formatter):
-    """A log line with its control characters shown: messages carry servers' words."""
+class VisibleLogLines(RedactingFormatter):
+    """A log line with its control characters shown (messages carry servers' words) and the
+    credentials of its URLs hidden (httpx and the MCP SDK log each request's URL)."""
 
     def format(self, record: logging.LogRecord) -> str:
         return visible(super().format(record))

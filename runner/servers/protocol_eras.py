@@ -22,11 +22,11 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from runner.manifest import HttpServerSpec, StdioServerSpec
-from runner.servers.transports.links import public_url
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,10 @@ def launch_identity(spec: StdioServerSpec | HttpServerSpec) -> str:
             "env": sorted(spec.env), "env_passthrough": sorted(spec.env_passthrough),
         }
     else:
-        settings = {"transport": spec.transport, "url": public_url(spec.url), "headers": sorted(spec.headers)}
+        parts = urlsplit(spec.url)  # where it is, not who asks: no credentials, no query
+        host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+        url = urlunsplit((parts.scheme, host, parts.path, "", ""))
+        settings = {"transport": spec.transport, "url": url, "headers": sorted(spec.headers)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -47,11 +47,12 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from runner.redaction import redact_url
 from runner.servers.connection import ServerConnection
 from runner.servers.lifecycle import ServerLifecycle
 from runner.servers.offerings import KINDS, fetch_catalogue
 from runner.servers.translation import Boundary, describe, leaves, root_cause, translate, translated
-from runner.servers.transports.links import Link, public_url
+from runner.servers.transports.links import Link
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +324,7 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
     if isinstance(cause, ServerStartError):
         return cause
     if link.http_failure is not None:
-        url = public_url(link.spec.url)  # type: ignore[union-attr]
+        url = redact_url(link.spec.url)  # type: ignore[union-attr]
         return ServerStartError(
             connection.key, f"{url} answered {link.http_failure}", permanent=link.http_failure.permanent
         )
@@ -332,7 +333,7 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
             connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}"
         )
     if isinstance(cause, httpx2.TransportError):
-        url = public_url(link.spec.url)  # type: ignore[union-attr]
+        url = redact_url(link.spec.url)  # type: ignore[union-attr]
         return ServerStartError(connection.key, f"cannot reach {url}: {describe(cause)}")
     return ServerStartError(connection.key, f"the handshake failed: {describe(cause)}")
 

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from runner.manifest import Manifest
+from runner.redaction import redact_url, redact_urls
 from runner.telemetry import ENDPOINT_VARIABLES
 from runner.telemetry.recorder import Recorder
 
@@ -95,7 +96,7 @@ def usable_endpoint(environ: Mapping[str, str], signal: str) -> str | None:
     specific = f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"
     name = specific if environ.get(specific) else "OTEL_EXPORTER_OTLP_ENDPOINT"
     logger.warning("%s=%s is not an http:// or https:// URL: no %s are exported",
-                   name, environ.get(name), signal)
+                   name, redact_url(environ.get(name, "")), signal)
     return None
 
 
@@ -141,13 +142,13 @@ class _ExportTrouble(logging.Handler):
     def point_at(self, log_path: Path | None, endpoints: list[str | None]) -> None:
         """Write to ``log_path`` from now on, and name ``endpoints`` in the warning."""
         self.log_path = log_path
-        self.endpoints = ", ".join(dict.fromkeys(url for url in endpoints if url))
+        self.endpoints = ", ".join(dict.fromkeys(redact_url(url) for url in endpoints if url))
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.log_path is not None:
             try:
                 with self.log_path.open("a", encoding="utf-8") as log:
-                    log.write(f"{record.levelname} {record.name}: {record.getMessage()}\n")
+                    log.write(redact_urls(f"{record.levelname} {record.name}: {record.getMessage()}\n"))
             except OSError:
                 self.log_path = None
         failed_export = record.name.startswith("opentelemetry.exporter") or "export" in record.getMessage()

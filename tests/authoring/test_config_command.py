@@ -233,3 +233,23 @@ def test_nested_and_plain_defaults_and_escapes_are_shown_as_written_each_entry_w
     assert "#   MCP_RUN_TEST_B: set — servers.notes.env.NOTES_FILE" in out
     assert "#   MCP_RUN_TEST_A: unset, default used" in out
     assert "NOT_A_VARIABLE:" not in out.split("# variables")[1]
+
+
+def test_passwords_and_secret_query_values_of_urls_are_hidden_beside_their_harmless_parts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "urls.yaml"
+    path.write_text(
+        "version: 1\nname: urls\nservers:\n"
+        "  literal:\n    url: https://ann:CANARYpw@example.invalid/mcp?token=CANARYtok&page=2\n"
+        "  mixed:\n"
+        "    url: https://ann:CANARYpw@${MCP_RUN_TEST_HOST:-example.invalid}/mcp?key=${MCP_RUN_TEST_TOKEN}\n"
+    )
+    result = config(str(path))
+    assert result.exit_code == 0, result.stderr
+    assert lines_of(result, "literal")["url"].startswith(
+        "url: https://ann:(hidden)@example.invalid/mcp?token=(hidden)&page=2  # server")
+    assert lines_of(result, "mixed")["url"].startswith(
+        "url: https://ann:(hidden)@${MCP_RUN_TEST_HOST:-example.invalid}/mcp?key=${MCP_RUN_TEST_TOKEN}"
+        "  # server")
+    assert "CANARY" not in result.stdout + result.stderr

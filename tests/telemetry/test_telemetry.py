@@ -482,6 +482,28 @@ def test_an_unreachable_endpoint_earns_one_warning_naming_it_and_the_sdk_lines_g
     assert "opentelemetry" in (tmp_path / ".mcp-run" / "logs" / "telemetry.log").read_text()
 
 
+def test_an_endpoint_with_credentials_is_named_without_them_on_the_terminal_and_in_the_log(
+    tmp_path: Path,
+) -> None:
+    password, token = "CANARYotelpw1", "CANARYoteltoken1"
+    port = closed_port()
+    result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://bob:{password}@127.0.0.1:{port}",
+                                     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT":
+                                         f"http://127.0.0.1:{port}/v1/metrics?access_token={token}",
+                                     "OTEL_METRIC_EXPORT_INTERVAL": "100"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "cannot export" in line]
+    assert len(warnings) == 1 and f"http://bob:***@127.0.0.1:{port}/v1/traces" in warnings[0], result.stderr
+    assert "access_token=***" in warnings[0]
+    log = (tmp_path / ".mcp-run" / "logs" / "telemetry.log").read_text()
+    for text in (result.stderr, log):
+        assert password not in text and token not in text
+    (tmp_path / "bad").mkdir()
+    bad = run_one_turn(tmp_path / "bad", {"OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://bob:{password}@127.0.0.1:{port}"})
+    assert f"OTEL_EXPORTER_OTLP_ENDPOINT=ftp://bob:***@127.0.0.1:{port} is not" in bad.stderr, bad.stderr
+    assert password not in bad.stderr
+
+
 def test_an_endpoint_that_is_no_url_and_malformed_headers_are_each_one_clear_warning(tmp_path: Path) -> None:
     result = run_one_turn(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": "not-a-url",
                                      "OTEL_EXPORTER_OTLP_HEADERS": "api-key-without-value"})

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
@@ -227,11 +226,3 @@ class Link:
     def idle_for(self) -> float:
         return anyio.current_time() - self.last_inbound if not self.closed.is_set() else math.inf
 
-
-def public_url(url: str) -> str:
-    """``url`` without credentials or query (both may hold secrets), for messages and logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
