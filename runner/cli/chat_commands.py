@@ -8,6 +8,7 @@ The names are ``manifest.CHAT_COMMANDS`` (prompt commands may not take them); ``
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 from runner.agent.reload import reload_runtime
@@ -23,6 +24,7 @@ from runner.cli.rows import (
     tool_rows,
 )
 from runner.errors import CaseSaveError, ManifestError, ToolError
+from runner.evals.cassettes import Secrets
 from runner.evals.saving import save_case
 from runner.events import (
     ApprovalAsked,
@@ -112,7 +114,8 @@ async def _save(session: ChatSession, line: str) -> None:
     runtime = session.runtime
     state = await runtime.graph.aget_state(runtime.config())
     try:
-        path = save_case(runtime.loaded.path, name, state.values.get("messages", []))
+        secrets = Secrets.of(runtime.loaded, os.environ)  # as `mcp-run test` scrubs its cassettes
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []), secrets)
     except CaseSaveError as exc:
         session.error(str(exc))
         return

@@ -1,7 +1,10 @@
 """``/save NAME`` in the chat: the current thread written as a case, ready to run and to edit.
 
 The case holds the user's turns, the tool calls the agent made (``match: unordered``) and an
-excerpt of the last answer under ``answer.contains``, to be edited into what matters.
+excerpt of the last answer under ``answer.contains``, to be edited into what matters. Case files
+expand ``${VAR}`` as the manifest does: the values of the variables the manifest references are
+written as ``${NAME}`` (as cassettes write them, so a secret a tool returned never reaches the
+file), and a literal ``${`` as ``$${``.
 """
 
 from __future__ import annotations
@@ -16,37 +19,62 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from runner.errors import CaseSaveError
 from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
+from runner.evals.cassettes import Secrets
 
 EXCERPT_CHARS = 60
 SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
 
 
-def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    """The case (as YAML-ready data) that replays the conversation in ``messages``."""
-    inputs = [str(m.text) for m in messages if isinstance(m, HumanMessage) and str(m.text).strip()]
+def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secrets) -> dict[str, Any]:
+    """The case (as YAML-ready data) that replays the conversation in ``messages``, ``secrets``
+    written as ``${NAME}``."""
+    inputs = [as_case_text(str(m.text), secrets) for m in messages
+              if isinstance(m, HumanMessage) and str(m.text).strip()]
     if not inputs:
         raise CaseSaveError("the conversation has no user message yet: nothing to save")
     calls: list[dict[str, Any]] = []
     answer = ""
     for message in messages:
         if isinstance(message, AIMessage):
-            calls += [{"name": c["name"], "args": c["args"]} if c["args"] else {"name": c["name"]}
-                      for c in message.tool_calls]
+            calls += [{"name": c["name"], "args": as_case_text(c["args"], secrets)} if c["args"]
+                      else {"name": c["name"]} for c in message.tool_calls]
             if not message.tool_calls:
                 answer = str(message.text)
     expect: dict[str, Any] = {"tools": calls, "match": "unordered"}
     first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
-    if first_line:
-        expect["answer"] = {"contains": first_line[:EXCERPT_CHARS].strip()}
+    if first_line:  # the excerpt of the written text: a secret is never cut to a bare prefix
+        expect["answer"] = {"contains": _excerpt(as_case_text(first_line, secrets))}
     return {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
 
 
-def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -> Path:
-    """Write ``evals/NAME.yaml`` next to the manifest; returns its path. Never overwrites."""
+def as_case_text(value: Any, secrets: Secrets) -> Any:
+    """``value`` (a text, or texts in lists and mappings) as a case file writes it: a literal
+    ``${`` as ``$${``, then each secret's value as ``${NAME}``."""
+    if isinstance(value, str):
+        return secrets.scrub(value.replace("${", "$${"))
+    if isinstance(value, dict):
+        return {key: as_case_text(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_case_text(item, secrets) for item in value]
+    return value
+
+
+def _excerpt(text: str) -> str:
+    """The first EXCERPT_CHARS characters of ``text``, without a ``${…}`` cut open at the end."""
+    cut = text[:EXCERPT_CHARS]
+    opened = cut.rfind("${")
+    if opened != -1 and "}" not in cut[opened:]:
+        cut = cut[:opened - 1 if opened and cut[opened - 1] == "$" else opened]
+    return cut.strip()
+
+
+def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], secrets: Secrets) -> Path:
+    """Write ``evals/NAME.yaml`` next to the manifest, ``secrets`` written as ``${NAME}``; returns
+    its path. Never overwrites."""
     if not re.match(CASE_NAME_PATTERN, name):
         raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
                             "'_' and '-', starting with a letter or digit")
-    case = case_from_thread(name, messages)
+    case = case_from_thread(name, messages, secrets)
     path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from builders import MCP_RUN, ROOT, JsonChat, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
+from builders import (
+    MCP_RUN,
+    ROOT,
+    JsonChat,
+    chat_in_a_terminal,
+    copy_bundled_agent,
+    mcp_run,
+    server,
+    write_manifest,
+)
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
@@ -89,6 +98,31 @@ def test_save_writes_the_conversation_as_a_case_that_mcp_run_test_then_passes(ag
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
     assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("sums", "passed")]
+
+
+def test_save_writes_a_secret_a_tool_returned_as_its_variable_and_the_case_still_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = "CANARYsaved0123456789"
+    monkeypatch.setenv("MCP_RUN_TEST_CANARY", canary)  # the chat and `mcp-run test` inherit it
+    probe = server("probe", env={"PROBE_SECRET": "${MCP_RUN_TEST_CANARY}"})
+    write_manifest(tmp_path, {"probe": probe}, model="offline", checkpointer="memory")
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": 'probe__env {"name": "PROBE_SECRET"}'})
+        assert chat.wait_for("final")["text"] == f"probe__env returned: {canary}"
+        chat.send({"text": "/save leaky"})
+        chat.wait_for("saved")
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
+    case = (tmp_path / "evals" / "leaky.yaml").read_text()
+    assert canary not in case
+    assert "contains: 'probe__env returned: ${MCP_RUN_TEST_CANARY}'" in case
+    result = mcp_run("test", "agent.yaml", "evals/leaky.yaml", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("leaky", "passed")]
 
 
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.errors import CaseSaveError, ManifestError
 from runner.evals.cases import evals_json_schema, find_case_files, load_cases
+from runner.evals.cassettes import Secrets
 from runner.evals.saving import case_from_thread, save_case, saved_case
 
 CORPUS = TESTS / "evals"
@@ -86,8 +87,11 @@ THREAD = [
 ]
 
 
+NO_SECRETS = Secrets({})
+
+
 def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() -> None:
-    assert case_from_thread("groceries", THREAD) == {
+    assert case_from_thread("groceries", THREAD, NO_SECRETS) == {
         "name": "groceries",
         "input": ["remember milk", "list them"],
         "expect": {
@@ -101,25 +105,47 @@ def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() 
 
 def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Path) -> None:
     manifest = tmp_path / "agent.yaml"
-    path = save_case(manifest, "groceries", THREAD)
+    path = save_case(manifest, "groceries", THREAD, NO_SECRETS)
     assert path == tmp_path / "evals" / "groceries.yaml"
     case = saved_case(path)
     assert case.name == "groceries" and case.spec.expect.match == "unordered"
     with pytest.raises(CaseSaveError, match="already exists"):
-        save_case(manifest, "groceries", THREAD)
+        save_case(manifest, "groceries", THREAD, NO_SECRETS)
     with pytest.raises(CaseSaveError, match="cannot name a case"):
-        save_case(manifest, "Bad Name", THREAD)
+        save_case(manifest, "Bad Name", THREAD, NO_SECRETS)
     with pytest.raises(CaseSaveError, match="no user message"):
-        save_case(manifest, "empty", [])
+        save_case(manifest, "empty", [], NO_SECRETS)
+
+
+def test_a_saved_case_writes_secrets_as_variables_and_literal_references_escaped_and_reads_back_whole(
+    tmp_path: Path,
+) -> None:
+    canary = "CANARYcase0123456789"
+    thread = [
+        HumanMessage("look up ${HOME} for " + canary),
+        AIMessage("", tool_calls=[{"name": "vault__get", "args": {"key": canary, "n": 1}, "id": "1"}]),
+        ToolMessage(canary, tool_call_id="1", name="vault__get"),
+        AIMessage("The value the vault holds for the key is " + canary + " and more."),
+    ]
+    secrets = Secrets({"MCP_RUN_TEST_CANARY": canary})
+    path = save_case(tmp_path / "agent.yaml", "vault", thread, secrets)
+    text = path.read_text()
+    assert canary not in text
+    assert "contains: The value the vault holds for the key is" in text  # not a cut-open ${…}
+    case = load_cases([path], environ={"MCP_RUN_TEST_CANARY": canary, "HOME": "/nowhere"})[0]
+    assert case.spec.input == ["look up ${HOME} for " + canary]
+    assert case.spec.expect.tools[0].args == {"key": canary, "n": 1}
+    written = case_from_thread("vault", thread[:3] + [AIMessage("It is " + canary + ".")], secrets)
+    assert written["expect"]["answer"] == {"contains": "It is ${MCP_RUN_TEST_CANARY}."}
 
 
 def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    without = save_case(plain / "agent.yaml", "groceries", THREAD)
+    without = save_case(plain / "agent.yaml", "groceries", THREAD, NO_SECRETS)
     assert "yaml-language-server" not in without.read_text()
     (tmp_path / "repo" / "schemas").mkdir(parents=True)
     (tmp_path / "repo" / "schemas" / "evals.schema.json").write_text("{}")
-    with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD)
+    with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD, NO_SECRETS)
     assert with_schema.read_text().startswith(
         "# yaml-language-server: $schema=../schemas/evals.schema.json\n")

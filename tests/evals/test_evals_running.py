@@ -14,6 +14,7 @@ from runner.agent.reload import forget_modules, reload_runtime
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 from runner.evals.case_sessions import EvalSessions
+from runner.evals.cassettes import Secrets
 from runner.evals.running import run_cases
 from runner.evals.saving import save_case
 
@@ -297,7 +298,7 @@ async def test_a_saved_chat_thread_runs_as_a_case_and_catches_a_broken_prompt(tm
                 async for _ in stream_turn(runtime, text):
                     pass
             state = await runtime.graph.aget_state(runtime.config())
-    saved = save_case(manifest, "groceries", state.values["messages"])
+    saved = save_case(manifest, "groceries", state.values["messages"], Secrets({}))
     case = yaml.safe_load(saved.read_text())["cases"][0]
     assert case["input"] == ['notes__add_note {"title": "milk"}', "notes__list_notes"]
     assert case["expect"]["tools"] == [{"name": "notes__add_note", "args": {"title": "milk"}},
