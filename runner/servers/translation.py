@@ -32,6 +32,7 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from runner.redaction import redact_urls
 from runner.servers.transports.isolation import IsolationUnavailable
 
 
@@ -186,10 +187,11 @@ def root_cause(exc: BaseException) -> BaseException:
 
 
 def describe(exc: BaseException) -> str:
-    """A foreign exception in a few words, for the message of the runner error replacing it."""
+    """A foreign exception in a few words, for the message of the runner error replacing it (the
+    URLs in its text redacted: HTTP clients name the URL they failed on)."""
     if isinstance(exc, MCPError):
         return f"{exc.error.message} (code {exc.code})"
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
-    text = str(exc)
+    text = redact_urls(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -48,6 +48,8 @@ def validation_error() -> ValidationError:
     (anyio.EndOfStream(), ServerClosedError, "the connection closed"),
     (validation_error(), ServerRequestError, "not valid MCP"),
     (httpx2.ConnectError("refused"), ServerClosedError, "cannot reach the server"),
+    (httpx2.RemoteProtocolError("bad answer from http://ann:CANARYpw@h/mcp?token=CANARYtok"),
+     ServerClosedError, "RemoteProtocolError: bad answer from http://ann:***@h/mcp?token=***"),
     (ConnectionResetError("reset"), ServerClosedError, "ConnectionResetError: reset"),
     (RuntimeError("not connected"), ServerRequestError, "not connected"),
 ])
