@@ -74,3 +74,22 @@ def test_a_date_that_does_not_exist_is_kept_as_text(tmp_path: Path) -> None:
                                          "description: 2024-13-45\n")
     result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("template", "refused"),
+    [
+        ("{{ 'x' * 3000000000 }}", "the template would make a text of 3,000,000,000 characters"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+         "the template's loops ran more than the limit of 1,000,000 steps"),
+    ],
+)
+def test_a_system_template_that_would_exhaust_memory_or_time_is_a_located_error(
+    tmp_path: Path, template: str, refused: str
+) -> None:
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: greedy\nmodel: offline\nservers: {}\n"
+                                         "prompts: {system: system.md.j2}\n")
+    (tmp_path / "system.md.j2").write_text(f"You help.\n{template}\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith(f"system.md.j2:2:1: prompts.system: {refused}"), result.stderr[-2000:]
