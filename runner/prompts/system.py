@@ -11,6 +11,8 @@ includes, undefined names and sandbox violations are located errors at validatio
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -111,7 +113,12 @@ class FolderLoader(BaseLoader):
         if ".." in parts:
             raise TemplateNotFound(name, f"'{name}' leaves the manifest's folder ('..' is refused)")
         path = self.root.joinpath(*parts)
-        real = path.resolve()
+        real = Path(os.path.realpath(path))  # unlike Path.resolve, never raises on a symlink loop
+        try:
+            os.stat(real)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise TemplateNotFound(name, f"'{name}' is a loop of symbolic links") from None
         if not real.is_relative_to(self._real_root):
             raise TemplateNotFound(name, f"'{name}' resolves outside the manifest's folder")
         if not real.is_file():

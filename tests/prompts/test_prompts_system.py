@@ -176,6 +176,19 @@ def test_a_missing_template_file_is_located_where_the_manifest_names_it(folder: 
     assert (problem.file, problem.line, problem.column) == ("agent.yaml", 12, 11)
 
 
+def test_a_template_or_include_that_is_a_loop_of_symbolic_links_is_a_located_error(folder: Path) -> None:
+    (folder / "prompts" / "a.md.j2").symlink_to("b.md.j2")
+    (folder / "prompts" / "b.md.j2").symlink_to("a.md.j2")
+    for system, location, line in (("prompts/a.md.j2", ("agent.yaml", 12, 11), 12),
+                                   ("first\n{% include 'prompts/b.md.j2' %}", ("agent.yaml", 12, 11), 13)):
+        with pytest.raises(ManifestError) as caught:
+            compile_system_prompt(manifest(system), folder, SourceLocation(*location))
+        [problem] = caught.value.problems
+        assert (problem.file, problem.line) == ("agent.yaml", line)
+        assert problem.message.endswith("is a loop of symbolic links")
+    assert template_files(manifest("prompts/a.md.j2"), folder) == set()  # watch mode: nothing to follow
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [("first\nsecond {{ nope }}", 8), ("first\n{% for %}", 8), ("{{ vars.nope }}", 7)],
