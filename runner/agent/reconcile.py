@@ -16,6 +16,7 @@ import anyio
 
 from runner.agent.checks import CheckedAgent
 from runner.agent.generation import Generation
+from runner.agent.watching import resolved
 from runner.errors import ServerStartError
 from runner.events import Reloaded
 from runner.manifest import PYTHON_COMMANDS, Manifest, ServerSpec, StdioServerSpec, restart_fields
@@ -112,7 +113,7 @@ def rebuilt_parts(
 ) -> list[str]:
     """What the new generation builds differently from ``previous``: only what changed."""
     after = checked.loaded.manifest
-    changed = {path.resolve() for path in changed_files}
+    changed = {resolved(path) for path in changed_files}
     if previous is None:
         return ["prompts", *(["model"] if with_model else []), "agent", "tools"]
     before = previous.loaded.manifest

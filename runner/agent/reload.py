@@ -20,7 +20,7 @@ import anyio
 from runner.agent.checks import checked_agent
 from runner.agent.reconcile import ReloadReport
 from runner.agent.runtime import Runtime
-from runner.agent.watching import WatchedFiles, watch_changes
+from runner.agent.watching import WatchedFiles, resolved, watch_changes
 from runner.errors import ManifestError, RunnerError
 from runner.events import ReloadEvent, ReloadFailed
 
@@ -40,12 +40,12 @@ async def reload_runtime(runtime: Runtime, *, changed_files: set[Path] | None = 
 
 def forget_modules(changed: set[Path]) -> None:
     """Drop changed Python modules from the import cache, so the next import reads them again."""
-    resolved = {path.resolve() for path in changed if path.suffix == ".py"}
-    if not resolved:
+    modules = {resolved(path) for path in changed if path.suffix == ".py"}
+    if not modules:
         return
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None)
-        if origin and Path(origin).resolve() in resolved:
+        if origin and resolved(origin) in modules:
             del sys.modules[name]
 
 

@@ -29,6 +29,7 @@ from runner.agent.checks import CheckedAgent, checked_agent
 from runner.agent.generation import Generation, render_system_prompt
 from runner.agent.host import AgentHost, Host
 from runner.agent.reconcile import ReloadReport, launch_spec, rebuilt_parts, reconcile_servers
+from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, RunnerError
 from runner.events import EventSink
@@ -136,7 +137,7 @@ class Runtime:
         """Whether ``changed`` holds only token files of running servers: their own refreshes,
         which change nothing the agent is built from."""
         running = {path for key, path in self.generation.logins.items() if not self.waits_for_login(key)}
-        return bool(changed) and {path.resolve() for path in changed} <= running
+        return bool(changed) and {resolved(path) for path in changed} <= running
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -179,7 +180,7 @@ class Runtime:
         started, stopped = sorted(set(specs) - running), sorted(running - set(specs))
         kept = sorted(running & set(specs))
         logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
-        changed = {path.resolve() for path in changed_files}
+        changed = {resolved(path) for path in changed_files}
         logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
         restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
         restarted: list[str] = []

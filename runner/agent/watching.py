@@ -7,6 +7,7 @@ the old one replaces the file, and a watch on the old one would see nothing more
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from pathlib import Path
@@ -20,6 +21,13 @@ from watchfiles import Change, DefaultFilter, awatch
 STEP_MS = 20
 WAKE_UP_MS = 200
 CASE_SUFFIXES = (".yaml", ".yml")
+
+
+def resolved(path: str | Path) -> Path:
+    """``path`` absolute, its symbolic links followed as far as they go. Unlike ``Path.resolve``
+    it never raises: a symbolic link loop in a watched folder (``ln -s b a; ln -s a b``) is a
+    change like any other, not the end of watch mode."""
+    return Path(os.path.realpath(path))
 
 
 class WatchedFiles(DefaultFilter):
@@ -36,8 +44,8 @@ class WatchedFiles(DefaultFilter):
     ) -> None:
         super().__init__()
         self.files = frozenset(files)
-        self.trees = frozenset(path.resolve() for path in trees)
-        self.case_folders = frozenset(path.resolve() for path in case_folders)
+        self.trees = frozenset(resolved(path) for path in trees)
+        self.case_folders = frozenset(resolved(path) for path in case_folders)
 
     @property
     def folders(self) -> set[Path]:
@@ -48,12 +56,12 @@ class WatchedFiles(DefaultFilter):
         return {folder for folder in folders if folder.exists()}
 
     def __call__(self, change: Change, path: str) -> bool:
-        resolved = Path(path).resolve()
-        if resolved in self.files:
+        real = resolved(path)
+        if real in self.files:
             return True
-        if resolved.parent in self.case_folders and resolved.suffix in CASE_SUFFIXES:
+        if real.parent in self.case_folders and real.suffix in CASE_SUFFIXES:
             return True
-        in_tree = any(resolved == tree or tree in resolved.parents for tree in self.trees)
+        in_tree = any(real == tree or tree in real.parents for tree in self.trees)
         return in_tree and super().__call__(change, path)
 
 
@@ -76,4 +84,4 @@ async def watch_changes(
                 if on_idle is not None:
                     on_idle()
                 continue
-            yield {Path(raw).resolve() for _, raw in changes}  # noqa: ASYNC240 (no I/O, cheap)
+            yield {resolved(raw) for _, raw in changes}

@@ -81,10 +81,12 @@ def tools(file: str, as_json: bool) -> None:
     """
 
     searching: list[bool] = []
+    servers: dict[str, str] = {}  # each declared server's status once started
 
     def rows_of(runtime: Runtime) -> list[dict[str, Any]]:
         offered = offered_at_start(runtime)
         searching.append(offered is not None)
+        servers.update({key: connection.status for key, connection in runtime.fleet.connections.items()})
         return [{**row, "offered": offered is None or row["name"] in offered}
                 for row in tool_rows(runtime, schemas=as_json)]
 
@@ -99,6 +101,9 @@ def tools(file: str, as_json: bool) -> None:
         ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
         row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
         "tool", note)
+    if servers and "ready" not in servers.values():  # a script must tell "none started" from "none offered"
+        stderr.print(f"error: no server could start ({len(servers)} declared)", markup=False, style="red")
+        raise SystemExit(EXIT_FAILURE)
 
 
 @main.command()

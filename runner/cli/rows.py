@@ -10,13 +10,14 @@ from runner.agent.runtime import Runtime
 from runner.events import PromptRow
 from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
-from runner.tools.provider_schemas import schema_for_provider
 
 
 def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:
     """One row per tool; ``schemas=False`` leaves out ``input_schema`` (what the model is offered,
-    which makes each LangChain tool) and only checks that each server tool's schema converts."""
+    which makes each LangChain tool). A server tool whose schema does not convert is left out
+    with a warning, as the model's list leaves it out."""
     rows = []
+    runtime.catalog.withdraw_unusable()
     for entry in runtime.catalog.entries.values():
         row: dict[str, Any] = {
             "name": entry.name,
@@ -31,8 +32,6 @@ def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]
             row["input_schema"] = (
                 schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
             )
-        elif entry.built is None and entry.definition is not None:  # unusable: an error, as above
-            schema_for_provider(entry.definition.input_schema, runtime.catalog.provider)
         rows.append(row)
     return rows
 

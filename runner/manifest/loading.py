@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -258,7 +259,10 @@ class _Converter:
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
-        value = self.loader.construct_object(node, deep=True)
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except ValueError:  # Python refuses to read it: an integer past its digit limit, 2024-13-45
+            return self._unreadable(node, path, mark)
         if isinstance(value, str):
             return self._expand(value, path, mark)
         if isinstance(value, bytes | set) or not isinstance(value, str | int | float | bool | type(None)):
@@ -275,7 +279,10 @@ class _Converter:
                 self.problems.append(Problem(self.source.file, *key_mark, format_path(path),
                                              "a key must be plain text, not a list or mapping"))
                 continue
-            key = self.loader.construct_object(key_node)
+            try:
+                key = self.loader.construct_object(key_node)
+            except ValueError:  # a key is text anyway
+                key = None
             key = key if isinstance(key, str) else str(key_node.value)
             if key in result:
                 first = self.source.keys[(*path, key)]
@@ -287,6 +294,16 @@ class _Converter:
             self.source.keys[(*path, key)] = key_mark
             result[key] = self.convert(value_node, (*path, key))
         return result
+
+    def _unreadable(self, node: yaml.Node, path: Path_, mark: tuple[int, int]) -> str:
+        """A scalar Python cannot construct: an integer of too many digits is a problem (reading
+        it would take quadratic time); a date that does not exist is kept as text, like dates."""
+        if node.tag == "tag:yaml.org,2002:int":
+            digits = sum(character.isdigit() for character in node.value)
+            self.problems.append(Problem(self.source.file, *mark, format_path(path),
+                                         f"an integer of {digits:,} digits is past the limit of "
+                                         f"{sys.get_int_max_str_digits():,} digits"))
+        return str(node.value)
 
     def _expand(self, text: str, path: Path_, mark: tuple[int, int]) -> str:
         value, problems = expand_variables(text, self.environ)

@@ -1,6 +1,7 @@
 """Prompts: the Jinja2 system prompt and MCP prompt templates offered as chat commands.
 
     system.py     sandboxed system prompt templates, confined to the manifest's folder
+    bounds.py     the limits of one rendering: text made, loop steps, time
     messages.py   prompts/get results as LangChain messages; argument checks
     commands.py   /command lines, the catalog of commands, resolving a command to a request
 """
@@ -15,6 +16,7 @@ _EXPORTS = {
     "PromptCommand": "runner.prompts.commands",
     "PromptRequest": "runner.prompts.commands",
     "PromptSource": "runner.prompts.messages",
+    "RenderLimits": "runner.prompts.bounds",
     "ServerSummary": "runner.prompts.system",
     "SourceLocation": "runner.prompts.system",
     "SystemTemplate": "runner.prompts.system",

@@ -11,6 +11,8 @@ includes, undefined names and sandbox violations are located errors at validatio
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -28,10 +30,10 @@ from jinja2 import (
     nodes,
 )
 from jinja2.exceptions import TemplateNotFound, TemplateSyntaxError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from runner.errors import ManifestError, Problem
 from runner.manifest import Manifest, did_you_mean
+from runner.prompts.bounds import BoundedSandbox, RenderLimits
 
 SYSTEM_PATH = "prompts.system"
 INLINE_FILENAME = "<template>"  # what Jinja calls a template made from a string in tracebacks
@@ -111,7 +113,12 @@ class FolderLoader(BaseLoader):
         if ".." in parts:
             raise TemplateNotFound(name, f"'{name}' leaves the manifest's folder ('..' is refused)")
         path = self.root.joinpath(*parts)
-        real = path.resolve()
+        real = Path(os.path.realpath(path))  # unlike Path.resolve, never raises on a symlink loop
+        try:
+            os.stat(real)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise TemplateNotFound(name, f"'{name}' is a loop of symbolic links") from None
         if not real.is_relative_to(self._real_root):
             raise TemplateNotFound(name, f"'{name}' resolves outside the manifest's folder")
         if not real.is_file():
@@ -139,10 +146,11 @@ class FolderLoader(BaseLoader):
         return source, filename, uptodate
 
 
-def sandbox(root: Path) -> tuple[Environment, FolderLoader]:
-    """The environment every system template runs in, and its loader."""
+def sandbox(root: Path, limits: RenderLimits | None = None) -> tuple[BoundedSandbox, FolderLoader]:
+    """The environment every system template runs in (within ``limits``), and its loader."""
     loader = FolderLoader(root)
-    environment = ImmutableSandboxedEnvironment(
+    environment = BoundedSandbox(
+        limits=limits or RenderLimits(),
         loader=loader,
         undefined=StrictUndefined,
         autoescape=False,  # prompts are Markdown for a model, not HTML
@@ -182,6 +190,9 @@ class SystemTemplate:
             "now": now or datetime.now().astimezone().replace(microsecond=0),
             "agent": self.agent,
         }
+        environment = self.template.environment
+        if isinstance(environment, BoundedSandbox):
+            environment.start()  # the limits of time, steps and text count from here
         try:
             return self.template.render(context)
         except _RENDER_ERRORS as exc:
@@ -199,19 +210,21 @@ class SystemTemplate:
 
 
 def compile_system_prompt(
-    manifest: Manifest, base_dir: Path, location: SourceLocation | None = None
+    manifest: Manifest, base_dir: Path, location: SourceLocation | None = None,
+    *, limits: RenderLimits | None = None,
 ) -> SystemTemplate | None:
     """Compile ``prompts.system`` (None when the manifest has none) and check it by rendering once.
 
     ``base_dir`` is the manifest's folder. ``location`` is where ``prompts.system`` is written in
     the manifest: problems of inline text are reported there (template line 1 is ``location.line``),
-    and so is a template file that cannot be found.
+    and so is a template file that cannot be found. ``limits`` bound each rendering (a template
+    past one fails with a located error); the defaults of :class:`RenderLimits` otherwise.
     """
     text = manifest.prompts.system
     if text is None:
         return None
     location = location or SourceLocation("<manifest>", 1, 1)
-    environment, loader = sandbox(base_dir)
+    environment, loader = sandbox(base_dir, limits)
     source, filename = _main_source(manifest, loader, environment, location)
     walk = _walk_references(environment, loader, source, filename, location)
     if walk.problems:

@@ -34,7 +34,7 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
-from runner.tools.schemas import reference_loop
+from runner.tools.schemas import MAX_NESTING, nests_too_deeply, reference_loop
 
 if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
     from langchain_core.tools import BaseTool
@@ -136,6 +136,15 @@ class ToolCatalog:
             self._withdrawn.add(warning)
             self.warnings.append(warning)
         self.entries.pop(entry.name, None)
+
+    def withdraw_unusable(self) -> None:
+        """Convert every server tool's schema (without making its tool) and withdraw, with a
+        warning, the tools whose schema turns out unusable, as ``tools`` does when they are made."""
+        for entry in list(self.entries.values()):
+            try:
+                self.offered_schema(entry)
+            except UnusableSchemaError as exc:
+                self._withdraw(entry, exc)
 
     def offered_schema(self, entry: CatalogEntry) -> dict[str, Any] | None:
         """The argument schema the model is offered for a server tool, made without its LangChain
@@ -263,6 +272,10 @@ class ToolCatalog:
         cached = self.schema_cache.get(key)
         if cached is not None and cached[0] is definition:
             self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
+        elif nests_too_deeply(definition.input_schema):  # checked first: the walks below recurse
+            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema nests "
+                            f"deeper than {MAX_NESTING} levels")
+            return None
         elif (loop := reference_loop(definition.input_schema)) is not None:
             # Checked when listed, not when the tool is made: `call` validates arguments without
             # making it. A converted definition was checked when first listed.

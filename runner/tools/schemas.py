@@ -28,6 +28,7 @@ from urllib.parse import unquote
 from runner.errors import UnusableSchemaError
 
 Schema = dict[str, Any]
+MAX_NESTING = 128  # objects and arrays in one another: deeper, and validators run out of stack
 
 MAX_INLINED_NODES = 20_000
 DROPPED_KEYWORDS = (
@@ -158,6 +159,19 @@ def _all_references(root: Schema) -> list[str]:
         elif isinstance(current, list):
             pending.extend(current)
     return found
+
+
+def nests_too_deeply(root: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether JSON objects and arrays nest in ``root`` more than ``limit`` levels deep. Walked
+    without recursion: the schema may be as deep as a JSON parser allows."""
+    level: list[Any] = [root]
+    for _ in range(limit):
+        level = [child for node in level
+                 for child in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(child, dict | list)]
+        if not level:
+            return False
+    return True
 
 
 def reference_loop(root: Schema) -> list[str] | None:

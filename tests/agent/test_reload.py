@@ -214,6 +214,24 @@ async def test_an_invalid_edit_is_reported_and_the_old_agent_keeps_answering(fol
         assert runtime.manifest.name == "recovered"
 
 
+async def test_hostile_files_and_values_in_the_watched_folder_never_stop_watch_mode(folder: Path) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with watching(path) as (runtime, events):
+        (folder / "a").symlink_to("b")  # a symbolic link loop next to the manifest
+        (folder / "b").symlink_to("a")
+        good = path.read_text()
+        path.write_text(good + "agent: {max_steps: " + "9" * 5000 + "}\n")  # past int()'s digit limit
+        event = await events.next()
+        assert event["type"] == "reload_error"
+        assert "agent.max_steps: an integer of 5,000 digits" in event["problems"][0]
+        output = await runtime.caller.call("a__echo", {"text": "still here"})
+        assert "still here" in str(output.content)
+        path.write_text(good.replace("name: reloading", "name: recovered"))
+        with anyio.fail_after(30):
+            while runtime.manifest.name != "recovered":
+                assert (await events.next())["type"] == "reload"
+
+
 async def test_rapid_saves_settle_on_the_final_file(folder: Path) -> None:
     path = write_manifest(folder, {"a": demo()})
     async with watching(path) as (runtime, events):

@@ -45,3 +45,14 @@ def test_a_tree_that_is_a_file_is_watched_in_its_folder(tmp_path: Path) -> None:
     assert watched(Change.added, str(notes))
     assert not watched(Change.added, str(tmp_path / "other.md"))
     assert watched.folders == {tmp_path.resolve()}
+
+
+def test_a_symlink_loop_in_a_watched_folder_is_a_change_like_any_other(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    manifest = (tmp_path / "agent.yaml").resolve()
+    watched = WatchedFiles({manifest}, trees={tmp_path / "a", tmp_path / "data"},
+                           case_folders={tmp_path / "b"})
+    assert watched(Change.added, str(tmp_path / "a"))  # the tree named 'a' is the loop itself
+    assert not watched(Change.added, str(tmp_path / "b" / "deeper"))
+    assert watched.folders == {tmp_path.resolve()}

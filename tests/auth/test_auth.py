@@ -249,8 +249,9 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
     assert login(project)[0] == 0
     protected.authority.revoke_everything()
     listed = mcp_run("tools", "agent.yaml", "--json", cwd=project)
-    assert listed.returncode == 0, listed.stderr
+    assert listed.returncode == 1, listed.stderr  # its only server could not start
     assert json.loads(listed.stdout) == []
+    assert "error: no server could start (1 declared)" in listed.stderr
     hint = "mcp-run auth login agent.yaml remote"
     assert listed.stderr.count(hint) == 1, listed.stderr
     assert "Traceback" not in listed.stderr

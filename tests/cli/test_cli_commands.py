@@ -297,3 +297,17 @@ def test_call_runs_a_tool_that_tools_lists_for_a_client_capability_and_says_what
     assert called.returncode == 0, called.stderr
     assert called.stdout.startswith("no summary: sampling was refused")
     assert "it was declined: this run cannot ask the user" in called.stdout
+
+
+def test_tools_exits_1_and_says_so_when_no_server_could_start_and_0_when_one_did(tmp_path: Path) -> None:
+    dead = {"exits": {"command": "python", "args": ["-c", "raise SystemExit(3)"]},
+            "missing": {"command": "mcp-run-test-no-such-command"}}
+    write_manifest(tmp_path, dead, model="offline")
+    for options in ((), ("--json",)):
+        none = mcp_run("tools", "agent.yaml", *options, cwd=tmp_path)
+        assert none.returncode == 1, none.stderr
+        assert "error: no server could start (2 declared)" in none.stderr
+    write_manifest(tmp_path, {**dead, "demo": server("demo")}, model="offline")
+    some = mcp_run("tools", "agent.yaml", cwd=tmp_path)
+    assert some.returncode == 0, some.stderr
+    assert "demo__echo" in some.stdout and "no server could start" not in some.stderr

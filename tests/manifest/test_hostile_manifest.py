@@ -1,7 +1,9 @@
 """A manifest path that is not a regular file, or a file past the size limit, is refused at once with
 a located error: no more than the limit is read (``/dev/zero`` once grew `validate` to 23 GB) and
 a FIFO with no writer is never waited on. Each run is a subprocess under a memory limit and a
-timeout, so a regression fails instead of eating the machine."""
+timeout, so a regression fails instead of eating the machine. Values Python refuses to construct
+(an integer past its digit limit, a date that does not exist) are a located error or kept as text,
+never a traceback."""
 
 from __future__ import annotations
 
@@ -54,3 +56,40 @@ def test_what_is_not_a_regular_file_of_bounded_size_is_refused_at_once(
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.startswith("agent.yaml:1:1: "), result.stderr[-2000:]
     assert words in result.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "config"])
+def test_an_integer_past_pythons_digit_limit_is_a_located_error(tmp_path: Path, command: str) -> None:
+    digits = sys.get_int_max_str_digits() + 1
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: big\nmodel: offline\nservers: {}\n"
+                                         f"agent: {{max_steps: {'9' * digits}}}\n")
+    result = mcp_run(command, "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith(f"agent.yaml:5:20: agent.max_steps: an integer of {digits:,} digits "
+                                    "is past the limit"), result.stderr[-2000:]
+
+
+def test_a_date_that_does_not_exist_is_kept_as_text(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: dated\nmodel: offline\nservers: {}\n"
+                                         "description: 2024-13-45\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("template", "refused"),
+    [
+        ("{{ 'x' * 3000000000 }}", "the template would make a text of 3,000,000,000 characters"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+         "the template's loops ran more than the limit of 1,000,000 steps"),
+    ],
+)
+def test_a_system_template_that_would_exhaust_memory_or_time_is_a_located_error(
+    tmp_path: Path, template: str, refused: str
+) -> None:
+    (tmp_path / "agent.yaml").write_text("version: 1\nname: greedy\nmodel: offline\nservers: {}\n"
+                                         "prompts: {system: system.md.j2}\n")
+    (tmp_path / "system.md.j2").write_text(f"You help.\n{template}\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith(f"system.md.j2:2:1: prompts.system: {refused}"), result.stderr[-2000:]

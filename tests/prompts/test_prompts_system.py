@@ -14,6 +14,7 @@ from jinja2.exceptions import SecurityError, TemplateNotFound, UndefinedError
 from runner.errors import ManifestError
 from runner.manifest import Manifest
 from runner.prompts import (
+    RenderLimits,
     ServerSummary,
     SourceLocation,
     ToolSummary,
@@ -175,6 +176,19 @@ def test_a_missing_template_file_is_located_where_the_manifest_names_it(folder: 
     assert (problem.file, problem.line, problem.column) == ("agent.yaml", 12, 11)
 
 
+def test_a_template_or_include_that_is_a_loop_of_symbolic_links_is_a_located_error(folder: Path) -> None:
+    (folder / "prompts" / "a.md.j2").symlink_to("b.md.j2")
+    (folder / "prompts" / "b.md.j2").symlink_to("a.md.j2")
+    for system, location, line in (("prompts/a.md.j2", ("agent.yaml", 12, 11), 12),
+                                   ("first\n{% include 'prompts/b.md.j2' %}", ("agent.yaml", 12, 11), 13)):
+        with pytest.raises(ManifestError) as caught:
+            compile_system_prompt(manifest(system), folder, SourceLocation(*location))
+        [problem] = caught.value.problems
+        assert (problem.file, problem.line) == ("agent.yaml", line)
+        assert problem.message.endswith("is a loop of symbolic links")
+    assert template_files(manifest("prompts/a.md.j2"), folder) == set()  # watch mode: nothing to follow
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [("first\nsecond {{ nope }}", 8), ("first\n{% for %}", 8), ("{{ vars.nope }}", 7)],
@@ -219,6 +233,75 @@ def test_the_sandbox_refuses_internals_when_rendering_later_too(folder: Path) ->
         template.render([ServerSummary("time", "ready")], [], NOW)
     assert isinstance(caught.value.__cause__, SecurityError)
     assert (caught.value.problems[0].file, caught.value.problems[0].line) == ("agent.yaml", 4)
+
+
+# Limits far below the defaults, so each hostile template below stays small even if a limit broke.
+LOW = RenderLimits(chars=1000, steps=1000, seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("hostile", "refused"),
+    [
+        ("{{ 'x' * 5000 }}", "would make a text of 5,000 characters; the limit is 1,000"),
+        ("{{ [1] * 5000 }}", "would make a list of 5,000 items"),
+        ("{{ 10 ** 5000 }}", "would make an integer of about 5,001 digits"),
+        ("{{ 'x'|center(5000) }}", "would make a text of 5,000 characters"),
+        ("{{ 'x'.ljust(5000) }}", "would make a text of 5,000 characters"),
+        ("{{ '{:>5000}'.format(1) }}", "would make a text of 5,000 characters"),
+        ("{{ '%5000s' % 'x' }}", "would make a text of 5,000 characters"),
+        ("{{ '%5000s'|format('x') }}", "would make a text of 5,000 characters"),
+        ("{{ ('x' * 900)|replace('x', 'yyyyyy') }}", "would make a text of 5,400 characters"),
+        ("{{ (['x' * 900] * 6)|join }}", "would make a text of 5,400 characters"),
+        ("{{ [1]|batch(5000, 0)|list }}", "would make a text of 5,000 characters"),
+        ("{{ lipsum(5) }}", "would make a text of 6,000 characters"),
+        ("{% set ns = namespace(s='x') %}{% for i in range(20) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+         "would make a text of 1,024 characters"),
+        ("{% for i in range(100) %}{% for j in range(100) %}{% endfor %}{% endfor %}",
+         "the template's loops ran more than the limit of 1,000 steps"),
+        ("{% macro m() %}{% for i in range(50) %}{{ 'y' * 100 }}{% endfor %}{% endmacro %}{{ m()|length }}",
+         "the template wrote more than the limit of 1,000 characters"),
+    ],
+)
+def test_a_template_past_a_limit_of_size_or_steps_is_refused_at_its_line(
+    folder: Path, hostile: str, refused: str
+) -> None:
+    write(folder, "prompts/system.md.j2", f"You help.\n{hostile}\n")
+    with pytest.raises(ManifestError) as caught:
+        compile_system_prompt(manifest("prompts/system.md.j2"), folder, limits=LOW)
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.line) == ("prompts/system.md.j2", 2)
+    assert refused in problem.message
+    assert isinstance(caught.value.__cause__, SecurityError)
+
+
+def test_a_template_past_the_time_limit_is_stopped_at_its_line(folder: Path) -> None:
+    # 2**22 macro calls and no loop: about a second of work a fortieth of a second may not take.
+    write(folder, "prompts/system.md.j2", "You help.\n{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}"
+                                          "{% endif %}{% endmacro %}\n{{ f(22) }}\n")
+    limits = RenderLimits(seconds=0.025)
+    with pytest.raises(ManifestError) as caught:
+        compile_system_prompt(manifest("prompts/system.md.j2"), folder, limits=limits)
+    problem = caught.value.problems[0]
+    assert problem.file == "prompts/system.md.j2" and problem.line in (2, 3)
+    assert "rendering took longer than the limit of 0.025 s" in problem.message
+
+
+def test_each_rendering_has_the_whole_budget(folder: Path) -> None:
+    template = compile_system_prompt(
+        manifest("{% for tool in tools %}{{ tool.name }}{% endfor %}{% for i in range(600) %}{% endfor %}"),
+        folder, limits=LOW)
+    assert template is not None
+    for _ in range(3):  # 600 steps each time, 1,800 in all: the limit of 1,000 is per rendering
+        assert template.render([], [ToolSummary("a__b")], NOW) == "a__b"
+
+
+def test_templates_within_the_limits_render_as_before(folder: Path) -> None:
+    text = ("{{ 'ab' * 3 }} {{ 'x'|center(5) }}|{{ '%3s'|format(1) }} {{ '{:>4}'.format(2) }} "
+            "{{ 2 ** 10 }} {{ [1, 2]|join(',') }} {{ ('a b')|replace(' ', '-') }} "
+            "{% for i in range(3) %}{{ loop.index }}{% if loop.last %}.{% endif %}{% endfor %}")
+    template = compile_system_prompt(manifest(text), folder)
+    assert template is not None
+    assert template.render([], [], NOW) == "ababab   x  |  1    2 1024 1,2 a-b 123."
 
 
 def outside_names(folder: Path) -> list[str]:

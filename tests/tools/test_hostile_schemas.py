@@ -1,6 +1,8 @@
 """A tool whose schema's ``$ref``s loop without end (``a`` is ``b``, ``b`` is ``a``) is skipped when
 it is listed, with a warning naming it; the tool beside it still works (``tests/mcp_servers/hostile.py``).
-Before, the argument validator followed the loop to a RecursionError at the call."""
+Before, the argument validator followed the loop to a RecursionError at the call. So are a schema
+that refers outside itself (`tools` failed whole on it) and one nested too deep (its listing, past
+the 200 levels of pydantic's JSON parser, lost the whole server): ``tests/mcp_servers/schema_traps.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 from builders import server, write_manifest
 
-from runner.tools.schemas import reference_loop
+from runner.tools.schemas import MAX_NESTING, nests_too_deeply, reference_loop
 
 LIMIT = 120
 SKIPPED = "hostile: tool 'loop' skipped: its input schema's references loop without end"
@@ -69,3 +71,45 @@ def test_the_good_tool_beside_it_still_works(agent_dir: Path, command: tuple[str
     result = mcp_run(*command, cwd=agent_dir)
     assert result.returncode == 0, result.stderr
     assert "fine: hi" in result.stdout
+
+
+def test_nesting_is_measured_in_objects_and_arrays_without_recursion() -> None:
+    schema: dict = {"type": "string"}  # one level
+    for _ in range(MAX_NESTING // 2 - 1):  # two levels each: the object and its properties
+        schema = {"type": "object", "properties": {"a": schema}}
+    assert not nests_too_deeply([schema])  # exactly the limit
+    assert nests_too_deeply([[schema]])
+    deep: list = []
+    for _ in range(100_000):  # far past Python's recursion limit
+        deep = [deep]
+    assert nests_too_deeply(deep)
+
+
+OUTSIDE = "traps: tool 'outside' skipped: unusable input schema: reference 'https://example.invalid/"
+DEEP = f"traps: tool 'deep' skipped: its input schema nests deeper than {MAX_NESTING} levels"
+
+
+@pytest.mark.parametrize("command", [("tools", "agent.yaml"), ("tools", "agent.yaml", "--json"),
+                                     ("agent.yaml", "-p", 'traps__fine {"text": "hi"}')])
+def test_a_tool_whose_schema_refers_outside_or_nests_too_deep_is_skipped_and_the_rest_kept(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    traps = server("schema_traps", timeout="20s", startup_timeout="60s")
+    write_manifest(tmp_path, {"traps": traps}, name="traps", model="offline")
+    result = mcp_run(*command, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert OUTSIDE in result.stderr and DEEP in result.stderr, result.stderr[-2000:]
+    assert "non-JSON-RPC" not in result.stderr and "Traceback" not in result.stderr
+    if command[0] == "tools":
+        assert "traps__fine" in result.stdout
+        assert "traps__outside" not in result.stdout and "traps__deep" not in result.stdout
+    else:
+        assert "fine: hi" in result.stdout
+
+
+def test_a_schema_nested_deep_but_within_the_limit_is_offered(tmp_path: Path) -> None:
+    traps = server("schema_traps", "--depth", str(MAX_NESTING // 2 - 1), timeout="20s", startup_timeout="60s")
+    write_manifest(tmp_path, {"traps": traps}, name="traps", model="offline")
+    result = mcp_run("tools", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "traps__deep" in result.stdout and "traps__fine" in result.stdout

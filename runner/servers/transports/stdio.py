@@ -15,6 +15,7 @@ holds whatever they spawned; stragglers left in the group after the server exits
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -262,7 +263,9 @@ class StdioProcess:
         for _ in range(MAX_RESYNC_ATTEMPTS):
             try:
                 message = jsonrpc_message_adapter.validate_json(line[start:], by_name=False)
-            except ValidationError:
+            except ValidationError as exc:
+                if (deep := _past_parser_depth(line[start:], exc)) is not None:
+                    return deep
                 start = line.find("{", start + 1)
                 if start == -1:
                     break
@@ -371,6 +374,19 @@ class StdioProcess:
             self.returncode = await _wait_for_exit(process)
             return True
         return False
+
+
+def _past_parser_depth(text: str, error: ValidationError) -> SessionMessage | None:
+    """The message of a line too deep for pydantic's JSON parser (200 levels: a tool schema nested
+    a hundred levels reaches them), read by Python's, which goes as deep as the stack allows; None
+    when that is not why the line failed, or it fails again. The tools layer judges the depth."""
+    if not any(item["type"] == "json_invalid" and "recursion limit" in item["msg"]
+               for item in error.errors()):
+        return None
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_python(json.loads(text), by_name=False))
+    except (ValueError, RecursionError):  # not JSON, too deep even so, or not JSON-RPC
+        return None
 
 
 async def _wait_for_exit(process: anyio.abc.Process) -> int | None:
