@@ -103,17 +103,9 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
             await anyio.sleep(delay)
             lifecycle.restart_attempted()
         started_at = anyio.current_time()
-        mode = await anyio.to_thread.run_sync(connection.eras.connect_mode, connection.spec)
         try:
-            error = await _run_session(connection, lifecycle, mode)
+            error = await _session_in_its_era(connection, lifecycle)
         except ServerStartError as exc:
-            if mode == "legacy" and not exc.permanent and await anyio.to_thread.run_sync(
-                connection.eras.forget, connection.spec
-            ):
-                logger.info(
-                    "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
-                )
-                continue  # not counted: the next start probes the era as a first start does
             lifecycle.start_failed(exc)
             first_start = not lifecycle.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
@@ -133,11 +125,42 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
         attempts += 1
 
 
-async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle, mode: str) -> ServerError:
+async def _session_in_its_era(connection: ServerConnection, lifecycle: ServerLifecycle) -> ServerError:
+    """One session in the era the server is pinned to, remembered in, or probed for; a start
+    that fails in a remembered era probes again, and a server that breaks the probe off (old SDKs
+    exit on ``server/discover``) is started again at once with ``initialize``. Neither retry counts
+    as a restart."""
+    spec, eras = connection.spec, connection.eras
+    mode = await anyio.to_thread.run_sync(eras.connect_mode, spec)
+    try:
+        return await _run_session(connection, lifecycle, mode)
+    except ServerStartError as exc:
+        if spec.protocol != "auto" or exc.permanent:
+            raise
+        if mode == "legacy":
+            if not await anyio.to_thread.run_sync(eras.forget, spec):
+                raise
+            logger.info(
+                "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
+            )
+            return await _run_session(connection, lifecycle, "auto")
+        if not exc.broke_handshake:
+            raise  # a timeout or an unreachable server: no era would help
+        logger.info(
+            "server %s broke off the 2026-07-28 probe (%s); starting it with the initialize handshake",
+            connection.key, exc,
+        )
+        return await _run_session(connection, lifecycle, "legacy", fell_back=True)
+
+
+async def _run_session(
+    connection: ServerConnection, lifecycle: ServerLifecycle, mode: str, *, fell_back: bool = False
+) -> ServerError:
     """One session from spawn to end; the error describing why it ended (or ServerStartError).
 
-    ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` (a server remembered as
-    speaking the handshake era) starts with ``initialize`` at once.
+    ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` starts with
+    ``initialize`` at once, a modern version is adopted without a probe. ``fell_back``: this
+    ``legacy`` start follows a probe that killed the server, so its era is worth remembering.
     """
     spec = connection.spec
     assert spec.startup_timeout is not None and spec.timeout is not None
@@ -161,10 +184,14 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
     )
     attached = False
     ending: Ending | None = None
-    startup = anyio.CancelScope(deadline=anyio.current_time() + spec.startup_timeout)
+    began = anyio.current_time()
+    startup = anyio.CancelScope(deadline=began + spec.startup_timeout)
     try:
         with startup:
             async with client:
+                # A probe unanswered until its timeout falls back too, but that is no answer
+                # (a slow start under load): only an era settled sooner is learned.
+                learned = fell_back or (mode == "auto" and anyio.current_time() - began < spec.timeout)
                 listing = await fetch_catalogue(connection.key, client)
                 startup.deadline = math.inf  # started: the scope stays, the deadline goes
                 await _set_log_level(connection, client)
@@ -173,7 +200,7 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
                 # Remembered before attaching: between attach and _watch nothing may await, or a
                 # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
-                if connection.eras.worth_remembering(mode, era):
+                if connection.eras.worth_remembering(era, learned=learned):
                     await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
                 connection.attach(client, link, listing)  # before ready: waiters find the client
                 lifecycle.ready(era=era, instructions=client.instructions, pid=link.pid)
@@ -329,12 +356,18 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
         )
     if link.process is not None and link.process.returncode is not None:
         return ServerStartError(
-            connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}"
+            connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}",
+            broke_handshake=True,
         )
     if isinstance(cause, httpx2.TransportError):
         url = public_url(link.spec.url)  # type: ignore[union-attr]
         return ServerStartError(connection.key, f"cannot reach {url}: {describe(cause)}")
-    return ServerStartError(connection.key, f"the handshake failed: {describe(cause)}")
+    timed_out = isinstance(cause, TimeoutError) or (
+        isinstance(cause, MCPError) and cause.code == types.REQUEST_TIMEOUT
+    )
+    return ServerStartError(
+        connection.key, f"the handshake failed: {describe(cause)}", broke_handshake=not timed_out
+    )
 
 
 def _stderr_tail(link: Link) -> str:
