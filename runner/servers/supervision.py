@@ -14,7 +14,8 @@ publishes the session once the handshake and the first listing succeed, and then
 
 A session that ends is restarted with exponential backoff, at most ``restart.max_attempts`` times
 in a row; a session that stayed up ``STABLE_AFTER`` seconds resets the count. A failed first start,
-or a permanent failure (command not found, HTTP 401), is never retried. Stopping cancels the task;
+or a permanent failure (command not found, HTTP 401), is not retried here (a reload starts a failed
+server again). Stopping cancels the task;
 every shutdown step below it is shielded and bounded.
 """
 
