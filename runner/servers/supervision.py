@@ -48,6 +48,7 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from runner.manifest import HttpServerSpec
 from runner.servers.connection import ServerConnection
 from runner.servers.lifecycle import ServerLifecycle
 from runner.servers.offerings import KINDS, fetch_catalogue
@@ -94,12 +95,13 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
     restart = connection.spec.restart
     assert restart is not None, "specs are resolved against defaults"
     attempts = 0
+    why = ""  # why the server is being restarted, for the one line each restart gets
     while True:
         if attempts:
             delay = min(restart.backoff * 2 ** (attempts - 1), restart.max_backoff)
             logger.warning(
-                "server %s: restarting in %.2gs (attempt %d of %d)",
-                connection.key, delay, attempts, restart.max_attempts,
+                "server %s: %s; restarting in %.2gs (attempt %d of %d)",
+                connection.key, why, delay, attempts, restart.max_attempts,
             )
             await anyio.sleep(delay)
             lifecycle.restart_attempted()
@@ -114,23 +116,28 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
                 logger.log(logging.DEBUG if first_start else logging.ERROR, "server failed for good: %s", exc)
                 _fail(connection, lifecycle, exc)
                 return
-            logger.warning("restart failed: %s", exc)
+            why = f"restart failed: {_reason(connection, exc)}"
         else:
-            logger.warning("session ended: %s", error)
             lifecycle.session_ended(error)
             if anyio.current_time() - started_at >= STABLE_AFTER:
                 attempts = 0
             if attempts >= restart.max_attempts:
+                logger.error("server failed for good: %s", error)
                 _fail(connection, lifecycle, error)
                 return
+            why = f"session ended: {_reason(connection, error)}"
         attempts += 1
+
+
+def _reason(connection: ServerConnection, error: ServerError) -> str:
+    return str(error).removeprefix(f"{connection.key}: ")
 
 
 async def _session_in_its_era(connection: ServerConnection, lifecycle: ServerLifecycle) -> ServerError:
     """One session in the era the server is pinned to, remembered in, or probed for; a start
     that fails in a remembered era probes again, and a server that breaks the probe off (old SDKs
-    exit on ``server/discover``) is started again at once with ``initialize``. Neither retry counts
-    as a restart."""
+    exit on ``server/discover``) is started again at once with ``initialize``, unless an earlier
+    session of it answered the probe. Neither retry counts as a restart."""
     spec, eras = connection.spec, connection.eras
     mode = await anyio.to_thread.run_sync(eras.connect_mode, spec)
     try:
@@ -145,8 +152,8 @@ async def _session_in_its_era(connection: ServerConnection, lifecycle: ServerLif
                 "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
             )
             return await _run_session(connection, lifecycle, "auto")
-        if not exc.broke_handshake:
-            raise  # a timeout or an unreachable server: no era would help
+        if not exc.broke_handshake or lifecycle.now.era in MODERN_PROTOCOL_VERSIONS:
+            raise  # a timeout, an unreachable server, or one that answered the probe before
         logger.info(
             "server %s broke off the 2026-07-28 probe (%s); starting it with the initialize handshake",
             connection.key, exc,
@@ -206,6 +213,8 @@ async def _run_session(
                 connection.attach(client, link, listing)  # before ready: waiters find the client
                 lifecycle.ready(era=era, instructions=client.instructions, pid=link.pid)
                 telemetry.server_status(connection, "ready")
+                if lifecycle.now.sessions > 1:  # the restarts said it was down: say it is back
+                    logger.warning("server %s is back (session %d)", connection.key, lifecycle.now.sessions)
                 attached = True
                 try:
                     ending = await _watch(connection, client, link)
@@ -360,7 +369,9 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
             connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}",
             broke_handshake=True,
         )
-    if isinstance(cause, httpx2.TransportError):
+    if isinstance(cause, httpx2.TransportError) or (
+        isinstance(cause, ConnectionError) and isinstance(link.spec, HttpServerSpec)  # websocket
+    ):
         url = public_url(link.spec.url)  # type: ignore[union-attr]
         return ServerStartError(connection.key, f"cannot reach {url}: {describe(cause)}")
     timed_out = isinstance(cause, TimeoutError) or (
