@@ -49,7 +49,8 @@ class ReloadReport:
         parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
             ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
             ("rebuilt", self.rebuilt)) if keys]
-        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
+        parts += [f"{key} failed to start: {reason.removeprefix(f'{key}: ')}"
+                  for key, reason in self.failed.items()]
         return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
 
     def event(self) -> Reloaded:
