@@ -99,10 +99,15 @@ class ServerStartError(ServerError):
     """The server could not be started or did not complete the handshake.
 
     ``permanent`` says a restart would fail the same way (command not found, bad URL).
+    ``broke_handshake`` says the server was reached and broke the handshake off (it exited or the
+    connection failed, not a timeout): a start in another protocol era may get through.
     """
 
-    def __init__(self, server: str, message: str, *, permanent: bool = False) -> None:
+    def __init__(
+        self, server: str, message: str, *, permanent: bool = False, broke_handshake: bool = False
+    ) -> None:
         self.permanent = permanent
+        self.broke_handshake = broke_handshake
         super().__init__(server, message)
 
 

@@ -151,13 +151,16 @@ def _with_built_in_suggestion(model_id: str, message: str) -> str:
 
 
 def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list[Problem]:
-    """Stdio commands that cannot be run as things are (they may be installed before the run)."""
+    """Stdio commands, container engines and bubblewrap that cannot be run as things are (they may
+    be installed before the run)."""
     warnings: list[Problem] = []
     for key, spec in sorted(loaded.manifest.servers.items()):
-        if not isinstance(spec, StdioServerSpec) or spec.command in PYTHON_COMMANDS:
+        if not isinstance(spec, StdioServerSpec):
             continue
-        if spec.container is not None:  # the command is the image's, not the host's
-            continue
+        if spec.container is not None or spec.sandbox is not None:
+            warnings += _isolation_warnings(loaded, key, spec, environ.get("PATH", os.defpath))
+        if spec.container is not None or spec.command in PYTHON_COMMANDS:
+            continue  # in a container, the command is the image's, not the host's
         folder = loaded.base_dir / spec.cwd if spec.cwd else loaded.base_dir
         reason = _unrunnable(spec.command, folder, spec.env.get("PATH", environ.get("PATH", os.defpath)))
         if reason:
@@ -165,6 +168,27 @@ def command_warnings(loaded: LoadedManifest, environ: Mapping[str, str]) -> list
                 ("servers", key, "command"), f"command '{spec.command}' {reason}, so the server "
                 "cannot start as things are (fine if it is installed before the run)"))
     return warnings
+
+
+ENGINES = ("docker", "podman")  # the container engines a server may run in, in the order tried
+
+
+def _isolation_warnings(
+    loaded: LoadedManifest, key: str, spec: StdioServerSpec, search_path: str
+) -> list[Problem]:
+    """A container engine, or bubblewrap, that is not on the PATH mcp-run runs with."""
+    later = "so the server cannot start as things are (fine if it is installed before the run)"
+    if spec.container is not None:
+        wanted = spec.container.engine
+        if any(shutil.which(name, path=search_path) for name in ((wanted,) if wanted else ENGINES)):
+            return []
+        missing = (f"container engine '{wanted}' is not found on PATH" if wanted else
+                   "no container engine is installed (neither docker nor podman is on PATH)")
+        return [loaded.source.problem(("servers", key, "container"), f"{missing}, {later}")]
+    if shutil.which("bwrap", path=search_path) is None:
+        return [loaded.source.problem(("servers", key, "sandbox"),
+                                      f"bubblewrap (bwrap) is not found on PATH, {later}")]
+    return []
 
 
 def glob_warnings(loaded: LoadedManifest) -> list[Problem]:

@@ -7,7 +7,7 @@ its specs, and what the new generation rebuilds reported (:class:`ReloadReport`)
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ class ReloadReport:
     stopped: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)
     rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
-    failed: dict[str, str] = field(default_factory=dict)  # required servers that did not start
+    failed: dict[str, str] = field(default_factory=dict)  # servers that were to start and did not
     renamed: str = ""  # the agent's new name when `name:` changed
 
     def summary(self) -> str:
@@ -50,7 +50,8 @@ class ReloadReport:
         parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
             ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
             ("rebuilt", self.rebuilt)) if keys]
-        parts += [f"{key} failed to start: {reason}" for key, reason in self.failed.items()]
+        parts += [f"{key} failed to start: {reason.removeprefix(f'{key}: ')}"
+                  for key, reason in self.failed.items()]
         return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
 
     def event(self) -> Reloaded:
@@ -60,22 +61,24 @@ class ReloadReport:
 
 
 async def reconcile_servers(
-    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], logged_in: Set[str], *,
+    fleet: ServerFleet, specs: Mapping[str, ServerSpec], kept: list[str], retried: Set[str], *,
     started: list[str], stopped: list[str],
 ) -> tuple[list[str], dict[str, str]]:
-    """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once.
+    """Stop, update (or restart) and start ``fleet``'s servers to match ``specs``, all at once;
+    the servers in ``retried`` restart even when their spec is unchanged (a failed server, or one
+    that waited for a login now stored).
 
-    Returns the servers restarted (sorted) and the required ones that failed to start, with why.
+    Returns the servers restarted (sorted) and those that were to start or restart and did not
+    (required or optional), with why.
     """
     restarted: list[str] = []
     failed: dict[str, str] = {}
 
     async def update(key: str) -> None:
         try:
-            if await fleet.update(key, specs[key], restart=key in logged_in) == "restarted":
+            if await fleet.update(key, specs[key], restart=key in retried) == "restarted":
                 restarted.append(key)
         except ServerStartError as exc:  # a required server: reported, the rest goes on
-            restarted.append(key)
             failed[key] = str(exc)
 
     async def start(key: str) -> None:
@@ -91,7 +94,18 @@ async def reconcile_servers(
             group.start_soon(update, key)
         for key in started:
             group.start_soon(start, key)
-    return sorted(restarted), failed
+    failed.update(start_failures(fleet, [*started, *restarted]))  # optional ones: skipped, kept failed
+    return sorted(key for key in restarted if key not in failed), failed
+
+
+def start_failures(fleet: ServerFleet, keys: Iterable[str]) -> dict[str, str]:
+    """Why each of ``keys`` that the fleet keeps as failed (an optional server) did not start."""
+    failures: dict[str, str] = {}
+    for key in keys:
+        connection = fleet.connections.get(key)
+        if connection is not None and connection.status == "failed":
+            failures[key] = str(connection.error) if connection.error is not None else f"{key}: failed"
+    return failures
 
 
 def live_settings(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:

@@ -28,7 +28,13 @@ from runner import telemetry
 from runner.agent.checks import CheckedAgent, checked_agent
 from runner.agent.generation import Generation, render_system_prompt
 from runner.agent.host import AgentHost, Host
-from runner.agent.reconcile import ReloadReport, launch_spec, rebuilt_parts, reconcile_servers
+from runner.agent.reconcile import (
+    ReloadReport,
+    launch_spec,
+    rebuilt_parts,
+    reconcile_servers,
+    start_failures,
+)
 from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, RunnerError
@@ -166,9 +172,11 @@ class Runtime:
         longer named stop, new ones start, those whose ``RESTARTS`` fields changed restart once
         their in-flight calls end, the others take their new settings live. At start-up (nothing
         applied yet) a required server that cannot start raises ServerStartError; later it is
-        reported in ``failed`` and the rest goes on. ``changed_files`` (templates, local modules)
-        count as changes of what they feed; a changed token file restarts its server if that one
-        waits for a login (``mcp-run auth login`` ran meanwhile).
+        reported in ``failed`` and the rest goes on; an optional one is reported there too, never
+        as started. A failed server (its restarts ran out, or it never started) is started again.
+        ``changed_files`` (templates, local modules) count as changes of what they feed; a changed
+        token file restarts its server if that one waits for a login (``mcp-run auth login`` ran
+        meanwhile).
         """
         began = time.perf_counter()
         checked = self.host.agent(checked)
@@ -182,15 +190,21 @@ class Runtime:
         logins = {key: path.resolve() for key, path in login_files(manifest.servers).items()}
         changed = {resolved(path) for path in changed_files}
         logged_in = {key for key in kept if logins.get(key) in changed and self.waits_for_login(key)}
-        restarting = logged_in | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        # A failed server (its restarts ran out, or an optional one that never started) is tried again.
+        retried = logged_in | {key for key in kept if self.fleet.connections[key].status == "failed"}
+        restarting = retried | {key for key in kept if self.fleet.needs_restart(key, specs[key])}
+        not_running = {key for key in stopped if self.fleet.connections[key].status == "failed"}
         restarted: list[str] = []
         failed: dict[str, str] = {}
         if previous is None:
             await self.fleet.start_all({key: specs[key] for key in started})
+            failed = start_failures(self.fleet, started)
         else:
             await self.caller.drained(set(stopped) | restarting)
-            restarted, failed = await reconcile_servers(self.fleet, specs, kept, logged_in,
+            restarted, failed = await reconcile_servers(self.fleet, specs, kept, retried,
                                                         started=started, stopped=stopped)
+        started = [key for key in started if key not in failed]
+        stopped = [key for key in stopped if key not in not_running]  # a failed server: nothing stopped
         rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         renamed = previous is not None and previous.loaded.manifest.name != manifest.name
         self._install(checked, model, previous, logins)

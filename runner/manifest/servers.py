@@ -99,6 +99,12 @@ class ServerBase(ServerSettings):
     logging: Annotated[ServerLoggingSpec, RESTARTS] = Field(
         default_factory=ServerLoggingSpec, description="Log level asked of the server, and shown."
     )
+    protocol: Annotated[Literal["auto", "2025-11-25", "2026-07-28"], RESTARTS] = Field(
+        "auto",
+        description="MCP protocol era: auto probes 2026-07-28 and falls back to the initialize "
+        "handshake; 2025-11-25 starts with initialize (the server may settle on an older version); "
+        "2026-07-28 adopts that era without a probe.",
+    )
     tasks: Literal["auto", "always", "never"] = Field(
         "auto",
         description="Tool calls as tasks (2025-11-25): auto for tools that require it, always also "

@@ -372,7 +372,9 @@ class ServerConnection:
             raise TimeoutError  # the backstop ran out (only its deadline cancels it)
 
     async def _ready_client(self, boundary: Boundary, deadline: float) -> Client:
-        """The live client; waits (until ``deadline``) while the server starts or restarts."""
+        """The live client; waits (until ``deadline``) while the server starts or restarts, but
+        not once a restart attempt has failed: the server is down, and the call fails at once
+        (ServerClosedError: transient, so a fallback server takes it)."""
         while True:
             if self.status in ("failed", "stopped"):
                 error = self.error
@@ -381,6 +383,11 @@ class ServerConnection:
                 raise ServerClosedError(self.key, f"{boundary.what}: the server {state}{reason}")
             if self.status == "ready" and self._client is not None:
                 return self._client
+            if self.status == "restarting" and self.error is not None:  # an attempt failed: it is down
+                reason = str(self.error).removeprefix(f"{self.key}: ")
+                raise ServerClosedError(
+                    self.key, f"{boundary.what}: the server is down ({reason}); mcp-run keeps restarting it"
+                )
             changed = self._lifecycle.next_change()
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await changed.wait()

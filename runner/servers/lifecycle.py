@@ -74,11 +74,12 @@ class ServerLifecycle:
         return self._finished
 
     def next_change(self) -> anyio.Event:
-        """An event set at the next status change."""
+        """An event set at the next status change (or failed start)."""
         return self._changed
 
     async def wait_until(self, condition: Callable[[Lifecycle], bool]) -> None:
-        """Wait until ``condition`` holds of the lifecycle; it is checked at every status change."""
+        """Wait until ``condition`` holds of the lifecycle; it is checked at every status change
+        (and failed start)."""
         while not condition(self._now):
             await self._changed.wait()
 
@@ -88,7 +89,8 @@ class ServerLifecycle:
         self._now = dataclasses.replace(self._now, restarts=self._now.restarts + 1)
 
     def start_failed(self, error: ServerError) -> None:
-        self._now = dataclasses.replace(self._now, error=error)
+        """A start failed; who waits for a restarting server learns it is down meanwhile."""
+        self._write(error=error, status=self._now.status)
 
     def session_ended(self, incident: ServerError) -> None:
         self._now = dataclasses.replace(self._now, last_incident=incident)

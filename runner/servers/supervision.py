@@ -14,7 +14,8 @@ publishes the session once the handshake and the first listing succeed, and then
 
 A session that ends is restarted with exponential backoff, at most ``restart.max_attempts`` times
 in a row; a session that stayed up ``STABLE_AFTER`` seconds resets the count. A failed first start,
-or a permanent failure (command not found, HTTP 401), is never retried. Stopping cancels the task;
+or a permanent failure (command not found, HTTP 401), is not retried here (a reload starts a failed
+server again). Stopping cancels the task;
 every shutdown step below it is shielded and bounded.
 """
 
@@ -47,6 +48,7 @@ from runner.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from runner.manifest import HttpServerSpec
 from runner.redaction import redact_url
 from runner.servers.connection import ServerConnection
 from runner.servers.lifecycle import ServerLifecycle
@@ -94,27 +96,20 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
     restart = connection.spec.restart
     assert restart is not None, "specs are resolved against defaults"
     attempts = 0
+    why = ""  # why the server is being restarted, for the one line each restart gets
     while True:
         if attempts:
             delay = min(restart.backoff * 2 ** (attempts - 1), restart.max_backoff)
             logger.warning(
-                "server %s: restarting in %.2gs (attempt %d of %d)",
-                connection.key, delay, attempts, restart.max_attempts,
+                "server %s: %s; restarting in %.2gs (attempt %d of %d)",
+                connection.key, why, delay, attempts, restart.max_attempts,
             )
             await anyio.sleep(delay)
             lifecycle.restart_attempted()
         started_at = anyio.current_time()
-        mode = await anyio.to_thread.run_sync(connection.eras.connect_mode, connection.spec)
         try:
-            error = await _run_session(connection, lifecycle, mode)
+            error = await _session_in_its_era(connection, lifecycle)
         except ServerStartError as exc:
-            if mode == "legacy" and not exc.permanent and await anyio.to_thread.run_sync(
-                connection.eras.forget, connection.spec
-            ):
-                logger.info(
-                    "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
-                )
-                continue  # not counted: the next start probes the era as a first start does
             lifecycle.start_failed(exc)
             first_start = not lifecycle.settled.is_set()
             if first_start or exc.permanent or attempts >= restart.max_attempts:
@@ -122,23 +117,59 @@ async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) ->
                 logger.log(logging.DEBUG if first_start else logging.ERROR, "server failed for good: %s", exc)
                 _fail(connection, lifecycle, exc)
                 return
-            logger.warning("restart failed: %s", exc)
+            why = f"restart failed: {_reason(connection, exc)}"
         else:
-            logger.warning("session ended: %s", error)
             lifecycle.session_ended(error)
             if anyio.current_time() - started_at >= STABLE_AFTER:
                 attempts = 0
             if attempts >= restart.max_attempts:
+                logger.error("server failed for good: %s", error)
                 _fail(connection, lifecycle, error)
                 return
+            why = f"session ended: {_reason(connection, error)}"
         attempts += 1
 
 
-async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle, mode: str) -> ServerError:
+def _reason(connection: ServerConnection, error: ServerError) -> str:
+    return str(error).removeprefix(f"{connection.key}: ")
+
+
+async def _session_in_its_era(connection: ServerConnection, lifecycle: ServerLifecycle) -> ServerError:
+    """One session in the era the server is pinned to, remembered in, or probed for; a start
+    that fails in a remembered era probes again, and a server that breaks the probe off (old SDKs
+    exit on ``server/discover``) is started again at once with ``initialize``, unless an earlier
+    session of it answered the probe. Neither retry counts as a restart."""
+    spec, eras = connection.spec, connection.eras
+    mode = await anyio.to_thread.run_sync(eras.connect_mode, spec)
+    try:
+        return await _run_session(connection, lifecycle, mode)
+    except ServerStartError as exc:
+        if spec.protocol != "auto" or exc.permanent:
+            raise
+        if mode == "legacy":
+            if not await anyio.to_thread.run_sync(eras.forget, spec):
+                raise
+            logger.info(
+                "server %s: start in the remembered era failed (%s); probing again", connection.key, exc
+            )
+            return await _run_session(connection, lifecycle, "auto")
+        if not exc.broke_handshake or lifecycle.now.era in MODERN_PROTOCOL_VERSIONS:
+            raise  # a timeout, an unreachable server, or one that answered the probe before
+        logger.info(
+            "server %s broke off the 2026-07-28 probe (%s); starting it with the initialize handshake",
+            connection.key, exc,
+        )
+        return await _run_session(connection, lifecycle, "legacy", fell_back=True)
+
+
+async def _run_session(
+    connection: ServerConnection, lifecycle: ServerLifecycle, mode: str, *, fell_back: bool = False
+) -> ServerError:
     """One session from spawn to end; the error describing why it ended (or ServerStartError).
 
-    ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` (a server remembered as
-    speaking the handshake era) starts with ``initialize`` at once.
+    ``mode`` is the SDK client's: ``"auto"`` probes the era, ``"legacy"`` starts with
+    ``initialize`` at once, a modern version is adopted without a probe. ``fell_back``: this
+    ``legacy`` start follows a probe that killed the server, so its era is worth remembering.
     """
     spec = connection.spec
     assert spec.startup_timeout is not None and spec.timeout is not None
@@ -162,10 +193,14 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
     )
     attached = False
     ending: Ending | None = None
-    startup = anyio.CancelScope(deadline=anyio.current_time() + spec.startup_timeout)
+    began = anyio.current_time()
+    startup = anyio.CancelScope(deadline=began + spec.startup_timeout)
     try:
         with startup:
             async with client:
+                # A probe unanswered until its timeout falls back too, but that is no answer
+                # (a slow start under load): only an era settled sooner is learned.
+                learned = fell_back or (mode == "auto" and anyio.current_time() - began < spec.timeout)
                 listing = await fetch_catalogue(connection.key, client)
                 startup.deadline = math.inf  # started: the scope stays, the deadline goes
                 await _set_log_level(connection, client)
@@ -174,11 +209,13 @@ async def _run_session(connection: ServerConnection, lifecycle: ServerLifecycle,
                 # Remembered before attaching: between attach and _watch nothing may await, or a
                 # change announced right after start-up can precede the subscription and be lost.
                 era = client.protocol_version
-                if connection.eras.worth_remembering(mode, era):
+                if connection.eras.worth_remembering(era, learned=learned):
                     await anyio.to_thread.run_sync(connection.eras.remember, connection.spec, era)
                 connection.attach(client, link, listing)  # before ready: waiters find the client
                 lifecycle.ready(era=era, instructions=client.instructions, pid=link.pid)
                 telemetry.server_status(connection, "ready")
+                if lifecycle.now.sessions > 1:  # the restarts said it was down: say it is back
+                    logger.warning("server %s is back (session %d)", connection.key, lifecycle.now.sessions)
                 attached = True
                 try:
                     ending = await _watch(connection, client, link)
@@ -330,12 +367,20 @@ def _start_error(connection: ServerConnection, link: Link, exc: Exception) -> Se
         )
     if link.process is not None and link.process.returncode is not None:
         return ServerStartError(
-            connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}"
+            connection.key, f"the server {link.process.describe_exit(before='finishing the handshake')}",
+            broke_handshake=True,
         )
-    if isinstance(cause, httpx2.TransportError):
+    if isinstance(cause, httpx2.TransportError) or (
+        isinstance(cause, ConnectionError) and isinstance(link.spec, HttpServerSpec)  # websocket
+    ):
         url = redact_url(link.spec.url)  # type: ignore[union-attr]
         return ServerStartError(connection.key, f"cannot reach {url}: {describe(cause)}")
-    return ServerStartError(connection.key, f"the handshake failed: {describe(cause)}")
+    timed_out = isinstance(cause, TimeoutError) or (
+        isinstance(cause, MCPError) and cause.code == types.REQUEST_TIMEOUT
+    )
+    return ServerStartError(
+        connection.key, f"the handshake failed: {describe(cause)}", broke_handshake=not timed_out
+    )
 
 
 def _stderr_tail(link: Link) -> str:

@@ -116,10 +116,10 @@ def test_the_connection_fields_are_the_ones_marked_as_restarting() -> None:
 
     assert restart_fields(StdioServerSpec) == {
         "transport", "command", "args", "env", "env_passthrough", "cwd", "container", "sandbox",
-        "startup_timeout", "heartbeat", "restart", "elicitation", "sampling", "logging"}
+        "startup_timeout", "heartbeat", "restart", "elicitation", "sampling", "logging", "protocol"}
     assert restart_fields(HttpServerSpec) == {
         "transport", "url", "headers", "auth", "startup_timeout", "heartbeat", "restart", "elicitation",
-        "sampling", "logging"}
+        "sampling", "logging", "protocol"}
 
 
 async def test_the_runtime_follows_the_files_the_checked_agent_names(folder: Path) -> None:
@@ -284,3 +284,33 @@ async def test_the_reload_summary_names_what_an_edit_changed(folder: Path) -> No
     assert described.rebuilt == ["agent"]  # the system prompt says it
     assert described.summary().endswith(": rebuilt agent")
     assert "prompts" in filtered.rebuilt  # the server's prompts offered as commands changed
+
+
+async def test_a_reload_starts_again_a_server_that_failed_and_reports_what_became_of_it(folder: Path) -> None:
+    program = folder / "late.py"  # missing at first: the server exits before the handshake
+    path = write_manifest(folder, {"a": demo(), "late": {"command": "python", "args": [str(program)]}})
+    async with load_agent(path) as runtime:
+        assert runtime.fleet.connections["late"].status == "failed"
+        again = await reload_runtime(runtime, changed_files={path})  # still missing
+        assert (again.started, again.restarted, list(again.failed)) == ([], [], ["late"])
+        demo_script = str(builders.SERVERS / "demo.py")
+        program.write_text(f"import runpy\nrunpy.run_path({demo_script!r}, run_name='__main__')\n")
+        report = await reload_runtime(runtime, changed_files={path})  # the same manifest, saved again
+        assert (report.restarted, report.failed) == (["late"], {})
+        assert report.summary().endswith(": restarted late")
+        assert runtime.fleet.connections["late"].status == "ready" and "late__echo" in runtime.catalog.entries
+
+
+async def test_a_server_that_never_started_is_reported_failed_not_started_nor_later_stopped(
+    folder: Path,
+) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    async with load_agent(path) as runtime:
+        write_manifest(folder, {"a": demo(), "broken": {"command": "mcp-run-no-such-command"}})
+        added = await reload_runtime(runtime)
+        assert added.started == [] and list(added.event()["failed"]) == ["broken"]
+        assert "broken failed to start: " in added.summary() and "started broken" not in added.summary()
+        assert "broken: " not in added.summary()  # the key once, not again in front of the reason
+        write_manifest(folder, {"a": demo()})
+        removed = await reload_runtime(runtime)
+        assert removed.stopped == [] and "broken" not in runtime.fleet.connections

@@ -77,7 +77,7 @@ async def test_each_start_up_failure_is_one_clear_message_after_one_attempt(
                 assert "Traceback" not in str(error)
                 assert not any(name.startswith(f"{key}__") for name in runtime.catalog.entries)
     assert started_in < STARTUP_TIMEOUT + 10
-    assert (tmp_path / "launches").read_text().count("launch") == 1
+    assert (tmp_path / "launches").read_text().count("launch") == 2  # the probe, then initialize
     for key, server in rejecting.items():
         assert 1 <= server.requests <= MAX_REQUESTS, (key, server.requests)
 

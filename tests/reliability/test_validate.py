@@ -198,3 +198,23 @@ def test_a_working_directory_that_does_not_exist_fails_validate(tmp_path: Path) 
     assert result.returncode == 2
     assert result.stderr.startswith(
         "agent.yaml:4:29: servers.s.cwd: working directory 'data' does not exist")
+
+
+def test_a_container_engine_or_bubblewrap_not_installed_is_a_located_warning(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text(
+        "version: 1\nname: isolated\nservers:\n"
+        "  boxed: {command: python, container: {image: 'python:3.12-slim'}}\n"
+        "  podded: {command: python, container: {image: 'python:3.12-slim', engine: podman}}\n"
+        "  sandboxed: {command: python, sandbox: {}}\n")
+    (tmp_path / "bin").mkdir()  # a PATH without docker, podman or bwrap
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env={"PATH": str(tmp_path / "bin")})
+    assert result.returncode == 0, result.stderr
+    later = "so the server cannot start as things are (fine if it is installed before the run)"
+    assert result.stderr.splitlines() == [
+        f"agent.yaml:4:39: servers.boxed.container: warning: no container engine is installed (neither "
+        f"docker nor podman is on PATH), {later}",
+        f"agent.yaml:5:40: servers.podded.container: warning: container engine 'podman' is not found on "
+        f"PATH, {later}",
+        f"agent.yaml:6:41: servers.sandboxed.sandbox: warning: bubblewrap (bwrap) is not found on "
+        f"PATH, {later}",
+    ]

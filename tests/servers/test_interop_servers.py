@@ -224,7 +224,8 @@ async def test_the_github_server_on_the_oldest_sdk_is_probed_once_and_then_start
         async with load_agent(manifest) as runtime:
             assert_offered(runtime, "github", OLDEST_ERA, GITHUB_TOOLS)
             assert runtime.fleet.connections["github"].restarts == 0
-    assert OLDEST_ERA in json.loads((tmp_path / "agent" / ".mcp-run" / "eras.json").read_text()).values()
+    remembered = json.loads((tmp_path / "agent" / ".mcp-run" / "eras.json").read_text()).values()
+    assert OLDEST_ERA in [entry["era"] for entry in remembered]
 
 
 async def test_a_python_server_behind_mcp_proxy_answers_over_streamable_http_and_sse(tmp_path: Path) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -23,25 +25,36 @@ START_WAIT = 60.0
 RESTART_WAIT = 20.0
 
 
-@pytest.fixture(scope="module")
-def ws_url() -> Iterator[str]:
-    """``ws://127.0.0.1:PORT/ws`` of ``thirdparty/ws_server.py``, running until the module ends."""
+@contextmanager
+def ws_server(port: int = 0) -> Iterator[tuple[int, Callable[[], None]]]:
+    """``thirdparty/ws_server.py`` on ``port`` (a free one by default): its port, and a function that
+    stops it; it is stopped when the block ends in any case."""
     assert WS_PYTHON.exists(), "tests/thirdparty/install.sh (run by scripts/test.sh) installs .venv-ws"
     process = subprocess.Popen(
-        [str(WS_PYTHON), str(THIRDPARTY / "ws_server.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True,
+        [str(WS_PYTHON), str(THIRDPARTY / "ws_server.py"), "--port", str(port)], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
     )
-    try:
-        assert process.stdout is not None
-        port = _first_line(process, START_WAIT)
-        yield f"ws://127.0.0.1:{port}/ws"
-    finally:
+
+    def stop() -> None:
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+    try:
+        assert process.stdout is not None
+        yield _first_line(process, START_WAIT), stop
+    finally:
+        stop()
+
+
+@pytest.fixture(scope="module")
+def ws_url() -> Iterator[str]:
+    """``ws://127.0.0.1:PORT/ws`` of ``thirdparty/ws_server.py``, running until the module ends."""
+    with ws_server() as (port, _):
+        yield f"ws://127.0.0.1:{port}/ws"
 
 
 def _first_line(process: subprocess.Popen[str], timeout: float) -> int:
@@ -81,6 +94,33 @@ async def test_a_dropped_websocket_connection_is_reopened(
         after = (await connection.call_tool("connections", {})).structured_content["result"]
         echoed = await connection.call_tool("echo", {"text": "again"})
     assert after == before + 1 and echoed.content[0].text == "again"
+
+
+async def test_while_a_websocket_server_is_down_calls_say_so_at_once_and_its_return_is_told_once(
+    tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="runner.servers.supervision")
+    restart = {"max_attempts": 1000, "backoff": 0.05, "max_backoff": 0.2}  # it keeps trying
+    with ws_server() as (port, stop):
+        spec = specs.http(f"ws://127.0.0.1:{port}/ws", restart=restart)
+        async with open_fleet({"ws": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+            connection = fleet.connections["ws"]
+            stop()
+            with anyio.fail_after(RESTART_WAIT):  # a restart attempt found the port closed
+                await connection.wait_until(lambda c: c.status == "restarting" and c.error is not None)
+            with anyio.fail_after(RESTART_WAIT), pytest.raises(ServerClosedError) as down:
+                await connection.call_tool("echo", {"text": "anyone?"})
+            with ws_server(port):  # back on the same port
+                with anyio.fail_after(RESTART_WAIT):
+                    await connection.wait_until(lambda c: c.status == "ready")
+                echoed = await connection.call_tool("echo", {"text": "back"})
+                attempts = connection.restarts
+    assert "cannot reach" in str(down.value) and "ConnectionRefusedError" in str(down.value)
+    assert "keeps restarting it" in str(down.value) and echoed.content[0].text == "back"
+    lines = [record.getMessage() for record in caplog.records if record.name == "runner.servers.supervision"]
+    assert [line for line in lines if "is back" in line] == ["server ws is back (session 2)"]
+    assert len([line for line in lines if "restarting in" in line]) == attempts  # one line per attempt
+    assert len(lines) == attempts + 1
 
 
 async def test_a_hung_websocket_call_times_out(ws_url: str, tmp_path: Path, state_dir: Path) -> None:

@@ -1,6 +1,7 @@
 """An MCP server over websocket, run with the MCP SDK 1.x (tests/thirdparty/.venv-ws) under uvicorn.
 
     .venv-ws/bin/python ws_server.py     # binds 127.0.0.1 on a free port, prints it, then serves /ws
+    .venv-ws/bin/python ws_server.py --port 8123   # on that port (a server brought back after a stop)
 
 Tools: echo, hang (never returns), drop (closes the websocket it was called on), connections (how
 many websocket connections the server has accepted), header (a request header of the latest one).
@@ -76,7 +77,8 @@ async def endpoint(websocket) -> None:  # type: ignore[no-untyped-def]
 def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     print(sock.getsockname()[1], flush=True)
     app = Starlette(routes=[WebSocketRoute("/ws", endpoint)])
