@@ -2,11 +2,13 @@
 
 Everything meant for people goes to stderr: over stdio, stdout is the MCP wire. The command ends
 with 0 when the client closes stdin, 130 on Ctrl-C, 128+N on signal N (SIGTERM: 143); the
-agent's servers are stopped in every case.
+agent's servers are stopped in every case. A signal that arrives once stdin has closed hurries that
+stop and leaves its 0: MCP clients close stdin, wait (the SDK's stdio client: 2 s), then send SIGTERM.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -90,7 +92,14 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
     options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
                            watch=watch, max_turns=max_turns, max_queued=max_queued,
                            answer_within=answer_seconds)
-    sys.exit(anyio.run(_until_signalled, file, options))
+    code = anyio.run(_until_signalled, file, options)
+    # Stopped, and the exit code known: a signal now has nothing left to stop.
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_IGN)
+    # The interpreter's last collections would walk every object of the SDK, LangChain and pydantic
+    # (0.5 to 2 s here), while the client that closed stdin waits for the exit.
+    gc.freeze()
+    sys.exit(code)
 
 
 async def _until_signalled(file: str, options: ServeOptions) -> int:
@@ -99,8 +108,10 @@ async def _until_signalled(file: str, options: ServeOptions) -> int:
     # second signal while it stops hurries the stop (no turn or request waited for; the agent's
     # servers are still stopped) instead of raising KeyboardInterrupt midway.
     hurry = anyio.Event()
-    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry) as stopped:
-        await serve_agent(file, options, _show, hurry=hurry)
+    input_ended = anyio.Event()  # over stdio: the client closed stdin, and serve stops on its own
+    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry,
+                               stopping=input_ended) as stopped:
+        await serve_agent(file, options, _show, hurry=hurry, input_ended=input_ended)
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)

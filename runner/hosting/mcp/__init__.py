@@ -71,11 +71,12 @@ class ServeOptions:
 
 
 async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None, *,
-                      hurry: anyio.Event | None = None) -> None:
+                      hurry: anyio.Event | None = None, input_ended: anyio.Event | None = None) -> None:
     """Serve the agent of manifest ``path`` until the client goes away (stdio) or until cancelled.
 
     Cancelled, it stops gracefully (running turns answered that the agent is stopping, open HTTP
-    requests given time to finish); once ``hurry`` is set it waits for no turn or request.
+    requests given time to finish); once ``hurry`` is set it waits for no turn or request. Over
+    stdio, ``input_ended`` is set when the client closes stdin (from then on it stops on its own).
 
     ``on_event`` hears ``listening`` (with the HTTP ``url``), ``ready`` (stdio), and with
     ``watch`` the ``reload`` and ``reload_error`` events of :func:`runner.agent.reload.watch_and_reload`.
@@ -102,7 +103,8 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await watching.wait()  # edits from here on are seen
                 if sock is None:
                     on_event(ServingStdio(type="ready", name=runtime.manifest.name, transport="stdio"))
-                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry)
+                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
+                                      input_ended=input_ended)
                 else:
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
