@@ -82,11 +82,39 @@ async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None
             with pytest.raises(BusyError) as refused:
                 async with scheduler.turn("c"):
                     pass
-            assert str(refused.value) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run "
-                                          "at once and 1 may wait); try again later")
+            assert str(refused.value) == (
+                "the agent is busy: it holds 2 requests, as many as it takes (--max-turns 1 may run at once "
+                "and --max-queued 1 more may wait): 1 running, 1 waiting for a free turn slot and 0 waiting "
+                "behind an earlier turn of their own thread; try again later")
             release.set()
     async with scheduler.turn("c"):  # free again once they are done
         assert scheduler.running == 1
+
+
+async def test_the_busy_refusal_counts_requests_behind_their_thread_apart_from_those_waiting_for_a_slot(
+) -> None:
+    # Fewer turns run than slots while more wait than --max-queued: the bound is on the requests
+    # held, and those behind an earlier turn of their thread hold no slot.
+    scheduler = TurnScheduler(max_turns=2, max_queued=1)
+    release = anyio.Event()
+
+    async def hold(thread: str) -> None:
+        async with scheduler.turn(thread):
+            await release.wait()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(hold, "t")
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(BusyError) as refused:
+                async with scheduler.turn("u"):
+                    pass
+            release.set()
+    assert str(refused.value) == (
+        "the agent is busy: it holds 3 requests, as many as it takes (--max-turns 2 may run at once and "
+        "--max-queued 1 more may wait): 1 running, 0 waiting for a free turn slot and 2 waiting behind an "
+        "earlier turn of their own thread; try again later")
 
 
 def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:

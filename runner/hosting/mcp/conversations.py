@@ -168,6 +168,7 @@ class TurnScheduler:
         self._slots = anyio.CapacityLimiter(max_turns)
         self._threads: dict[str, _ThreadLine] = {}
         self._admitted = 0
+        self._holding = 0  # turns holding their thread: running, or waiting for a slot
         self._running = 0
 
     @property
@@ -180,13 +181,22 @@ class TurnScheduler:
         """Admitted turns waiting for their thread or for a slot."""
         return self._admitted - self._running
 
+    def _busy(self) -> BusyError:
+        """The refusal past the limit, in words that add up: the limit is on the requests taken in
+        (running and waiting together), and a request may wait for its thread while slots are free."""
+        behind_thread = self._admitted - self._holding
+        for_slot = self._holding - self._running
+        return BusyError(
+            f"the agent is busy: it holds {_count(self._admitted, 'request')}, as many as it takes "
+            f"(--max-turns {self.max_turns} may run at once and --max-queued {self.max_queued} more "
+            f"may wait): {self._running} running, {for_slot} waiting for a free turn slot and "
+            f"{behind_thread} waiting behind an earlier turn of their own thread; try again later"
+        )
+
     @asynccontextmanager
     async def turn(self, thread_id: str, *, waiting: Waiting | None = None) -> AsyncIterator[None]:
         if self._admitted >= self.max_turns + self.max_queued:
-            raise BusyError(
-                f"the agent is busy: {_count(self.running, 'turn')} running and {self.waiting} waiting "
-                f"(at most {self.max_turns} run at once and {self.max_queued} may wait); try again later"
-            )
+            raise self._busy()
         self._admitted += 1
         line = self._threads.setdefault(thread_id, _ThreadLine(anyio.Lock()))
         line.want()
@@ -195,12 +205,17 @@ class TurnScheduler:
                 reason = ("an earlier turn of this thread is running" if line.lock.locked()
                           else f"all {self.max_turns} turn slots are taken")
                 await waiting(f"queued: {reason}")
-            async with line.lock, self._slots:
-                self._running += 1
+            async with line.lock:
+                self._holding += 1
                 try:
-                    yield
+                    async with self._slots:
+                        self._running += 1
+                        try:
+                            yield
+                        finally:
+                            self._running -= 1
                 finally:
-                    self._running -= 1
+                    self._holding -= 1
         finally:
             self._admitted -= 1
             if line.release():
