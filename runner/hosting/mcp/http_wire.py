@@ -42,6 +42,11 @@ MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
 GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
 HURRIED_SHUTDOWN = 2.0  # seconds uvicorn gets to close its sockets once told to stop at once
+# Seconds an idle keep-alive connection stays open. Longer than clients keep theirs (httpx, so the
+# MCP SDK's client: 5 s; load balancers: up to 60 s), so a client is the one to close it: a server
+# closing a connection as the client sends its next request on it leaves that request unanswered
+# (the client reads an end of stream, nothing is logged); uvicorn's own default is also 5 s.
+KEEP_ALIVE = 75
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -294,7 +299,8 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
         app = require_bearer(app, token)
     # uvicorn's own colour test looks at stdout; its log lines go to stderr.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN), use_colors=sys.stderr.isatty())
+                            timeout_keep_alive=KEEP_ALIVE, timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
+                            use_colors=sys.stderr.isatty())
     web = _Uvicorn(config)
     finished = anyio.Event()
 
