@@ -65,18 +65,19 @@ async def test_turns_of_one_thread_run_in_arrival_order_and_others_pass_them() -
     assert told == ["second: queued: an earlier turn of this thread is running"]
 
 
+async def hold(scheduler: TurnScheduler, thread: str, release: anyio.Event) -> None:
+    """A turn of ``thread`` that lasts until ``release``."""
+    async with scheduler.turn(thread):
+        await release.wait()
+
+
 async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None:
     scheduler = TurnScheduler(max_turns=1, max_queued=1)
     release = anyio.Event()
-
-    async def hold(thread: str) -> None:
-        async with scheduler.turn(thread):
-            await release.wait()
-
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(hold, "a")
-            group.start_soon(hold, "b")
+            group.start_soon(hold, scheduler, "a", release)
+            group.start_soon(hold, scheduler, "b", release)
             await anyio.wait_all_tasks_blocked()
             assert scheduler.running == 1 and scheduler.waiting == 1
             with pytest.raises(BusyError) as refused:
@@ -97,15 +98,10 @@ async def test_the_busy_refusal_counts_requests_behind_their_thread_apart_from_t
     # held, and those behind an earlier turn of their thread hold no slot.
     scheduler = TurnScheduler(max_turns=2, max_queued=1)
     release = anyio.Event()
-
-    async def hold(thread: str) -> None:
-        async with scheduler.turn(thread):
-            await release.wait()
-
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             for _ in range(3):
-                group.start_soon(hold, "t")
+                group.start_soon(hold, scheduler, "t", release)
             await anyio.wait_all_tasks_blocked()
             with pytest.raises(BusyError) as refused:
                 async with scheduler.turn("u"):
