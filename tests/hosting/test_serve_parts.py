@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 
 from runner.errors import BusyError
+from runner.hosting.mcp.ask import answered_late
 from runner.hosting.mcp.conversations import TurnScheduler
 from runner.hosting.mcp.http_wire import (
     GRACEFUL_SHUTDOWN,
@@ -111,6 +112,15 @@ async def test_the_busy_refusal_counts_requests_behind_their_thread_apart_from_t
         "the agent is busy: it holds 3 requests, as many as it takes (--max-turns 2 may run at once and "
         "--max-queued 1 more may wait): 1 running, 0 waiting for a free turn slot and 2 waiting behind an "
         "earlier turn of their own thread; try again later")
+
+
+def test_an_answer_is_late_by_when_this_process_asked_or_else_by_the_checkpoint_its_turn_paused_in() -> None:
+    saved = "2026-11-27T10:00:00+00:00"  # the checkpoint's time, as LangGraph writes it
+    at_save = 1795773600.0  # the same moment as a timestamp
+    assert answered_late(at_save + 50, saved, within=60, now=at_save + 100) is False  # asked here: 50 s ago
+    assert answered_late(None, saved, within=60, now=at_save + 100) is True  # another instance asked
+    assert answered_late(None, saved, within=60, now=at_save + 30) is False
+    assert answered_late(None, None, within=60, now=at_save + 100) is False  # nothing dates it
 
 
 def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:

@@ -176,6 +176,19 @@ async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelSc
     call.cancel()
 
 
+def answered_late(asked_here: float | None, saved_at: str | None, *, within: float, now: float) -> bool:
+    """Whether an answer arriving at ``now`` comes more than ``within`` seconds after its question.
+
+    The question was asked when this process returned it (``asked_here``, a wall-clock time); one
+    returned by another instance (scale-out) or before a restart is dated by the checkpoint its
+    turn paused in (``saved_at``, ISO 8601), written before the question was asked: an answer is
+    never given longer than ``within``."""
+    asked = asked_here
+    if asked is None and saved_at is not None:
+        asked = datetime.fromisoformat(saved_at).timestamp()
+    return asked is not None and now - asked > within
+
+
 def _state_token(thread: str, key: str) -> str:
     raw = json.dumps({"thread": thread, "question": key}).encode()
     return base64.urlsafe_b64encode(raw).decode()
@@ -268,23 +281,11 @@ class AskHandler:
         for pending in state.interrupts:
             event = question(pending.value)
             if question_key(event) == key:
-                if self._late(asked_here, state.created_at):
+                if answered_late(asked_here, state.created_at, within=self.answer_within, now=time.time()):
                     late = NOT_ANSWERED_WITHIN.format(self.answer_within)
                     return thread, Command(resume=refusal(event, late))
                 return thread, Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
-
-    def _late(self, asked_here: float | None, saved_at: str | None) -> bool:
-        """Whether an answer arriving now comes more than ``answer_within`` after its question.
-
-        The question was asked when this process returned it (``asked_here``); a question returned
-        by another instance (scale-out) or before a restart is dated by the checkpoint the turn
-        paused in (``saved_at``), which was written before the question was asked: an answer is
-        never given longer than ``answer_within``."""
-        asked = asked_here
-        if asked is None and saved_at is not None:
-            asked = datetime.fromisoformat(saved_at).timestamp()
-        return asked is not None and time.time() - asked > self.answer_within
 
     def _note_asked(self, token: str) -> None:
         """Date a question returned to a 2026-07-28 caller; questions already past answering go."""
