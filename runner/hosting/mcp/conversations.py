@@ -1,7 +1,8 @@
 """Conversations of the served agent: thread ids, the order their turns run in, and their messages.
 
 A request for a turn is *admitted* by the :class:`TurnScheduler` (or refused with
-:class:`~runner.errors.BusyError` when ``max_turns`` run and ``max_queued`` already wait), then
+:class:`~runner.errors.BusyError` when it already holds ``max_turns + max_queued`` requests,
+running and waiting together), then
 waits for its thread (turns of one thread never interleave: they run in arrival order) and for a
 free turn slot. A turn waiting for its thread holds no slot, so a slow conversation delays only
 the requests behind it on its own thread.
