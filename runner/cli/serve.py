@@ -2,11 +2,13 @@
 
 Everything meant for people goes to stderr: over stdio, stdout is the MCP wire. The command ends
 with 0 when the client closes stdin, 130 on Ctrl-C, 128+N on signal N (SIGTERM: 143); the
-agent's servers are stopped in every case.
+agent's servers are stopped in every case. A signal that arrives once stdin has closed hurries that
+stop and leaves its 0: MCP clients close stdin, wait (the SDK's stdio client: 2 s), then send SIGTERM.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -19,8 +21,11 @@ from runner.events import ServeEvent
 from runner.hosting.mcp import (
     DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TURNS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
     ServeOptions,
+    Sessions,
     check_binding,
     parse_address,
     serve_agent,
@@ -63,12 +68,24 @@ def _show(event: ServeEvent) -> None:
               show_default=True,
               help="How long a caller has to answer a question asked during its call (an approval, a "
                    "server's form); unanswered, approvals are denied and questions declined.")
+@click.option("--session-idle-timeout", metavar="DURATION",
+              help="HTTP sessions (2025-11-25 callers) with no request in flight this long end "
+                   f"(a new one can be opened) [default: {DEFAULT_SESSION_IDLE_TIMEOUT / 60:g}m].")
+@click.option("--max-sessions", type=click.IntRange(min=1),
+              help=f"HTTP sessions open at once; past that a new one is refused with an error naming "
+                   f"this option [default: {DEFAULT_MAX_SESSIONS}].")
 @reports_errors
 def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
-          max_turns: int, max_queued: int, stateless: bool, answer_within: str) -> None:
+          max_turns: int, max_queued: int, stateless: bool, answer_within: str,
+          session_idle_timeout: str | None, max_sessions: int | None) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
-    if address is None and (allow_remote or token_env or stateless):
-        raise click.UsageError("--allow-remote, --token-env and --stateless apply to --http only")
+    session_options = session_idle_timeout is not None or max_sessions is not None
+    if address is None and (allow_remote or token_env or stateless or session_options):
+        raise click.UsageError("--allow-remote, --token-env, --stateless, --session-idle-timeout and "
+                               "--max-sessions apply to --http only")
+    if stateless and session_options:
+        raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
+                               "--stateless does without")
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -83,14 +100,29 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
             check_binding(http, allow_remote=allow_remote, token=token)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--http") from exc
-    try:
-        answer_seconds = parse_duration(answer_within)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--answer-within") from exc
+    answer_seconds = _duration(answer_within, "--answer-within")
+    sessions = Sessions(
+        idle_timeout=(DEFAULT_SESSION_IDLE_TIMEOUT if session_idle_timeout is None
+                      else _duration(session_idle_timeout, "--session-idle-timeout")),
+        limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
     options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
                            watch=watch, max_turns=max_turns, max_queued=max_queued,
-                           answer_within=answer_seconds)
-    sys.exit(anyio.run(_until_signalled, file, options))
+                           answer_within=answer_seconds, sessions=sessions)
+    code = anyio.run(_until_signalled, file, options)
+    # Stopped, and the exit code known: a signal now has nothing left to stop.
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_IGN)
+    # The interpreter's last collections would walk every object of the SDK, LangChain and pydantic
+    # (0.5 to 2 s here), while the client that closed stdin waits for the exit.
+    gc.freeze()
+    sys.exit(code)
+
+
+def _duration(text: str, option: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from exc
 
 
 async def _until_signalled(file: str, options: ServeOptions) -> int:
@@ -99,8 +131,10 @@ async def _until_signalled(file: str, options: ServeOptions) -> int:
     # second signal while it stops hurries the stop (no turn or request waited for; the agent's
     # servers are still stopped) instead of raising KeyboardInterrupt midway.
     hurry = anyio.Event()
-    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry) as stopped:
-        await serve_agent(file, options, _show, hurry=hurry)
+    input_ended = anyio.Event()  # over stdio: the client closed stdin, and serve stops on its own
+    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry,
+                               stopping=input_ended) as stopped:
+        await serve_agent(file, options, _show, hurry=hurry, input_ended=input_ended)
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)

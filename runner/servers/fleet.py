@@ -230,13 +230,14 @@ class SignalStop:
 
 @asynccontextmanager
 async def stop_on_signals(
-    *signals: signal.Signals, hurry: anyio.Event | None = None,
+    *signals: signal.Signals, hurry: anyio.Event | None = None, stopping: anyio.Event | None = None,
 ) -> AsyncIterator[SignalStop]:
     """End the block (by cancelling it) when one of ``signals`` arrives (default SIGTERM, SIGHUP).
 
     With ``open_fleet`` inside the block, SIGTERM then stops every server as a normal exit does.
     With ``hurry``, the signals stay handled while the block stops: another one sets ``hurry``
-    (rather than Python's default handling, a KeyboardInterrupt for SIGINT).
+    (rather than Python's default handling, a KeyboardInterrupt for SIGINT). Once ``stopping`` is
+    set (the block is ending on its own), a signal only sets ``hurry``: it is not why the block ended.
     Works in the main thread only (a limit of signal handling in Python).
     """
     wanted = signals or (signal.SIGTERM, signal.SIGHUP)
@@ -247,7 +248,10 @@ async def stop_on_signals(
             async def watch() -> None:
                 with anyio.open_signal_receiver(*wanted) as received:
                     async for number in received:
-                        if outcome.receive(number):
+                        if stopping is not None and stopping.is_set() and outcome.received is None:
+                            if hurry is not None:
+                                hurry.set()
+                        elif outcome.receive(number):
                             body.cancel()
                             if hurry is None:
                                 return

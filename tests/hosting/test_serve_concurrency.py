@@ -94,7 +94,9 @@ async def test_past_the_running_and_queued_limits_a_request_is_told_the_agent_is
                 await ask("later", call_message("gates__note", text="later"))
     refused = results["refused"]
     assert refused.is_error
-    assert text_of(refused) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run at once "
-                                "and 1 may wait); try again later")
+    assert text_of(refused) == (
+        "the agent is busy: it holds 2 requests, as many as it takes (--max-turns 1 may run at once and "
+        "--max-queued 1 more may wait): 1 running, 1 waiting for a free turn slot and 0 waiting behind an "
+        "earlier turn of their own thread; try again later")
     assert log.log == ["enter k", "open k", "leave k", "note queued", "note later"]
     assert not results["waiting"].is_error and not results["later"].is_error

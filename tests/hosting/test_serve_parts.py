@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 
 from runner.errors import BusyError
+from runner.hosting.mcp.ask import answered_late
 from runner.hosting.mcp.conversations import TurnScheduler
 from runner.hosting.mcp.http_wire import (
     GRACEFUL_SHUTDOWN,
@@ -65,28 +66,61 @@ async def test_turns_of_one_thread_run_in_arrival_order_and_others_pass_them() -
     assert told == ["second: queued: an earlier turn of this thread is running"]
 
 
+async def hold(scheduler: TurnScheduler, thread: str, release: anyio.Event) -> None:
+    """A turn of ``thread`` that lasts until ``release``."""
+    async with scheduler.turn(thread):
+        await release.wait()
+
+
 async def test_past_max_turns_and_max_queued_a_turn_is_refused_at_once() -> None:
     scheduler = TurnScheduler(max_turns=1, max_queued=1)
     release = anyio.Event()
-
-    async def hold(thread: str) -> None:
-        async with scheduler.turn(thread):
-            await release.wait()
-
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(hold, "a")
-            group.start_soon(hold, "b")
+            group.start_soon(hold, scheduler, "a", release)
+            group.start_soon(hold, scheduler, "b", release)
             await anyio.wait_all_tasks_blocked()
             assert scheduler.running == 1 and scheduler.waiting == 1
             with pytest.raises(BusyError) as refused:
                 async with scheduler.turn("c"):
                     pass
-            assert str(refused.value) == ("the agent is busy: 1 turn running and 1 waiting (at most 1 run "
-                                          "at once and 1 may wait); try again later")
+            assert str(refused.value) == (
+                "the agent is busy: it holds 2 requests, as many as it takes (--max-turns 1 may run at once "
+                "and --max-queued 1 more may wait): 1 running, 1 waiting for a free turn slot and 0 waiting "
+                "behind an earlier turn of their own thread; try again later")
             release.set()
     async with scheduler.turn("c"):  # free again once they are done
         assert scheduler.running == 1
+
+
+async def test_the_busy_refusal_counts_requests_behind_their_thread_apart_from_those_waiting_for_a_slot(
+) -> None:
+    # Fewer turns run than slots while more wait than --max-queued: the bound is on the requests
+    # held, and those behind an earlier turn of their thread hold no slot.
+    scheduler = TurnScheduler(max_turns=2, max_queued=1)
+    release = anyio.Event()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(hold, scheduler, "t", release)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(BusyError) as refused:
+                async with scheduler.turn("u"):
+                    pass
+            release.set()
+    assert str(refused.value) == (
+        "the agent is busy: it holds 3 requests, as many as it takes (--max-turns 2 may run at once and "
+        "--max-queued 1 more may wait): 1 running, 0 waiting for a free turn slot and 2 waiting behind an "
+        "earlier turn of their own thread; try again later")
+
+
+def test_an_answer_is_late_by_when_this_process_asked_or_else_by_the_checkpoint_its_turn_paused_in() -> None:
+    saved = "2026-11-27T10:00:00+00:00"  # the checkpoint's time, as LangGraph writes it
+    at_save = 1795773600.0  # the same moment as a timestamp
+    assert answered_late(at_save + 50, saved, within=60, now=at_save + 100) is False  # asked here: 50 s ago
+    assert answered_late(None, saved, within=60, now=at_save + 100) is True  # another instance asked
+    assert answered_late(None, saved, within=60, now=at_save + 30) is False
+    assert answered_late(None, None, within=60, now=at_save + 100) is False  # nothing dates it
 
 
 def test_an_approval_becomes_a_yes_no_form_and_its_answer_a_decision() -> None:

@@ -122,3 +122,25 @@ async def test_a_question_the_caller_leaves_unanswered_is_refused_after_answer_w
     assert "gates__note failed" in text_of(result)
     assert "the caller did not answer within 0.5 s" in text_of(result)
     assert log.log == []
+
+
+async def test_a_2026_callers_answer_that_comes_later_than_answer_within_is_refused_and_the_tool_never_runs(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url, approve=["note"])
+    asked: list[types.ElicitRequestParams] = []
+
+    async def late(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        await anyio.sleep(1.0)  # not a wait: it makes the answer late (answer-within is 200 ms)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    with anyio.fail_after(LIMIT):
+        async with stdio_agent(manifest, "--answer-within", "200ms", mode="auto",
+                               elicitation_callback=late) as client:
+            result = await client.call_tool("ask", {"message": call_message("gates__note", text="late")})
+    assert len(asked) == 1
+    assert "gates__note failed" in text_of(result)
+    assert "the caller did not answer within 0.2 s" in text_of(result)
+    assert log.log == []

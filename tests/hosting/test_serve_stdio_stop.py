@@ -1,16 +1,21 @@
 """Ctrl-C of `mcp-run serve` over stdio while a turn runs: the caller's call is answered that the
-agent is stopping (as over HTTP) before the process exits."""
+agent is stopping (as over HTTP) before the process exits. A client that closes stdin sees 0, even
+when it sends SIGTERM after its grace (as the MCP SDK's stdio client does) while serve stops."""
 
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import anyio
 import mcp_types as types
 import psutil
+from builders import ROOT, server, write_manifest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp_servers import gates as gates_server
-from serving import call_message, stdio_agent, text_of, write_served_agent
+from serving import SERVE, call_message, stdio_agent, text_of, write_served_agent
 
 LIMIT = 90
 
@@ -61,3 +66,39 @@ async def test_ctrl_c_over_stdio_answers_the_running_turn_that_the_agent_is_stop
     assert isinstance(answer, types.CallToolResult), repr(answer)
     assert answer.is_error
     assert text_of(answer).startswith("the agent is stopping: this turn was cancelled")
+
+
+# Runs `mcp-run serve` on its own stdin/stdout (the client's pipes) and, once it has exited, writes
+# its exit code (a negative number: killed by that signal) to argv[1]; its stderr goes to argv[2].
+# It ignores SIGTERM itself, so a client's SIGTERM to the process group reaches serve alone.
+RECORDING = """
+import signal, subprocess, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open(sys.argv[2], "w") as errors:
+    default_sigterm = lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)  # an ignored one is inherited
+    code = subprocess.call(sys.argv[3:], stderr=errors, preexec_fn=default_sigterm)
+with open(sys.argv[1], "w") as outcome:
+    outcome.write(str(code))
+"""
+
+
+async def test_the_sdks_stdio_client_closing_sees_serve_exit_with_0_not_stopped_by_its_sigterm(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    # A server slow to leave: stopping it takes most of the 2 s the SDK's client waits after
+    # closing stdin, before it sends SIGTERM to serve's process group.
+    manifest = write_manifest(tmp_path, {"gates": {"url": url}, "slow": server("slow_to_leave")},
+                              name="served", model="offline")
+    outcome, errors = tmp_path / "exit-code", tmp_path / "stderr"
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(ROOT),
+        args=["-c", RECORDING, str(outcome), str(errors), *SERVE, str(manifest)])
+    with anyio.fail_after(LIMIT):
+        async with Client(params) as client:
+            result = await client.call_tool("ask", {"message": call_message("gates__note", text="hi")})
+    assert text_of(result) == "gates__note returned: noted hi"
+    # The client has reaped its process: serve had exited, and the code was written, or it was killed.
+    assert outcome.exists(), f"serve was killed; its stderr: {errors.read_text()}"
+    assert outcome.read_text() == "0", errors.read_text()
+    assert "stopped by" not in errors.read_text()

@@ -34,19 +34,31 @@ from runner.hosting.mcp.conversations import (
     TurnScheduler,
 )
 from runner.hosting.mcp.handlers import AgentService
-from runner.hosting.mcp.http_wire import Address, bind, check_binding, parse_address, serve_http
+from runner.hosting.mcp.http_wire import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    Address,
+    Sessions,
+    bind,
+    check_binding,
+    parse_address,
+    serve_http,
+)
 from runner.hosting.mcp.stdio_wire import serve_stdio
 
 __all__ = [
     "ASK_TOOL",
     "DEFAULT_ANSWER_WITHIN",
     "DEFAULT_MAX_QUEUED",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MAX_TURNS",
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
     "THREAD_SCHEME",
     "THREAD_TEMPLATE",
     "Address",
     "AgentService",
     "ServeOptions",
+    "Sessions",
     "TurnScheduler",
     "check_binding",
     "parse_address",
@@ -58,7 +70,8 @@ Events = Callable[[ServeEvent], None]
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request."""
+    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request.
+    ``sessions``: how long 2025-11-25 callers' HTTP sessions last idle, and how many may be open."""
 
     http: Address | None = None
     token: str | None = None
@@ -68,14 +81,16 @@ class ServeOptions:
     max_turns: int = DEFAULT_MAX_TURNS
     max_queued: int = DEFAULT_MAX_QUEUED
     answer_within: float = DEFAULT_ANSWER_WITHIN  # seconds a caller has to answer a question
+    sessions: Sessions = Sessions()
 
 
 async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events = lambda event: None, *,
-                      hurry: anyio.Event | None = None) -> None:
+                      hurry: anyio.Event | None = None, input_ended: anyio.Event | None = None) -> None:
     """Serve the agent of manifest ``path`` until the client goes away (stdio) or until cancelled.
 
     Cancelled, it stops gracefully (running turns answered that the agent is stopping, open HTTP
-    requests given time to finish); once ``hurry`` is set it waits for no turn or request.
+    requests given time to finish); once ``hurry`` is set it waits for no turn or request. Over
+    stdio, ``input_ended`` is set when the client closes stdin (from then on it stops on its own).
 
     ``on_event`` hears ``listening`` (with the HTTP ``url``), ``ready`` (stdio), and with
     ``watch`` the ``reload`` and ``reload_error`` events of :func:`runner.agent.reload.watch_and_reload`.
@@ -102,9 +117,11 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await watching.wait()  # edits from here on are seen
                 if sock is None:
                     on_event(ServingStdio(type="ready", name=runtime.manifest.name, transport="stdio"))
-                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry)
+                    await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
+                                      input_ended=input_ended)
                 else:
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
+                                     sessions=options.sessions,
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
                                                                              name=runtime.manifest.name)),
                                      on_stop=service.stop, hurry=hurry)

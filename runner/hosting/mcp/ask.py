@@ -10,15 +10,18 @@ paused in the checkpointer, resumes). A caller without elicitation gets deny / d
 A call whose HTTP connection closes (the caller exited or was killed) is stopped, its question
 too: its thread is free for the next call at once. A question asked during the call and not
 answered within ``answer_within`` seconds gets the non-interactive rule (a caller that stays
-connected but never answers holds its thread no longer than that).
+connected but never answers holds its thread no longer than that); on 2026-07-28 the same holds
+for a retried call whose answer comes later than that after the question was returned.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -60,6 +63,7 @@ QUESTION_KEY = "question"  # the key of the one input request a paused turn send
 PREVIEW_CHARS = 200
 CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
 DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
+NOT_ANSWERED_WITHIN = "the caller did not answer within {:g} s"
 STOPPING = "the agent is stopping: this turn was cancelled (its tool calls too); ask again when it is back"
 
 ASK_INPUT_SCHEMA: dict[str, Any] = {
@@ -172,6 +176,19 @@ async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelSc
     call.cancel()
 
 
+def answered_late(asked_here: float | None, saved_at: str | None, *, within: float, now: float) -> bool:
+    """Whether an answer arriving at ``now`` comes more than ``within`` seconds after its question.
+
+    The question was asked when this process returned it (``asked_here``, a wall-clock time); one
+    returned by another instance (scale-out) or before a restart is dated by the checkpoint its
+    turn paused in (``saved_at``, ISO 8601), written before the question was asked: an answer is
+    never given longer than ``within``."""
+    asked = asked_here
+    if asked is None and saved_at is not None:
+        asked = datetime.fromisoformat(saved_at).timestamp()
+    return asked is not None and now - asked > within
+
+
 def _state_token(thread: str, key: str) -> str:
     raw = json.dumps({"thread": thread, "question": key}).encode()
     return base64.urlsafe_b64encode(raw).decode()
@@ -197,6 +214,8 @@ class AskHandler:
         self._calls: set[anyio.CancelScope] = set()  # the calls running now
         self._stopping = False
         self._no_calls = anyio.Event()
+        # When each question returned to a 2026-07-28 caller was asked (wall clock), by state token.
+        self._asked: dict[str, float] = {}
 
     async def stop(self) -> None:
         """Cancel every running call and wait until each has answered its caller (that the agent
@@ -250,6 +269,7 @@ class AskHandler:
     async def _answered(self, params: types.CallToolRequestParams) -> tuple[str, Command]:
         """A retried call carrying the caller's answer: the thread and the resume command."""
         thread, key = _read_state_token(params.request_state)
+        asked_here = self._asked.pop(params.request_state or "", None)
         response = (params.input_responses or {}).get(QUESTION_KEY)
         if response is None:
             raise AskError("the retried call carries no answer to the agent's question")
@@ -261,8 +281,19 @@ class AskHandler:
         for pending in state.interrupts:
             event = question(pending.value)
             if question_key(event) == key:
+                if answered_late(asked_here, state.created_at, within=self.answer_within, now=time.time()):
+                    late = NOT_ANSWERED_WITHIN.format(self.answer_within)
+                    return thread, Command(resume=refusal(event, late))
                 return thread, Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
+
+    def _note_asked(self, token: str) -> None:
+        """Date a question returned to a 2026-07-28 caller; questions already past answering go."""
+        now = time.time()
+        expired = [known for known, asked in self._asked.items() if now - asked > self.answer_within]
+        for known in expired:  # their answers are late either way (their checkpoints are older)
+            del self._asked[known]
+        self._asked[token] = now
 
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool
                     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -291,9 +322,10 @@ class AskHandler:
                     )
                     message = Command(resume=answer)
                 elif modern:
+                    token = _state_token(thread, question_key(pending))
+                    self._note_asked(token)
                     return types.InputRequiredResult(
-                        input_requests={QUESTION_KEY: elicitation_request(pending)},
-                        request_state=_state_token(thread, question_key(pending)))
+                        input_requests={QUESTION_KEY: elicitation_request(pending)}, request_state=token)
                 else:
                     message = Command(resume=await self._ask_caller(ctx, pending))
         if final is None:
@@ -315,4 +347,4 @@ class AskHandler:
             except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return refusal(pending)  # the client refused the request or went away: nobody answered
             return resume_value(pending, answer)
-        return refusal(pending, f"the caller did not answer within {self.answer_within:g} s")
+        return refusal(pending, NOT_ANSWERED_WITHIN.format(self.answer_within))

@@ -1,7 +1,8 @@
 """Conversations of the served agent: thread ids, the order their turns run in, and their messages.
 
 A request for a turn is *admitted* by the :class:`TurnScheduler` (or refused with
-:class:`~runner.errors.BusyError` when ``max_turns`` run and ``max_queued`` already wait), then
+:class:`~runner.errors.BusyError` when it already holds ``max_turns + max_queued`` requests,
+running and waiting together), then
 waits for its thread (turns of one thread never interleave: they run in arrival order) and for a
 free turn slot. A turn waiting for its thread holds no slot, so a slow conversation delays only
 the requests behind it on its own thread.
@@ -168,6 +169,7 @@ class TurnScheduler:
         self._slots = anyio.CapacityLimiter(max_turns)
         self._threads: dict[str, _ThreadLine] = {}
         self._admitted = 0
+        self._holding = 0  # turns holding their thread: running, or waiting for a slot
         self._running = 0
 
     @property
@@ -180,13 +182,22 @@ class TurnScheduler:
         """Admitted turns waiting for their thread or for a slot."""
         return self._admitted - self._running
 
+    def _busy(self) -> BusyError:
+        """The refusal past the limit, in words that add up: the limit is on the requests taken in
+        (running and waiting together), and a request may wait for its thread while slots are free."""
+        behind_thread = self._admitted - self._holding
+        for_slot = self._holding - self._running
+        return BusyError(
+            f"the agent is busy: it holds {_count(self._admitted, 'request')}, as many as it takes "
+            f"(--max-turns {self.max_turns} may run at once and --max-queued {self.max_queued} more "
+            f"may wait): {self._running} running, {for_slot} waiting for a free turn slot and "
+            f"{behind_thread} waiting behind an earlier turn of their own thread; try again later"
+        )
+
     @asynccontextmanager
     async def turn(self, thread_id: str, *, waiting: Waiting | None = None) -> AsyncIterator[None]:
         if self._admitted >= self.max_turns + self.max_queued:
-            raise BusyError(
-                f"the agent is busy: {_count(self.running, 'turn')} running and {self.waiting} waiting "
-                f"(at most {self.max_turns} run at once and {self.max_queued} may wait); try again later"
-            )
+            raise self._busy()
         self._admitted += 1
         line = self._threads.setdefault(thread_id, _ThreadLine(anyio.Lock()))
         line.want()
@@ -195,12 +206,17 @@ class TurnScheduler:
                 reason = ("an earlier turn of this thread is running" if line.lock.locked()
                           else f"all {self.max_turns} turn slots are taken")
                 await waiting(f"queued: {reason}")
-            async with line.lock, self._slots:
-                self._running += 1
+            async with line.lock:
+                self._holding += 1
                 try:
-                    yield
+                    async with self._slots:
+                        self._running += 1
+                        try:
+                            yield
+                        finally:
+                            self._running -= 1
                 finally:
-                    self._running -= 1
+                    self._holding -= 1
         finally:
             self._admitted -= 1
             if line.release():

@@ -4,6 +4,11 @@ Over HTTP, a bearer token (when given) is required on every request: a request w
 with another one, gets 401 before it reaches the MCP server. Binding to an address other than
 loopback is the caller's decision (:func:`check_binding`): it needs ``allow_remote`` and a token.
 
+With sessions (2025-11-25 callers, served without ``stateless``), a session with no request in
+flight for :class:`Sessions` ``idle_timeout`` seconds (no call, no open GET stream) ends, and at most
+``limit`` are open at once: a request that would open another gets 503 and an error that names the
+limit and how to raise it (:func:`refuse_past_the_limit`).
+
 The server ends when its block is cancelled (a signal), once the open requests are answered.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -21,7 +27,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
-from mcp_types import INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,10 +36,17 @@ from runner.errors import ServeError
 from runner.hosting.mcp.malformed import refuse_malformed
 
 DEFAULT_HOST = "127.0.0.1"
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0  # seconds a 2025-11-25 session may go without any request in flight
+DEFAULT_MAX_SESSIONS = 1000
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
 GRACEFUL_SHUTDOWN = 2.0  # seconds open HTTP requests get to finish once the server is told to stop
 HURRIED_SHUTDOWN = 2.0  # seconds uvicorn gets to close its sockets once told to stop at once
+# Seconds an idle keep-alive connection stays open. Longer than clients keep theirs (httpx, so the
+# MCP SDK's client: 5 s; load balancers: up to 60 s), so a client is the one to close it: a server
+# closing a connection as the client sends its next request on it leaves that request unanswered
+# (the client reads an end of stream, nothing is logged); uvicorn's own default is also 5 s.
+KEEP_ALIVE = 75
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -71,6 +84,25 @@ def check_binding(address: Address, *, allow_remote: bool, token: str | None) ->
     if not token:
         raise ValueError(f"serving on {address.host} needs a bearer token: --token-env VAR names the "
                          "environment variable that holds it")
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """How the 2025-11-25 callers' sessions are kept: ended after ``idle_timeout`` seconds without a
+    request in flight, at most ``limit`` open at once."""
+
+    idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    limit: int = DEFAULT_MAX_SESSIONS
+
+    def __post_init__(self) -> None:
+        if not (0 < self.idle_timeout < float("inf")) or self.limit < 1:
+            raise ValueError("sessions need a positive, finite idle timeout and a limit of at least 1")
+
+    def refusal_text(self) -> str:
+        return (f"too many open sessions: this agent keeps at most {self.limit} at once (mcp-run serve "
+                f"--max-sessions {self.limit}; its operator can raise it). A session ends when its client "
+                f"ends it (DELETE) or after {self.idle_timeout:g} s without a request "
+                "(--session-idle-timeout): try again later")
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -132,6 +164,37 @@ def no_session_on_refusals(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send_stripped)
 
     return stripped
+
+
+def refuse_past_the_limit(app: ASGIApp, sessions: Sessions) -> ASGIApp:
+    """``app`` with the SDK's refusal of a session past the limit (503, "Too many open sessions")
+    answered in words that name the limit and how to raise it. The SDK decides, under its own
+    lock, so the limit is exact however many callers open sessions at once."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+        "code": INTERNAL_ERROR, "message": sessions.refusal_text()}}).encode()
+    start: Message = {"type": "http.response.start", "status": 503, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+
+    async def answered(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or dict(scope["headers"]).get(SESSION_HEADER):
+            await app(scope, receive, send)
+            return
+        refused = False
+
+        async def send_worded(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 503:
+                refused = True  # the SDK logs it (a warning)
+                await send(start)
+            elif refused:
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": body})
+            else:
+                await send(message)
+
+        await app(scope, receive, send_worded)
+
+    return answered
 
 
 class OpenRequests:
@@ -211,6 +274,7 @@ def http_url(sock: socket.socket) -> str:
 
 
 async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
+                     sessions: Sessions = Sessions(),
                      on_ready: Callable[[str], None] | None = None,
                      on_stop: Callable[[], Awaitable[None]] | None = None,
                      hurry: anyio.Event | None = None) -> None:
@@ -221,18 +285,22 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     (running turns, listen streams) while their callers can still hear the answer. Once ``hurry``
     is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped."""
     host = sock.getsockname()[0]
-    app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
-                                              stateless_http=stateless)
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, stateless_http=stateless,
+        session_idle_timeout=sessions.idle_timeout, max_sessions=sessions.limit)
     app = no_session_on_refusals(app)
     if stateless:
         app = posts_only(app, MCP_PATH)
+    else:
+        app = refuse_past_the_limit(app, sessions)
     app = refuse_malformed(app, MCP_PATH)
     app = open_requests = OpenRequests(app)
     if token:
         app = require_bearer(app, token)
     # uvicorn's own colour test looks at stdout; its log lines go to stderr.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN), use_colors=sys.stderr.isatty())
+                            timeout_keep_alive=KEEP_ALIVE, timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
+                            use_colors=sys.stderr.isatty())
     web = _Uvicorn(config)
     finished = anyio.Event()
 

@@ -6,7 +6,8 @@ well-formed JSON-RPC message itself (:mod:`.malformed`), and keeps count of the 
 not yet answered. However serving ends (the client closes stdin, or a signal), each request read
 is answered before the wire closes: the running turns are told the agent is stopping
 (``on_stop``), the rest run to their end, for up to GRACEFUL_SHUTDOWN seconds or until ``hurry``.
-At the end of input the SDK alone would drop whatever was still running.
+At the end of input the SDK alone would drop whatever was still running. ``input_ended`` is set
+then, when the client closed the wire: what follows is this process stopping on its own.
 """
 
 from __future__ import annotations
@@ -110,13 +111,18 @@ class WireOut:
 
 
 async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[None]] | None = None,
-                      hurry: anyio.Event | None = None) -> None:
+                      hurry: anyio.Event | None = None, input_ended: anyio.Event | None = None) -> None:
     """Serve over stdin/stdout until stdin closes, or until cancelled; every request read is
     answered first (see the module's text)."""
     wire = anyio.CancelScope(shield=True)  # ended here, once the requests read are answered
     ended = anyio.Event()
     unanswered = Unanswered()
     out: WireOut | None = None
+
+    async def at_end_of_input() -> None:
+        if input_ended is not None:
+            input_ended.set()
+        await answer_what_was_read()
 
     async def answer_what_was_read() -> None:
         async with cancelled_when(hurry):
@@ -135,7 +141,7 @@ async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[No
         try:
             with wire, _claimed_stdio() as (fd, out_fd):
                 out = WireOut(out_fd)
-                lines = _stdin_lines(fd, refusals_in, at_end=answer_what_was_read)
+                lines = _stdin_lines(fd, refusals_in, at_end=at_end_of_input)
                 async with stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream):  # type: ignore[arg-type]
                     async with anyio.create_task_group() as group:
                         group.start_soon(_relay_in, read_stream, to_server, unanswered)
