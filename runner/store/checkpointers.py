@@ -35,6 +35,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from runner.errors import CheckpointerError
 from runner.store.postgres import open_postgres_saver
+from runner.store.private import narrow_if_present, private_file
 
 _Result = TypeVar("_Result")
 
@@ -213,6 +214,11 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
 
 def _room_for_file(path: Path) -> None:
+    """The database's folder made, the database created private (an empty file is an empty
+    database; SQLite gives its -wal and -shm files the database's modes), older ones narrowed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():  # a clear message rather than SQLite's
         raise IsADirectoryError(f"{path} is a directory")
+    private_file(path)
+    for companion in ("-wal", "-shm", "-journal"):
+        narrow_if_present(path.with_name(path.name + companion))
