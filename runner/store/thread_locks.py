@@ -57,6 +57,14 @@ class _Line:
     lock: anyio.Lock
     wanted: int = 0
 
+    def want(self) -> None:
+        self.wanted += 1
+
+    def release(self) -> bool:
+        """One turn is done with the thread; True when no other wants it."""
+        self.wanted -= 1
+        return self.wanted == 0
+
 
 # Per checkpointer, per thread; a checkpointer's entries go with it.
 _lines: weakref.WeakKeyDictionary[Any, dict[str, _Line]] = weakref.WeakKeyDictionary()
@@ -69,7 +77,7 @@ async def thread_turn(saver: Any, thread_id: str, *, wait: float = TURN_WAIT) ->
     deadline = anyio.current_time() + wait
     lines = _lines_of(saver)
     line = lines.setdefault(thread_id, _Line(anyio.Lock()))
-    line.wanted += 1
+    line.want()
     try:
         told = line.lock.locked()
         if told:
@@ -94,8 +102,7 @@ async def thread_turn(saver: Any, thread_id: str, *, wait: float = TURN_WAIT) ->
         finally:
             line.lock.release()
     finally:
-        line.wanted -= 1
-        if not line.wanted:
+        if line.release():
             del lines[thread_id]
 
 

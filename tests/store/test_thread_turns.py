@@ -14,9 +14,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 from builders import MCP_RUN, write_manifest
+from thread_turns import take_turns, wait_in_vain
 
-from runner.errors import CheckpointerError
-from runner.store.checkpointers import SqliteCheckpointer, open_checkpointer
+from runner.store.checkpointers import open_checkpointer
 from runner.store.thread_locks import thread_turn
 
 PROCESS_LIMIT = 60.0
@@ -106,48 +106,12 @@ def test_a_second_process_on_a_busy_thread_waits_and_both_turns_are_kept(
 
 async def test_two_checkpointers_on_one_database_take_turns_on_a_thread(tmp_path: Path) -> None:
     """Two savers on one file lock as two processes do (each holds a file lock of its own)."""
-    database = tmp_path / "state.sqlite"
-    order: list[str] = []
-    async with open_checkpointer(f"sqlite:///{database}", state_dir=tmp_path) as one, \
-            open_checkpointer(f"sqlite:///{database}", state_dir=tmp_path) as other:
-        assert isinstance(one, SqliteCheckpointer) and isinstance(other, SqliteCheckpointer)
-        first_in = anyio.Event()
-        release = anyio.Event()
-
-        async def first() -> None:
-            async with thread_turn(one, "t"):
-                order.append("first in")
-                first_in.set()
-                await release.wait()
-                order.append("first out")
-
-        async def second() -> None:
-            await first_in.wait()
-            async with thread_turn(other, "t"):
-                order.append("second in")
-
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as group:
-                group.start_soon(first)
-                group.start_soon(second)
-                await first_in.wait()
-                async with thread_turn(other, "another thread"):  # other threads are not held up
-                    order.append("another thread")
-                release.set()
-    assert order == ["first in", "another thread", "first out", "second in"]
+    await take_turns(f"sqlite:///{tmp_path / 'state.sqlite'}", tmp_path)
     assert list((tmp_path / "state.sqlite.locks").iterdir()) == []  # no lock file left behind
 
 
 async def test_a_wait_for_a_busy_thread_is_bounded_and_names_the_thread(tmp_path: Path) -> None:
-    database = tmp_path / "state.sqlite"
-    async with open_checkpointer(f"sqlite:///{database}", state_dir=tmp_path) as one, \
-            open_checkpointer(f"sqlite:///{database}", state_dir=tmp_path) as other:
-        async with thread_turn(one, "busy"):
-            with anyio.fail_after(30), pytest.raises(CheckpointerError, match="thread busy was still in use"):
-                async with thread_turn(other, "busy", wait=0.2):
-                    pass
-        async with thread_turn(other, "busy", wait=0.2):  # free again once the first let go
-            pass
+    await wait_in_vain(f"sqlite:///{tmp_path / 'state.sqlite'}", tmp_path)
 
 
 async def test_turns_of_one_thread_in_one_process_run_one_after_the_other() -> None:
