@@ -26,6 +26,8 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from runner.errors import CheckpointerError
+
 logger = logging.getLogger(__name__)
 
 # The first key of the two-key advisory locks of threads (the second: hashtext(thread id)); the
@@ -85,11 +87,17 @@ class AdvisoryLocks:
         self._opening = anyio.Lock()
 
     async def try_lock(self, thread_id: str) -> psycopg.AsyncConnection[Any] | None:
-        """The connection holding the thread's lock, or None when another session holds it."""
-        connection = await self._connected()
-        cursor = await connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
-                                          (THREAD_LOCK_CLASS, thread_id))
-        row = await cursor.fetchone()
+        """The connection holding the thread's lock, or None when another session holds it.
+        Once connected, not cancelled: a lock the server granted is always handed over."""
+        try:
+            connection = await self._connected()
+            with anyio.CancelScope(shield=True):
+                cursor = await connection.execute(
+                    "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked", (THREAD_LOCK_CLASS, thread_id))
+                row = await cursor.fetchone()
+        except psycopg.Error as exc:  # its messages name host and user, never the password
+            raise CheckpointerError(
+                f"cannot lock thread {thread_id} in the postgres checkpointer: {exc}") from exc
         return connection if row is not None and row["locked"] else None
 
     async def aclose(self) -> None:
