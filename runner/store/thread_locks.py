@@ -54,7 +54,7 @@ class ThreadLockAttempt(Protocol):
 class _Line:
     """The lock of one thread in this process, and how many turns want it (dropped at zero)."""
 
-    lock: anyio.Lock
+    lock: anyio.Semaphore  # not a Lock: a turn's generator may be closed by another task than ran it
     wanted: int = 0
 
     def want(self) -> None:
@@ -76,10 +76,10 @@ async def thread_turn(saver: Any, thread_id: str, *, wait: float = TURN_WAIT) ->
     """Hold ``thread_id`` of ``saver`` for the block: one turn at a time on it."""
     deadline = anyio.current_time() + wait
     lines = _lines_of(saver)
-    line = lines.setdefault(thread_id, _Line(anyio.Lock()))
+    line = lines.setdefault(thread_id, _Line(anyio.Semaphore(1)))
     line.want()
     try:
-        told = line.lock.locked()
+        told = line.lock.value == 0
         if told:
             _tell_waiting(thread_id, "another turn of this process", wait)
         with anyio.move_on_after(wait) as waited:
