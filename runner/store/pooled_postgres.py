@@ -16,6 +16,7 @@ the pool). The server releases a session's locks when its connection ends, howev
 from __future__ import annotations
 
 import logging
+import math
 from types import TracebackType
 from typing import Any
 
@@ -26,7 +27,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
-from runner.errors import CheckpointerError
+from runner.store.postgres import POOL_WAIT
 
 logger = logging.getLogger(__name__)
 
@@ -88,17 +89,18 @@ class AdvisoryLocks:
 
     async def try_lock(self, thread_id: str) -> psycopg.AsyncConnection[Any] | None:
         """The connection holding the thread's lock, or None when another session holds it.
-        Once connected, not cancelled: a lock the server granted is always handed over."""
+
+        A connection the server closed (it restarted) is found out by this query: it is then
+        replaced and the query asked once more. The database's failures are psycopg's errors, as
+        the saver's own are (:func:`runner.store.postgres.store_failures`). Once connected, not
+        cancelled: a lock the server granted is always handed over."""
+        connection = await self._connected()
         try:
-            connection = await self._connected()
-            with anyio.CancelScope(shield=True):
-                cursor = await connection.execute(
-                    "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked", (THREAD_LOCK_CLASS, thread_id))
-                row = await cursor.fetchone()
-        except psycopg.Error as exc:  # its messages name host and user, never the password
-            raise CheckpointerError(
-                f"cannot lock thread {thread_id} in the postgres checkpointer: {exc}") from exc
-        return connection if row is not None and row["locked"] else None
+            return await _try_lock_on(connection, thread_id)
+        except psycopg.OperationalError:
+            if not connection.broken:
+                raise
+        return await _try_lock_on(await self._connected(), thread_id)  # the old one was dropped
 
     async def aclose(self) -> None:
         if self._connection is not None:
@@ -107,8 +109,20 @@ class AdvisoryLocks:
     async def _connected(self) -> psycopg.AsyncConnection[Any]:
         async with self._opening:
             if self._connection is None or self._connection.closed or self._connection.broken:
-                self._connection = await psycopg.AsyncConnection.connect(self._url, **self._settings)
+                # With the database down, a turn fails as soon as a pooled read or write would.
+                limit: dict[str, Any] = ({} if "connect_timeout" in self._url
+                                         else {"connect_timeout": math.ceil(POOL_WAIT)})
+                self._connection = await psycopg.AsyncConnection.connect(self._url, **self._settings, **limit)
             return self._connection
+
+
+async def _try_lock_on(connection: psycopg.AsyncConnection[Any], thread_id: str
+                       ) -> psycopg.AsyncConnection[Any] | None:
+    with anyio.CancelScope(shield=True):
+        cursor = await connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
+                                          (THREAD_LOCK_CLASS, thread_id))
+        row = await cursor.fetchone()
+    return connection if row is not None and row["locked"] else None
 
 
 class _ThreadAdvisoryLock:
