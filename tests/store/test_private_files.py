@@ -41,9 +41,10 @@ def test_a_run_makes_its_state_folder_logs_and_conversations_private(
     assert mode(state) == 0o700
     assert mode(state / "logs") == 0o700
     assert mode(state / "logs" / "demo.log") == 0o600
-    databases = [path for path in state.iterdir() if path.name.startswith("state.sqlite")]
+    databases = [path for path in state.iterdir() if path.name.startswith("state.sqlite") and path.is_file()]
     assert state / "state.sqlite" in databases
     assert {path.name: mode(path) for path in databases} == {path.name: 0o600 for path in databases}
+    assert mode(state / "state.sqlite.locks") == 0o700  # the turn's thread lock was a file in there
 
 
 def test_state_left_world_readable_by_an_older_run_is_narrowed(tmp_path: Path, open_umask: None) -> None:
