@@ -1,6 +1,7 @@
 """``python -m bench``: every benchmark row, back to back in rounds, as a Markdown table.
 
-    .venv/bin/python -m bench                 # the full run (about 6 minutes on 2 cores)
+    .venv/bin/python -m bench                 # the full run (about 6 minutes on 2 cores, and row 9's
+                                              # 1,000-turn thread: 2-3 minutes a round)
     .venv/bin/python -m bench --quick         # fewer rounds and calls (under 60 s)
     .venv/bin/python -m bench --json          # raw numbers of every round instead of the table
     .venv/bin/python -m bench --no-adapters   # skip langchain-mcp-adapters (no venv, no PyPI)
@@ -61,6 +62,7 @@ SUITE_ROWS = {
     "calls": ("1", "2"), "scale": ("4a", "4b"), "agent": ("5", "6a", "6b", "6c"),
     "serving": ("7a", "7b"), "scale-out": ("7c",), "search": ("4c",), "adapters": ("1", "2"),
     "langchain.mcp": ("1", "2", "4a"), "start": ("3",), "command": ("3b",), "telemetry": ("8",),
+    "threads": ("9",),
 }
 
 
@@ -110,6 +112,7 @@ async def run(settings: Settings, *, peers: list[str],
     from bench.serving import serving_suite
     from bench.startup import command_cases, start_cases
     from bench.telemetry import telemetry_suite
+    from bench.threads import long_thread_suite
 
     began = time.perf_counter()
     environment: dict[str, Any] = {
@@ -127,6 +130,7 @@ async def run(settings: Settings, *, peers: list[str],
             "serving": lambda: serving_suite(settings, folder),
             "scale-out": lambda: scale_out_suite(settings, folder),
             "search": lambda: search_suite(settings),
+            "threads": lambda: long_thread_suite(settings, folder),
         }
         suites: list[AbstractAsyncContextManager[Any]] = [
             factory() for name, factory in factories.items() if selected(rows, *SUITE_ROWS[name])

@@ -190,6 +190,7 @@ class Settings:
     wide_servers: int = 20
     wide_tools: int = 500
     many_tools: int = 1000
+    long_thread_turns: int = 1000  # row 9: turns of its one thread per round
 
 
 PRESETS = {
@@ -200,9 +201,10 @@ PRESETS = {
     "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
                       throughput_per_worker=8,
                       throughput_slices=2, latency_slices=2, list_repeats=2, wide_builds=1, agent_turns=10,
-                      reloads=1, start_sizes=(1, 8)),
+                      reloads=1, start_sizes=(1, 8), long_thread_turns=200),
     "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
                       throughput_per_worker=2,
                       throughput_slices=1, latency_slices=1, list_repeats=1, wide_builds=1, agent_turns=3,
-                      reloads=1, start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200),
+                      reloads=1, start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200,
+                      long_thread_turns=20),
 }

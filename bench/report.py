@@ -39,6 +39,11 @@ def describe(key: str, metrics: Metrics) -> str:
         return (f"build {metrics['build_ms']:,.0f} ms (first {metrics['first_build_ms']:,.0f}) · "
                 f"peak RSS {metrics['peak_rss_mb']:,.0f} MB (after imports "
                 f"{metrics['baseline_rss_mb']:,.0f} MB) · {metrics['tools']:,.0f} tools")
+    if key == "kb_per_turn":  # row 9
+        return (f"{metrics['kb_per_turn']:,.2f} kB per turn over {metrics['turns']:,.0f} turns (the "
+                f"second half added {metrics['storage_growth']:.2f}× the first half's) · "
+                f"{metrics['first_ms']:,.1f} ms per turn over the first tenth, "
+                f"{metrics['last_ms']:,.1f} ms over the last")
     if key == "kb_per_request":
         return (f"{metrics['kb_per_request']:,.1f} kB per request (largest {metrics['max_kb']:,.1f} kB, "
                 f"{metrics['requests']:.0f} requests)")
@@ -77,6 +82,8 @@ def shown_value(goal: Goal, value: float) -> str:
         shown = times(value)
         # Rounded to the limit ("1.00×" for 0.996): with the digits that show which side it is on.
         return f"{value:.4f}×" if shown == times(goal.limit) and value != goal.limit else shown
+    if goal.metric == "storage_growth":  # row 9: one half of a thread against the other
+        return times(value)
     return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 

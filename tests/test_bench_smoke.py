@@ -42,7 +42,7 @@ ROW_PREFIXES = (
     "2. throughput, http, c=1", "2. throughput, http, c=8", "2. throughput, http, c=32",
     "3. cold start", "3b. start-up", "4a.", "4b.", "4c.", "5.", "6a.", "6b.", "6c.",
     "7a. served turn", "7b. served turns/s, c=1", "7b. served turns/s, c=8", "7b. served turns/s, c=32",
-    "8. tool call with telemetry",
+    "8. tool call with telemetry", "9. long thread",
 )
 # Row 7c needs Debian's postgresql and haproxy (scripts/test.sh installs them); without, it is skipped.
 SCALE_OUT_ROWS = ("7c. served turns/s, two instances vs one, c=8",

@@ -7,17 +7,20 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
 from runner.agent.turn_stream import StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
+from runner.store.thread_locks import thread_turn
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +53,21 @@ async def stream_turn(
 
     A turn stopped by cancelling its consumer (Ctrl-C) still yields, before the cancellation goes
     on, the events its calls sent as they were cancelled: a task's ``cancelled`` status.
+
+    One turn at a time runs on a thread, in this process and across the processes sharing its
+    checkpointer (:func:`runner.store.thread_locks.thread_turn`): a turn started while another of
+    its thread runs waits for it (saying so), and starts from what that one wrote.
     """
     config = runtime.config(thread_id)
+    async with thread_turn(runtime.checkpointer, config["configurable"]["thread_id"]):
+        async with aclosing(_turn_events(runtime, message, config)) as events:
+            async for event in events:
+                yield event
+
+
+async def _turn_events(
+    runtime: Runtime, message: str | list[BaseMessage] | Command, config: RunnableConfig
+) -> AsyncGenerator[Event, None]:
     names: dict[str | None, str] = {}
     modes: list[StreamMode] = ["messages", "updates", "custom"]
     stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)

@@ -50,6 +50,7 @@ from runner.cli.safe_text import visible
 from runner.cli.status import SPINNER_STEP, ChatStatus
 from runner.cli.terminal import LineReader
 from runner.manifest import CHAT_COMMANDS
+from runner.store.private import private_file
 
 DUMB_TERMINALS = ("dumb", "unknown")
 STATUS_REFRESH = 0.5  # seconds between redraws of the status line at the prompt
@@ -67,7 +68,7 @@ async def chat_reader(console: Console, runtime: Runtime, *, as_json: bool, stat
     if as_json or not can_edit(sys.stdin, sys.stdout):
         yield LineReader(console)
         return
-    editor = ChatEditor(console, history=runtime.fleet.state_dir / HISTORY_FILE,
+    editor = ChatEditor(console, history=private_file(runtime.fleet.state_dir / HISTORY_FILE),
                         completer=ChatCompleter(runtime, CHAT_COMMANDS), status=status, interrupt=interrupt)
     async with editor.open():
         yield editor

@@ -26,6 +26,7 @@ from langchain_core.messages import ToolMessage
 
 from runner.agent.runtime import Runtime
 from runner.events import MediaSaved, ToolResult
+from runner.store.private import private_folder, private_opener
 
 MEDIA_TYPES = ("image", "audio", "file")
 MARKERS = tuple(f"[{kind}]" for kind in MEDIA_TYPES)  # how turn events show a media block
@@ -70,10 +71,12 @@ class MediaFolder:
                 continue
             mime = str(block.get("mime_type") or "application/octet-stream")
             folder = self.folder(thread)
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self.root)
+            private_folder(folder)
             order = len(self.files(thread)) + 1
             path = folder / f"{order:03d}-{_safe(tool)}{_extension(block, mime)}"
-            path.write_bytes(data)
+            with open(path, "wb", opener=private_opener) as file:
+                file.write(data)
             saved.append(SavedMedia(tool, call_id, mime, path.resolve()))
         return saved
 

@@ -7,12 +7,20 @@ on both sides, which cost more than the writes themselves. :class:`SqliteCheckpo
 whole operation (statement and commit: one transaction) on a thread of its own instead, one at a
 time and in the order they were asked for; operations asked for while one runs are run in the
 same wake-up. The file format is LangGraph's own, so either saver reads what the other wrote.
+
+A thread keeps its latest checkpoint only: each checkpoint holds the whole conversation, so keeping
+every superseded one made a thread's storage grow with the square of its length. Nothing reads an
+older one (the chat, ``-p``, ``serve`` and the evals resume a thread from its latest; there is no
+undo), and a resumed pause (an approval, a question) needs only the latest and its pending writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
+import hashlib
+import os
 import queue
 import sqlite3
 import threading
@@ -35,9 +43,16 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from runner.errors import CheckpointerError
 from runner.store.postgres import open_postgres_saver
+from runner.store.private import narrow_if_present, private_file, private_folder, private_opener
 
 _Result = TypeVar("_Result")
 
+
+# A thread's checkpoints (and their pending writes) older than the one just saved.
+PRUNE_CHECKPOINTS = "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id < ?"
+PRUNE_WRITES = "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id < ?"
+
+LOCK_REOPENS = 5  # times a lock file removed under an attempt is opened again within that attempt
 
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
@@ -91,11 +106,20 @@ def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
 
 
 class SqliteCheckpointer(SqliteSaver):
-    """A :class:`SqliteSaver` whose async methods each take one hop to its own thread."""
+    """A :class:`SqliteSaver` whose async methods each take one hop to its own thread.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    Its threads are locked (:func:`runner.store.thread_locks.thread_turn`) by files in
+    ``locks``, one per thread while a turn holds it: ``flock`` locks, which the system releases
+    when their process ends, however it ends."""
+
+    def __init__(self, conn: sqlite3.Connection, *, locks: Path) -> None:
         super().__init__(conn)
+        self.locks = locks
         self._worker: _Worker | None = None
+
+    def thread_lock(self, thread_id: str) -> _ThreadFile:
+        digest = hashlib.sha256(thread_id.encode()).hexdigest()[:32]
+        return _ThreadFile(self.locks, self.locks / f"{digest}.lock")
 
     @classmethod
     @contextmanager
@@ -107,13 +131,30 @@ class SqliteCheckpointer(SqliteSaver):
             # commit (a power cut may lose the last steps, never corrupt the file).
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            saver = cls(conn)
+            saver = cls(conn, locks=path.with_name(path.name + ".locks"))
             saver.setup()
             try:
                 yield saver
             finally:
                 if saver._worker is not None:
                     saver._worker.stop()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save ``checkpoint``, then drop the thread's older checkpoints and their writes."""
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        where = saved["configurable"]
+        superseded = (str(where["thread_id"]), where["checkpoint_ns"], where["checkpoint_id"])
+        with self.cursor() as cursor:
+            # Checkpoint ids grow with time (LangGraph finds a thread's latest as the greatest).
+            cursor.execute(PRUNE_CHECKPOINTS, superseded)
+            cursor.execute(PRUNE_WRITES, superseded)
+        return saved
 
     async def _in_thread(self, function: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
         if self._worker is None:
@@ -159,6 +200,72 @@ class SqliteCheckpointer(SqliteSaver):
     ) -> Mapping[str, Any]:
         return await self._in_thread(self.get_delta_channel_history, config=config, channels=channels)
 
+
+
+class _ThreadFile:
+    """The lock file of one thread: ``flock``-ed while a turn holds the thread, holding that
+    process's id (for the waiting message), removed when the turn lets go. A file removed between
+    another process's open and its lock is noticed (the path no longer names the locked file)
+    and opened again."""
+
+    def __init__(self, folder: Path, path: Path) -> None:
+        self.folder = folder
+        self.path = path
+        self._held: int | None = None  # the locked file's descriptor
+        self._holder = ""
+
+    async def __aenter__(self) -> _ThreadFile:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._held is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._release)
+
+    async def acquire(self) -> bool:
+        return await anyio.to_thread.run_sync(self._try)
+
+    def holder(self) -> str:
+        return self._holder
+
+    def _try(self) -> bool:
+        private_folder(self.folder)
+        for _ in range(LOCK_REOPENS):
+            descriptor = private_opener(str(self.path), os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = os.pread(descriptor, 32, 0).decode(errors="replace").strip()
+                self._holder = f"process {pid}" if pid.isdigit() else ""
+                os.close(descriptor)
+                return False
+            except BaseException:
+                os.close(descriptor)
+                raise
+            if _names(self.path, descriptor):
+                os.ftruncate(descriptor, 0)
+                os.pwrite(descriptor, str(os.getpid()).encode(), 0)
+                self._held = descriptor
+                return True
+            os.close(descriptor)  # removed by the holder as it let go: open the new one
+        return False
+
+    def _release(self) -> None:
+        descriptor, self._held = self._held, None
+        if descriptor is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)  # while still locked: the next holder makes a new one
+        finally:
+            os.close(descriptor)
+
+
+def _names(path: Path, descriptor: int) -> bool:
+    """Whether ``path`` still names the file open as ``descriptor``."""
+    try:
+        return path.stat().st_ino == os.fstat(descriptor).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "async"]:
@@ -213,6 +320,11 @@ async def _sqlite_saver(path: Path) -> AsyncIterator[BaseCheckpointSaver]:
 
 
 def _room_for_file(path: Path) -> None:
+    """The database's folder made, the database created private (an empty file is an empty
+    database; SQLite gives its -wal and -shm files the database's modes), older ones narrowed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():  # a clear message rather than SQLite's
         raise IsADirectoryError(f"{path} is a directory")
+    private_file(path)
+    for companion in ("-wal", "-shm", "-journal"):
+        narrow_if_present(path.with_name(path.name + companion))

@@ -53,7 +53,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
         from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-        from runner.store.pooled_postgres import PooledPostgresSaver
+        from runner.store.pooled_postgres import AdvisoryLocks, PooledPostgresSaver
     except ImportError as exc:
         raise CheckpointerError(MISSING_PACKAGE) from exc
     # The settings AsyncPostgresSaver.from_conn_string uses for its connection.
@@ -83,7 +83,11 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
             raise CheckpointerError(
                 f"cannot open the postgres checkpointer: no connection within {CONNECT_TIMEOUT:g}s"
             ) from exc
-        yield PooledPostgresSaver(pool)
+        locks = AdvisoryLocks(url, settings)
+        try:
+            yield PooledPostgresSaver(pool, locks=locks)
+        finally:
+            await locks.aclose()
     finally:
         await pool.close()
 

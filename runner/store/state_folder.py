@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.errors import StateError
 from runner.manifest.loading import LoadedManifest
+from runner.store.private import private_folder
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,8 @@ SUBFOLDERS = ("logs",)
 
 
 def state_folder(loaded: LoadedManifest, *, environ: Mapping[str, str] | None = None) -> Path:
-    """A writable state folder for the agent of ``loaded`` (created, with its ``logs`` folder)."""
+    """A writable state folder for the agent of ``loaded`` (created, with its ``logs`` folder),
+    private to its owner (:mod:`runner.store.private`)."""
     preferred = loaded.state_dir
     try:
         return _ready(preferred)
@@ -69,7 +71,7 @@ def user_state_folder(manifest: Path, *, environ: Mapping[str, str]) -> Path:
 
 def _ready(folder: Path) -> Path:
     for path in (folder, *(folder / name for name in SUBFOLDERS)):
-        path.mkdir(parents=True, exist_ok=True)
+        private_folder(path)
     probe = folder / f".probe-{os.getpid()}"
     probe.touch()  # mkdir succeeds on an existing folder: only a write proves it is writable
     probe.unlink()

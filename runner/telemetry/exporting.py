@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from runner.manifest import Manifest
 from runner.redaction import redact_url, redact_urls
+from runner.store.private import private_opener
 from runner.telemetry import ENDPOINT_VARIABLES
 from runner.telemetry.recorder import Recorder
 
@@ -147,7 +148,7 @@ class _ExportTrouble(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.log_path is not None:
             try:
-                with self.log_path.open("a", encoding="utf-8") as log:
+                with open(self.log_path, "a", encoding="utf-8", opener=private_opener) as log:
                     log.write(redact_urls(f"{record.levelname} {record.name}: {record.getMessage()}\n"))
             except OSError:
                 self.log_path = None

@@ -11,6 +11,7 @@ import pytest
 from builders import copy_bundled_agent, mcp_run
 from langgraph.checkpoint.base import empty_checkpoint
 from services import PostgresServer, free_port
+from thread_turns import take_turns, wait_in_vain
 
 from runner.errors import CheckpointerError
 from runner.store.checkpointers import open_checkpointer
@@ -123,3 +124,41 @@ async def test_an_unreachable_database_is_a_checkpointer_error_without_the_passw
 
 def config(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+async def test_a_long_thread_keeps_one_checkpoint_and_storage_in_proportion_to_its_length(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    import psycopg
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda state: {"messages": [AIMessage(f"answer {len(state['messages'])}")]})
+    graph.add_edge(START, "model")
+    sizes = []
+    async with open_checkpointer(postgres_url, state_dir=tmp_path) as saver:
+        compiled = graph.compile(checkpointer=saver)
+        for _batch in range(3):
+            for _turn in range(20):  # after every step, as mcp-run writes to PostgreSQL
+                await compiled.ainvoke({"messages": [HumanMessage("x" * 1000)]}, config("long"),
+                                       durability="async")
+            async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+                cursor = await connection.execute(
+                    "SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = 'long'),"
+                    " (SELECT sum(octet_length(blob)) FROM checkpoint_blobs WHERE thread_id = 'long')")
+                kept, blob_bytes = await cursor.fetchone() or (0, 0)
+            assert kept == 1
+            sizes.append(blob_bytes)
+        state = await compiled.aget_state(config("long"))
+    assert len(state.values["messages"]) == 2 * 60
+    first, second, third = sizes[0], sizes[1] - sizes[0], sizes[2] - sizes[1]
+    assert second < 1.6 * first and third < 1.6 * first, sizes  # kept whole: 3 and 5 times the first
+
+
+async def test_two_savers_on_one_postgresql_take_turns_on_a_thread(tmp_path: Path, postgres_url: str) -> None:
+    await take_turns(postgres_url, tmp_path)
+
+
+async def test_a_wait_for_a_thread_busy_in_postgresql_is_bounded(tmp_path: Path, postgres_url: str) -> None:
+    await wait_in_vain(postgres_url, tmp_path)

@@ -43,6 +43,7 @@ from runner.servers.translation import Boundary, translated
 from runner.servers.transports.child_reaping import open_child_process
 from runner.servers.transports.environment import redacted
 from runner.servers.transports.isolation import Launch, prepare_launch, remove_container
+from runner.store.private import private_opener
 
 if TYPE_CHECKING:
     from runner.sdk import TransportStreams
@@ -86,7 +87,7 @@ class StderrLog:
         if self.path.exists() and self.path.stat().st_size > MAX_LOG_BYTES:
             self.path.replace(self.path.with_name(self.path.name + ".1"))  # keep one old file
         # Line-buffered appends: small, local, and readable while the run goes on.
-        self._file = self.path.open("a", encoding="utf-8", buffering=1)
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1, opener=private_opener)
 
     def write(self, line: str) -> None:
         self.tail.append(line)
