@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
 from runner.servers.translation import Boundary, translated
-from runner.servers.transports.child_reaping import open_child_process
+from runner.servers.transports.child_reaping import GroupWatch, open_child_process, watch_group
 from runner.servers.transports.environment import redacted
 from runner.servers.transports.isolation import Launch, prepare_launch, remove_container
 
@@ -127,6 +127,7 @@ class StdioProcess:
         self.handshake_done = False  # only a server that answered once gets time to exit by itself
         self._process: anyio.abc.Process | None = None
         self.launch: Launch | None = None  # what was spawned: argv, and a container to remove
+        self._group_watch: GroupWatch | None = None  # kills the group if the runner is killed
 
     def finished_handshake(self) -> None:
         """The server answered: at close it gets time to exit by itself."""
@@ -171,6 +172,7 @@ class StdioProcess:
                     env=self.launch.env,
                     start_new_session=True,
                 )
+                self._group_watch = await self._watch_group(process.pid)
             return process
         except FileNotFoundError as exc:
             raise ServerStartError(
@@ -184,6 +186,20 @@ class StdioProcess:
             raise ServerStartError(
                 self.key, f"cannot start {self.spec.command!r}: {exc.strerror or exc}", permanent=True
             ) from exc
+
+    async def _watch_group(self, pgid: int) -> GroupWatch | None:
+        try:
+            return await watch_group(pgid)
+        except OSError as exc:  # out of processes: the server runs, only a killed runner leaks more
+            logger.warning("server %s: cannot watch its process group (%s); what it starts may "
+                           "outlive a killed mcp-run", self.key, exc.strerror or exc)
+            return None
+
+    async def _end_group_watch(self) -> None:
+        """The group is stopped: its watcher goes (before the group id can be reused)."""
+        if self._group_watch is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(KILL_REAP_TIMEOUT):
+                await self._group_watch.end()
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[TransportStreams]:
@@ -330,6 +346,7 @@ class StdioProcess:
             await stdout_closed.wait()
         read_send.close()
         _kill_group(process.pid, signal.SIGKILL)  # nothing may outlive the server it belongs to
+        await self._end_group_watch()
         self.exited.set()
 
     async def _stop(self, process: anyio.abc.Process) -> None:
@@ -353,6 +370,7 @@ class StdioProcess:
             if not await self._wait_exited(process, KILL_REAP_TIMEOUT):
                 logger.error("server %s (pid %d) survived SIGKILL; abandoning it", self.key, process.pid)
         _kill_group(process.pid, signal.SIGKILL)  # what the server spawned dies with it
+        await self._end_group_watch()
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
