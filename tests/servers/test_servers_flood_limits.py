@@ -1,12 +1,16 @@
-"""What a flooding server costs at most: a few warning lines per interval, and two log files."""
+"""What a flooding server costs at most: a few warning lines per interval, two log files, and one
+message's worth of memory per HTTP response."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
+from runner.servers.transports.message_limits import BoundedTransport, MessageTooLarge
 from runner.servers.transports.repeated_warnings import RepeatedWarning
 from runner.servers.transports.stdio import StderrLog
 
@@ -61,3 +65,38 @@ def test_a_new_interval_summarises_the_last_one_and_shows_warnings_again(
     warnings.warn("junk 5")
     warnings.warn("junk 6")
     assert caplog.messages == ["junk 0", "server noisy: 4 more junk warnings not shown", "junk 5"]
+
+
+class _Chunks(httpx2.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+async def _read(chunks: list[bytes], content_type: str, limit: int) -> int:
+    """The bytes a client reads of a response made of ``chunks`` through the bounded transport."""
+    transport = BoundedTransport(httpx2.MockTransport(lambda request: httpx2.Response(
+        200, headers={"content-type": content_type}, stream=_Chunks(chunks))), key="web", limit=limit)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        async with client.stream("GET", "http://127.0.0.1/mcp") as response:
+            return len(await response.aread())
+
+
+@pytest.mark.anyio
+async def test_an_event_stream_is_bounded_per_event_not_per_stream() -> None:
+    event = b"data: " + b"a" * 600 + b"\n\n"
+    # Ten events, each under the limit; one's end is split across two chunks.
+    chunks = [event * 4, event[:-1], event[-1:] + event * 5]
+    assert await _read(chunks, "text/event-stream; charset=utf-8", limit=1_000) == len(event) * 10
+    with pytest.raises(MessageTooLarge, match=r"server web sent an event larger than .* \(1,000 bytes\)"):
+        await _read([event * 2, b"data: " + b"a" * 700, b"a" * 700 + b"\n\n"], "text/event-stream", 1_000)
+
+
+@pytest.mark.anyio
+async def test_a_json_body_is_bounded_as_a_whole() -> None:
+    assert await _read([b"[" + b"1," * 400, b"1]"], "application/json", limit=1_000) == 803
+    with pytest.raises(MessageTooLarge, match=r"server web sent a response larger than .* \(1 KiB\)"):
+        await _read([b"[" + b"1," * 400, b"1," * 400], "application/json", limit=1_024)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp_servers import specs
+from mcp_servers import demo, flooding, specs
 
+from runner.errors import ServerError
 from runner.servers import open_fleet
+from runner.servers.transports import message_limits
 
 pytestmark = pytest.mark.anyio
 
@@ -36,3 +38,24 @@ async def test_a_server_flooding_stdout_with_junk_gets_a_few_warnings_and_a_coun
     assert len(shown) + sum(counted) == JUNK_LINES + 1  # and the server's banner
     log = (state_dir / "logs" / "junk.log").read_text()
     assert "junk 4999" in log  # the server's log keeps every line
+
+
+@pytest.mark.parametrize("flood", [flooding.ENDLESS_JSON, flooding.ENDLESS_EVENT])
+async def test_an_http_answer_past_the_message_limit_fails_its_call_naming_the_server_and_the_limit(
+    serve_http, tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, flood: str,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(message_limits, "MAX_MESSAGE_BYTES", 1024 * 1024)
+    url = serve_http(demo.build(), wrap=flooding.flooding)
+    async with open_fleet({"web": specs.http(url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        web = fleet.connections["web"]
+        # The body never ends: only a client that stops reading at the limit gets past this call.
+        with anyio.fail_after(30), pytest.raises(ServerError) as raised:
+            await web.call_tool("echo", {"text": flood})
+        assert "server web sent" in str(raised.value) and "limit of one message (1 MiB)" in str(raised.value)
+        with anyio.fail_after(30):
+            answer = await web.call_tool("echo", {"text": "still talking"})
+        assert answer.structured_content == {"result": "still talking"}
+    over = [message for message in caplog.messages if "limit of one message" in message]
+    assert len(over) == 1 and over[0].startswith("server web sent"), caplog.messages

@@ -4,7 +4,8 @@ A :class:`Link` wraps the SDK transport so that every inbound message stamps ``l
 (the heartbeat's notion of traffic) and the end of the read stream fires ``closed`` (the connection
 is gone: process exit, dropped stream, or a 2025 HTTP session the server no longer knows). HTTP
 responses with an error status are remembered so a failed start can say "HTTP 401" instead of the
-SDK's generic JSON-RPC stand-in.
+SDK's generic JSON-RPC stand-in. Every response body, and every server-sent event, is bounded to
+the size of one message while it arrives (``message_limits``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from mcp.shared.message import SessionMessage
 from runner import telemetry
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
+from runner.servers.transports import message_limits
+from runner.servers.transports.message_limits import BoundedTransport
 from runner.servers.transports.stdio import StderrLog, StdioProcess
 from runner.servers.transports.websocket import websocket_transport
 
@@ -190,7 +193,9 @@ class Link:
     async def _streamable_http(self) -> AsyncIterator[TransportStreams]:
         assert isinstance(self.spec, HttpServerSpec)
         async with self._http_client(headers=dict(self.spec.headers), auth=self.auth) as client:
-            async with streamable_http_client(self.spec.url, http_client=client) as streams:
+            # Events are bounded by the client's transport, to the limit of every message.
+            async with streamable_http_client(self.spec.url, http_client=client,
+                                              max_sse_event_size=None) as streams:
                 yield streams
 
     def _http_client(
@@ -208,9 +213,12 @@ class Link:
                 self.session_expired = True
                 self.closed.set()
 
+        bounded = BoundedTransport(httpx2.AsyncHTTPTransport(), key=self.key,
+                                   limit=message_limits.MAX_MESSAGE_BYTES)
         return httpx2.AsyncClient(
             headers=headers,
             auth=auth,
+            transport=bounded,
             timeout=timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT),
             event_hooks={"response": [remember_failure], "request": telemetry.http_request_hooks()},
             trust_env=True,

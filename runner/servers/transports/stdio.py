@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
 from runner.servers.translation import Boundary, translated
+from runner.servers.transports import message_limits
 from runner.servers.transports.child_reaping import GroupWatch, open_child_process, watch_group
 from runner.servers.transports.environment import redacted
 from runner.servers.transports.isolation import Launch, prepare_launch, remove_container
@@ -58,8 +59,6 @@ STDERR_TAIL_LINES = 20
 MAX_STDERR_LINE = 65_536
 MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 and a new one begun
 JUNK_PREVIEW_CHARS = 200
-# No single JSON-RPC message is this large; beyond it the bytes are junk and memory is at stake.
-MAX_STDOUT_LINE = 256 * 1024 * 1024
 MAX_RESYNC_ATTEMPTS = 8
 MAX_WRITE_BATCH = 64
 
@@ -279,7 +278,7 @@ class StdioProcess:
                 if start < len(chunk):
                     pending.append(chunk[start:])
                     pending_bytes = sum(map(len, pending))
-                    if pending_bytes > MAX_STDOUT_LINE:  # endless output without a newline
+                    if pending_bytes > message_limits.MAX_MESSAGE_BYTES:  # endless output, no newline
                         # Keep the newest chunk: a message glued behind the junk may start in it.
                         dropped = pending_bytes - len(pending[-1])
                         del pending[:-1]
