@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from runner.servers.transports import library_logs
 from runner.servers.transports.message_limits import BoundedTransport, MessageTooLarge
 from runner.servers.transports.repeated_warnings import RepeatedWarning
 from runner.servers.transports.stdio import StderrLog
@@ -100,3 +101,34 @@ async def test_a_json_body_is_bounded_as_a_whole() -> None:
     assert await _read([b"[" + b"1," * 400, b"1]"], "application/json", limit=1_000) == 803
     with pytest.raises(MessageTooLarge, match=r"server web sent a response larger than .* \(1 KiB\)"):
         await _read([b"[" + b"1," * 400, b"1," * 400], "application/json", limit=1_024)
+
+
+def _log_a_parse_failure() -> None:
+    try:
+        raise ValueError("recursion limit exceeded\nline two of the error")
+    except ValueError:
+        logging.getLogger("mcp.client.streamable_http").exception("Error parsing SSE message")
+
+
+def test_an_sdk_traceback_about_a_server_becomes_one_warning_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    library_logs.install()
+    caplog.set_level(logging.WARNING)
+    warnings = RepeatedWarning(logging.getLogger("tests.floods"), "web", "library errors")
+    with library_logs.speaking_for(warnings):
+        _log_a_parse_failure()
+    _log_a_parse_failure()  # about no server in particular: one line all the same
+    assert [record.exc_info for record in caplog.records] == [None, None]
+    assert caplog.messages == [
+        "server web: Error parsing SSE message (ValueError: recursion limit exceeded)",
+        "Error parsing SSE message (ValueError: recursion limit exceeded)",
+    ]
+
+
+def test_with_debug_the_sdk_keeps_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    library_logs.install()
+    caplog.set_level(logging.DEBUG)
+    _log_a_parse_failure()
+    [record] = caplog.records
+    assert record.exc_info is not None and record.getMessage() == "Error parsing SSE message"

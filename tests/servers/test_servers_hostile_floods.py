@@ -59,3 +59,21 @@ async def test_an_http_answer_past_the_message_limit_fails_its_call_naming_the_s
         assert answer.structured_content == {"result": "still talking"}
     over = [message for message in caplog.messages if "limit of one message" in message]
     assert len(over) == 1 and over[0].startswith("server web sent"), caplog.messages
+
+
+async def test_an_http_answer_nested_past_the_parser_gives_one_warning_line_naming_the_server(
+    serve_http, tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)  # no --debug
+    url = serve_http(demo.build(), wrap=flooding.flooding)
+    async with open_fleet({"web": specs.http(url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        web = fleet.connections["web"]
+        with anyio.fail_after(30), pytest.raises(ServerError):
+            await web.call_tool("echo", {"text": flooding.NESTED_EVENT})
+        with anyio.fail_after(30):
+            answer = await web.call_tool("echo", {"text": "still talking"})
+        assert answer.structured_content == {"result": "still talking"}
+    assert [record for record in caplog.records if record.exc_info] == []
+    parsing = [message for message in caplog.messages if "Error parsing SSE message" in message]
+    assert len(parsing) == 1 and parsing[0].startswith("server web: Error parsing SSE message ("), parsing
+    assert "\n" not in parsing[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from mcp_servers import specs
 
 from runner.errors import ServerClosedError, ServerStartError, ServerTimeoutError
 from runner.servers import open_fleet
+from runner.servers.transports import message_limits
 
 THIRDPARTY = TESTS / "thirdparty"
 WS_PYTHON = THIRDPARTY / ".venv-ws" / "bin" / "python"
@@ -81,6 +83,24 @@ async def test_a_dropped_websocket_connection_is_reopened(
         after = (await connection.call_tool("connections", {})).structured_content["result"]
         echoed = await connection.call_tool("echo", {"text": "again"})
     assert after == before + 1 and echoed.content[0].text == "again"
+
+
+async def test_a_websocket_answer_past_the_message_limit_is_refused_naming_the_server_and_the_limit(
+    ws_url: str, tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(message_limits, "MAX_MESSAGE_BYTES", 64 * 1024)
+    async with open_fleet({"ws": specs.http(ws_url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        connection = fleet.connections["ws"]
+        with anyio.fail_after(RESTART_WAIT), pytest.raises(ServerClosedError):
+            await connection.call_tool("echo", {"text": "x" * 100_000})  # its echo is too big
+        with anyio.fail_after(RESTART_WAIT):
+            await connection.wait_until(lambda c: c.sessions == 2 and c.status == "ready")
+        echoed = await connection.call_tool("echo", {"text": "small again"})
+    assert echoed.content[0].text == "small again"
+    refused = "server ws sent a message larger than the limit of one message (64 KiB)"
+    assert any(message.startswith(refused) for message in caplog.messages), caplog.messages
 
 
 async def test_a_hung_websocket_call_times_out(ws_url: str, tmp_path: Path, state_dir: Path) -> None:
