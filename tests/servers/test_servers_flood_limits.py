@@ -79,8 +79,10 @@ class _Chunks(httpx2.AsyncByteStream):
 
 async def _read(chunks: list[bytes], content_type: str, limit: int) -> int:
     """The bytes a client reads of a response made of ``chunks`` through the bounded transport."""
+    warnings = RepeatedWarning(logging.getLogger("tests.floods"), "web", "responses over the limit")
     transport = BoundedTransport(httpx2.MockTransport(lambda request: httpx2.Response(
-        200, headers={"content-type": content_type}, stream=_Chunks(chunks))), key="web", limit=limit)
+        200, headers={"content-type": content_type}, stream=_Chunks(chunks))), key="web", limit=limit,
+        warnings=warnings)
     async with httpx2.AsyncClient(transport=transport) as client:
         async with client.stream("GET", "http://127.0.0.1/mcp") as response:
             return len(await response.aread())

@@ -77,3 +77,24 @@ async def test_an_http_answer_nested_past_the_parser_gives_one_warning_line_nami
     parsing = [message for message in caplog.messages if "Error parsing SSE message" in message]
     assert len(parsing) == 1 and parsing[0].startswith("server web: Error parsing SSE message ("), parsing
     assert "\n" not in parsing[0]
+
+
+async def test_an_http_server_behind_the_environments_proxy_is_reached_through_it_and_bounded(
+    serve_http, tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(message_limits, "MAX_MESSAGE_BYTES", 1024 * 1024)
+    # The "proxy" is the server itself: it answers the absolute-form requests a proxy gets.
+    proxy = serve_http(demo.build(), wrap=flooding.flooding).removesuffix("/mcp")
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    spec = specs.http("http://127.0.0.1:9/mcp")  # nothing listens there: reachable only by the proxy
+    async with open_fleet({"web": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        web = fleet.connections["web"]
+        with anyio.fail_after(30):
+            answer = await web.call_tool("echo", {"text": "through the proxy"})
+        assert answer.structured_content == {"result": "through the proxy"}
+        with anyio.fail_after(30), pytest.raises(ServerError) as raised:
+            await web.call_tool("echo", {"text": flooding.ENDLESS_JSON})
+        assert "limit of one message (1 MiB)" in str(raised.value)

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from runner.servers.transports.message_limits import MessageTooLarge
 from runner.servers.transports.repeated_warnings import RepeatedWarning
 
+logger = logging.getLogger(__name__)
+
 # The SDK modules that log a server's bad output with a traceback.
 SDK_LOGGERS = ("mcp.client.streamable_http", "mcp.client.sse", "mcp.client.session",
                "mcp.shared.jsonrpc_dispatcher")
@@ -59,11 +61,10 @@ class _OneLine(logging.Filter):
             return False  # the transport has said it, naming the server and the limit
         warnings = _speaking.get()
         if warnings is None:  # not about one server (or outside any link): one line all the same
-            record.msg, record.args = summary(record), ()
-            record.exc_info, record.exc_text = None, None
-            return True
-        warnings.warn(f"server {warnings.key}: {summary(record)}")
-        return False
+            logger.warning("%s", summary(record))
+        else:
+            warnings.warn(f"server {warnings.key}: {summary(record)}")
+        return False  # the line above replaces the record
 
 
 _FILTER = _OneLine()

@@ -31,7 +31,7 @@ from runner import telemetry
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
 from runner.servers.transports import library_logs, message_limits
-from runner.servers.transports.message_limits import BoundedTransport
+from runner.servers.transports.message_limits import bounded_transports
 from runner.servers.transports.repeated_warnings import RepeatedWarning
 from runner.servers.transports.stdio import StderrLog, StdioProcess
 from runner.servers.transports.websocket import websocket_transport
@@ -233,12 +233,12 @@ class Link:
                 self.session_expired = True
                 self.closed.set()
 
-        bounded = BoundedTransport(httpx2.AsyncHTTPTransport(), key=self.key,
-                                   limit=message_limits.MAX_MESSAGE_BYTES)
+        bounded = bounded_transports(self.key, message_limits.MAX_MESSAGE_BYTES)
         return httpx2.AsyncClient(
             headers=headers,
             auth=auth,
-            transport=bounded,
+            transport=bounded.transport,
+            mounts=bounded.mounts,
             timeout=timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT),
             event_hooks={"response": [remember_failure], "request": telemetry.http_request_hooks()},
             trust_env=True,

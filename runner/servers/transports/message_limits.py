@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import httpx2
 
+from runner import sdk
 from runner.servers.transports.repeated_warnings import RepeatedWarning
 
 logger = logging.getLogger(__name__)
@@ -85,21 +87,46 @@ class _BoundedStream(httpx2.AsyncByteStream):
 class BoundedTransport(httpx2.AsyncBaseTransport):
     """``inner``, with each response's body (or each event of an event stream) bounded to ``limit``."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, *, key: str, limit: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, *, key: str, limit: int,
+                 warnings: RepeatedWarning) -> None:
         self._inner = inner
         self._key = key
         self._limit = limit
-        self.warnings = RepeatedWarning(logger, key, "warnings about responses over the limit")
+        self._warnings = warnings
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         bounded = _BoundedStream(response.stream, key=self._key, limit=self._limit,
-                                 events=content_type == "text/event-stream", warnings=self.warnings)
+                                 events=content_type == "text/event-stream", warnings=self._warnings)
         return httpx2.Response(response.status_code, headers=response.headers, stream=bounded,
                                extensions=response.extensions, request=request)
 
     async def aclose(self) -> None:
-        self.warnings.flush()
+        self._warnings.flush()
         await self._inner.aclose()
+
+
+@dataclass(frozen=True)
+class BoundedTransports:
+    """What an ``httpx2.AsyncClient`` for server ``key`` is given: ``transport`` and ``mounts``."""
+
+    transport: BoundedTransport
+    mounts: dict[str, httpx2.AsyncBaseTransport | None]
+
+
+def bounded_transports(key: str, limit: int) -> BoundedTransports:
+    """The transports of a client of server ``key``, the environment's proxies included (a client
+    given its own transport no longer reads them), each bounded to ``limit``."""
+    warnings = RepeatedWarning(logger, key, "warnings about responses over the limit")
+
+    def bounded(inner: httpx2.AsyncBaseTransport) -> BoundedTransport:
+        return BoundedTransport(inner, key=key, limit=limit, warnings=warnings)
+
+    # None: no proxy for that pattern (NO_PROXY), which is the client's own transport.
+    mounts: dict[str, httpx2.AsyncBaseTransport | None] = {
+        pattern: None if proxy is None else bounded(httpx2.AsyncHTTPTransport(proxy=proxy))
+        for pattern, proxy in sdk.environment_proxies().items()
+    }
+    return BoundedTransports(bounded(httpx2.AsyncHTTPTransport()), mounts)
