@@ -10,6 +10,9 @@ What is spawned (the command itself, a container engine's client, or ``bwrap``) 
 Shutdown escalates, every step bounded and shielded from cancellation: close stdin -> SIGTERM to
 the process group -> SIGKILL to the group. Servers start in their own session, so the group also
 holds whatever they spawned; stragglers left in the group after the server exits are killed too.
+If the runner itself is killed, a watcher beside each server kills its group (``child_reaping``).
+Junk on stdout is noted in the server's log line by line and warned about a few times per interval
+(``repeated_warnings``); a line is bounded to one message (``message_limits``).
 """
 
 from __future__ import annotations
