@@ -331,6 +331,19 @@ def inferred_provider(model_id: str) -> str:
     return str(base._parse_model(model_id, None)[1])
 
 
+# --- httpx2 --------------------------------------------------------------------------------------
+
+
+def environment_proxies() -> dict[str, str | None]:
+    """The proxies of the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``)
+    as mount patterns, read as ``httpx2.AsyncClient(trust_env=True)`` reads them: a client given a
+    transport of its own stops reading them, and no public function returns them (private
+    ``httpx2._utils.get_environment_proxies``)."""
+    from httpx2._utils import get_environment_proxies
+
+    return get_environment_proxies()
+
+
 # --- anyio ---------------------------------------------------------------------------------------
 
 

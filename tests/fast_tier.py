@@ -33,6 +33,7 @@ FAST_FILES = frozenset({
     "prompts/test_prompts_commands.py",
     "prompts/test_prompts_messages.py",
     "prompts/test_prompts_system.py",
+    "servers/test_servers_flood_limits.py",
     "servers/test_servers_listings.py",
     "servers/test_servers_translation.py",
     "tools/test_tools_arguments.py",

@@ -89,6 +89,7 @@ CALLABLES: list[tuple[str, str, str, tuple[str, ...] | None]] = [
      "chat_model_trace_params", ("self", "stop", "kwargs")),
     ("langchain_core.language_models:BaseChatModel._llm_type", "langchain-core", "chat_model_type", None),
     ("anyio._core._eventloop:get_async_backend", "anyio", "open_process", ()),
+    ("httpx2._utils:get_environment_proxies", "httpx2", "environment_proxies", ()),
 ]
 
 # Attributes an SDK object gets in its __init__ (no instance is made: read from the source).

@@ -35,6 +35,8 @@ from runner.errors import (
 from runner.redaction import redact_urls
 from runner.servers.transports.isolation import IsolationUnavailable
 
+SDK_CONNECTION_CLOSED = "Connection closed"  # the SDK's own words when a session ends: nothing to add
+
 
 def _never() -> bool:
     return False
@@ -65,7 +67,10 @@ def timed_out(boundary: Boundary, detail: str = "") -> ServerTimeoutError:
 
 
 def _closed(boundary: Boundary, exc: BaseException) -> ServerError:
-    return ServerClosedError(boundary.server, f"{boundary.what} failed: the connection closed")
+    # The SDK's HTTP transport says why it gave a request up ("SSE stream failed: ...").
+    said = exc.error.message if isinstance(exc, MCPError) else ""
+    why = f" ({said})" if said and said != SDK_CONNECTION_CLOSED else ""
+    return ServerClosedError(boundary.server, f"{boundary.what} failed: the connection closed{why}")
 
 
 def _answer(boundary: Boundary, exc: MCPError) -> ServerError:

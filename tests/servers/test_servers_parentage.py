@@ -1,18 +1,26 @@
 """Stdio server processes are tied to the runner's life, without forking the whole runner.
 
-The kill -9 case itself is tested end to end in tests/hosting/test_serve_kill.py; these tests pin the pieces:
+The kill -9 case itself is tested end to end in tests/hosting/test_serve_kill.py (here: what a server
+spawned, which the group watcher ends); these tests pin the pieces:
 the guard that closes the window before the death signal is set, and the errors a command that
 cannot run still gives before anything is spawned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
+from builders import SERVERS, write_manifest
+from serving import http_agent
 
 from runner.servers.transports import child_reaping as parentage
 
@@ -73,3 +81,32 @@ async def test_a_child_sees_exactly_the_environment_it_was_given() -> None:
     assert (code, output) == (0, "ONLY=this\n")
     code, output = await _run(["/usr/bin/env"], env={"ONLY": "this", "PWD": "/given"})
     assert code == 0 and sorted(output.split()) == ["ONLY=this", "PWD=/given"]
+
+
+SPAWNED_SLEEP = "4321"
+
+
+def _spawned_sleeps(root: psutil.Process) -> list[psutil.Process]:
+    return [child for child in root.children(recursive=True)
+            if child.name() == "sleep" and SPAWNED_SLEEP in child.cmdline()]
+
+
+def test_what_a_server_spawned_dies_when_mcp_run_is_killed_with_sigkill(tmp_path: Path) -> None:
+    # The attacker's server: a grandchild the kernel's death signal (set on the server only) misses.
+    server = shlex.join([sys.executable, str(SERVERS / "demo.py")])
+    command = f"sleep {SPAWNED_SLEEP} & exec {server}"
+    manifest = write_manifest(tmp_path, {"spawner": {"command": "/bin/sh", "args": ["-c", command]}},
+                              name="spawner", model="offline")
+    with http_agent(manifest) as served:
+        runner = psutil.Process(served.process.pid)
+        sleeps = _spawned_sleeps(runner)
+        served.process.send_signal(signal.SIGKILL)
+        served.process.wait(timeout=30)
+    assert len(sleeps) == 1, "the server started its sleep before mcp-run listened"
+    gone, alive = psutil.wait_procs(sleeps, timeout=10)
+    try:
+        assert [process for process in alive if process.status() != psutil.STATUS_ZOMBIE] == []
+    finally:
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()

@@ -253,9 +253,9 @@ def test_a_runner_stopped_by_sigterm_or_ctrl_c_stops_every_server(tmp_path: Path
 async def test_endless_stdout_without_a_newline_is_dropped_past_the_cap(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner.servers.transports import stdio
+    from runner.servers.transports import message_limits
 
-    monkeypatch.setattr(stdio, "MAX_STDOUT_LINE", 100_000)
+    monkeypatch.setattr(message_limits, "MAX_MESSAGE_BYTES", 100_000)
     async with open_fleet({"junk": specs.stdio("junk")}, base_dir=tmp_path, state_dir=state_dir) as fleet:
         junk = fleet.connections["junk"]
         await junk.call_tool("junk", {"text": "X" * 300_000, "newline": False})

@@ -41,7 +41,9 @@ def validation_error() -> ValidationError:
 @pytest.mark.parametrize(("foreign", "expected", "words"), [
     (mcp_error(types.METHOD_NOT_FOUND), ServerRequestError, "nope (code -32601)"),
     (mcp_error(types.REQUEST_TIMEOUT), ServerTimeoutError, "timed out after 2s (set servers.demo.timeout"),
-    (mcp_error(types.CONNECTION_CLOSED), ServerClosedError, "the connection closed"),
+    (mcp_error(types.CONNECTION_CLOSED, "Connection closed"), ServerClosedError, "the connection closed"),
+    (mcp_error(types.CONNECTION_CLOSED, "SSE stream failed: too big"), ServerClosedError,
+     "the connection closed (SSE stream failed: too big)"),
     (TimeoutError(), ServerTimeoutError, "timed out after 2s"),
     (anyio.ClosedResourceError(), ServerClosedError, "the connection closed"),
     (anyio.BrokenResourceError(), ServerClosedError, "the connection closed"),

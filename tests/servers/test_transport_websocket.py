@@ -18,6 +18,7 @@ from mcp_servers import specs
 
 from runner.errors import ServerClosedError, ServerStartError, ServerTimeoutError
 from runner.servers import open_fleet
+from runner.servers.transports import message_limits
 
 THIRDPARTY = TESTS / "thirdparty"
 WS_PYTHON = THIRDPARTY / ".venv-ws" / "bin" / "python"
@@ -121,6 +122,24 @@ async def test_while_a_websocket_server_is_down_calls_say_so_at_once_and_its_ret
     assert [line for line in lines if "is back" in line] == ["server ws is back (session 2)"]
     assert len([line for line in lines if "restarting in" in line]) == attempts  # one line per attempt
     assert len(lines) == attempts + 1
+
+
+async def test_a_websocket_answer_past_the_message_limit_is_refused_naming_the_server_and_the_limit(
+    ws_url: str, tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(message_limits, "MAX_MESSAGE_BYTES", 64 * 1024)
+    async with open_fleet({"ws": specs.http(ws_url)}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        connection = fleet.connections["ws"]
+        with anyio.fail_after(RESTART_WAIT), pytest.raises(ServerClosedError):
+            await connection.call_tool("echo", {"text": "x" * 100_000})  # its echo is too big
+        with anyio.fail_after(RESTART_WAIT):
+            await connection.wait_until(lambda c: c.sessions == 2 and c.status == "ready")
+        echoed = await connection.call_tool("echo", {"text": "small again"})
+    assert echoed.content[0].text == "small again"
+    refused = "server ws sent a message larger than the limit of one message (64 KiB)"
+    assert any(message.startswith(refused) for message in caplog.messages), caplog.messages
 
 
 async def test_a_hung_websocket_call_times_out(ws_url: str, tmp_path: Path, state_dir: Path) -> None:

@@ -15,14 +15,22 @@ setpriv asks for the signal and execs a shell that exits if its parent is no lon
 died before the request took hold) and otherwise execs the command (through ``env``, which puts
 back what the shell changed in the environment), all in the one process. The
 command is looked up before the spawn, so a missing or non-executable one fails as before.
+
+The death signal reaches the server only: what it spawned (``sh -c "sleep 60 & exec server"``) would
+be left to init. Each server runs in its own process group, and :func:`watch_group` starts beside it
+a small shell, in a session of its own, that holds the read end of a pipe from the runner: when the
+runner dies the pipe closes and the shell kills the whole group. The runner ends the watcher itself
+as soon as it has stopped the group, so a recycled group id is never signalled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,6 +62,44 @@ _SETPRIV = (shutil.which("setpriv") if _PRCTL is not None and _ENV is not None a
 _SHELL_VARIABLES = ("PWD", "OLDPWD", "SHLVL", "_")
 # $0 is the runner's pid; "$@" the command. 125: the parent went before the death signal was set.
 _GUARD = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
+
+
+# $0 is the group id. ``read`` returns at end of input: the runner (the pipe's only writer) is gone.
+_GROUP_WATCH = 'read -r _ || kill -s KILL -- "-$0"'
+
+
+class GroupWatch:
+    """The process that kills group ``pgid`` if the runner dies first; :meth:`end` it once the
+    group is stopped."""
+
+    def __init__(self, pgid: int, process: anyio.abc.Process) -> None:
+        self.pgid = pgid
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    async def end(self) -> None:
+        """Kill the watcher (the group is the runner's to stop) and reap it; call shielded."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+        if self._process.stdin is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self._process.stdin.aclose()
+        await self._process.wait()
+
+
+async def watch_group(pgid: int) -> GroupWatch | None:
+    """A :class:`GroupWatch` of process group ``pgid``; None where there is no POSIX shell."""
+    if sys.platform == "win32" or not os.access(_SHELL, os.X_OK):  # pragma: no cover - Linux CI
+        return None
+    # Its own session: a Ctrl-C (or a kill of the runner's group) must not end it before the runner.
+    process = await sdk.open_process([_SHELL, "-c", _GROUP_WATCH, str(pgid)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+    return GroupWatch(pgid, process)
 
 
 def _death_signal_for(parent: int) -> Callable[[], None]:

@@ -4,11 +4,13 @@ A :class:`Link` wraps the SDK transport so that every inbound message stamps ``l
 (the heartbeat's notion of traffic) and the end of the read stream fires ``closed`` (the connection
 is gone: process exit, dropped stream, or a 2025 HTTP session the server no longer knows). HTTP
 responses with an error status are remembered so a failed start can say "HTTP 401" instead of the
-SDK's generic JSON-RPC stand-in.
+SDK's generic JSON-RPC stand-in. Every response body, and every server-sent event, is bounded to
+the size of one message while it arrives (``message_limits``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,11 +29,16 @@ from mcp.shared.message import SessionMessage
 from runner import telemetry
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers.listings import ToolListingFilter
+from runner.servers.transports import library_logs, message_limits
+from runner.servers.transports.message_limits import bounded_transports
+from runner.servers.transports.repeated_warnings import RepeatedWarning
 from runner.servers.transports.stdio import StderrLog, StdioProcess
 from runner.servers.transports.websocket import websocket_transport
 
 if TYPE_CHECKING:
     from runner.sdk import ReadStream, TransportStreams, WriteStream
+
+logger = logging.getLogger(__name__)
 
 HTTP_CONNECT_TIMEOUT = 30.0
 # Liveness is the heartbeat's job; a long read timeout only bounds a silently dead stream.
@@ -110,17 +117,25 @@ class _ActivityReadStream(_WrappedStream):
 
 
 class _ListingWriteStream(_WrappedStream):
-    """A write stream that shows every outbound message to the link's :class:`ToolListingFilter`."""
+    """A write stream that shows every outbound message to the link's :class:`ToolListingFilter`.
+
+    A message is sent with the link's ``library_warnings`` in its context: the SDK's HTTP transport
+    runs the message's request in the context it was sent from, and what it logs there is about
+    this link's server.
+    """
 
     _inner: WriteStream[SessionMessage]
 
-    def __init__(self, inner: WriteStream[SessionMessage], listings: ToolListingFilter) -> None:
+    def __init__(self, inner: WriteStream[SessionMessage], listings: ToolListingFilter,
+                 library_warnings: RepeatedWarning) -> None:
         self._inner = inner
         self._listings = listings
+        self._library_warnings = library_warnings
 
     async def send(self, item: SessionMessage, /) -> None:
         self._listings.outbound(item)
-        await self._inner.send(item)
+        with library_logs.speaking_for(self._library_warnings):
+            await self._inner.send(item)
 
 
 class Link:
@@ -145,6 +160,9 @@ class Link:
         self.http_failure: HttpFailure | None = None
         self.session_expired = False
         self.listings = ToolListingFilter(key)
+        # What the SDK logs about this server's output: one line each, counted (library_logs).
+        self.library_warnings = RepeatedWarning(logger, key, "errors the MCP library reported")
+        library_logs.install()
         # OAuth for http/sse servers (runner.auth): a 401 with a Bearer challenge starts the flow.
         self.auth: httpx2.Auth | None = None
         if isinstance(spec, HttpServerSpec):  # the SDK's OAuth (jwt, cryptography): for http only
@@ -161,8 +179,13 @@ class Link:
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[TransportStreams]:
-        async with self._inner_transport() as (read_stream, write_stream):
-            yield _ActivityReadStream(read_stream, self), _ListingWriteStream(write_stream, self.listings)
+        try:
+            with library_logs.speaking_for(self.library_warnings):  # the transport's tasks inherit it
+                async with self._inner_transport() as (read_stream, write_stream):
+                    yield (_ActivityReadStream(read_stream, self),
+                           _ListingWriteStream(write_stream, self.listings, self.library_warnings))
+        finally:
+            self.library_warnings.flush()
         self.closed.set()
 
     def _inner_transport(self) -> Transport:
@@ -189,7 +212,9 @@ class Link:
     async def _streamable_http(self) -> AsyncIterator[TransportStreams]:
         assert isinstance(self.spec, HttpServerSpec)
         async with self._http_client(headers=dict(self.spec.headers), auth=self.auth) as client:
-            async with streamable_http_client(self.spec.url, http_client=client) as streams:
+            # Events are bounded by the client's transport, to the limit of every message.
+            async with streamable_http_client(self.spec.url, http_client=client,
+                                              max_sse_event_size=None) as streams:
                 yield streams
 
     def _http_client(
@@ -207,9 +232,12 @@ class Link:
                 self.session_expired = True
                 self.closed.set()
 
+        bounded = bounded_transports(self.key, message_limits.MAX_MESSAGE_BYTES)
         return httpx2.AsyncClient(
             headers=headers,
             auth=auth,
+            transport=bounded.transport,
+            mounts=bounded.mounts,
             timeout=timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT),
             event_hooks={"response": [remember_failure], "request": telemetry.http_request_hooks()},
             trust_env=True,

@@ -10,6 +10,9 @@ What is spawned (the command itself, a container engine's client, or ``bwrap``) 
 Shutdown escalates, every step bounded and shielded from cancellation: close stdin -> SIGTERM to
 the process group -> SIGKILL to the group. Servers start in their own session, so the group also
 holds whatever they spawned; stragglers left in the group after the server exits are killed too.
+If the runner itself is killed, a watcher beside each server kills its group (``child_reaping``).
+Junk on stdout is noted in the server's log line by line and warned about a few times per interval
+(``repeated_warnings``); a line is bounded to one message (``message_limits``).
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ from pydantic import ValidationError
 from runner.errors import ServerStartError
 from runner.manifest import StdioServerSpec
 from runner.servers.translation import Boundary, translated
-from runner.servers.transports.child_reaping import open_child_process
+from runner.servers.transports import message_limits
+from runner.servers.transports.child_reaping import GroupWatch, open_child_process, watch_group
 from runner.servers.transports.environment import redacted
 from runner.servers.transports.isolation import Launch, prepare_launch, remove_container
+from runner.servers.transports.repeated_warnings import RepeatedWarning
 from runner.store.private import private_opener
 
 if TYPE_CHECKING:
@@ -57,10 +62,8 @@ EOF_AFTER_EXIT_GRACE = 0.25  # lets the last lines a dying server wrote reach th
 EXIT_POLL_INTERVAL = 0.05  # only where pidfd is unavailable
 STDERR_TAIL_LINES = 20
 MAX_STDERR_LINE = 65_536
-MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 when the server next starts
+MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 and a new one begun
 JUNK_PREVIEW_CHARS = 200
-# No single JSON-RPC message is this large; beyond it the bytes are junk and memory is at stake.
-MAX_STDOUT_LINE = 256 * 1024 * 1024
 MAX_RESYNC_ATTEMPTS = 8
 MAX_WRITE_BATCH = 64
 
@@ -68,38 +71,60 @@ MAX_WRITE_BATCH = 64
 class StderrLog:
     """A server's stderr: appended to ``state_dir/logs/<key>.log`` and logged at DEBUG.
 
-    The last lines are kept for error messages ("exited with code 1: <last lines>"), with the
-    ``secrets`` (the server's environment values) redacted: the messages reach the terminal,
-    events and telemetry.
+    Past ``max_bytes`` the file is moved to ``<key>.log.1`` (replacing the older one) and a new one
+    begun, at start and while the server runs: a server flooding its stderr uses at most twice
+    ``max_bytes`` of disk. The last lines are kept for error messages ("exited with code 1: <last
+    lines>"), with the ``secrets`` (the server's environment values) redacted: the messages reach
+    the terminal, events and telemetry.
     """
 
-    def __init__(self, key: str, path: Path, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, key: str, path: Path, secrets: tuple[str, ...] = (), *,
+                 max_bytes: int = MAX_LOG_BYTES) -> None:
         self.key = key
         self.path = path
         self.secrets = secrets
+        self.max_bytes = max_bytes
         self.tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._logger = logging.getLogger(f"runner.servers.stderr.{key}")
         self._file: TextIO | None = None
+        self._size = 0  # bytes in the current file
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tail.clear()  # error messages quote this spawn only
-        if self.path.exists() and self.path.stat().st_size > MAX_LOG_BYTES:
-            self.path.replace(self.path.with_name(self.path.name + ".1"))  # keep one old file
-        # Line-buffered appends: small, local, and readable while the run goes on.
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1, opener=private_opener)
+        self._size = self.path.stat().st_size if self.path.exists() else 0
+        if self._size > self.max_bytes:
+            self._begin_file()
+        else:
+            self._open_file()
 
     def write(self, line: str) -> None:
         self.tail.append(line)
         self._logger.debug("%s", line)
-        if self._file is not None:
-            self._file.write(line + "\n")
+        self._append(line + "\n")
 
     def note(self, text: str) -> None:
         """A line from the runner itself (start, exit), marked so it is not mistaken for the server's."""
-        if self._file is not None:
-            stamp = datetime.now().isoformat(timespec="seconds")
-            self._file.write(f"--- mcp-run {stamp}: {text}\n")
+        stamp = datetime.now().isoformat(timespec="seconds")
+        self._append(f"--- mcp-run {stamp}: {text}\n")
+
+    def _append(self, text: str) -> None:
+        if self._file is None:
+            return
+        self._file.write(text)
+        self._size += len(text.encode("utf-8", errors="replace"))
+        if self._size > self.max_bytes:
+            self._file.close()
+            self._begin_file()
+
+    def _begin_file(self) -> None:
+        self.path.replace(self.path.with_name(self.path.name + ".1"))  # keep one old file
+        self._size = 0
+        self._open_file()
+
+    def _open_file(self) -> None:
+        # Line-buffered appends: small, local, and readable while the run goes on.
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1, opener=private_opener)
 
     def close(self) -> None:
         if self._file is not None:
@@ -129,6 +154,9 @@ class StdioProcess:
         self.handshake_done = False  # only a server that answered once gets time to exit by itself
         self._process: anyio.abc.Process | None = None
         self.launch: Launch | None = None  # what was spawned: argv, and a container to remove
+        self._group_watch: GroupWatch | None = None  # kills the group if the runner is killed
+        # Every junk line is noted in the log file (rotated while running); a few reach the terminal.
+        self._junk_warnings = RepeatedWarning(logger, key, "warnings about non-JSON-RPC output on stdout")
 
     def finished_handshake(self) -> None:
         """The server answered: at close it gets time to exit by itself."""
@@ -173,6 +201,7 @@ class StdioProcess:
                     env=self.launch.env,
                     start_new_session=True,
                 )
+                self._group_watch = await self._watch_group(process.pid)
             return process
         except FileNotFoundError as exc:
             raise ServerStartError(
@@ -186,6 +215,20 @@ class StdioProcess:
             raise ServerStartError(
                 self.key, f"cannot start {self.spec.command!r}: {exc.strerror or exc}", permanent=True
             ) from exc
+
+    async def _watch_group(self, pgid: int) -> GroupWatch | None:
+        try:
+            return await watch_group(pgid)
+        except OSError as exc:  # out of processes: the server runs, only a killed runner leaks more
+            logger.warning("server %s: cannot watch its process group (%s); what it starts may "
+                           "outlive a killed mcp-run", self.key, exc.strerror or exc)
+            return None
+
+    async def _end_group_watch(self) -> None:
+        """The group is stopped: its watcher goes (before the group id can be reused)."""
+        if self._group_watch is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(KILL_REAP_TIMEOUT):
+                await self._group_watch.end()
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[TransportStreams]:
@@ -240,7 +283,7 @@ class StdioProcess:
                 if start < len(chunk):
                     pending.append(chunk[start:])
                     pending_bytes = sum(map(len, pending))
-                    if pending_bytes > MAX_STDOUT_LINE:  # endless output without a newline
+                    if pending_bytes > message_limits.MAX_MESSAGE_BYTES:  # endless output, no newline
                         # Keep the newest chunk: a message glued behind the junk may start in it.
                         dropped = pending_bytes - len(pending[-1])
                         del pending[:-1]
@@ -248,6 +291,7 @@ class StdioProcess:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass  # the session went away, or our own shutdown closed the pipe
         finally:
+            self._junk_warnings.flush()
             stdout_closed.set()
             read_send.close()
 
@@ -280,7 +324,9 @@ class StdioProcess:
     def _report_junk(self, junk: str) -> None:
         preview = junk[:JUNK_PREVIEW_CHARS]
         self.log.note(f"ignored non-JSON-RPC output on stdout: {preview!r}")
-        logger.warning("server %s wrote non-JSON-RPC output to stdout (ignored): %r", self.key, preview)
+        self._junk_warnings.warn(
+            f"server {self.key} wrote non-JSON-RPC output to stdout (ignored): {preview!r}"
+        )
 
     async def _read_stderr(self, process: anyio.abc.Process) -> None:
         assert process.stderr is not None
@@ -334,6 +380,7 @@ class StdioProcess:
             await stdout_closed.wait()
         read_send.close()
         _kill_group(process.pid, signal.SIGKILL)  # nothing may outlive the server it belongs to
+        await self._end_group_watch()
         self.exited.set()
 
     async def _stop(self, process: anyio.abc.Process) -> None:
@@ -357,6 +404,7 @@ class StdioProcess:
             if not await self._wait_exited(process, KILL_REAP_TIMEOUT):
                 logger.error("server %s (pid %d) survived SIGKILL; abandoning it", self.key, process.pid)
         _kill_group(process.pid, signal.SIGKILL)  # what the server spawned dies with it
+        await self._end_group_watch()
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):

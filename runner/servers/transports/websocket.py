@@ -3,12 +3,15 @@
 The MCP SDK 2.x dropped its websocket client; this one uses the ``websockets`` library (the
 ``websocket`` extra) and, like the stdio transport, only moves ``SessionMessage`` objects between
 the socket and the anyio memory streams the SDK session reads and writes. The end of the socket
-ends the read stream, so the supervisor sees a dropped connection at once and restarts it.
+ends the read stream, so the supervisor sees a dropped connection at once and restarts it. A frame
+larger than one message may be (``message_limits``) is refused while it arrives: the library closes
+the connection (code 1009), and a warning names the server and the limit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -21,11 +24,15 @@ from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from runner.errors import ServerStartError
+from runner.servers.transports import message_limits
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from runner.sdk import TransportStreams
 
 SUBPROTOCOL = "mcp"
+MESSAGE_TOO_BIG = 1009  # the close code the library sends for a frame past max_size
 MISSING_LIBRARY = (
     "the websocket transport needs the 'websockets' package: pip install 'mcp-run[websocket]'"
 )
@@ -47,13 +54,14 @@ async def websocket_transport(
     except ImportError as exc:
         raise ServerStartError(key, MISSING_LIBRARY, permanent=True) from exc
 
+    limit = message_limits.MAX_MESSAGE_BYTES
     try:
         socket = await connect(
             url,
             subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
             additional_headers=dict(headers),
             open_timeout=open_timeout,
-            max_size=None,  # one JSON-RPC message may be large; the server is trusted as HTTP is
+            max_size=limit,
         )
     except InvalidStatus as exc:
         on_http_failure(exc.response.status_code, exc.response.reason_phrase)
@@ -63,7 +71,7 @@ async def websocket_transport(
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](math.inf)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read, socket, read_send, ConnectionClosed)
+            tg.start_soon(_read, socket, read_send, ConnectionClosed, lambda: _refused_too_big(key, limit))
             tg.start_soon(_write, socket, write_receive, read_send, ConnectionClosed)
             try:
                 yield read_receive, write_send
@@ -78,10 +86,15 @@ async def websocket_transport(
             await socket.close()
 
 
+def _refused_too_big(key: str, limit: int) -> None:
+    logger.warning("%s", message_limits.MessageTooLarge(key, limit, "a message"))
+
+
 async def _read(
     socket: Any,
     read_send: MemoryObjectSendStream[SessionMessage | Exception],
     closed: type[Exception],
+    on_too_big: Callable[[], None],
 ) -> None:
     try:
         async for frame in socket:
@@ -91,8 +104,12 @@ async def _read(
                 await read_send.send(exc)  # the session reports it, as the SDK's own transports do
                 continue
             await read_send.send(SessionMessage(message))
-    except (closed, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass  # the socket dropped, or the session went away: either way the stream ends here
+    except closed as exc:  # the socket dropped; we closed it ourselves if a frame was too big
+        sent = getattr(exc, "sent", None)
+        if sent is not None and sent.code == MESSAGE_TOO_BIG:
+            on_too_big()
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the session went away: the stream ends here
     finally:
         read_send.close()
 
