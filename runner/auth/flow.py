@@ -196,7 +196,7 @@ class _RunnerAuth(OAuthProviderSteps):
                     yield
             except TimeoutError:
                 raise AuthError(self.key, "another mcp-run process has held the stored login's lock "
-                                          f"for over {LOCK_WAIT:.0f} s ({self.record.path}.lock)") from None
+                                          f"for over {LOCK_WAIT:.0f} s ({self.record.lock_path})") from None
 
     def _choose_token_endpoint_auth(self) -> None:
         """A pre-registered client authenticates the way the server's metadata allows."""
@@ -246,32 +246,20 @@ class _RunnerAuth(OAuthProviderSteps):
             if not self._asks_for_authorization(response):
                 return
             sent = request.headers.get("Authorization")
-            if response.status_code == 401 and sent is not None:
+            if response.status_code == 401:
                 async with self.refreshing():  # one refresh, even when many requests got a 401
                     tokens = self.context.current_tokens
-                    stale = tokens is not None and sent == f"Bearer {tokens.access_token}"
-                    if stale:
-                        await self.take_stored_tokens()
-                    if stale and self.context.current_tokens is tokens and self.context.can_refresh_token():
+                    await self.take_stored_tokens()  # refreshed, or logged in again, elsewhere
+                    spent = tokens is not None and sent == f"Bearer {tokens.access_token}"
+                    if spent and self.context.current_tokens is tokens and self.context.can_refresh_token():
                         await self.take_refresh_response((yield await self.refresh_request()))
-                if self.context.is_token_valid() and request.headers.get("Authorization") != (
-                    f"Bearer {self.context.current_tokens.access_token}"
-                ):
+                now = self.context.current_tokens
+                if self.context.is_token_valid() and now is not None and sent != f"Bearer {now.access_token}":
                     self.add_auth_header(request)
                     response = yield request
                     if not self._asks_for_authorization(response):
                         return
             self._stepping_up = response.status_code == 403
-            if not self._can_authorize() and response.status_code == 401:
-                async with self.context.lock:  # a login made meanwhile, by another process
-                    await self.take_stored_tokens()
-                if self.context.is_token_valid() and request.headers.get("Authorization") != (
-                    f"Bearer {self.context.current_tokens.access_token}"
-                ):
-                    self.add_auth_header(request)
-                    response = yield request
-                    if not self._asks_for_authorization(response):
-                        return
             if not self._can_authorize():
                 # Not even discovery or registration: a run or ``auth status`` must leave no
                 # registered client behind at the authorization server for a login never made.

@@ -69,6 +69,11 @@ class TokenRecord:
     def __repr__(self) -> str:
         return f"<TokenRecord {self.path.name}>"
 
+    @property
+    def lock_path(self) -> Path:
+        """Beside the token files, not among them: watch mode follows those."""
+        return self.path.parent / "locks" / f"{self.path.stem}.lock"
+
     # -- the SDK's TokenStorage protocol -----------------------------------------------------
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -119,8 +124,9 @@ class TokenRecord:
         """Hold the record's lock, which every mcp-run process takes around a refresh: with
         refresh tokens that rotate, two processes refreshing one login at once would log each
         other out. Raises TimeoutError after ``wait`` s (the holder is stuck: a crash frees it)."""
-        self.path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        descriptor = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, FILE_MODE)
+        for folder in (self.path.parent, self.lock_path.parent):  # mkdir's mode is for the last one
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             with anyio.fail_after(wait):
                 while True:

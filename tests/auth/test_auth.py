@@ -211,10 +211,13 @@ def test_the_token_file_is_private_and_outside_the_project(
     write_manifest(project, {"remote": remote(protected.url)})
     status, output, _ = login(project)
     assert status == 0, output
-    files = list(token_folder.iterdir())
+    files = list(token_folder.glob("*.json"))
     assert len(files) == 1
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     assert stat.S_IMODE(token_folder.stat().st_mode) == 0o700
+    assert {path.name for path in token_folder.iterdir()} <= {files[0].name, "locks"}
+    for lock in token_folder.glob("locks/*"):  # what processes sharing the login take turns with
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
     assert not any(TOKEN_PREFIX in path.read_text(errors="replace")
                    for path in project.rglob("*") if path.is_file())
 
@@ -299,7 +302,7 @@ def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     out = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert out.returncode == 0, out.stderr
     assert "remote: logged out (revoked at the server)" in out.stdout
-    assert list(token_folder.iterdir()) == []
+    assert list(token_folder.glob("*.json")) == []  # locks/ may stay: a lock holds no secret
     assert protected.authority.revocations == 2 and protected.authority.issued_tokens() == []
     again = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert "remote: no stored login" in again.stdout
