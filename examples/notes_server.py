@@ -7,9 +7,13 @@ tools to add, list, search and delete notes, a calculator, and a prompt that sum
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import json
 import operator
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -24,17 +28,40 @@ server = MCPServer(
 NOTES_FILE = Path(os.environ.get("NOTES_FILE", "notes.json"))
 
 
+@contextlib.contextmanager
+def _locked(exclusive: bool) -> Iterator[None]:
+    """The notes file's lock: calls run in worker threads, and several served sessions may each
+    start this server on one file, so every read-modify-write holds it (flock: threads and
+    processes alike, released if the process dies)."""
+    NOTES_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with open(NOTES_FILE.with_name(NOTES_FILE.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield  # closing the file releases the lock
+
+
 def _read() -> list[dict[str, str]]:
     if not NOTES_FILE.exists():
         return []
     return json.loads(NOTES_FILE.read_text(encoding="utf-8"))
 
 
+def _read_locked() -> list[dict[str, str]]:
+    with _locked(exclusive=False):
+        return _read()
+
+
 def _write(notes: list[dict[str, str]]) -> None:
-    NOTES_FILE.parent.mkdir(parents=True, exist_ok=True)
-    temporary = NOTES_FILE.with_suffix(".tmp")
-    temporary.write_text(json.dumps(notes, indent=2), encoding="utf-8")
-    temporary.replace(NOTES_FILE)  # atomic: a crash never leaves half a file
+    """Replace the file at once (a crash never leaves half a file) from a temporary file of this
+    write's own, so that no two writers share one; the caller holds the exclusive lock."""
+    descriptor, temporary = tempfile.mkstemp(dir=NOTES_FILE.parent, prefix=NOTES_FILE.name, suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(notes, file, indent=2)
+        os.replace(temporary, NOTES_FILE)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 @server.tool()
@@ -43,33 +70,35 @@ def add_note(
     text: Annotated[str, Field(description="The note itself")] = "",
 ) -> str:
     """Add a note and return its title."""
-    notes = [note for note in _read() if note["title"] != title]
-    notes.append({"title": title, "text": text})
-    _write(notes)
+    with _locked(exclusive=True):
+        notes = [note for note in _read() if note["title"] != title]
+        notes.append({"title": title, "text": text})
+        _write(notes)
     return f"saved note '{title}' ({len(notes)} notes in all)"
 
 
 @server.tool()
 def list_notes() -> list[str]:
     """List the titles of all notes."""
-    return [note["title"] for note in _read()]
+    return [note["title"] for note in _read_locked()]
 
 
 @server.tool()
 def search_notes(query: Annotated[str, Field(min_length=1)]) -> list[dict[str, str]]:
     """Notes whose title or text contains the query (case-insensitive)."""
     needle = query.lower()
-    return [n for n in _read() if needle in n["title"].lower() or needle in n["text"].lower()]
+    return [n for n in _read_locked() if needle in n["title"].lower() or needle in n["text"].lower()]
 
 
 @server.tool()
 def delete_note(title: str) -> str:
     """Delete the note with this title."""
-    notes = _read()
-    kept = [note for note in notes if note["title"] != title]
-    if len(kept) == len(notes):
-        raise ToolError(f"no note titled '{title}'")
-    _write(kept)
+    with _locked(exclusive=True):
+        notes = _read()
+        kept = [note for note in notes if note["title"] != title]
+        if len(kept) == len(notes):
+            raise ToolError(f"no note titled '{title}'")
+        _write(kept)
     return f"deleted note '{title}'"
 
 
@@ -106,7 +135,7 @@ def calculate(expression: Annotated[str, Field(max_length=200, examples=["2 * (3
 @server.prompt()
 def summarise(style: str = "bullet points") -> str:
     """Ask the assistant to summarise every note."""
-    notes = "\n".join(f"- {n['title']}: {n['text']}" for n in _read()) or "(no notes yet)"
+    notes = "\n".join(f"- {n['title']}: {n['text']}" for n in _read_locked()) or "(no notes yet)"
     return f"Summarise these notes as {style}:\n{notes}"
 
 

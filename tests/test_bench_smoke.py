@@ -12,6 +12,7 @@ import glob
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -50,15 +51,53 @@ SCALE_OUT_ROWS = ("7c. served turns/s, two instances vs one, c=8",
 SCALE_OUT_POSSIBLE = (bool(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
                       and shutil.which("haproxy") is not None)
 SMOKE_TIMEOUT = 160.0
+STOP_GRACE = 60.0  # what the benchmark gets, after Ctrl-C, to stop the services it started
 
 
-@pytest.mark.timeout(180)
+async def run_stopping_on_timeout(command: list[str], limit: float) -> tuple[int, bytes, bytes]:
+    """Run ``command``; past ``limit`` (or when the test fails or is cancelled) interrupt it as
+    Ctrl-C would, so that it stops what it started (PostgreSQL, HAProxy, served agents), and
+    kill it only if that does not end it. Raises TimeoutError past ``limit``."""
+    process = await anyio.open_process(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = bytearray(), bytearray()
+
+    async def drain(stream: Any, into: bytearray) -> None:
+        async for chunk in stream:
+            into.extend(chunk)
+
+    try:
+        with anyio.fail_after(limit):
+            async with anyio.create_task_group() as group:
+                group.start_soon(drain, process.stdout, out)
+                group.start_soon(drain, process.stderr, err)
+                await process.wait()
+    finally:
+        if process.returncode is None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE + 5):
+                process.send_signal(signal.SIGINT)
+                with anyio.move_on_after(STOP_GRACE):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+    return process.returncode, bytes(out), bytes(err)
+
+
+async def test_a_run_past_its_time_is_interrupted_so_it_can_stop_what_it_started(tmp_path: Path) -> None:
+    stopped = tmp_path / "stopped"
+    # The shell sets its trap before anything else, so even a late start on a busy machine has it.
+    child = f'trap "echo services stopped > {stopped}; exit 0" INT; while :; do sleep 0.1; done'
+    with pytest.raises(TimeoutError):
+        await run_stopping_on_timeout(["sh", "-c", child], limit=5.0)
+    assert stopped.read_text().strip() == "services stopped"
+
+
+@pytest.mark.timeout(SMOKE_TIMEOUT + STOP_GRACE + 30)
 async def test_every_benchmark_row_produces_numbers_in_a_smoke_run() -> None:
     command = [sys.executable, "-m", "bench", "--smoke", "--json", "--no-adapters", "--no-langchain-mcp"]
-    with anyio.fail_after(SMOKE_TIMEOUT):
-        done = await anyio.run_process(command, cwd=ROOT, check=False, stderr=subprocess.PIPE)
-    assert done.returncode == 0, done.stderr.decode()[-4000:]
-    report = json.loads(done.stdout)
+    returncode, stdout, stderr = await run_stopping_on_timeout(command, SMOKE_TIMEOUT)
+    assert returncode == 0, stderr.decode()[-4000:]
+    report = json.loads(stdout)
     rows = {result["row"] for result in report["results"]}
     for prefix in ROW_PREFIXES + (SCALE_OUT_ROWS if SCALE_OUT_POSSIBLE else ()):
         assert any(row.startswith(prefix) for row in rows), f"no row {prefix!r} in {sorted(rows)}"

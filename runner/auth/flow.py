@@ -28,10 +28,11 @@ by default nobody (``LoginRequiredError``, naming ``mcp-run auth login``), the b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx2
@@ -45,6 +46,7 @@ from pydantic import AnyUrl
 from runner.auth.callback import DEFAULT_CALLBACK_PORT, redirect_uri
 from runner.auth.context import can_ask, current_interaction, login_command
 from runner.auth.store import (  # noqa: F401 (login_files, token_record: also imported from here)
+    LOCK_WAIT,
     TokenRecord,
     client_name,
     effective_auth,
@@ -169,12 +171,32 @@ class _RunnerAuth(OAuthProviderSteps):
         self.record.set_revocation_endpoint(str(endpoint) if endpoint else None)
 
     async def take_refresh_response(self, response: httpx2.Response) -> bool:
+        used = self.context.current_tokens
         refreshed = await super().take_refresh_response(response)
         if refreshed:
             self._margin_expiry()
         else:
-            self.record.forget_tokens()
+            self.record.forget_tokens(unless_replaced=used)
         return refreshed
+
+    async def take_stored_tokens(self) -> None:
+        """Tokens another process stored since these were loaded (it refreshed them, or logged in
+        again) replace the ones in hand, which may be spent: refresh tokens can be used once."""
+        stored = await self.record.get_tokens()
+        current = self.context.current_tokens
+        if stored is not None and (current is None or stored.access_token != current.access_token):
+            await self.load_state()
+
+    @contextlib.asynccontextmanager
+    async def refreshing(self) -> AsyncIterator[None]:
+        """This process's one refresh at a time, and the record's lock that other processes take."""
+        async with self.context.lock:
+            try:
+                async with self.record.locked():
+                    yield
+            except TimeoutError:
+                raise AuthError(self.key, "another mcp-run process has held the stored login's lock "
+                                          f"for over {LOCK_WAIT:.0f} s ({self.record.lock_path})") from None
 
     def _choose_token_endpoint_auth(self) -> None:
         """A pre-registered client authenticates the way the server's metadata allows."""
@@ -210,6 +232,11 @@ class _RunnerAuth(OAuthProviderSteps):
                     await self.load_state()
         response: httpx2.Response | None = None
         self._stepping_up = False
+        if not self.context.is_token_valid() and self.context.can_refresh_token():
+            async with self.refreshing():  # expired: refreshed here, with the other processes
+                await self.take_stored_tokens()
+                if not self.context.is_token_valid() and self.context.can_refresh_token():
+                    await self.take_refresh_response((yield await self.refresh_request()))
         # Without a token to refresh first, the request goes out as the SDK would send it; its
         # answer decides whether a new authorization is needed (and possible: see below).
         if self.context.is_token_valid() or not self.context.can_refresh_token():
@@ -219,15 +246,15 @@ class _RunnerAuth(OAuthProviderSteps):
             if not self._asks_for_authorization(response):
                 return
             sent = request.headers.get("Authorization")
-            if response.status_code == 401 and sent is not None:
-                async with self.context.lock:  # one refresh, even when many requests got a 401
+            if response.status_code == 401:
+                async with self.refreshing():  # one refresh, even when many requests got a 401
                     tokens = self.context.current_tokens
-                    stale = tokens is not None and sent == f"Bearer {tokens.access_token}"
-                    if stale and self.context.can_refresh_token():
+                    await self.take_stored_tokens()  # refreshed, or logged in again, elsewhere
+                    spent = tokens is not None and sent == f"Bearer {tokens.access_token}"
+                    if spent and self.context.current_tokens is tokens and self.context.can_refresh_token():
                         await self.take_refresh_response((yield await self.refresh_request()))
-                if self.context.is_token_valid() and request.headers.get("Authorization") != (
-                    f"Bearer {self.context.current_tokens.access_token}"
-                ):
+                now = self.context.current_tokens
+                if self.context.is_token_valid() and now is not None and sent != f"Bearer {now.access_token}":
                     self.add_auth_header(request)
                     response = yield request
                     if not self._asks_for_authorization(response):

@@ -12,15 +12,18 @@ and writes it directly. Nothing here prints or logs a token.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from runner.manifest import AuthSpec, HttpServerSpec
@@ -28,6 +31,8 @@ from runner.manifest import AuthSpec, HttpServerSpec
 TOKEN_DIR_VARIABLE = "MCP_RUN_TOKEN_DIR"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+LOCK_WAIT = 60.0  # a refresh in another process: one token request, however slow
+LOCK_POLL = 0.05
 
 
 def token_dir() -> Path:
@@ -63,6 +68,11 @@ class TokenRecord:
 
     def __repr__(self) -> str:
         return f"<TokenRecord {self.path.name}>"
+
+    @property
+    def lock_path(self) -> Path:
+        """Beside the token files, not among them: watch mode follows those."""
+        return self.path.parent / "locks" / f"{self.path.stem}.lock"
 
     # -- the SDK's TokenStorage protocol -----------------------------------------------------
 
@@ -100,9 +110,34 @@ class TokenRecord:
             return None
         return StoredLogin(tokens.get("scope"), data.get("expires_at"), bool(tokens.get("refresh_token")))
 
-    def forget_tokens(self) -> None:
-        """Drop the tokens, keep the client registration (a refresh that failed, a revoked token)."""
+    def forget_tokens(self, *, unless_replaced: OAuthToken | None = None) -> None:
+        """Drop the tokens, keep the client registration (a refresh that failed, a revoked token).
+        With ``unless_replaced``, only while the record still holds those tokens: another process
+        may have stored newer ones meanwhile, which are not to be lost."""
+        stored = self._read().get("tokens") or {}
+        if unless_replaced is not None and stored.get("access_token") != unless_replaced.access_token:
+            return
         self._update(tokens=None, expires_at=None)
+
+    @contextlib.asynccontextmanager
+    async def locked(self, wait: float = LOCK_WAIT) -> AsyncIterator[None]:
+        """Hold the record's lock, which every mcp-run process takes around a refresh: with
+        refresh tokens that rotate, two processes refreshing one login at once would log each
+        other out. Raises TimeoutError after ``wait`` s (the holder is stuck: a crash frees it)."""
+        for folder in (self.path.parent, self.lock_path.parent):  # mkdir's mode is for the last one
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            with anyio.fail_after(wait):
+                while True:
+                    try:
+                        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await anyio.sleep(LOCK_POLL)  # flock has no awaitable form
+            yield
+        finally:
+            os.close(descriptor)  # releases the lock
 
     def delete(self) -> bool:
         """Remove the record; True when there was one."""

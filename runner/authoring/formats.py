@@ -91,10 +91,14 @@ def read_config(path: Path, *, format: str | None = None) -> ReadConfig:
             servers_path, f"expected '{format_path(servers_path)}' to be an object of servers "
             f"({FORMATS[chosen]} format)")])
     config = ReadConfig(chosen, display, source, base_dir=_workspace_folder(path))
-    for key in data:
-        if key not in (root or servers_key, "inputs" if chosen == "vscode" else servers_key):
-            config.warn((key,), "not about MCP servers; left out")
-    inputs = _read_inputs(config, data.get("inputs", []) if chosen == "vscode" else [])
+    # A settings.json is mostly other settings: only keys beside the servers in its "mcp" section
+    # are worth a warning; its inputs live in that section too.
+    section = data[root] if root else data
+    for key in section:
+        if key not in (servers_key, "inputs" if chosen == "vscode" else servers_key):
+            config.warn((*((root,) if root else ()), key), "not about MCP servers; left out")
+    inputs_path: Path_ = (root, "inputs") if root else ("inputs",)
+    inputs = _read_inputs(config, section.get("inputs", []) if chosen == "vscode" else [], inputs_path)
     for name, entry in servers.items():
         where = (*servers_path, name)
         if not isinstance(entry, dict):
@@ -149,14 +153,15 @@ def _workspace_folder(path: Path) -> Path:
     return folder.parent if folder.name in (".vscode", ".cursor") else folder
 
 
-def _read_inputs(config: ReadConfig, inputs: Any) -> dict[str, str]:
-    """VS Code ``inputs``: id -> the reference that replaces ``${input:id}`` (``NAME:-default``)."""
+def _read_inputs(config: ReadConfig, inputs: Any, where: Path_) -> dict[str, str]:
+    """VS Code ``inputs`` (at ``where``): id -> the reference that replaces ``${input:id}``
+    (``NAME:-default``)."""
     found: dict[str, str] = {}
     if not isinstance(inputs, list):
-        raise ManifestError([config.source.problem(("inputs",), "expected a list of inputs")])
+        raise ManifestError([config.source.problem(where, "expected a list of inputs")])
     for index, item in enumerate(inputs):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            config.warn(("inputs", index), "an input needs an 'id'; left out")
+            config.warn((*where, index), "an input needs an 'id'; left out")
             continue
         name = variable_name(item["id"])
         default = item.get("default")
@@ -168,7 +173,7 @@ def _read_inputs(config: ReadConfig, inputs: Any) -> dict[str, str]:
             description += f" (default {default})"
         config.variables.setdefault(name, f"{what} VS Code asked for (input '{item['id']}'){description}")
         if item.get("type") not in ("promptString", "pickString"):
-            config.warn(("inputs", index, "type"), "only prompted inputs have an equivalent; the "
+            config.warn((*where, index, "type"), "only prompted inputs have an equivalent; the "
                         "variable must be set by hand")
     return found
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,17 +153,48 @@ def existing_servers(manifest: str, *, file: str) -> ExistingServers:
     keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
     indent = node.value[0][0].start_mark.column if node.value else 2
     servers = (yaml.safe_load(manifest) or {}).get("servers") or {}
-    connections = {
-        connection(spec): str(key) for key, spec in servers.items() if isinstance(spec, dict)
-    }
+    connections = _commented_out_servers(manifest)
+    connections.update(
+        {connection(spec): str(key) for key, spec in servers.items() if isinstance(spec, dict)}
+    )
     return ExistingServers(keys, connections, indent)
 
 
 def connection(settings: dict[str, Any]) -> tuple[str, ...]:
-    """How a server is reached: its URL, or its command and arguments, as written."""
+    """How a server is reached: its URL, or its command and arguments, as written but for the
+    names of the variables its secrets became (an import numbers them by the key it gives the
+    server, ``${SEARCH_2_API_KEY}`` on a second import of ``search``: the same server)."""
     if "url" in settings:
-        return ("url", str(settings["url"]))
-    return ("command", str(settings.get("command")), *map(str, settings.get("args") or []))
+        return ("url", _SECRET_REFERENCE.sub("${}", str(settings["url"])))
+    arguments = (_SECRET_REFERENCE.sub("${}", str(argument)) for argument in settings.get("args") or [])
+    return ("command", str(settings.get("command")), *arguments)
+
+
+_SECRET_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _commented_out_servers(manifest: str) -> dict[tuple[str, ...], str]:
+    """How the servers an import wrote commented out (disabled ones) are reached, by key: runs of
+    comment lines that read, uncommented, as ``key: {command/url: …}``."""
+    found: dict[tuple[str, ...], str] = {}
+    runs: list[list[str]] = [[]]
+    for line in manifest.splitlines():
+        match = re.match(r"^(\s*)# ?(.*)$", line)
+        if match is None:
+            runs.append([])
+        else:
+            runs[-1].append(match.group(1) + match.group(2))
+    for run in filter(None, runs):
+        try:
+            data = yaml.safe_load(textwrap.dedent("\n".join(run)))
+        except yaml.YAMLError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        for key, spec in data.items():
+            if isinstance(spec, dict) and ("command" in spec or "url" in spec):
+                found[connection(spec)] = str(key)
+    return found
 
 
 def validate_text(text: str, *, file: str) -> LoadedManifest:

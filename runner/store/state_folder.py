@@ -58,15 +58,17 @@ def unusable_state_folder(loaded: LoadedManifest) -> str | None:
     return None
 
 
+def user_state_root(environ: Mapping[str, str]) -> Path:
+    """The per-user folder of every manifest's fallback state folder (and, by default, the tokens)."""
+    configured = environ.get("XDG_STATE_HOME")
+    return (Path(configured) if configured else Path.home() / ".local" / "state") / "mcp-run"
+
+
 def user_state_folder(manifest: Path, *, environ: Mapping[str, str]) -> Path:
     """The per-user state folder of the manifest at ``manifest``: one per manifest path."""
-    root = (
-        Path(environ["XDG_STATE_HOME"]) if environ.get("XDG_STATE_HOME")
-        else Path.home() / ".local" / "state"
-    )
     resolved = manifest.resolve()
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
-    return root / "mcp-run" / f"{resolved.parent.name or 'root'}-{digest}"
+    return user_state_root(environ) / f"{resolved.parent.name or 'root'}-{digest}"
 
 
 def _ready(folder: Path) -> Path:

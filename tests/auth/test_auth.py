@@ -12,7 +12,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager as AsyncContextManager
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -211,10 +211,13 @@ def test_the_token_file_is_private_and_outside_the_project(
     write_manifest(project, {"remote": remote(protected.url)})
     status, output, _ = login(project)
     assert status == 0, output
-    files = list(token_folder.iterdir())
+    files = list(token_folder.glob("*.json"))
     assert len(files) == 1
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     assert stat.S_IMODE(token_folder.stat().st_mode) == 0o700
+    assert {path.name for path in token_folder.iterdir()} <= {files[0].name, "locks"}
+    for lock in token_folder.glob("locks/*"):  # what processes sharing the login take turns with
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
     assert not any(TOKEN_PREFIX in path.read_text(errors="replace")
                    for path in project.rglob("*") if path.is_file())
 
@@ -300,7 +303,7 @@ def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     out = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert out.returncode == 0, out.stderr
     assert "remote: logged out (revoked at the server)" in out.stdout
-    assert list(token_folder.iterdir()) == []
+    assert list(token_folder.glob("*.json")) == []  # locks/ may stay: a lock holds no secret
     assert protected.authority.revocations == 2 and protected.authority.issued_tokens() == []
     again = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert "remote: no stored login" in again.stdout
@@ -645,3 +648,31 @@ def test_a_misplaced_or_misspelled_auth_setting_is_a_located_error_that_says_wha
         parse_manifest(f"version: 1\nname: x\nservers:\n{server}", file="agent.yaml")
     problems = caught.value.problems
     assert [(problem.line, message in problem.message) for problem in problems] == [(line, True)]
+
+
+async def test_two_processes_sharing_a_login_never_log_each_other_out_when_refresh_tokens_rotate(
+    project: Path, token_folder: Path
+) -> None:
+    """Two runs on one stored login (two serve instances, or serve and -p): the one whose token
+    was refreshed by the other takes the newer tokens from the store instead of spending its own
+    used refresh token, and the store is never emptied of a good login."""
+    with serve_protected() as protected:
+        with anyio.fail_after(90):
+            async with AsyncExitStack() as runs:
+                with interacting(Approver()):  # the first run logs in
+                    first = await runs.enter_async_context(open_remote(project, protected.url))
+                spec = load_manifest(project / "agent.yaml").manifest.servers["remote"]
+                assert isinstance(spec, HttpServerSpec)
+                # The second may ask nobody to log in: it has to manage with what is stored.
+                second = await runs.enter_async_context(
+                    open_fleet({"remote": spec}, base_dir=project, state_dir=project / ".mcp-run"))
+                protected.authority.expire_access_tokens()
+                by_first = await first.connections["remote"].call_tool("whoami", {})
+                by_second = await second.connections["remote"].call_tool("whoami", {})
+                protected.authority.expire_access_tokens()
+                again_by_first = await first.connections["remote"].call_tool("whoami", {})
+    answers = [result.content[0].text for result in (by_first, by_second, again_by_first)]  # type: ignore[union-attr]
+    assert answers == ["authorized"] * 3
+    assert protected.authority.authorizations == 1 and protected.authority.refreshes == 2
+    record = token_record(spec)
+    assert record is not None and record.login() is not None

@@ -301,3 +301,44 @@ def test_a_claude_desktop_config_with_a_url_server_is_told_by_its_keys_or_its_fi
             in guessed.stderr)
     forced = invoke("import", str(config), "--format", "claude-code")
     assert "from Claude Code into stdout\n" in forced.stderr
+
+
+def test_merging_twice_skips_servers_whose_secrets_were_in_arguments_urls_or_disabled(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("version: 1\nname: a\n")
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "search": {"command": "npx",
+                   "args": ["-y", "search-server", "--api-key", "sk-live-0123456789abcdef0123"]},
+        "remote": {"url": "https://user:hunter2secret@example.com/mcp?token=abcdef0123456789abcdef"},
+        "old": {"command": "uvx", "args": ["old-server"], "disabled": True},
+    }}))
+    first = invoke("import", str(config), "-o", str(manifest), "--merge")
+    assert first.exit_code == 0, first.stderr
+    once = manifest.read_text()
+    assert "# " in once and "old-server" in once  # the disabled one, commented out
+    second = invoke("import", str(config), "-o", str(manifest), "--merge")
+    assert second.exit_code == 0, second.stderr
+    assert manifest.read_text() == once
+    for key in ("search", "remote", "old"):
+        assert f"mcpServers.{key}: already in the manifest as '{key}': skipped" in second.stderr
+    assert "0 servers from Claude Desktop" in second.stderr and "set these variables" not in second.stderr
+
+
+def test_a_vscode_settings_json_uses_its_mcp_inputs_and_ignores_unrelated_settings(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "editor.fontSize": 14, "files.autoSave": "afterDelay",
+        "mcp": {
+            "inputs": [{"id": "api-key", "type": "promptString", "description": "The API key",
+                        "password": True}],
+            "servers": {"api": {"command": "npx", "args": ["api-server"],
+                                "env": {"API_KEY": "${input:api-key}"}}},
+        },
+    }))
+    result = invoke("import", str(settings))
+    assert result.exit_code == 0, result.stderr
+    assert "API_KEY: ${API_KEY}" in result.stdout
+    assert "not declared in 'inputs'" not in result.stderr
+    assert "a password VS Code asked for (input 'api-key'): The API key" in result.stderr
+    assert "editor.fontSize" not in result.stderr and "files.autoSave" not in result.stderr

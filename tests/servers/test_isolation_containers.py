@@ -110,6 +110,21 @@ async def test_a_containerised_server_reads_only_its_mounts_and_writes_only_writ
     assert not writable.is_error and (tmp_path / "out" / "new.txt").read_text() == "x"
 
 
+async def test_a_container_mount_that_holds_the_state_folder_shows_it_empty(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    (tmp_path / ".mcp-run").mkdir()
+    (tmp_path / ".mcp-run" / "state.sqlite").write_text("SECRET-CANARY")
+    (tmp_path / "visible.txt").write_text("mounted")
+    spec = probe(container_settings={"mounts": [*python_mounts(), ".:/project"]})
+    async with open_fleet({"probe": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        connection = fleet.connections["probe"]
+        mounted = await connection.call_tool("read_file", {"path": "/project/visible.txt"})
+        hidden = await connection.call_tool("read_file", {"path": "/project/.mcp-run/state.sqlite"})
+    assert text(mounted) == "mounted"
+    assert hidden.is_error and "No such file" in text(hidden)
+
+
 async def test_a_containerised_server_cannot_reach_a_loopback_port_on_the_host(
     tmp_path: Path, state_dir: Path, listening_port: int
 ) -> None:

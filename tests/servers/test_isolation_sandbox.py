@@ -108,3 +108,32 @@ async def test_a_missing_bwrap_is_a_clear_start_error(
 async def test_a_missing_writable_path_is_a_clear_start_error(tmp_path: Path, state_dir: Path) -> None:
     message = await start_error(probe(sandbox={"writable": ["nowhere"]}, required=True), tmp_path, state_dir)
     assert "sandbox.writable" in message and "nowhere" in message
+
+
+async def test_a_sandboxed_server_sees_neither_the_state_folder_nor_the_token_store(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user_state = tmp_path / "user-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(user_state))
+    monkeypatch.delenv("MCP_RUN_TOKEN_DIR", raising=False)
+    secrets = {
+        "conversation": tmp_path / ".mcp-run" / "state.sqlite",
+        "token": user_state / "mcp-run" / "tokens" / "record.json",
+    }
+    for path in secrets.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("SECRET-CANARY")
+    granted = tmp_path / ".mcp-run" / "notes"
+    granted.mkdir()
+    (tmp_path / "visible.txt").write_text("shared")
+    spec = probe(sandbox={"writable": [".mcp-run/notes"]})
+    async with open_fleet({"probe": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        connection = fleet.connections["probe"]
+        read = {name: await connection.call_tool("read_file", {"path": str(path)})
+                for name, path in secrets.items()}
+        shared = await connection.call_tool("read_file", {"path": str(tmp_path / "visible.txt")})
+        wrote = await connection.call_tool("write_file", {"path": str(granted / "n.json"), "text": "kept"})
+    for name, result in read.items():
+        assert result.is_error and "No such file" in text(result), name
+    assert text(shared) == "shared"
+    assert not wrote.is_error and (granted / "n.json").read_text() == "kept"

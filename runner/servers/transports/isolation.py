@@ -16,6 +16,12 @@ heartbeats, timeouts and restarts do not know the difference.
   unshared (no network, not even loopback, unless ``network: true``), the ``writable`` paths bound
   read-write, and ``--die-with-parent``.
 
+Neither shows a server mcp-run's own files (:func:`private_folders`: the state folder beside the
+manifest, the per-user state folders and the token store, which hold conversations, logs and login
+secrets): the sandbox lays an empty folder over each, and a container mount that holds one gets an
+empty one at that place. A ``writable`` path or mount inside one is still granted, as the manifest
+names it.
+
 Problems the user must fix (engine or bwrap not installed, daemon not running, image missing,
 permission denied) raise :class:`IsolationUnavailable`, which the translation table turns into a
 ``ServerStartError``.
@@ -29,16 +35,18 @@ import os
 import shutil
 import socket
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import anyio
 
+from runner.auth.store import token_dir
 from runner.manifest import ContainerSpec, SandboxSpec, StdioServerSpec
 from runner.servers.transports.environment import (
     allowlisted_environment,
     server_environment,
     working_directory,
 )
+from runner.store.state_folder import user_state_root
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +105,32 @@ def _sandbox_launch(spec: StdioServerSpec, sandbox: SandboxSpec, base_dir: Path,
         command.append("--share-net")
     # The working folder stays visible even when it lives under the private /tmp.
     command += ["--ro-bind", str(cwd), str(cwd)]
+    writable = []
     for entry in sandbox.writable:
         path = (base_dir / entry).resolve()
         if not path.exists():
             raise IsolationUnavailable(f"sandbox.writable: {str(path)!r} does not exist")
+        writable.append(path)
         command += ["--bind", str(path), str(path)]
+    hidden = [folder for folder in private_folders(base_dir) if folder.is_dir()]
+    for folder in hidden:
+        command += ["--tmpfs", str(folder)]
+    # What the manifest grants inside a hidden folder is bound again over the empty one.
+    if any(cwd.is_relative_to(folder) for folder in hidden):
+        command += ["--ro-bind", str(cwd), str(cwd)]
+    for path in writable:
+        if any(path.is_relative_to(folder) for folder in hidden):
+            command += ["--bind", str(path), str(path)]
     command += ["--chdir", str(cwd), "--", spec.command, *spec.args]
     return Launch(command, server_environment(spec), cwd)
+
+
+def private_folders(base_dir: Path) -> list[Path]:
+    """mcp-run's own folders, which an isolated server never sees: the state folder beside the
+    manifest, the per-user state folders and the token store (resolved, outermost first)."""
+    folders = {path.resolve() for path in (base_dir / ".mcp-run", user_state_root(os.environ), token_dir())}
+    return sorted(folder for folder in folders if not any(folder != other and folder.is_relative_to(other)
+                                                          for other in folders))
 
 
 async def _container_launch(
@@ -134,6 +161,10 @@ async def _container_launch(
         if not source.exists():
             raise IsolationUnavailable(f"container.mounts: {str(source)!r} does not exist")
         mounts += ["-v", f"{source}:{mount.target}:{'rw' if mount.writable else 'ro'}"]
+        for folder in private_folders(base_dir):
+            if folder.is_relative_to(source) and folder.is_dir():
+                inside = PurePosixPath(mount.target) / folder.relative_to(source).as_posix()
+                mounts += ["--tmpfs", str(inside)]
     command = [
         engine, "run", "--rm", "-i", "--name", name,
         "--label", f"{RUN_LABEL}={run_id()}", "--label", f"{SERVER_LABEL}={key}",
