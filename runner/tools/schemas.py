@@ -149,15 +149,19 @@ def _in_place_references(node: Any) -> list[str]:
 
 
 def _all_references(root: Schema) -> list[str]:
-    found, pending = [], [root]
+    # Run on every tool a server lists (thousands at a time): containers only are queued, and
+    # exact type checks keep the walk cheap. Parsed JSON holds plain dicts and lists only.
+    found: list[str] = []
+    pending: list[Any] = [root]
+    queue = pending.append
     while pending:
         current = pending.pop()
-        if isinstance(current, dict):
-            if isinstance(current.get("$ref"), str):
-                found.append(current["$ref"])
-            pending.extend(current.values())
-        elif isinstance(current, list):
-            pending.extend(current)
+        children = current.values() if type(current) is dict else current
+        if type(current) is dict and type(reference := current.get("$ref")) is str:
+            found.append(reference)
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                queue(child)
     return found
 
 
