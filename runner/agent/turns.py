@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import anyio
@@ -34,7 +34,7 @@ def turn_input(message: str | list[BaseMessage] | Command) -> Any:
 
 async def stream_turn(
     runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Run one turn (or resume one) and yield its events (:mod:`runner.events`):
 
     ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),

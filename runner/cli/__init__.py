@@ -3,7 +3,8 @@
 ``mcp-run FILE`` chats with the agent of FILE (``runner.cli.chat``); every other first word is a
 command. ``mcp-run --help`` lists the commands from their own definitions, so the list cannot go
 stale. Exit codes: 0 done, 1 runtime failure (a server, the model, a tool), 2 invalid input
-(manifest, arguments, user input), 130 interrupted.
+(manifest, arguments, user input), 130 interrupted, 141 the output's reader has gone
+(``runner.cli.closed_output``).
 """
 
 from __future__ import annotations
@@ -111,12 +112,19 @@ class _FileOrCommand(click.Group):
         return sorted(set(self.commands) | {name for names in COMMAND_MODULES.values() for name in names})
 
     def invoke(self, ctx: click.Context) -> Any:
-        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1.
+        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1,
+        # and a closed output pipe into exit 1 (runner.cli.closed_output: 141, for every command).
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             stderr.print("interrupted", style="yellow")
             sys.exit(EXIT_INTERRUPTED)
+        except BaseException as exc:
+            from runner.cli.closed_output import exit_at_closed_output, is_broken_pipe
+
+            if is_broken_pipe(exc):
+                exit_at_closed_output()
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))

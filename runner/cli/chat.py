@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from contextlib import aclosing
 from functools import partial
 from typing import Any
 
@@ -32,6 +33,7 @@ from runner.agent.turns import stream_turn
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.chat_session import CHAT_HANDLERS, LEAVE_COMMANDS, ChatSession, Interrupts
+from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.completion import resolve_thread
 from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
@@ -74,10 +76,12 @@ def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, 
 
 
 async def _until_signalled(body: Any) -> int:
-    """Run ``body``; SIGTERM or SIGHUP end it like a normal exit (servers stopped, no orphans)."""
+    """Run ``body``; SIGTERM or SIGHUP end it like a normal exit (servers stopped, no orphans), and
+    so does a closed output (``mcp-run FILE --json | head -1``: exit 141)."""
     code = EXIT_INTERRUPTED
-    async with stop_on_signals() as stopped:
+    async with stop_on_signals() as stopped, stop_when_output_closes() as output:
         code = await body()
+    output.raise_if_closed()
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)
@@ -120,20 +124,21 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
     while True:
         approval: ApprovalAsked | None = None
         results: list[ToolResult] = []
-        async for event in stream_turn(runtime, message):
-            if event["type"] == "tool_result":
-                results.append(event)
-            if as_json:
-                click.echo(json.dumps(event, default=str))
-            elif event["type"] == "tool_call":
-                stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
-            elif event["type"] == "tool_result":
-                style = "red" if event["status"] == "error" else "dim"
-                stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
-            if event["type"] == "approval":
-                approval = event
-            elif event["type"] == "final":
-                final = event
+        async with aclosing(stream_turn(runtime, message)) as events:  # closed, even by a failed write
+            async for event in events:
+                if event["type"] == "tool_result":
+                    results.append(event)
+                if as_json:
+                    click.echo(json.dumps(event, default=str))
+                elif event["type"] == "tool_call":
+                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+                elif event["type"] == "tool_result":
+                    style = "red" if event["status"] == "error" else "dim"
+                    stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
+                if event["type"] == "approval":
+                    approval = event
+                elif event["type"] == "final":
+                    final = event
         for saved in await save_turn_media(runtime, media, results):
             if as_json:
                 click.echo(json.dumps(saved.event()))

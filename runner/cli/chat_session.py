@@ -9,7 +9,7 @@ Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits (:cl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from functools import partial
 from typing import Any
 
@@ -146,13 +146,14 @@ class ChatSession:
         while True:
             pending: Question | None = None  # a tool call to approve, or a server's question
             results: list[ToolResult] = []
-            async for event in stream_turn(self.runtime, message):
-                if is_question(event):
-                    pending = event
-                else:
-                    self.view.show(event)
-                    if event["type"] == "tool_result":
-                        results.append(event)
+            async with aclosing(stream_turn(self.runtime, message)) as events:  # even by a failed write
+                async for event in events:
+                    if is_question(event):
+                        pending = event
+                    else:
+                        self.view.show(event)
+                        if event["type"] == "tool_result":
+                            results.append(event)
             for saved in await save_turn_media(self.runtime, self.media, results):
                 self.view.show(saved.event())
             if pending is None:

@@ -19,6 +19,7 @@ from rich.text import Text
 from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.rows import (
     first_line,
     offered_at_start,
@@ -39,11 +40,13 @@ from runner.tools.suggest import unknown_tool_line
 
 
 def _run(function: Any, *args: Any) -> Any:
-    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped)."""
+    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped),
+    and so does a closed output (runner.cli.closed_output)."""
 
     async def until_signalled() -> Any:
-        async with stop_on_signals() as stopped:
+        async with stop_on_signals() as stopped, stop_when_output_closes() as output:
             return await function(*args)
+        output.raise_if_closed()
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         raise SystemExit(128 + int(stopped.received))
 
