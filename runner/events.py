@@ -157,7 +157,8 @@ class Interrupted(TypedDict):
 
 
 class ChatReady(TypedDict):
-    """The chat has started: agent name, model id, thread id, tool names."""
+    """The chat has started (or a ``-p --json`` turn, its first event): agent name, model id,
+    thread id, tool names."""
 
     type: Literal["ready"]
     name: str
@@ -244,7 +245,8 @@ class MediaListed(TypedDict):
 
 
 class CatalogueChanged(TypedDict):
-    """A server's tools, prompts or resources changed (names as the server gives them)."""
+    """A server's tools, prompts or resources changed (names as the server gives them), in the
+    chat or during a ``-p`` turn."""
 
     type: Literal["change"]
     server: str

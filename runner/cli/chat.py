@@ -32,7 +32,14 @@ from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
-from runner.cli.chat_session import CHAT_HANDLERS, LEAVE_COMMANDS, ChatSession, Interrupts
+from runner.cli.chat_session import (
+    CHAT_HANDLERS,
+    LEAVE_COMMANDS,
+    ChatSession,
+    Interrupts,
+    change_event,
+    ready_event,
+)
 from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.completion import resolve_thread
 from runner.cli.editor import chat_reader
@@ -40,9 +47,9 @@ from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
-from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
+from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, change_line, preview
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
-from runner.servers import stop_on_signals
+from runner.servers import CatalogueChange, stop_on_signals
 from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
@@ -96,6 +103,9 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             resolved, note = await resolve_thread(runtime, thread_id)
             runtime.use_thread(resolved)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
+        if as_json:  # a script continues the thread from here (--thread), knows the tools
+            click.echo(json.dumps(ready_event(runtime)))
+        runtime.listeners.append(partial(_show_change, as_json=as_json))
         final: FinalAnswer | None = None
         # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
         # a second one while it stops interrupts the way out (the servers are still stopped).
@@ -113,6 +123,14 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         if not as_json:
             click.echo(visible(final["text"]))
         return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
+
+
+def _show_change(change: CatalogueChange, *, as_json: bool) -> None:
+    """A server's tools (prompts, resources) changed during the turn."""
+    if as_json:
+        click.echo(json.dumps(change_event(change)))
+    else:
+        stderr.print(change_line(change_event(change)), style="dim", markup=False)
 
 
 async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool

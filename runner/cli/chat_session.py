@@ -35,6 +35,7 @@ from runner.events import (
     is_question,
 )
 from runner.manifest import CHAT_COMMANDS, did_you_mean
+from runner.servers import CatalogueChange
 
 LEAVE_COMMANDS = ("exit", "quit")
 
@@ -49,6 +50,18 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+def ready_event(runtime: Runtime) -> ChatReady:
+    """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, tool names."""
+    return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
+                     thread=runtime.thread_id, tools=sorted(runtime.catalog.entries))
+
+
+def change_event(change: CatalogueChange) -> CatalogueChanged:
+    """The event of a server's changed tools, prompts or resources."""
+    return CatalogueChanged(type="change", server=change.server, kind=change.kind, added=list(change.added),
+                            removed=list(change.removed), changed=list(change.changed))
 
 
 class Interrupts:
@@ -89,8 +102,7 @@ class ChatSession:
 
     async def run(self) -> int:
         runtime = self.runtime
-        self.view.show(ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
-                                 thread=runtime.thread_id, tools=sorted(runtime.catalog.entries)))
+        self.view.show(ready_event(runtime))
         while True:
             line = await self.view.read()
             if line is None:
@@ -168,10 +180,8 @@ class ChatSession:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
 
-    def _show_change(self, change: Any) -> None:
-        self.view.show(CatalogueChanged(type="change", server=change.server, kind=change.kind,
-                                        added=list(change.added), removed=list(change.removed),
-                                        changed=list(change.changed)))
+    def _show_change(self, change: CatalogueChange) -> None:
+        self.view.show(change_event(change))
 
     def show_reload(self, event: ReloadEvent) -> None:
         if event["type"] == "reload":

@@ -24,7 +24,7 @@ from rich.console import Console
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, ChatError, Event, HelpShown, ToolCall
+from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
@@ -60,6 +60,13 @@ class StartupSpinner:
     def _before_log_line(self, record: logging.LogRecord) -> bool:
         self._clear()  # the filters stay until stop(): a handler is iterating them now
         return True
+
+
+def change_line(event: CatalogueChanged) -> str:
+    """``notes tools: +fresh −old ~changed``: a server's changed list, in one line."""
+    changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
+               + [f"~{n}" for n in event["changed"]])
+    return f"{event['server']} {event['kind']}: {' '.join(changes)}"
 
 
 def preview(text: str) -> str:
@@ -201,9 +208,7 @@ class TerminalView:
                 say(problem, style="red", markup=False)
             say("the agent's files have problems; still running the last good version", style="yellow")
         elif event["type"] == "change":
-            changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
-                       + [f"~{n}" for n in event["changed"]])
-            say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
+            say(change_line(event), style="dim", markup=False)
         elif event["type"] == "progress":
             say(progress_line(event), style="dim", markup=False)
         elif event["type"] == "elicitation_complete":
