@@ -220,7 +220,8 @@ class PromptsListed(TypedDict):
 
 
 class ThreadShown(TypedDict):
-    """``/thread``: the current thread id; ``note`` says how ``/thread ID`` found it (else empty)."""
+    """``/thread``: the current thread id; ``note`` says whether ``/thread ID`` resumed a thread or
+    started a new one (else empty)."""
 
     type: Literal["thread"]
     thread: str

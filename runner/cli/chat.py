@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import click
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from runner.agent.host import Host
@@ -54,6 +55,9 @@ from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
 __all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_file"]
+
+
+RECAP_LINES = 6  # of the resumed thread's last messages
 
 
 class _FileCommand(click.Command):
@@ -187,8 +191,10 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
             if thread_id is not None:
                 resolved, note = await resolve_thread(runtime, thread_id)
                 runtime.use_thread(resolved)
-                if note:
-                    (stderr if as_json else stdout).print(note, markup=False, highlight=False)
+                (stderr if as_json else stdout).print(note, markup=False, highlight=False)
+                if not as_json:
+                    for line in await _recap(runtime):
+                        stdout.print(line, style="dim", markup=False, highlight=False)
             return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -196,6 +202,20 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
         if spinner is not None:
             spinner.stop()
         signal.signal(signal.SIGINT, previous)
+
+
+async def _recap(runtime: Runtime) -> list[str]:
+    """The last messages of the resumed thread, a line each: what was said, the tools called."""
+    state = await runtime.graph.aget_state(runtime.config())
+    lines = []
+    for message in (state.values or {}).get("messages", []):
+        if isinstance(message, HumanMessage):
+            lines.append(f"  you: {preview(message.text)}")
+        elif isinstance(message, AIMessage):
+            lines.extend(f"  agent → {call['name']}" for call in message.tool_calls)
+            if message.text:
+                lines.append(f"  agent: {preview(message.text)}")
+    return lines[-RECAP_LINES:]
 
 
 async def _converse(runtime: Runtime, interrupts: Interrupts, *, watch: bool, as_json: bool,
