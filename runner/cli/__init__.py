@@ -1,10 +1,10 @@
 """The command line: the only package that prints for people and knows exit codes.
 
-``mcp-run FILE`` chats with the agent of FILE (``runner.cli.chat``); every other first word is a
-command. ``mcp-run --help`` lists the commands from their own definitions, so the list cannot go
-stale. Exit codes: 0 done, 1 runtime failure (a server, the model, a tool), 2 invalid input
-(manifest, arguments, user input), 130 interrupted, 141 the output's reader has gone
-(``runner.cli.closed_output``).
+``mcp-run FILE`` chats with the agent of FILE (``runner.cli.file_command``, then
+``runner.cli.chat``); every other first word is a command. ``mcp-run --help`` lists the commands
+from their own definitions, so the list cannot go stale. Exit codes: 0 done, 1 runtime failure (a
+server, the model, a tool), 2 invalid input (manifest, arguments, user input), 130 interrupted,
+141 the output's reader has gone (``runner.cli.closed_output``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -97,7 +98,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.
-FILE_MODULE = "runner.cli.chat"
+FILE_MODULE = "runner.cli.file_command"
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
@@ -190,6 +191,11 @@ def main(debug: bool) -> None:
     mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn
     (mcp-run FILE -h lists its options).
     """
+    # A job started with `&` by a script inherits SIGINT ignored, and Python then installs no
+    # handler: every command stops on `kill -INT` as on Ctrl-C (the chat and serve, which set their
+    # own handlers, already did).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Warnings (a skipped server, a filter entry that matches nothing) are the runner talking to
     # the person at the terminal; with --debug they say where they come from.
     log_lines = logging.StreamHandler(sys.stderr)

@@ -1,5 +1,5 @@
 """``mcp-run FILE``: the chat (a person at a terminal, or a program speaking JSON lines with
-``--json``) and one-shot turns with ``-p``.
+``--json``) and one-shot turns with ``-p``; the command itself is ``runner.cli.file_command``.
 
 The chat (``runner.cli.chat_session``, its commands in ``runner.cli.chat_commands``) first offers
 to log in to each server it had to skip for want of a login (``runner.cli.logins``); it streams the
@@ -19,7 +19,7 @@ import signal
 import sys
 from contextlib import aclosing
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -31,7 +31,7 @@ from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
-from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.chat_session import (
     CHAT_HANDLERS,
@@ -54,31 +54,15 @@ from runner.servers import CatalogueChange, stop_on_signals
 from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
-__all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_file"]
+__all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_agent"]
 
 
 RECAP_LINES = 6  # of the resumed thread's last messages
 
 
-class _FileCommand(click.Command):
-    """Its usage reads ``mcp-run FILE [OPTIONS]``: the file stands where a command name would."""
-
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage(ctx.parent.command_path if ctx.parent else "mcp-run", "FILE [OPTIONS]")
-
-
-@click.command(cls=_FileCommand)
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-p", "--prompt", "text", help="Run one turn with TEXT and print the final answer.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Events as JSON lines: with -p the turn's; without, a chat that reads JSON lines.")
-@click.option("--thread", "thread_id", help="Resume the conversation with this thread id.")
-@click.option("--yes", is_flag=True, help="Approve tools that need approval without asking.")
-@click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
-@reports_errors
-def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool,
-             watch: bool) -> None:
-    """Chat with the agent of FILE, or run one turn with -p."""
+def run_agent(file: str, text: str | None, *, as_json: bool, thread_id: str | None, yes: bool,
+              watch: bool) -> NoReturn:
+    """The chat with the agent of FILE, or one turn with ``text`` (``mcp-run FILE``'s options)."""
     if text is None:
         code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch, as_json, yes))
     else:

@@ -481,6 +481,11 @@ def test_the_max_steps_message_speaks_of_one_model_call_in_the_singular() -> Non
     assert "after 2 model calls in this turn" in str(max_steps_message(2).content)
 
 
+def test_the_max_steps_message_names_no_manifest_file_the_agent_may_not_have() -> None:
+    text = str(max_steps_message(3).content)
+    assert "agent.yaml" not in text and "raise agent.max_steps in the agent's manifest" in text
+
+
 async def test_a_step_whose_calls_need_no_approval_goes_from_the_model_straight_to_its_tools() -> None:
     model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "three"])
     graph = make_graph(model, [add], needs_approval=lambda name: False)

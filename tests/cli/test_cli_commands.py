@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pexpect
@@ -170,6 +171,23 @@ def test_watch_exits_130_on_ctrl_c(agent: Path) -> None:
     finally:
         watch.close(force=True)
     assert watch.exitstatus == 130
+
+
+def test_watch_started_in_the_background_by_a_script_still_stops_on_sigint(agent: Path) -> None:
+    """A script's ``mcp-run watch agent.yaml &`` inherits SIGINT ignored; ``kill -INT`` stops it
+    as Ctrl-C would, as it does the chat and serve (README: Commands)."""
+    script = f"trap '' INT; exec {MCP_RUN} watch agent.yaml"  # what `&` does in a script
+    watch = subprocess.Popen(["sh", "-c", script], cwd=agent, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline()  # watching: its first line
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=60) == 130
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
 
 
 def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> None:
