@@ -148,9 +148,11 @@ class MediaSaved(TypedDict):
 
 
 class Interrupted(TypedDict):
-    """Ctrl-C stopped the turn (its tool calls and tasks are cancelled on the servers)."""
+    """Ctrl-C stopped ``what``: the turn (its tool calls and tasks are cancelled on the servers),
+    or a chat command such as ``/call``."""
 
     type: Literal["interrupted"]
+    what: str
 
 
 # --------------------------------------------------------------------------- the chat
@@ -186,14 +188,15 @@ class PromptRow(TypedDict):
 
 
 class ToolRow(TypedDict):
-    """A tool in ``/tools``; ``bound``: offered to the model at its next step."""
+    """A tool in ``/tools``; ``offered``: offered to the model at its next step (as in
+    ``mcp-run tools --json``)."""
 
     name: str
     server: str
     original: str
     description: str
     approval: bool
-    bound: bool
+    offered: bool
 
 
 class HelpShown(TypedDict):

@@ -37,6 +37,11 @@ stderr = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 tool``, ``2 tools``, ``0 tools``."""
+    return f"{number} {noun}{'s' if number != 1 else ''}"
+
+
 def reports_errors(command: F) -> F:
     """Turn runner errors into located messages and exit codes; tracebacks only with --debug."""
 
@@ -54,8 +59,7 @@ def reports_errors(command: F) -> F:
                 raise
             for problem in exc.problems:
                 stderr.print(str(problem), markup=False)
-            count = len(exc.problems)
-            stderr.print(f"{count} problem{'s' if count != 1 else ''} found", style="red")
+            stderr.print(f"{counted(len(exc.problems), 'problem')} found", style="red")
             sys.exit(EXIT_INVALID)
         except RunnerError as exc:
             if debug:
@@ -223,8 +227,8 @@ def summary(loaded: LoadedManifest) -> str:
     servers = manifest.servers
     kinds = sorted({spec.transport for spec in servers.values()})
     return (
-        f"{loaded.path.name}: '{manifest.name}' is valid — {len(servers)} server"
-        f"{'s' if len(servers) != 1 else ''}{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
+        f"{loaded.path.name}: '{manifest.name}' is valid — {counted(len(servers), 'server')}"
+        f"{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
         f"model {manifest.model.id}"
     )
 

@@ -31,7 +31,7 @@ from runner.authoring.importing import (
     validate_text,
 )
 from runner.authoring.scaffold import MANIFEST, command_servers, manifest_for, starter_files, write_starter
-from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INVALID, counted, main, reports_errors, stderr, stdout
 from runner.cli.safe_text import visible
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import OFFLINE_ID, SCRIPTED_ID
@@ -107,7 +107,7 @@ def complete_tool(ctx: click.Context, param: click.Parameter, incomplete: str) -
 def _report(imported: Imported, *, target: str, guessed: bool) -> None:
     told = (f" (the format told from the file; mcp-run import --format {'|'.join(sorted(FORMATS))} "
             "reads it as another)") if guessed else ""
-    stderr.print(f"{imported.active} server{'s' if imported.active != 1 else ''} from "
+    stderr.print(f"{counted(imported.active, 'server')} from "
                  f"{FORMATS[imported.format]} into {target}{told}", markup=False)
     for name, key in imported.renamed.items():
         stderr.print(f"  server '{name}' is '{key}'", markup=False)

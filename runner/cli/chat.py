@@ -101,7 +101,7 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
         if interrupted.received is not None:
             if as_json:
-                click.echo(json.dumps(Interrupted(type="interrupted")))
+                click.echo(json.dumps(Interrupted(type="interrupted", what="turn")))
             else:
                 stderr.print("interrupted", style="yellow")
             return EXIT_INTERRUPTED

@@ -117,7 +117,7 @@ class ChatSession:
             if name in LEAVE_COMMANDS:
                 return EXIT_OK
             if name in CHAT_HANDLERS:
-                await self._interruptible(partial(CHAT_HANDLERS[name], self, line))
+                await self._interruptible(partial(CHAT_HANDLERS[name], self, line), f"/{name}")
             elif name in runtime.prompt_catalog:
                 await self._prompt_command(line)
             else:
@@ -139,12 +139,13 @@ class ChatSession:
             known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
         return f"unknown command '/{name}'{hint}; commands: {known}"
 
-    async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
+    async def _interruptible(self, work: Callable[[], Awaitable[None]], what: str = "turn") -> None:
+        """Run ``work`` (a turn, or the chat command ``what``) until it ends or Ctrl-C stops it."""
         with self.interrupts.cancelling() as scope:
             async with self.view.working():
                 await work()
         if scope.cancelled_caught:
-            self.view.show(Interrupted(type="interrupted"))
+            self.view.show(Interrupted(type="interrupted", what=what))
 
     async def _prompt_command(self, line: str) -> None:
         try:

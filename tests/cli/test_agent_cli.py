@@ -235,7 +235,8 @@ def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_
         if run.poll() is None:
             run.kill()
             run.wait(timeout=60)
-    assert after and after[-1] == {"type": "interrupted"}, (tmp_path / "stderr.txt").read_text()
+    assert after and after[-1] == {"type": "interrupted", "what": "turn"}, (
+        tmp_path / "stderr.txt").read_text()
     assert "final" not in [event["type"] for event in after]
     assert [event["status"] for event in after if event["type"] == "task"] == task_statuses
     assert code == 130

@@ -220,7 +220,11 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         chat.send({"text": 'demo__sleep {"seconds": 60}'})
         chat.wait_for("tool_call")
         chat.process.send_signal(signal.SIGINT)
-        chat.wait_for("interrupted")
+        assert chat.wait_for("interrupted")["what"] == "turn"
+        chat.send({"text": '/call demo__sleep {"seconds": 60}'})
+        chat.wait_for("tool_call")
+        chat.process.send_signal(signal.SIGINT)
+        assert chat.wait_for("interrupted")["what"] == "/call"  # not a turn: the model was not asked
         chat.send({"text": "/exit"})
         assert chat.process.wait(timeout=60) == 0
     finally:

@@ -86,7 +86,9 @@ def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer:
                          cwd=str(agent), encoding="utf-8", timeout=60)
     try:
         call.expect("demo__echo wants to run with")
-        call.expect(r"approve\? \[y/N\]: ")
+        call.expect(re.escape("approve? [y]es / [n]o: "))  # worded as the chat asks
+        call.sendline("maybe")
+        call.expect("answer y or n")
         call.sendline(answer)
         call.expect(pexpect.EOF)
     finally:
@@ -101,7 +103,7 @@ def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_
     call = pexpect.spawn(str(MCP_RUN), ["call", "agent.yaml", "demo__echo", '{"txt": "hi"}'],
                          cwd=str(agent), encoding="utf-8", timeout=60)
     try:
-        asked = call.expect([r"approve\? \[y/N\]: ", pexpect.EOF]) == 0
+        asked = call.expect([r"approve\? \[y\]es / \[n\]o: ", pexpect.EOF]) == 0
     finally:
         call.close(force=True)
     assert not asked and call.exitstatus == 2
@@ -156,7 +158,7 @@ def test_text_from_a_server_is_printed_as_it_is_never_read_as_markup(agent: Path
     rendered = mcp_run("prompt", "agent.yaml", "a-rather-long-server-key__review", "code=x", cwd=agent)
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout.splitlines() == [
-        "[human]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
+        "[user]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
     called = mcp_run("call", "agent.yaml", "a-rather-long-server-key__shout", '{"text": "[/]"}', cwd=agent)
     assert called.stdout.strip() == "[bold][/][/]"
 
