@@ -88,7 +88,7 @@ async def stream_turn(
                                                       id=call_id))
                     elif isinstance(item, AIMessage) and node == "model":
                         reason = item.response_metadata.get("finish_reason")
-                        yield clock.seen(FinalAnswer(type="final", text=item.text, reason=reason))
+                        yield clock.seen(FinalAnswer(type="final", text=reply_text(item), reason=reason))
                     elif isinstance(item, ToolMessage):
                         name = names.get(item.tool_call_id) or cast(str, item.name)  # set by the tool task
                         yield clock.seen(ToolResult(type="tool_result", name=name, id=item.tool_call_id,
@@ -131,6 +131,16 @@ async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendSt
                 await send.send(item)
         finally:
             await stream.aclose()
+
+
+def reply_text(message: AIMessage) -> str:
+    """The text blocks of a reply, a newline between two (``message.text`` runs them together:
+    'Checked.' and 'All good.' around a tool call would read 'Checked.All good.')."""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(block if isinstance(block, str) else str(block.get("text", ""))
+                     for block in message.content
+                     if isinstance(block, str) or block.get("type") == "text")
 
 
 def _message_text(message: BaseMessage) -> str:

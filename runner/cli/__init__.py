@@ -222,12 +222,13 @@ class _ServerLogLines(logging.Handler):
         stderr.print(record.getMessage(), style="dim", markup=False, highlight=False)
 
 
-def summary(loaded: LoadedManifest) -> str:
+def summary(loaded: LoadedManifest, file: str) -> str:
+    """``validate``'s line for a valid manifest, naming it as it was given (``file``)."""
     manifest = loaded.manifest
     servers = manifest.servers
     kinds = sorted({spec.transport for spec in servers.values()})
     return (
-        f"{loaded.path.name}: '{manifest.name}' is valid — {counted(len(servers), 'server')}"
+        f"{file}: '{manifest.name}' is valid — {counted(len(servers), 'server')}"
         f"{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
         f"model {manifest.model.id}"
     )
@@ -252,7 +253,7 @@ def validate(file: str) -> None:
         fallback = user_state_folder(checked.loaded.path, environ=os.environ)
         stderr.print(f"warning: cannot use the state folder {checked.loaded.state_dir} ({problem}); "
                      f"runs will use {fallback}", style="yellow", markup=False)
-    stdout.print(summary(checked.loaded), markup=False)
+    stdout.print(summary(checked.loaded, file), markup=False)
 
 
 @main.command()

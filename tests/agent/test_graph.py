@@ -522,3 +522,13 @@ async def test_a_cancelled_sqlite_write_still_lands_and_closing_the_checkpointer
             await saver.aput(config, {**saved.checkpoint, "id": "1f0-cancelled"}, {}, {})
         assert (await saver.aget_tuple({"configurable": {"thread_id": "other"}})) is not None
     assert not workers[0].is_alive()
+
+
+def test_a_replys_text_blocks_are_kept_apart_in_its_final_text() -> None:
+    from runner.agent.turns import reply_text
+
+    blocks = AIMessage(content=[{"type": "text", "text": "Checked."},
+                                {"type": "tool_use", "id": "1", "name": "x", "input": {}},
+                                {"type": "text", "text": "All good."}])
+    assert reply_text(blocks) == "Checked.\nAll good."
+    assert reply_text(AIMessage(content="plain")) == "plain"

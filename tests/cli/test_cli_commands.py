@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from builders import MCP_RUN, ROOT, TESTS, chat_in_a_terminal, mcp_run, server, write_manifest
+from builders import MCP_RUN, ROOT, TESTS, chat_in_a_terminal, invoke, mcp_run, server, write_manifest
 
 MARKUP_SERVER = f'''
 import sys
@@ -317,3 +317,10 @@ def test_call_runs_a_tool_that_tools_lists_for_a_client_capability_and_says_what
     assert called.returncode == 0, called.stderr
     assert called.stdout.startswith("no summary: sampling was refused")
     assert "it was declined: this run cannot ask the user" in called.stdout
+
+
+def test_validate_names_a_valid_manifest_by_the_path_it_was_given_folder_included(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "sub", {}, model="offline")
+    result = invoke("validate", str(manifest))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"{manifest}: 'test' is valid — 0 servers, model offline")
