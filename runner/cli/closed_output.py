@@ -54,6 +54,9 @@ class OutputStop:
 
     closed: bool = False
 
+    def reader_gone(self) -> None:
+        self.closed = True
+
     def raise_if_closed(self) -> None:
         """After the block: what the next write would raise, if it ended for a closed reader."""
         if self.closed:
@@ -99,7 +102,7 @@ async def stop_when_output_closes() -> AsyncIterator[OutputStop]:
 
                 async def watch() -> None:
                     if await anyio.to_thread.run_sync(_wait_for_closed_reader, fds, wake_read):
-                        outcome.closed = True
+                        outcome.reader_gone()
                         body.cancel()
 
                 task_group.start_soon(watch)
