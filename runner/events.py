@@ -148,16 +148,19 @@ class MediaSaved(TypedDict):
 
 
 class Interrupted(TypedDict):
-    """Ctrl-C stopped the turn (its tool calls and tasks are cancelled on the servers)."""
+    """Ctrl-C stopped ``what``: the turn (its tool calls and tasks are cancelled on the servers),
+    or a chat command such as ``/call``."""
 
     type: Literal["interrupted"]
+    what: str
 
 
 # --------------------------------------------------------------------------- the chat
 
 
 class ChatReady(TypedDict):
-    """The chat has started: agent name, model id, thread id, tool names."""
+    """The chat has started (or a ``-p --json`` turn, its first event): agent name, model id,
+    thread id, tool names."""
 
     type: Literal["ready"]
     name: str
@@ -185,14 +188,15 @@ class PromptRow(TypedDict):
 
 
 class ToolRow(TypedDict):
-    """A tool in ``/tools``; ``bound``: offered to the model at its next step."""
+    """A tool in ``/tools``; ``offered``: offered to the model at its next step (as in
+    ``mcp-run tools --json``)."""
 
     name: str
     server: str
     original: str
     description: str
     approval: bool
-    bound: bool
+    offered: bool
 
 
 class HelpShown(TypedDict):
@@ -219,7 +223,8 @@ class PromptsListed(TypedDict):
 
 
 class ThreadShown(TypedDict):
-    """``/thread``: the current thread id; ``note`` says how ``/thread ID`` found it (else empty)."""
+    """``/thread``: the current thread id; ``note`` says whether ``/thread ID`` resumed a thread or
+    started a new one (else empty)."""
 
     type: Literal["thread"]
     thread: str
@@ -244,7 +249,8 @@ class MediaListed(TypedDict):
 
 
 class CatalogueChanged(TypedDict):
-    """A server's tools, prompts or resources changed (names as the server gives them)."""
+    """A server's tools, prompts or resources changed (names as the server gives them), in the
+    chat or during a ``-p`` turn."""
 
     type: Literal["change"]
     server: str

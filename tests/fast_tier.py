@@ -28,6 +28,7 @@ FAST_FILES = frozenset({
     "authoring/test_config_command.py",
     "cli/test_chat_forms.py",
     "cli/test_chat_status.py",
+    "cli/test_chat_view.py",
     "evals/test_evals_cases.py",
     "evals/test_evals_matching.py",
     "prompts/test_prompts_commands.py",

@@ -288,7 +288,7 @@ def max_steps_message(max_steps: int) -> AIMessage:
         content=(
             f"I stopped after {max_steps} model call{'s' if max_steps != 1 else ''} in this turn "
             "(agent.max_steps). "
-            "Say 'continue' to go on, or raise agent.max_steps in agent.yaml."
+            "Say 'continue' to go on, or raise agent.max_steps in the agent's manifest."
         ),
         response_metadata={"finish_reason": MAX_STEPS_REASON},
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -37,7 +37,7 @@ def turn_input(message: str | list[BaseMessage] | Command) -> Any:
 
 async def stream_turn(
     runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Run one turn (or resume one) and yield its events (:mod:`runner.events`):
 
     ``token`` (text), ``tool_call`` (name, args, id), ``tool_result`` (name, id, status, text),
@@ -104,7 +104,7 @@ async def _turn_events(
                                                       id=call_id))
                     elif isinstance(item, AIMessage) and node == "model":
                         reason = item.response_metadata.get("finish_reason")
-                        yield clock.seen(FinalAnswer(type="final", text=item.text, reason=reason))
+                        yield clock.seen(FinalAnswer(type="final", text=reply_text(item), reason=reason))
                     elif isinstance(item, ToolMessage):
                         name = names.get(item.tool_call_id) or cast(str, item.name)  # set by the tool task
                         yield clock.seen(ToolResult(type="tool_result", name=name, id=item.tool_call_id,
@@ -147,6 +147,16 @@ async def _run_graph(stream: AsyncGenerator[Any, None], send: MemoryObjectSendSt
                 await send.send(item)
         finally:
             await stream.aclose()
+
+
+def reply_text(message: AIMessage) -> str:
+    """The text blocks of a reply, a newline between two (``message.text`` runs them together:
+    'Checked.' and 'All good.' around a tool call would read 'Checked.All good.')."""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(block if isinstance(block, str) else str(block.get("text", ""))
+                     for block in message.content
+                     if isinstance(block, str) or block.get("type") == "text")
 
 
 def _message_text(message: BaseMessage) -> str:

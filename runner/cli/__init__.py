@@ -1,9 +1,10 @@
 """The command line: the only package that prints for people and knows exit codes.
 
-``mcp-run FILE`` chats with the agent of FILE (``runner.cli.chat``); every other first word is a
-command. ``mcp-run --help`` lists the commands from their own definitions, so the list cannot go
-stale. Exit codes: 0 done, 1 runtime failure (a server, the model, a tool), 2 invalid input
-(manifest, arguments, user input), 130 interrupted.
+``mcp-run FILE`` chats with the agent of FILE (``runner.cli.file_command``, then
+``runner.cli.chat``); every other first word is a command. ``mcp-run --help`` lists the commands
+from their own definitions, so the list cannot go stale. Exit codes: 0 done, 1 runtime failure (a
+server, the model, a tool), 2 invalid input (manifest, arguments, user input), 130 interrupted,
+141 the output's reader has gone (``runner.cli.closed_output``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -35,6 +37,11 @@ stderr = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 tool``, ``2 tools``, ``0 tools``."""
+    return f"{number} {noun}{'s' if number != 1 else ''}"
+
+
 def reports_errors(command: F) -> F:
     """Turn runner errors into located messages and exit codes; tracebacks only with --debug."""
 
@@ -52,8 +59,7 @@ def reports_errors(command: F) -> F:
                 raise
             for problem in exc.problems:
                 stderr.print(str(problem), markup=False)
-            count = len(exc.problems)
-            stderr.print(f"{count} problem{'s' if count != 1 else ''} found", style="red")
+            stderr.print(f"{counted(len(exc.problems), 'problem')} found", style="red")
             sys.exit(EXIT_INVALID)
         except RunnerError as exc:
             if debug:
@@ -96,7 +102,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.
-FILE_MODULE = "runner.cli.chat"
+FILE_MODULE = "runner.cli.file_command"
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
@@ -111,12 +117,19 @@ class _FileOrCommand(click.Group):
         return sorted(set(self.commands) | {name for names in COMMAND_MODULES.values() for name in names})
 
     def invoke(self, ctx: click.Context) -> Any:
-        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1.
+        # Click would turn a Ctrl-C outside a command's own handling into "Aborted!" and exit 1,
+        # and a closed output pipe into exit 1 (runner.cli.closed_output: 141, for every command).
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             stderr.print("interrupted", style="yellow")
             sys.exit(EXIT_INTERRUPTED)
+        except BaseException as exc:
+            from runner.cli.closed_output import exit_at_closed_output, is_broken_pipe
+
+            if is_broken_pipe(exc):
+                exit_at_closed_output()
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
@@ -182,6 +195,11 @@ def main(debug: bool) -> None:
     mcp-run FILE starts a chat with the agent of FILE; mcp-run FILE -p TEXT runs one turn
     (mcp-run FILE -h lists its options).
     """
+    # A job started with `&` by a script inherits SIGINT ignored, and Python then installs no
+    # handler: every command stops on `kill -INT` as on Ctrl-C (the chat and serve, which set their
+    # own handlers, already did).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Warnings (a skipped server, a filter entry that matches nothing) are the runner talking to
     # the person at the terminal; with --debug they say where they come from.
     log_lines = logging.StreamHandler(sys.stderr)
@@ -204,13 +222,14 @@ class _ServerLogLines(logging.Handler):
         stderr.print(record.getMessage(), style="dim", markup=False, highlight=False)
 
 
-def summary(loaded: LoadedManifest) -> str:
+def summary(loaded: LoadedManifest, file: str) -> str:
+    """``validate``'s line for a valid manifest, naming it as it was given (``file``)."""
     manifest = loaded.manifest
     servers = manifest.servers
     kinds = sorted({spec.transport for spec in servers.values()})
     return (
-        f"{loaded.path.name}: '{manifest.name}' is valid — {len(servers)} server"
-        f"{'s' if len(servers) != 1 else ''}{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
+        f"{file}: '{manifest.name}' is valid — {counted(len(servers), 'server')}"
+        f"{' (' + ', '.join(kinds) + ')' if kinds else ''}, "
         f"model {manifest.model.id}"
     )
 
@@ -234,7 +253,7 @@ def validate(file: str) -> None:
         fallback = user_state_folder(checked.loaded.path, environ=os.environ)
         stderr.print(f"warning: cannot use the state folder {checked.loaded.state_dir} ({problem}); "
                      f"runs will use {fallback}", style="yellow", markup=False)
-    stdout.print(summary(checked.loaded), markup=False)
+    stdout.print(summary(checked.loaded, file), markup=False)
 
 
 @main.command()

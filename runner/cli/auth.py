@@ -18,7 +18,7 @@ import click
 
 from runner.auth import login_command, token_record
 from runner.auth.login import LOGIN_TIMEOUT, forget_login
-from runner.cli import EXIT_FAILURE, main, reports_errors, stdout
+from runner.cli import EXIT_FAILURE, counted, main, reports_errors, stdout
 from runner.cli.logins import connect_alone, log_in
 from runner.errors import AuthError, LoginRequiredError, ServerStartError
 from runner.manifest import HttpServerSpec, did_you_mean
@@ -65,7 +65,7 @@ def login(file: str, server: str, no_browser: bool, timeout: float, force: bool)
     if force and record is not None:
         record.forget_tokens()
     count = anyio.run(partial(log_in, loaded, server, spec, browser=not no_browser, timeout=timeout))
-    tools = f"{count} tool{'s' if count != 1 else ''}"
+    tools = counted(count, "tool")
     if record is None or record.login() is None:  # it answered without asking for authorization
         stdout.print(f"{server}: no login needed, {tools}", markup=False)
         return

@@ -31,9 +31,10 @@ from runner.authoring.importing import (
     validate_text,
 )
 from runner.authoring.scaffold import MANIFEST, command_servers, manifest_for, starter_files, write_starter
-from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INVALID, counted, main, reports_errors, stderr, stdout
 from runner.cli.safe_text import visible
-from runner.errors import ManifestError, Problem
+from runner.errors import ManifestError, ModelError, Problem
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID
 
 # ----------------------------------------------------------------------------------- completion
 
@@ -106,7 +107,7 @@ def complete_tool(ctx: click.Context, param: click.Parameter, incomplete: str) -
 def _report(imported: Imported, *, target: str, guessed: bool) -> None:
     told = (f" (the format told from the file; mcp-run import --format {'|'.join(sorted(FORMATS))} "
             "reads it as another)") if guessed else ""
-    stderr.print(f"{imported.active} server{'s' if imported.active != 1 else ''} from "
+    stderr.print(f"{counted(imported.active, 'server')} from "
                  f"{FORMATS[imported.format]} into {target}{told}", markup=False)
     for name, key in imported.renamed.items():
         stderr.print(f"  server '{name}' is '{key}'", markup=False)
@@ -201,6 +202,10 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
     text = manifest_for(name=agent_name, model=model, servers=given, imported=imported)
     validate_text(text, file=str(folder / MANIFEST))
     try:
+        needs = _model_needs(model)
+    except ModelError as exc:
+        _fail(f"--model: {exc}")
+    try:
         written = write_starter(folder, starter_files(text), force=force)
     except OSError as exc:
         stderr.print(f"error: cannot write in {folder}: {exc.strerror}", markup=False, style="red")
@@ -208,6 +213,8 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
     if imported:
         _report(imported, target=str(folder / MANIFEST), guessed=True)
     stdout.print(f"wrote {', '.join(written)} in {folder}", markup=False)
+    for need in needs:  # else the command below fails at once
+        stdout.print(f"first: {need}", style="yellow", markup=False)
     manifest = folder / MANIFEST
     first = (
         f"set {', '.join(sorted(imported.variables))}, then run " if imported and imported.variables else ""
@@ -215,6 +222,15 @@ def init(directory: str, model: str, servers: tuple[str, ...], from_file: str | 
     stdout.print(
         f"next: {first}mcp-run {manifest} -p 'hello'   (mcp-run {manifest} for a chat)", markup=False
     )
+
+
+def _model_needs(model: str) -> list[str]:
+    """What the model needs here before a turn can run: its provider's package, its API key."""
+    if model in (OFFLINE_ID, SCRIPTED_ID):
+        return []
+    from runner.models.registry import model_requirements, provider_of
+
+    return model_requirements(model, provider_of(model), spec=None, environ=os.environ)
 
 
 @main.command()

@@ -1,5 +1,5 @@
 """``mcp-run FILE``: the chat (a person at a terminal, or a program speaking JSON lines with
-``--json``) and one-shot turns with ``-p``.
+``--json``) and one-shot turns with ``-p``; the command itself is ``runner.cli.file_command``.
 
 The chat (``runner.cli.chat_session``, its commands in ``runner.cli.chat_commands``) first offers
 to log in to each server it had to skip for want of a login (``runner.cli.logins``); it streams the
@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from contextlib import aclosing
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from runner.agent.host import Host
@@ -29,43 +31,38 @@ from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
-from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
-from runner.cli.chat_session import CHAT_HANDLERS, LEAVE_COMMANDS, ChatSession, Interrupts
+from runner.cli.chat_session import (
+    CHAT_HANDLERS,
+    LEAVE_COMMANDS,
+    ChatSession,
+    Interrupts,
+    change_event,
+    ready_event,
+)
+from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.completion import resolve_thread
 from runner.cli.editor import chat_reader
 from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
-from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, preview
+from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, change_line, preview
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
-from runner.servers import stop_on_signals
+from runner.servers import CatalogueChange, stop_on_signals
 from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
-__all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_file"]
+__all__ = ["CHAT_COMMAND_HELP", "CHAT_HANDLERS", "LEAVE_COMMANDS", "run_agent"]
 
 
-class _FileCommand(click.Command):
-    """Its usage reads ``mcp-run FILE [OPTIONS]``: the file stands where a command name would."""
-
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage(ctx.parent.command_path if ctx.parent else "mcp-run", "FILE [OPTIONS]")
+RECAP_LINES = 6  # of the resumed thread's last messages
 
 
-@click.command(cls=_FileCommand)
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-p", "--prompt", "text", help="Run one turn with TEXT and print the final answer.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Events as JSON lines: with -p the turn's; without, a chat that reads JSON lines.")
-@click.option("--thread", "thread_id", help="Resume the conversation with this thread id.")
-@click.option("--yes", is_flag=True, help="Approve tools that need approval without asking.")
-@click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
-@reports_errors
-def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool,
-             watch: bool) -> None:
-    """Chat with the agent of FILE, or run one turn with -p."""
+def run_agent(file: str, text: str | None, *, as_json: bool, thread_id: str | None, yes: bool,
+              watch: bool) -> NoReturn:
+    """The chat with the agent of FILE, or one turn with ``text`` (``mcp-run FILE``'s options)."""
     if text is None:
         code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch, as_json, yes))
     else:
@@ -74,10 +71,12 @@ def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, 
 
 
 async def _until_signalled(body: Any) -> int:
-    """Run ``body``; SIGTERM or SIGHUP end it like a normal exit (servers stopped, no orphans)."""
+    """Run ``body``; SIGTERM or SIGHUP end it like a normal exit (servers stopped, no orphans), and
+    so does a closed output (``mcp-run FILE --json | head -1``: exit 141)."""
     code = EXIT_INTERRUPTED
-    async with stop_on_signals() as stopped:
+    async with stop_on_signals() as stopped, stop_when_output_closes() as output:
         code = await body()
+    output.raise_if_closed()
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)
@@ -92,6 +91,9 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             resolved, note = await resolve_thread(runtime, thread_id)
             runtime.use_thread(resolved)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
+        if as_json:  # a script continues the thread from here (--thread), knows the tools
+            click.echo(json.dumps(ready_event(runtime)))
+        runtime.listeners.append(partial(_show_change, as_json=as_json))
         final: FinalAnswer | None = None
         # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
         # a second one while it stops interrupts the way out (the servers are still stopped).
@@ -99,7 +101,7 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
         if interrupted.received is not None:
             if as_json:
-                click.echo(json.dumps(Interrupted(type="interrupted")))
+                click.echo(json.dumps(Interrupted(type="interrupted", what="turn")))
             else:
                 stderr.print("interrupted", style="yellow")
             return EXIT_INTERRUPTED
@@ -111,6 +113,14 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
 
 
+def _show_change(change: CatalogueChange, *, as_json: bool) -> None:
+    """A server's tools (prompts, resources) changed during the turn."""
+    if as_json:
+        click.echo(json.dumps(change_event(change)))
+    else:
+        stderr.print(change_line(change_event(change)), style="dim", markup=False)
+
+
 async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool
                                ) -> FinalAnswer | None:
     """Run the turn, approving (``--yes``) or denying each call that needs approval; its final event."""
@@ -120,20 +130,21 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
     while True:
         approval: ApprovalAsked | None = None
         results: list[ToolResult] = []
-        async for event in stream_turn(runtime, message):
-            if event["type"] == "tool_result":
-                results.append(event)
-            if as_json:
-                click.echo(json.dumps(event, default=str))
-            elif event["type"] == "tool_call":
-                stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
-            elif event["type"] == "tool_result":
-                style = "red" if event["status"] == "error" else "dim"
-                stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
-            if event["type"] == "approval":
-                approval = event
-            elif event["type"] == "final":
-                final = event
+        async with aclosing(stream_turn(runtime, message)) as events:  # closed, even by a failed write
+            async for event in events:
+                if event["type"] == "tool_result":
+                    results.append(event)
+                if as_json:
+                    click.echo(json.dumps(event, default=str))
+                elif event["type"] == "tool_call":
+                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+                elif event["type"] == "tool_result":
+                    style = "red" if event["status"] == "error" else "dim"
+                    stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
+                if event["type"] == "approval":
+                    approval = event
+                elif event["type"] == "final":
+                    final = event
         for saved in await save_turn_media(runtime, media, results):
             if as_json:
                 click.echo(json.dumps(saved.event()))
@@ -164,8 +175,10 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
             if thread_id is not None:
                 resolved, note = await resolve_thread(runtime, thread_id)
                 runtime.use_thread(resolved)
-                if note:
-                    (stderr if as_json else stdout).print(note, markup=False, highlight=False)
+                (stderr if as_json else stdout).print(note, markup=False, highlight=False)
+                if not as_json:
+                    for line in await _recap(runtime):
+                        stdout.print(line, style="dim", markup=False, highlight=False)
             return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -173,6 +186,20 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
         if spinner is not None:
             spinner.stop()
         signal.signal(signal.SIGINT, previous)
+
+
+async def _recap(runtime: Runtime) -> list[str]:
+    """The last messages of the resumed thread, a line each: what was said, the tools called."""
+    state = await runtime.graph.aget_state(runtime.config())
+    lines = []
+    for message in (state.values or {}).get("messages", []):
+        if isinstance(message, HumanMessage):
+            lines.append(f"  you: {preview(message.text)}")
+        elif isinstance(message, AIMessage):
+            lines.extend(f"  agent → {call['name']}" for call in message.tool_calls)
+            if message.text:
+                lines.append(f"  agent: {preview(message.text)}")
+    return lines[-RECAP_LINES:]
 
 
 async def _converse(runtime: Runtime, interrupts: Interrupts, *, watch: bool, as_json: bool,

@@ -9,7 +9,7 @@ Ctrl-C stops the current turn; a second Ctrl-C (or one at the prompt) exits (:cl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from functools import partial
 from typing import Any
 
@@ -35,6 +35,7 @@ from runner.events import (
     is_question,
 )
 from runner.manifest import CHAT_COMMANDS, did_you_mean
+from runner.servers import CatalogueChange
 
 LEAVE_COMMANDS = ("exit", "quit")
 
@@ -49,6 +50,18 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+def ready_event(runtime: Runtime) -> ChatReady:
+    """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, tool names."""
+    return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
+                     thread=runtime.thread_id, tools=sorted(runtime.catalog.entries))
+
+
+def change_event(change: CatalogueChange) -> CatalogueChanged:
+    """The event of a server's changed tools, prompts or resources."""
+    return CatalogueChanged(type="change", server=change.server, kind=change.kind, added=list(change.added),
+                            removed=list(change.removed), changed=list(change.changed))
 
 
 class Interrupts:
@@ -89,8 +102,7 @@ class ChatSession:
 
     async def run(self) -> int:
         runtime = self.runtime
-        self.view.show(ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
-                                 thread=runtime.thread_id, tools=sorted(runtime.catalog.entries)))
+        self.view.show(ready_event(runtime))
         while True:
             line = await self.view.read()
             if line is None:
@@ -105,7 +117,7 @@ class ChatSession:
             if name in LEAVE_COMMANDS:
                 return EXIT_OK
             if name in CHAT_HANDLERS:
-                await self._interruptible(partial(CHAT_HANDLERS[name], self, line))
+                await self._interruptible(partial(CHAT_HANDLERS[name], self, line), f"/{name}")
             elif name in runtime.prompt_catalog:
                 await self._prompt_command(line)
             else:
@@ -127,12 +139,13 @@ class ChatSession:
             known += "; prompt commands: " + ", ".join(f"/{prompt}" for prompt in prompts)
         return f"unknown command '/{name}'{hint}; commands: {known}"
 
-    async def _interruptible(self, work: Callable[[], Awaitable[None]]) -> None:
+    async def _interruptible(self, work: Callable[[], Awaitable[None]], what: str = "turn") -> None:
+        """Run ``work`` (a turn, or the chat command ``what``) until it ends or Ctrl-C stops it."""
         with self.interrupts.cancelling() as scope:
             async with self.view.working():
                 await work()
         if scope.cancelled_caught:
-            self.view.show(Interrupted(type="interrupted"))
+            self.view.show(Interrupted(type="interrupted", what=what))
 
     async def _prompt_command(self, line: str) -> None:
         try:
@@ -146,13 +159,14 @@ class ChatSession:
         while True:
             pending: Question | None = None  # a tool call to approve, or a server's question
             results: list[ToolResult] = []
-            async for event in stream_turn(self.runtime, message):
-                if is_question(event):
-                    pending = event
-                else:
-                    self.view.show(event)
-                    if event["type"] == "tool_result":
-                        results.append(event)
+            async with aclosing(stream_turn(self.runtime, message)) as events:  # even by a failed write
+                async for event in events:
+                    if is_question(event):
+                        pending = event
+                    else:
+                        self.view.show(event)
+                        if event["type"] == "tool_result":
+                            results.append(event)
             for saved in await save_turn_media(self.runtime, self.media, results):
                 self.view.show(saved.event())
             if pending is None:
@@ -167,10 +181,8 @@ class ChatSession:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
 
-    def _show_change(self, change: Any) -> None:
-        self.view.show(CatalogueChanged(type="change", server=change.server, kind=change.kind,
-                                        added=list(change.added), removed=list(change.removed),
-                                        changed=list(change.changed)))
+    def _show_change(self, change: CatalogueChange) -> None:
+        self.view.show(change_event(change))
 
     def show_reload(self, event: ReloadEvent) -> None:
         if event["type"] == "reload":

@@ -79,10 +79,10 @@ async def stored_threads(runtime: Runtime) -> list[str]:
 
 async def resolve_thread(runtime: Runtime, requested: str) -> tuple[str, str]:
     """The thread a typed id means, and what to tell the user: the id itself when a conversation
-    had it; the one id it is a unique prefix of; else a new thread of that id, said so."""
+    had it; the one id it is a unique prefix of; else a new thread of that id. Each said so."""
     threads = await stored_threads(runtime)
     if requested in threads:
-        return requested, ""
+        return requested, f"resumed thread {requested}"
     matches = [thread for thread in threads if thread.startswith(requested)]
     if len(matches) == 1:
         return matches[0], f"resumed thread {matches[0]} (the one id starting with {requested})"

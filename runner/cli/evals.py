@@ -16,6 +16,7 @@ import click
 
 from runner.agent.checks import model_id_problem
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors, stderr, stdout
+from runner.cli.closed_output import stop_when_output_closes
 from runner.errors import ManifestError, RunnerError
 from runner.evals.case_sessions import Mode
 from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases
@@ -101,4 +102,6 @@ async def _watch(manifest: Path, chosen: Callable[[], list[Case]], folders: set[
             stderr.print(f"error: {outcome}", style="red", markup=False)
         stderr.print("watching for changes (Ctrl-C to stop)", style="dim")
 
-    await watch_suite(manifest, chosen, folders, options, report, stop=anyio.Event())
+    async with stop_when_output_closes() as output:  # nobody reads the results any more: exit 141
+        await watch_suite(manifest, chosen, folders, options, report, stop=anyio.Event())
+    output.raise_if_closed()

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
-from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli import EXIT_FAILURE, EXIT_INVALID, counted, main, reports_errors, stderr, stdout
+from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.rows import (
     first_line,
     offered_at_start,
@@ -37,13 +38,18 @@ from runner.manifest.loading import load_manifest
 from runner.servers import stop_on_signals
 from runner.tools.suggest import unknown_tool_line
 
+# A prompt message's role as MCP names it (LangChain's message types say human and ai).
+ROLES = {"human": "user", "ai": "assistant"}
+
 
 def _run(function: Any, *args: Any) -> Any:
-    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped)."""
+    """Run ``function``; SIGTERM or SIGHUP end it like Ctrl-C (servers and containers stopped),
+    and so does a closed output (runner.cli.closed_output)."""
 
     async def until_signalled() -> Any:
-        async with stop_on_signals() as stopped:
+        async with stop_on_signals() as stopped, stop_when_output_closes() as output:
             return await function(*args)
+        output.raise_if_closed()
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         raise SystemExit(128 + int(stopped.received))
 
@@ -197,11 +203,15 @@ async def _ask_approval(name: str, arguments: dict[str, Any]) -> bool | None:
     """Ask on a terminal (the same rule as the agent's); None when there is none to ask on."""
     if not sys.stdin.isatty():
         return None
-    from runner.cli.terminal import LineReader  # the chat's terminal: only a question needs it
+    from runner.cli.terminal import NO, YES, LineReader, approval_question  # only a question needs it
 
     stderr.print(f"{name} wants to run with {json.dumps(arguments)}", style="yellow", markup=False)
-    answer = await LineReader(stderr).read("approve? [y/N]: ")
-    return (answer or "").strip().lower() in ("y", "yes")
+    reader = LineReader(stderr)
+    while True:  # asked as the chat asks
+        answer = (await reader.read(approval_question(edit=False)) or "").strip().lower()
+        if answer in YES or answer in NO:
+            return answer in YES
+        stderr.print("answer y or n (yes, or no)", style="red", markup=False)
 
 
 @main.command()
@@ -238,7 +248,7 @@ def _print_listing(
         click.echo(json.dumps(rows, indent=2))
         return
     print_table(headers, [cells(row) for row in rows])
-    stdout.print(f"{len(rows)} {noun}{'s' if len(rows) != 1 else ''}", style="dim")
+    stdout.print(counted(len(rows), noun), style="dim")
     if (text := note(rows)) is not None:
         stdout.print(text, style="dim", markup=False)
 
@@ -267,7 +277,7 @@ def prompt(file: str, name: str, arguments: tuple[str, ...]) -> None:
     except PromptError as exc:  # an unknown prompt, a missing or malformed argument
         _invalid(str(exc))
     for message in messages:
-        stdout.print(Text(f"[{message.type}]", style="bold"))
+        stdout.print(Text(f"[{ROLES.get(message.type, message.type)}]", style="bold"))
         content = message.content
         if isinstance(content, str):
             click.echo(visible(content))

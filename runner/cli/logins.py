@@ -19,7 +19,7 @@ from runner.agent.reload import reload_runtime
 from runner.agent.runtime import Runtime
 from runner.auth import BrowserLogin, has_display, interacting, login_files
 from runner.auth.login import LOGIN_TIMEOUT
-from runner.cli import stderr, stdout
+from runner.cli import counted, stderr, stdout
 from runner.errors import AuthError, LoginRequiredError
 from runner.manifest import HttpServerSpec
 from runner.manifest.loading import LoadedManifest
@@ -68,7 +68,7 @@ async def offer_logins(runtime: Runtime, read_line: Callable[[str], Awaitable[st
         if login.cancelled_caught:
             stderr.print(f"{key}: login cancelled", style="yellow", markup=False)
             continue
-        stdout.print(f"{key}: logged in, {count} tool{'s' if count != 1 else ''}", markup=False)
+        stdout.print(f"{key}: logged in, {counted(count, 'tool')}", markup=False)
         logged_in.add(files[key].resolve())
     if logged_in:  # start them in the running agent, as watch mode does after a login elsewhere
         await reload_runtime(runtime, changed_files=logged_in)

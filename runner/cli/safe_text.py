@@ -11,6 +11,7 @@ newlines and tabs. Every path to the terminal goes through it: the rich consoles
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +41,11 @@ class SafeConsole(Console):
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**{"markup": False, **settings})
+
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 from inside the write (a SystemExit through the event loop, which
+        # leaves the turn's tasks behind); the command group ends the run (runner.cli.closed_output).
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output has gone")
 
     def render_str(self, text: str, **settings: Any) -> Text:
         # Before rich measures and wraps it (and drops BEL and CR without a trace).

@@ -21,13 +21,20 @@ import anyio
 import click
 from rich.console import Console
 
+from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, ChatError, Event, HelpShown, ToolCall
+from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
+YES, NO = ("y", "yes"), ("n", "no", "")  # an empty answer denies
+
+
+def approval_question(*, edit: bool) -> str:
+    """The approval question of the chat, and of ``mcp-run call`` (no arguments to edit there)."""
+    return f"approve? [y]es / [n]o{' / [e]dit' if edit else ''}: "
 
 
 class StartupSpinner:
@@ -60,6 +67,13 @@ class StartupSpinner:
     def _before_log_line(self, record: logging.LogRecord) -> bool:
         self._clear()  # the filters stay until stop(): a handler is iterating them now
         return True
+
+
+def change_line(event: CatalogueChanged) -> str:
+    """``notes tools: +fresh −old ~changed``: a server's changed list, in one line."""
+    changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
+               + [f"~{n}" for n in event["changed"]])
+    return f"{event['server']} {event['kind']}: {' '.join(changes)}"
 
 
 def preview(text: str) -> str:
@@ -174,7 +188,7 @@ class TerminalView:
             text = event["text"] if in_full else f"← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
         elif event["type"] == "ready":
-            say(f"{event['name']} — {len(event['tools'])} tools, model {event['model']}, thread "
+            say(f"{event['name']} — {counted(len(event['tools']), 'tool')}, model {event['model']}, thread "
                 f"{event['thread']}. /help for commands.", style="dim", markup=False)
         elif event["type"] == "help":
             self._help(event)
@@ -184,8 +198,8 @@ class TerminalView:
                     "it finds the others by searching", style="dim", markup=False)
             for tool in event["tools"]:
                 marker = "  (asks for approval)" if tool["approval"] else ""
-                bound = ("* " if tool["bound"] else "  ") if event["search"] else ""
-                say(f"{bound}{tool['name']}  {tool['description']}{marker}", markup=False)
+                marked = ("* " if tool["offered"] else "  ") if event["search"] else ""
+                say(f"{marked}{tool['name']}  {tool['description']}{marker}", markup=False)
         elif event["type"] == "prompts":
             for row in event["prompts"]:
                 usage = f"{row['command']} {row['arguments']}".strip()
@@ -201,9 +215,7 @@ class TerminalView:
                 say(problem, style="red", markup=False)
             say("the agent's files have problems; still running the last good version", style="yellow")
         elif event["type"] == "change":
-            changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
-                       + [f"~{n}" for n in event["changed"]])
-            say(f"{event['server']} {event['kind']}: {' '.join(changes)}", style="dim", markup=False)
+            say(change_line(event), style="dim", markup=False)
         elif event["type"] == "progress":
             say(progress_line(event), style="dim", markup=False)
         elif event["type"] == "elicitation_complete":
@@ -223,7 +235,7 @@ class TerminalView:
             for path in event["files"]:
                 say(path, markup=False)
         elif event["type"] == "interrupted":
-            say("(turn interrupted)", style="yellow")
+            say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":
             say(event["message"], style="red", markup=False)
 
@@ -246,14 +258,17 @@ class TerminalView:
 
     def _help(self, event: HelpShown) -> None:
         say = self.console.print
+        commands = [(command["usage"], command["description"]) for command in event["commands"]]
+        prompts = [((row["command"] + " " + row["arguments"]).strip(), row["description"])
+                   for row in event["prompts"]]
+        width = max(len(usage) for usage, _ in commands + prompts)  # one column for both lists
         say("Chat commands:", markup=False)
-        for command in event["commands"]:
-            say(f"  {command['usage']:<28} {command['description']}", markup=False)
-        if event["prompts"]:
+        for usage, description in commands:
+            say(f"  {usage:<{width}}  {description}", markup=False)
+        if prompts:
             say("Prompt commands (their messages go to the model):", markup=False)
-            for row in event["prompts"]:
-                say(f"  {(row['command'] + ' ' + row['arguments']).strip():<28} {row['description']}",
-                    markup=False)
+            for usage, description in prompts:
+                say(f"  {usage:<{width}}  {description}", markup=False)
         say("Anything else is a message to the model.", markup=False)
 
     async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
@@ -261,10 +276,10 @@ class TerminalView:
         self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
                            style="yellow", markup=False)
         while True:
-            answer = (await self.reader.read("approve? [y]es / [n]o / [e]dit: ") or "n").strip().lower()
-            if answer in ("y", "yes"):
+            answer = (await self.reader.read(approval_question(edit=True)) or "").strip().lower()
+            if answer in YES:
                 return {"action": "approve"}
-            if answer in ("n", "no"):
+            if answer in NO:
                 reason = await self.reader.read("reason (optional): ")
                 return {"action": "deny", "reason": reason or "denied by the user"}
             if answer in ("e", "edit"):

@@ -24,9 +24,6 @@ from pydantic_core import ErrorDetails
 
 from runner.errors import ManifestError, Problem
 from runner.manifest import (
-    IMPORT_PATH_PATTERN,
-    SERVER_KEY_PATTERN,
-    SERVER_KEY_RULE,
     HttpServerSpec,
     Manifest,
     StdioServerSpec,
@@ -35,23 +32,13 @@ from runner.manifest import (
 )
 from runner.manifest.expansion import expand_variables
 from runner.manifest.servers import _transport_tag
+from runner.manifest.wording import in_manifest_words
 
 MAX_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 100_000
 
 Path_ = tuple[str | int, ...]
-
-_PATTERN_MESSAGES = {
-    SERVER_KEY_PATTERN: SERVER_KEY_RULE,
-    IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
-    r"^https?://[^\s/]+": "must be an http:// or https:// URL",
-    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be a variable name (letters, digits and '_')",
-    r"^(memory|sqlite:///.+|postgres(ql)?://.+)$": (
-        "must be 'memory', 'sqlite:///path/to/file.sqlite' or 'postgres://…'"
-    ),
-}
-
 
 @dataclass(frozen=True)
 class SourceMap:
@@ -156,7 +143,7 @@ def parse_manifest(
         # A value already reported (say, an unset variable) is not reported again as invalid.
         reported = {p.path for p in problems}
         located = [problem for error in exc.errors() for problem in (
-            _located(error, data, source), *_unknown_server_keys(error, data, source))]
+            _located(error, data, source), *_kindless_server_problems(error, data, source))]
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
     resolved = (path or Path(file)).resolve()
     cross_checks = reference_problems(manifest) + folder_problems(manifest, resolved.parent)
@@ -328,14 +315,12 @@ def _located(
         return source.problem(path, f"unknown key '{path[-1]}'{hint}", at_key=True)
     if kind == "missing":
         return source.problem(path, "missing required key")
+    message = in_manifest_words(kind, message, context)
     if kind == "literal_error" and isinstance(error.get("input"), str):
         choices = re.findall(r"'([^']*)'", str(context.get("expected", "")))
         message += did_you_mean(error["input"], choices)
-    if kind == "string_pattern_mismatch":
-        message = _PATTERN_MESSAGES.get(context.get("pattern", ""), message)
-        if missing:  # a mapping key that failed its pattern
-            return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
-    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind == "string_pattern_mismatch" and missing:  # a mapping key that failed its pattern
+        return source.problem(path, f"'{path[-1]}': {message}", at_key=True)
     return source.problem(path, message)
 
 
@@ -345,21 +330,34 @@ def _http_only_key(key: str) -> str:
     return f" ('{key}' is for http/sse servers)" if key in http_only else ""
 
 
-def _unknown_server_keys(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:
-    """For a server that is neither stdio nor http, its unknown keys: a typo such as 'comand' is
-    why it has no 'command', so it is named next to the missing key."""
+def _kindless_server_problems(error: ErrorDetails, data: Any, source: SourceMap) -> list[Problem]:
+    """For a server that is neither stdio nor http: its unknown keys (a typo such as 'comand' is
+    why it has no 'command', so it is named next to the missing key), and what is wrong with its
+    other values, checked as the kind of server it comes closest to (http when it has a key only
+    http servers have, else stdio)."""
     if error["type"] != "server_kind":
         return []
     path, _ = _document_path(error["loc"], data)
     server = data.get("servers", {}).get(path[-1]) if len(path) == 2 else None
     if not isinstance(server, dict):
         return []
-    known = {"type"} | {info.alias or name for model in (StdioServerSpec, HttpServerSpec)
-                        for name, info in model.model_fields.items()}
-    return [
+    keys = {model: {info.alias or name for name, info in model.model_fields.items()}
+            for model in (StdioServerSpec, HttpServerSpec)}
+    known = {"type"} | keys[StdioServerSpec] | keys[HttpServerSpec]
+    problems = [
         source.problem((*path, key), f"unknown key '{key}'{did_you_mean(key, known)}", at_key=True)
         for key in server if key not in known
     ]
+    http = any(key in keys[HttpServerSpec] - keys[StdioServerSpec] for key in server)
+    model = HttpServerSpec if http else StdioServerSpec
+    stand_in = {"url": "http://127.0.0.1"} if http else {"command": "true"}  # the missing key
+    rest = {key: value for key, value in server.items() if key in keys[model] and key != "transport"}
+    try:
+        model.model_validate({**rest, **stand_in}, context={"defer_references": True})
+    except ValidationError as exc:
+        problems += [_located({**inner, "loc": (*path, *inner["loc"])}, data, source)
+                     for inner in exc.errors()]
+    return problems
 
 
 def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:

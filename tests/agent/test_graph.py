@@ -481,6 +481,11 @@ def test_the_max_steps_message_speaks_of_one_model_call_in_the_singular() -> Non
     assert "after 2 model calls in this turn" in str(max_steps_message(2).content)
 
 
+def test_the_max_steps_message_names_no_manifest_file_the_agent_may_not_have() -> None:
+    text = str(max_steps_message(3).content)
+    assert "agent.yaml" not in text and "raise agent.max_steps in the agent's manifest" in text
+
+
 async def test_a_step_whose_calls_need_no_approval_goes_from_the_model_straight_to_its_tools() -> None:
     model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}]}, "three"])
     graph = make_graph(model, [add], needs_approval=lambda name: False)
@@ -517,3 +522,13 @@ async def test_a_cancelled_sqlite_write_still_lands_and_closing_the_checkpointer
             await saver.aput(config, {**saved.checkpoint, "id": "1f0-cancelled"}, {}, {})
         assert (await saver.aget_tuple({"configurable": {"thread_id": "other"}})) is not None
     assert not workers[0].is_alive()
+
+
+def test_a_replys_text_blocks_are_kept_apart_in_its_final_text() -> None:
+    from runner.agent.turns import reply_text
+
+    blocks = AIMessage(content=[{"type": "text", "text": "Checked."},
+                                {"type": "tool_use", "id": "1", "name": "x", "input": {}},
+                                {"type": "text", "text": "All good."}])
+    assert reply_text(blocks) == "Checked.\nAll good."
+    assert reply_text(AIMessage(content="plain")) == "plain"

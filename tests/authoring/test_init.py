@@ -98,6 +98,24 @@ def test_the_model_flag_chooses_the_model(tmp_path: Path) -> None:
     assert check_agent(tmp_path / "agent.yaml").manifest.model.id == "openai:gpt-4.1-mini"
 
 
+def test_the_next_step_for_a_provider_model_says_first_to_install_its_package_and_set_its_key(
+        tmp_path: Path) -> None:
+    result = invoke("init", str(tmp_path), "--model", "groq:llama-3.1-8b-instant",
+                    env={"GROQ_API_KEY": None})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == ("first: model 'groq:llama-3.1-8b-instant' needs the langchain-groq package, which "
+                        "is not installed: pip install langchain-groq")
+    assert lines[2].startswith("first: model 'groq:llama-3.1-8b-instant' reads its API key from GROQ_API_KEY")
+    assert lines[3].startswith("next: mcp-run ")
+
+
+def test_a_model_of_no_known_provider_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    result = invoke("init", str(tmp_path), "--model", "nosuch:model")
+    assert result.exit_code == 2 and "unknown model provider 'nosuch'" in result.stderr
+    assert files_in(tmp_path) == set()
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [

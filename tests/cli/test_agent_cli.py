@@ -35,8 +35,33 @@ def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [event["type"] for event in events]
-    assert kinds[0] == "tool_call" and "tool_result" in kinds and kinds[-1] == "final"
+    assert kinds[:2] == ["ready", "tool_call"] and "tool_result" in kinds and kinds[-1] == "final"
     assert events[kinds.index("tool_result")]["status"] == "success"
+
+
+def test_a_json_one_shot_turn_starts_with_a_ready_event_whose_thread_a_script_continues(
+        agent_dir: Path) -> None:
+    first = mcp_run("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', "--json", cwd=agent_dir)
+    ready = json.loads(first.stdout.splitlines()[0])
+    assert ready["type"] == "ready" and "notes__add_note" in ready["tools"], first.stdout
+    again = mcp_run("agent.yaml", "-p", "notes__list_notes", "--json", "--thread", ready["thread"],
+                    cwd=agent_dir)
+    events = [json.loads(line) for line in again.stdout.splitlines()]
+    assert again.returncode == 0 and events[0]["type"] == "ready", again.stderr
+    assert events[0]["thread"] == ready["thread"] and events[-1]["type"] == "final"
+
+
+def test_a_json_one_shot_turn_reports_a_server_changing_its_tools_mid_turn(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"dyn": server("dynamic")}, model="offline")
+    result = mcp_run("agent.yaml", "-p", 'dyn__add_tool {"name": "fresh"}', "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    changes = [event for event in events if event["type"] == "change"]
+    assert changes == [{"type": "change", "server": "dyn", "kind": "tools", "added": ["fresh"],
+                        "removed": [], "changed": []}]
+    assert events[-1]["type"] == "final"
+    text = mcp_run("agent.yaml", "-p", 'dyn__add_tool {"name": "other"}', cwd=tmp_path)
+    assert "dyn tools: +other" in text.stderr
 
 
 def test_a_tool_needing_approval_is_denied_in_one_shot_mode_unless_yes(agent_dir: Path) -> None:
@@ -210,7 +235,8 @@ def test_ctrl_c_during_a_json_one_shot_tool_call_ends_with_an_interrupted_event_
         if run.poll() is None:
             run.kill()
             run.wait(timeout=60)
-    assert after and after[-1] == {"type": "interrupted"}, (tmp_path / "stderr.txt").read_text()
+    assert after and after[-1] == {"type": "interrupted", "what": "turn"}, (
+        tmp_path / "stderr.txt").read_text()
     assert "final" not in [event["type"] for event in after]
     assert [event["status"] for event in after if event["type"] == "task"] == task_statuses
     assert code == 130

@@ -245,7 +245,11 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         chat.send({"text": 'demo__sleep {"seconds": 60}'})
         chat.wait_for("tool_call")
         chat.process.send_signal(signal.SIGINT)
-        chat.wait_for("interrupted")
+        assert chat.wait_for("interrupted")["what"] == "turn"
+        chat.send({"text": '/call demo__sleep {"seconds": 60}'})
+        chat.wait_for("tool_call")
+        chat.process.send_signal(signal.SIGINT)
+        assert chat.wait_for("interrupted")["what"] == "/call"  # not a turn: the model was not asked
         chat.send({"text": "/exit"})
         assert chat.process.wait(timeout=60) == 0
     finally:
@@ -311,3 +315,19 @@ def test_a_mistyped_thread_id_is_said_to_be_new_and_a_unique_prefix_resumes_its_
     resumed = subprocess.run([str(MCP_RUN), "agent.yaml", "--thread", "doesnotexist", "-p", "hello"],
                              cwd=agent_dir, capture_output=True, text=True, timeout=60)
     assert "new thread doesnotexist (no conversation had that id)" in resumed.stderr
+
+
+def test_resuming_a_thread_by_its_full_id_says_so_and_shows_its_last_messages(agent_dir: Path) -> None:
+    first = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "2*8"}', "--thread", "t1",
+                    cwd=agent_dir)
+    assert first.returncode == 0, first.stderr
+    resumed = mcp_run("agent.yaml", "--thread", "t1", cwd=agent_dir)  # input at its end: leaves at once
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.splitlines()[:4] == [
+        "resumed thread t1",
+        '  you: notes__calculate {"expression": "2*8"}',
+        "  agent → notes__calculate",
+        "  agent: notes__calculate returned: 16",
+    ]
+    one_shot = mcp_run("agent.yaml", "--thread", "t1", "-p", "hello", cwd=agent_dir)
+    assert "resumed thread t1" in one_shot.stderr

@@ -7,11 +7,12 @@ import json
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pexpect
 import pytest
-from builders import MCP_RUN, ROOT, TESTS, chat_in_a_terminal, mcp_run, server, write_manifest
+from builders import MCP_RUN, ROOT, TESTS, chat_in_a_terminal, invoke, mcp_run, server, write_manifest
 
 MARKUP_SERVER = f'''
 import sys
@@ -85,7 +86,9 @@ def test_call_of_a_tool_needing_approval_asks_on_a_terminal(agent: Path, answer:
                          cwd=str(agent), encoding="utf-8", timeout=60)
     try:
         call.expect("demo__echo wants to run with")
-        call.expect(r"approve\? \[y/N\]: ")
+        call.expect(re.escape("approve? [y]es / [n]o: "))  # worded as the chat asks
+        call.sendline("maybe")
+        call.expect("answer y or n")
         call.sendline(answer)
         call.expect(pexpect.EOF)
     finally:
@@ -100,7 +103,7 @@ def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_
     call = pexpect.spawn(str(MCP_RUN), ["call", "agent.yaml", "demo__echo", '{"txt": "hi"}'],
                          cwd=str(agent), encoding="utf-8", timeout=60)
     try:
-        asked = call.expect([r"approve\? \[y/N\]: ", pexpect.EOF]) == 0
+        asked = call.expect([r"approve\? \[y\]es / \[n\]o: ", pexpect.EOF]) == 0
     finally:
         call.close(force=True)
     assert not asked and call.exitstatus == 2
@@ -155,7 +158,7 @@ def test_text_from_a_server_is_printed_as_it_is_never_read_as_markup(agent: Path
     rendered = mcp_run("prompt", "agent.yaml", "a-rather-long-server-key__review", "code=x", cwd=agent)
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout.splitlines() == [
-        "[human]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
+        "[user]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
     called = mcp_run("call", "agent.yaml", "a-rather-long-server-key__shout", '{"text": "[/]"}', cwd=agent)
     assert called.stdout.strip() == "[bold][/][/]"
 
@@ -170,6 +173,23 @@ def test_watch_exits_130_on_ctrl_c(agent: Path) -> None:
     finally:
         watch.close(force=True)
     assert watch.exitstatus == 130
+
+
+def test_watch_started_in_the_background_by_a_script_still_stops_on_sigint(agent: Path) -> None:
+    """A script's ``mcp-run watch agent.yaml &`` inherits SIGINT ignored; ``kill -INT`` stops it
+    as Ctrl-C would, as it does the chat and serve (README: Commands)."""
+    script = f"trap '' INT; exec {MCP_RUN} watch agent.yaml"  # what `&` does in a script
+    watch = subprocess.Popen(["sh", "-c", script], cwd=agent, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline()  # watching: its first line
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=60) == 130
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
 
 
 def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> None:
@@ -311,3 +331,10 @@ def test_tools_exits_1_and_says_so_when_no_server_could_start_and_0_when_one_did
     some = mcp_run("tools", "agent.yaml", cwd=tmp_path)
     assert some.returncode == 0, some.stderr
     assert "demo__echo" in some.stdout and "no server could start" not in some.stderr
+
+
+def test_validate_names_a_valid_manifest_by_the_path_it_was_given_folder_included(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "sub", {}, model="offline")
+    result = invoke("validate", str(manifest))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"{manifest}: 'test' is valid — 0 servers, model offline")

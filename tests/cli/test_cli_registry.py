@@ -62,19 +62,33 @@ def test_help_lists_every_command_from_its_definition() -> None:
     assert " run " not in result.stdout
 
 
-def test_validate_and_schema_import_neither_the_sdk_nor_langchain() -> None:
+def _run_without_the_sdk_or_langchain(runs: list[tuple[list[str], int]], cwd: Path
+                                      ) -> subprocess.CompletedProcess[str]:
+    """``mcp-run ARGS`` for each run, in one process that fails if the MCP SDK, LangChain or
+    LangGraph got imported, or a run exited otherwise than its code."""
     script = (
         "import sys\nfrom runner.cli import main\n"
-        "for args in (['validate', 'agent.yaml'], ['schema']):\n"
+        f"for args, code in {runs!r}:\n"
         "    try:\n        main(args)\n"
-        "    except SystemExit as exit:\n        assert not exit.code, exit.code\n"
+        "    except SystemExit as exit:\n        assert (exit.code or 0) == code, exit.code\n"
         "heavy = sorted(m for m in sys.modules\n"
         "               if m.split('.')[0] in ('mcp', 'langchain_core', 'langgraph'))\n"
         "print(heavy, file=sys.stderr)\nassert not heavy\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                            timeout=60)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def test_validate_and_schema_import_neither_the_sdk_nor_langchain() -> None:
+    result = _run_without_the_sdk_or_langchain([(["validate", "agent.yaml"], 0), (["schema"], 0)], ROOT)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_turn_on_an_invalid_manifest_reports_it_before_importing_the_sdk_or_langchain(
+        tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("version: 1\nname: bad\nmodel: offline\nservers: {a: {}}\n")
+    result = _run_without_the_sdk_or_langchain([(["bad.yaml", "-p", "hi"], 2)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "bad.yaml:4:" in result.stderr and "1 problem found" in result.stderr
 
 
 def test_help_lists_the_commands_without_importing_their_modules_the_runtime_or_the_manifest_models() -> None:

@@ -237,13 +237,13 @@ def test_the_chats_tools_command_lists_every_tool_and_marks_those_the_model_is_o
         chat.send({"text": "/tools"})
         listed = chat.wait_for("tools")
         assert listed["search"] is True and len(listed["tools"]) == 501
-        assert not any(row["bound"] for row in listed["tools"])
+        assert not any(row["offered"] for row in listed["tools"])
         chat.send({"text": 'search_tools {"query": "convert money", "limit": 1}'})
         assert chat.wait_for("tool_result")["text"].splitlines()[1].startswith(f"- pay__{NEEDLE}:")
         chat.wait_for("final")
         chat.send({"text": "/tools"})
-        bound = [row["name"] for row in chat.wait_for("tools")["tools"] if row["bound"]]
-        assert bound == [f"pay__{NEEDLE}"]
+        offered = [row["name"] for row in chat.wait_for("tools")["tools"] if row["offered"]]
+        assert offered == [f"pay__{NEEDLE}"]
         chat.send({"text": "/exit"})
         assert chat.process.wait(timeout=60) == 0
     finally:

@@ -1,0 +1,43 @@
+"""How the terminal chat shows events (no process, no terminal: a console writing to a string)."""
+
+from __future__ import annotations
+
+import io
+
+from runner.cli.chat_commands import CHAT_COMMAND_HELP
+from runner.cli.safe_text import SafeConsole
+from runner.cli.terminal import TerminalView, approval_question
+from runner.events import ChatCommandRow, ChatReady, HelpShown, Interrupted, PromptRow
+
+
+def shown(*events: object) -> str:
+    console = SafeConsole(file=io.StringIO(), width=200)
+    view = TerminalView(console, reader=None)
+    for event in events:
+        view._render(event, in_full=False)  # type: ignore[arg-type]
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def test_help_puts_every_description_in_one_column_however_long_a_prompt_commands_usage() -> None:
+    commands = [ChatCommandRow(command=name, usage=usage, description=f"about {name}")
+                for name, (usage, _) in CHAT_COMMAND_HELP.items()]
+    long_usage = PromptRow(command="/a-rather-long-server-key__review", server="s", original="review",
+                           arguments="code=<code> [focus=<focus>]", description="about review")
+    lines = shown(HelpShown(type="help", commands=commands, prompts=[long_usage])).splitlines()
+    columns = {line.index("about ") for line in lines if "about " in line}
+    assert len(columns) == 1, lines
+
+
+def test_one_tool_is_one_tool_in_the_banner() -> None:
+    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=["x__y"]))
+    assert "a — 1 tool, model offline" in banner
+
+
+def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
+    assert shown(Interrupted(type="interrupted", what="/call")).strip() == "(/call interrupted)"
+    assert shown(Interrupted(type="interrupted", what="turn")).strip() == "(turn interrupted)"
+
+
+def test_the_chat_and_call_ask_for_approval_in_the_same_words() -> None:
+    assert approval_question(edit=True) == "approve? [y]es / [n]o / [e]dit: "
+    assert approval_question(edit=False) == "approve? [y]es / [n]o: "
