@@ -15,7 +15,7 @@ import yaml
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from runner.errors import CaseSaveError
-from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
+from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, find_case_files, load_cases
 
 EXCERPT_CHARS = 60
 SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
@@ -50,6 +50,9 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -
     path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")
+    if (holder := file_naming_case(manifest_path, name)) is not None:
+        raise CaseSaveError(f"a case named '{name}' is already in {holder}: choose another name "
+                            "(`mcp-run test` needs each case name once)")
     path.parent.mkdir(parents=True, exist_ok=True)
     # The editor hint only where the schema is at that path: elsewhere it would point at nothing.
     schema_line = (f"# yaml-language-server: $schema={SCHEMA_REFERENCE}\n"
@@ -62,6 +65,21 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -
     )
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def file_naming_case(manifest_path: Path, name: str) -> Path | None:
+    """The case file next to the manifest that already has a case called ``name``, if one does.
+
+    Read leniently: a file that is not valid YAML names no case here (``mcp-run test`` reports it)."""
+    for path in find_case_files(manifest_path):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(cases, list) and any(isinstance(c, dict) and c.get("name") == name for c in cases):
+            return path
+    return None
 
 
 def saved_case(path: Path) -> Case:

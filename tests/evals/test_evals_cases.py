@@ -123,3 +123,16 @@ def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_pat
     with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD)
     assert with_schema.read_text().startswith(
         "# yaml-language-server: $schema=../schemas/evals.schema.json\n")
+
+
+def test_saving_refuses_a_case_name_another_case_file_already_uses(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "math.yaml").write_text(
+        "cases:\n  - name: adds\n    input: one\n  - name: calculates\n    input: two\n")
+    (tmp_path / "evals" / "broken.yaml").write_text("cases: [\n")  # unreadable: names nothing
+    with pytest.raises(CaseSaveError, match=r"'calculates' is already in .*math\.yaml"):
+        save_case(manifest, "calculates", THREAD)
+    assert not (tmp_path / "evals" / "calculates.yaml").exists()
+    saved = save_case(manifest, "calculates-again", THREAD)  # a name no file uses is saved
+    assert load_cases([tmp_path / "evals" / "math.yaml", saved])
