@@ -223,7 +223,7 @@ class ToolCaller:
             connection = catalog.connections.get(current)
             try:
                 if connection is None:  # removed (a required server failed at reload): transient
-                    raise ServerClosedError(current, "is not running")
+                    raise ServerClosedError(current, f"tools/call {tool!r}: the server is not running")
                 self._in_flight[current] += 1
                 try:
                     if telemetry.current() is None:
@@ -237,7 +237,7 @@ class ToolCaller:
             except ServerError as exc:
                 fallback = catalog.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
-                    raise ToolError(f"{tool} failed: {exc}") from exc
+                    raise ToolError(str(exc)) from exc  # it names the server and the request
                 logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
                                str(exc).removeprefix(f"{current}: "))
                 await _before_fallback(catalog, FallbackEvent(current, fallback, tool, arguments, exc))
@@ -268,7 +268,7 @@ class ToolCaller:
         try:
             result = await connection.read_resource(uri)
         except ServerError as exc:
-            raise ToolError(f"cannot read {uri}: {exc}") from exc
+            raise ToolError(str(exc)) from exc  # it names the server and the URI
         blocks: list[types.ContentBlock] = [
             types.EmbeddedResource(type="resource", resource=contents) for contents in result.contents
         ]
@@ -285,7 +285,7 @@ async def _before_fallback(catalog: ToolCatalog, event: FallbackEvent) -> None:
     if inspect.isawaitable(outcome):
         outcome = await outcome
     if outcome is False:
-        raise ToolError(f"{event.tool} failed: {event.error} (fallback to {event.fallback} declined)")
+        raise ToolError(f"{event.error} (fallback to {event.fallback} declined)")
 
 
 # LangChain's ToolMessage, imported by the first graph call: listing and calling never need

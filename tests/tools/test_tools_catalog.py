@@ -360,3 +360,21 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
         malformed
     assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
         in warnings
+
+
+async def test_a_server_error_answer_says_the_server_request_message_and_code_once(tmp_path: Path) -> None:
+    # As a database server on the TypeScript SDK answers: its message repeats the code.
+    message = 'MCP error -32602: relation "nope" does not exist'
+    async with catalog_for(tmp_path, {"pg": server("answers")}) as catalog:
+        with pytest.raises(ToolError) as raised:
+            await calls(catalog).call("pg__refused", {"message": message})
+    assert str(raised.value) == "pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
+
+
+def test_the_offline_answer_to_a_failed_call_says_error_and_the_tool_once(tmp_path: Path) -> None:
+    write_agent(tmp_path, {"pg": server("answers")}, model="offline")
+    request = 'pg__refused {"message": "relation \\"nope\\" does not exist"}'
+    result = mcp_run("agent.yaml", "-p", request, cwd=tmp_path)
+    assert result.stdout.strip() == (
+        "pg__refused failed: pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
+    ), result.stderr
