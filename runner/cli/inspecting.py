@@ -19,6 +19,7 @@ from rich.text import Text
 from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
+from runner.cli.media import MediaFolder, SavedMedia, media_blocks
 from runner.cli.rows import (
     first_line,
     offered_at_start,
@@ -48,6 +49,9 @@ def _run(function: Any, *args: Any) -> Any:
         raise SystemExit(128 + int(stopped.received))
 
     return anyio.run(until_signalled)
+
+
+CALL_MEDIA_FOLDER = "call"  # <state>/media/call/: the images, audio and files `mcp-run call` got
 
 
 def _invalid(message: str) -> NoReturn:
@@ -120,7 +124,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     if not isinstance(parsed, dict):
         _invalid("ARGUMENTS must be a JSON object")
 
-    async def call_tool() -> tuple[str, str | None] | str:
+    async def call_tool() -> tuple[str, str | None, list[SavedMedia]] | str:
         # `sampling: allow` needs no one's approval, only the model: it is started for them.
         samples = any(getattr(spec, "sampling", None) == "allow"
                       for spec in load_manifest(file).manifest.servers.values())
@@ -145,7 +149,10 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             except ToolError as exc:  # said now, not once the servers have been stopped
                 stderr.print(str(exc), markup=False, style="red")
                 raise
-            return output_text(output, output_limit(runtime, name))
+            # Saved as the chat and -p save them, in a folder of the call command's own.
+            saved = MediaFolder(runtime.fleet.state_dir).save(CALL_MEDIA_FOLDER, name, "call",
+                                                               media_blocks(output.content))
+            return (*output_text(output, output_limit(runtime, name)), saved)
 
     try:
         result = _run(call_tool)
@@ -153,11 +160,13 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         raise SystemExit(EXIT_FAILURE) from None
     if isinstance(result, str):
         _invalid(result)
-    text, structured = result
+    text, structured, saved = result
     click.echo(visible(text))
     if structured is not None:
         stderr.print("structured content:", style="dim")
         click.echo(visible(structured), err=True)
+    for media in saved:
+        stderr.print(media.line(), markup=False, style="dim")
 
 
 class _CallCommandHost(Host):

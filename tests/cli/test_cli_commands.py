@@ -124,6 +124,19 @@ def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> No
     assert big.returncode == 0 and len(big.stdout) < 200
 
 
+def test_call_saves_an_image_under_the_state_folder_and_prints_its_path(agent: Path) -> None:
+    first = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
+    again = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
+    assert first.returncode == again.returncode == 0, first.stderr
+    assert first.stdout.strip() == "[image image/png]"
+    paths = [Path(line.split(": ", 1)[1]) for result in (first, again)
+             for line in result.stderr.splitlines() if line.startswith("saved image/png from demo__image: ")]
+    assert len(paths) == 2 and paths[0] != paths[1]  # numbered: a second call keeps the first image
+    for path in paths:
+        assert path.parent == (agent / ".mcp-run" / "media" / "call").resolve()
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+
 def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
     env = {**os.environ, "COLUMNS": "80"}
     listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)
