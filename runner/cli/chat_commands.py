@@ -112,7 +112,8 @@ async def _save(session: ChatSession, line: str) -> None:
     runtime = session.runtime
     state = await runtime.graph.aget_state(runtime.config())
     try:
-        path = save_case(runtime.loaded.path, name, state.values.get("messages", []))
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []),
+                         session.answered_approvals())
     except CaseSaveError as exc:
         session.error(str(exc))
         return

@@ -1,13 +1,14 @@
 """``/save NAME`` in the chat: the current thread written as a case, ready to run and to edit.
 
-The case holds the user's turns, the tool calls the agent made (``match: unordered``) and an
-excerpt of the last answer under ``answer.contains``, to be edited into what matters.
+The case holds the user's turns, the tool calls the agent made (``match: unordered``), an
+excerpt of the last answer under ``answer.contains``, to be edited into what matters, and the
+answers given to its approvals (``approvals``), so that it runs as the conversation went.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,23 @@ EXCERPT_CHARS = 60
 SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
 
 
-def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    """The case (as YAML-ready data) that replays the conversation in ``messages``."""
+def approval_entry(tool: str, answer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A case's ``approvals`` entry for an answer given in the chat (a resume value); None: the
+    question was left unanswered (Ctrl-C), which the case replays as ``stop``."""
+    if answer is None:
+        return {"tool": tool, "action": "stop"}
+    entry: dict[str, Any] = {"tool": tool, "action": answer["action"]}
+    if answer["action"] == "deny" and answer.get("reason"):
+        entry["reason"] = answer["reason"]
+    if answer["action"] == "edit":
+        entry["args"] = answer["args"]
+    return entry
+
+
+def case_from_thread(name: str, messages: Sequence[BaseMessage],
+                     approvals: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The case (as YAML-ready data) that replays the conversation in ``messages``, its approvals
+    answered as ``approvals`` (:func:`approval_entry`) says."""
     inputs = [str(m.text) for m in messages if isinstance(m, HumanMessage) and str(m.text).strip()]
     if not inputs:
         raise CaseSaveError("the conversation has no user message yet: nothing to save")
@@ -38,15 +54,17 @@ def case_from_thread(name: str, messages: Sequence[BaseMessage]) -> dict[str, An
     first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
     if first_line:
         expect["answer"] = {"contains": first_line[:EXCERPT_CHARS].strip()}
-    return {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
+    case = {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
+    return {**case, "approvals": list(approvals)} if approvals else case
 
 
-def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage]) -> Path:
+def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage],
+              approvals: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Write ``evals/NAME.yaml`` next to the manifest; returns its path. Never overwrites."""
     if not re.match(CASE_NAME_PATTERN, name):
         raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
                             "'_' and '-', starting with a letter or digit")
-    case = case_from_thread(name, messages)
+    case = case_from_thread(name, messages, approvals)
     path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+import yaml
 from builders import MCP_RUN, ROOT, JsonChat, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
@@ -89,6 +90,50 @@ def test_save_writes_the_conversation_as_a_case_that_mcp_run_test_then_passes(ag
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
     assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("sums", "passed")]
+
+
+def test_a_saved_case_answers_approvals_as_the_chat_did_and_passes_without_deleting_anything_more(
+    agent_dir: Path,
+) -> None:
+    notes = agent_dir / ".mcp-run" / "notes.json"
+    chat = JsonChat(agent_dir)
+    try:
+        chat.wait_for("ready")
+        for title in ("milk", "eggs"):
+            chat.send({"text": f'notes__add_note {{"title": "{title}", "text": "buy"}}'})
+            chat.wait_for("final")
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.process.send_signal(signal.SIGINT)  # Ctrl-C at the question: the call never runs
+        chat.wait_for("interrupted")
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.send({"action": "deny", "reason": "keep it"})
+        assert "keep it" in chat.wait_for("final")["text"]
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.send({"action": "edit", "args": {"title": "eggs"}})
+        assert "deleted note 'eggs'" in chat.wait_for("final")["text"]
+        chat.send({"text": "/save pantry"})
+        chat.wait_for("saved")
+        chat.send({"text": "/exit"})
+        assert chat.process.wait(timeout=60) == 0
+    finally:
+        if chat.process.poll() is None:
+            chat.process.terminate()
+            chat.process.wait(timeout=60)
+    case = yaml.safe_load((agent_dir / "evals" / "pantry.yaml").read_text())["cases"][0]
+    assert case["approvals"] == [
+        {"tool": "notes__delete_note", "action": "stop"},
+        {"tool": "notes__delete_note", "action": "deny", "reason": "keep it"},
+        {"tool": "notes__delete_note", "action": "edit", "args": {"title": "eggs"}},
+    ]
+    result = subprocess.run([str(MCP_RUN), "test", "agent.yaml", "evals/pantry.yaml", "--json"],
+                            cwd=agent_dir, capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("pantry", "passed")]
+    assert [note["title"] for note in json.loads(notes.read_text())] == ["milk"]  # as after the chat
 
 
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(

@@ -13,8 +13,8 @@ from builders import ROOT, TESTS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.errors import CaseSaveError, ManifestError
-from runner.evals.cases import evals_json_schema, find_case_files, load_cases
-from runner.evals.saving import case_from_thread, save_case, saved_case
+from runner.evals.cases import CaseSpec, evals_json_schema, find_case_files, load_cases
+from runner.evals.saving import approval_entry, case_from_thread, save_case, saved_case
 
 CORPUS = TESTS / "evals"
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
@@ -136,3 +136,22 @@ def test_saving_refuses_a_case_name_another_case_file_already_uses(tmp_path: Pat
     assert not (tmp_path / "evals" / "calculates.yaml").exists()
     saved = save_case(manifest, "calculates-again", THREAD)  # a name no file uses is saved
     assert load_cases([tmp_path / "evals" / "math.yaml", saved])
+
+
+def test_a_thread_saved_with_its_approval_answers_replays_them_as_given() -> None:
+    answers = [approval_entry("notes__delete_note", None),
+               approval_entry("notes__delete_note", {"action": "deny", "reason": "keep it"}),
+               approval_entry("notes__delete_note", {"action": "edit", "args": {"title": "eggs"}}),
+               approval_entry("notes__delete_note", {"action": "approve"})]
+    case = case_from_thread("pantry", THREAD, answers)
+    assert case["approvals"] == [
+        {"tool": "notes__delete_note", "action": "stop"},
+        {"tool": "notes__delete_note", "action": "deny", "reason": "keep it"},
+        {"tool": "notes__delete_note", "action": "edit", "args": {"title": "eggs"}},
+        {"tool": "notes__delete_note", "action": "approve"},
+    ]
+    assert "approvals" not in case_from_thread("pantry", THREAD)  # none asked: none written
+    spec = CaseSpec.model_validate(case)
+    assert [answer.resume() for answer in spec.approvals or []][1:] == [
+        {"action": "deny", "reason": "keep it"}, {"action": "edit", "args": {"title": "eggs"}},
+        {"action": "approve"}]
