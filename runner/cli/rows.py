@@ -14,8 +14,10 @@ from runner.tools.provider_schemas import schema_for_provider
 
 
 def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:
-    """One row per tool; ``schemas=False`` leaves out ``input_schema`` (what the model is offered,
-    which makes each LangChain tool) and only checks that each server tool's schema converts."""
+    """One row per tool; ``schemas=False`` leaves out ``input_schema`` (the server's, which
+    arguments are checked against) and ``provider_schema`` (the form the model is offered, adapted
+    to its provider, which makes each LangChain tool) and only checks that each server tool's
+    schema converts."""
     rows = []
     for entry in runtime.catalog.entries.values():
         row: dict[str, Any] = {
@@ -28,9 +30,10 @@ def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]
         if schemas:
             schema = entry.tool.tool_call_schema
             # Our tools' schemas are dicts or pydantic 2 models; LangChain's type admits pydantic 1 too.
-            row["input_schema"] = (
-                schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
-            )
+            offered = schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
+            # A server tool's own schema: the one `call` checks arguments against and errors name.
+            row["input_schema"] = entry.definition.input_schema if entry.definition is not None else offered
+            row["provider_schema"] = offered
         elif entry.built is None and entry.definition is not None:  # unusable: an error, as above
             schema_for_provider(entry.definition.input_schema, runtime.catalog.provider)
         rows.append(row)
@@ -104,5 +107,5 @@ def output_text(output: ToolOutput, limit: int) -> tuple[str, str | None]:
 
 def refused_arguments(name: str, problems: list[str]) -> str:
     """Why ``mcp-run call`` and the chat's ``/call`` refuse arguments for ``name``, for a person."""
-    return (f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n"
+    return (f"invalid arguments for {name} (see its input_schema in `mcp-run tools FILE --json`):\n"
             + problem_lines(problems))

@@ -378,3 +378,17 @@ def test_the_offline_answer_to_a_failed_call_says_error_and_the_tool_once(tmp_pa
     assert result.stdout.strip() == (
         "pg__refused failed: pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
     ), result.stderr
+
+
+def test_tools_json_shows_the_servers_input_schema_and_the_provider_form_beside_it(tmp_path: Path) -> None:
+    copy = ROOT / "examples" / "notes_server.py"
+    write_agent(tmp_path, {"notes": {"command": "python", "args": [str(copy)],
+                                     "env": {"NOTES_FILE": str(tmp_path / "notes.json")}}},
+                model="openai:gpt-4.1-mini")
+    listed = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = next(row for row in json.loads(listed.stdout) if row["name"] == "notes__calculate")
+    expression = row["input_schema"]["properties"]["expression"]
+    assert expression["maxLength"] == 200 and "description" not in expression  # as the server sent it
+    offered = row["provider_schema"]["properties"]["expression"]
+    assert "at most 200 characters" in offered["description"]  # the constraint said in words for the model
