@@ -135,17 +135,22 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if name not in catalog.entries and (down := _down_server(runtime, name)):
                 stderr.print(down, markup=False, style="red")
                 raise SystemExit(EXIT_FAILURE)
-            if name not in catalog.entries:
+            unlisted = runtime.caller.unlisted(name)
+            if name not in catalog.entries and unlisted is None:
                 return unknown_tool_line(name, catalog.entries)
-            if problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
+            if unlisted is not None:
+                stderr.print(unlisted.warning(), markup=False, style="yellow")
+            elif problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
                 return refused_arguments(name, problems)
-            answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
+            asks = unlisted.approval if unlisted is not None else catalog.needs_approval(name)
+            answer = await _ask_approval(name, parsed) if asks and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
                 stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
             try:
-                output = await runtime.caller.call(name, parsed)
+                output = await (runtime.caller.call(name, parsed) if unlisted is None
+                                else runtime.caller.call_unlisted(unlisted, parsed))
             except ToolError as exc:  # said now, not once the servers have been stopped
                 stderr.print(str(exc), markup=False, style="red")
                 raise

@@ -190,7 +190,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
-                               "asking": server("asking", "--legacy"), "tasks": server("tasks")},
+                               "asking": server("asking", "--legacy"), "tasks": server("tasks"),
+                               "answers": server("answers")},
                    name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
@@ -247,6 +248,9 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert chat.wait_for("media_list")["files"] == [image["path"]]
         chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
         assert chat.wait_for("change")["added"] == ["fresh"]
+        chat.send({"text": '/call answers__unlisted {"score": 3}'})  # answered, though not listed
+        assert chat.wait_for("tool_call")["unlisted"] is True
+        assert chat.wait_for("tool_result")["text"].startswith("score 3\n")
         manifest = agent_dir / "agent.yaml"
         good = manifest.read_text()
         manifest.write_text(good + "bogus_key: 1\n")

@@ -137,6 +137,20 @@ def test_call_saves_an_image_under_the_state_folder_and_prints_its_path(agent: P
         assert path.read_bytes().startswith(b"\x89PNG")
 
 
+def test_call_reaches_a_tool_its_server_answers_but_does_not_list_with_a_warning(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"answers": server("answers"),
+                              "narrow": server("answers", tools={"except": ["unl*"]})},
+                   name="unlisted", model="offline", checkpointer="memory")
+    called = mcp_run("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert called.returncode == 0 and called.stdout.strip() == "score 7", called.stderr
+    assert "does not list a tool 'answers__unlisted'; calling it anyway" in called.stderr
+    excluded = mcp_run("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert excluded.returncode == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
+    asked = mcp_run("agent.yaml", "-p", 'answers__unlisted {"score": 7}', cwd=tmp_path)  # not for the model
+    assert "score 7" not in asked.stdout and "answers__unlisted" not in mcp_run(
+        "tools", "agent.yaml", cwd=tmp_path).stdout
+
+
 def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
     env = {**os.environ, "COLUMNS": "80"}
     listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)
