@@ -139,13 +139,16 @@ def test_call_saves_an_image_under_the_state_folder_and_prints_its_path(agent: P
 
 def test_call_reaches_a_tool_its_server_answers_but_does_not_list_with_a_warning(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"answers": server("answers"),
-                              "narrow": server("answers", tools={"except": ["unl*"]})},
+                              "narrow": server("answers", tools={"except": ["unl*"]}),
+                              "gated": server("answers", tools={"approve": ["unl*"]})},
                    name="unlisted", model="offline", checkpointer="memory")
     called = mcp_run("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
     assert called.returncode == 0 and called.stdout.strip() == "score 7", called.stderr
     assert "does not list a tool 'answers__unlisted'; calling it anyway" in called.stderr
     excluded = mcp_run("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
     assert excluded.returncode == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
+    gated = mcp_run("call", "agent.yaml", "gated__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert gated.returncode == 1 and "denied gated__unlisted: needs approval" in gated.stderr
     asked = mcp_run("agent.yaml", "-p", 'answers__unlisted {"score": 7}', cwd=tmp_path)  # not for the model
     assert "score 7" not in asked.stdout and "answers__unlisted" not in mcp_run(
         "tools", "agent.yaml", cwd=tmp_path).stdout
