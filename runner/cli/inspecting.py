@@ -9,7 +9,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import click
@@ -19,7 +19,6 @@ from rich.text import Text
 from runner.agent.host import Host
 from runner.agent.runtime import Runtime, load_agent
 from runner.cli import EXIT_FAILURE, EXIT_INVALID, main, reports_errors, stderr, stdout
-from runner.cli.media import MediaFolder, SavedMedia, media_blocks
 from runner.cli.rows import (
     first_line,
     offered_at_start,
@@ -37,6 +36,9 @@ from runner.manifest import did_you_mean
 from runner.manifest.loading import load_manifest
 from runner.servers import stop_on_signals
 from runner.tools.suggest import unknown_tool_line
+
+if TYPE_CHECKING:
+    from runner.cli.media import SavedMedia
 
 
 def _run(function: Any, *args: Any) -> Any:
@@ -154,9 +156,14 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             except ToolError as exc:  # said now, not once the servers have been stopped
                 stderr.print(str(exc), markup=False, style="red")
                 raise
-            # Saved as the chat and -p save them, in a folder of the call command's own.
-            saved = MediaFolder(runtime.fleet.state_dir).save(CALL_MEDIA_FOLDER, name, "call",
-                                                               media_blocks(output.content))
+            saved: list[SavedMedia] = []
+            if not isinstance(output.content, str):  # text alone is a str: no media to save
+                # Saved as the chat and -p save them, in a folder of the call command's own.
+                # Imported here: the media module needs LangChain, which a text result does not.
+                from runner.cli.media import MediaFolder, media_blocks
+
+                saved = MediaFolder(runtime.fleet.state_dir).save(CALL_MEDIA_FOLDER, name, "call",
+                                                                   media_blocks(output.content))
             return (*output_text(output, output_limit(runtime, name)), saved)
 
     try:

@@ -30,7 +30,7 @@ from runner.tools.arguments import fill_defaults, format_problems, validate_argu
 from runner.tools.asking import Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
 from runner.tools.filters import is_selected, needs_approval
-from runner.tools.suggest import unknown_tool_text
+from runner.tools.suggest import close_names, unknown_tool_text
 
 if TYPE_CHECKING:
     from langchain_core.messages import ToolMessage
@@ -201,7 +201,8 @@ class ToolCaller:
     def unlisted(self, name: str) -> UnlistedTool | None:
         """The tool ``name`` stands for when the catalog lacks it because its server, running,
         does not list it; None when the name is the catalog's, names no running server, or names
-        a tool the server lists or the manifest leaves out (``tools.only`` / ``except``)."""
+        a tool the server lists or the manifest leaves out (``tools.only`` / ``except``). A name
+        close to one the server lists is taken for a typo of it, not for an unlisted tool."""
         catalog = self._catalog()
         if name in catalog.entries:
             return None
@@ -211,7 +212,8 @@ class ToolCaller:
             spec = catalog.manifest.servers.get(key)
             if tool == name or not tool or spec is None or not spec.expose or connection.status == "failed":
                 continue
-            if any(listed.name == tool for listed in connection.tools) or not is_selected(tool, spec.tools):
+            listed = [offered.name for offered in connection.tools]
+            if tool in listed or close_names(tool, listed) or not is_selected(tool, spec.tools):
                 return None
             return UnlistedTool(name, key, tool, needs_approval(tool, spec.tools))
         return None
