@@ -31,13 +31,15 @@ class Token(TypedDict):
 
 class ToolCall(TypedDict):
     """A tool is called (``id`` starts with ``direct_`` for ``/call``); after an ``edit`` answer it
-    comes again with the edited ``args`` and ``edited: true``."""
+    comes again with the edited ``args`` and ``edited: true``; ``unlisted: true``: ``/call`` of a
+    tool its server does not list (the model is never offered it)."""
 
     type: Literal["tool_call"]
     name: str
     args: dict[str, Any]
     id: str
     edited: NotRequired[bool]
+    unlisted: NotRequired[bool]
 
 
 class ToolResult(TypedDict):

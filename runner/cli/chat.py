@@ -149,8 +149,7 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
             if as_json:
                 click.echo(json.dumps(saved.event()))
             else:
-                stderr.print(f"saved {saved.mime_type} from {saved.tool}: {saved.path}", markup=False,
-                             style="dim")
+                stderr.print(saved.line(), markup=False, style="dim")
         if approval is None:
             return final
         if yes:

@@ -115,7 +115,8 @@ async def _save(session: ChatSession, line: str) -> None:
     state = await runtime.graph.aget_state(runtime.config())
     try:
         secrets = Secrets.of(runtime.loaded, os.environ)  # as `mcp-run test` scrubs its cassettes
-        path = save_case(runtime.loaded.path, name, state.values.get("messages", []), secrets)
+        path = save_case(runtime.loaded.path, name, state.values.get("messages", []), secrets,
+                         session.answered_approvals())
     except CaseSaveError as exc:
         session.error(str(exc))
         return
@@ -131,7 +132,8 @@ async def _call(session: ChatSession, line: str) -> None:
     if not name:
         session.error('usage: /call NAME {"arg": value}; /tools lists the tools')
         return
-    if name not in catalog.entries:
+    unlisted = session.runtime.caller.unlisted(name)
+    if name not in catalog.entries and unlisted is None:
         session.error(unknown_tool_line(name, catalog.entries))
         return
     try:
@@ -146,8 +148,11 @@ async def _call(session: ChatSession, line: str) -> None:
         session.error(refused_arguments(name, problems))
         return
     call_id = session.next_direct_call_id()
-    session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id))
-    if catalog.needs_approval(name):
+    if unlisted is None:
+        session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id))
+    else:  # the view warns that the server does not list it
+        session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id, unlisted=True))
+    if unlisted.approval if unlisted is not None else catalog.needs_approval(name):
         answer = await session.approve(ApprovalAsked(type="approval", tool=name, args=args, id=call_id))
         if answer["action"] == "deny":
             session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
@@ -155,7 +160,8 @@ async def _call(session: ChatSession, line: str) -> None:
             return
         args = answer.get("args", args)
     try:
-        output = await session.runtime.caller.call(name, args)
+        output = await (session.runtime.caller.call(name, args) if unlisted is None
+                        else session.runtime.caller.call_unlisted(unlisted, args))
     except ToolError as exc:
         session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
                                      text=str(exc)), in_full=True)

@@ -23,6 +23,7 @@ from runner.cli.answering import answer_question
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
+from runner.evals.saving import approval_entry
 from runner.events import (
     ApprovalAsked,
     CatalogueChanged,
@@ -98,6 +99,8 @@ class ChatSession:
         self.yes = yes
         self._direct_calls = 0  # numbers the ids of /call's tool calls
         self.media = MediaFolder(runtime.fleet.state_dir)
+        # The approvals answered in each thread's turns, in order, as /save writes them in a case.
+        self._answered: dict[str, list[dict[str, Any]]] = {}
         runtime.listeners.append(self._show_change)
 
     async def run(self) -> int:
@@ -172,9 +175,22 @@ class ChatSession:
             if pending is None:
                 return
             if pending["type"] == "approval":
-                message = Command(resume=await self.approve(pending))
+                message = Command(resume=await self._answer_approval(pending))
             else:
                 message = Command(resume=await answer_question(self.view, pending))
+
+    async def _answer_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
+        """The answer to a turn's approval, remembered for /save; a question Ctrl-C leaves
+        unanswered is remembered as one that stopped the turn."""
+        answered = self._answered.setdefault(self.runtime.thread_id, [])
+        answered.append(approval_entry(approval["tool"], None))
+        answer = await self.approve(approval)
+        answered[-1] = approval_entry(approval["tool"], answer)
+        return answer
+
+    def answered_approvals(self) -> list[dict[str, Any]]:
+        """The approvals answered in the current thread's turns in this chat, in order."""
+        return list(self._answered.get(self.runtime.thread_id, []))
 
     async def approve(self, approval: ApprovalAsked) -> dict[str, Any]:
         if self.yes:

@@ -9,7 +9,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import click
@@ -40,6 +40,8 @@ from runner.tools.suggest import unknown_tool_line
 
 # A prompt message's role as MCP names it (LangChain's message types say human and ai).
 ROLES = {"human": "user", "ai": "assistant"}
+if TYPE_CHECKING:
+    from runner.cli.media import SavedMedia
 
 
 def _run(function: Any, *args: Any) -> Any:
@@ -54,6 +56,9 @@ def _run(function: Any, *args: Any) -> Any:
         raise SystemExit(128 + int(stopped.received))
 
     return anyio.run(until_signalled)
+
+
+CALL_MEDIA_FOLDER = "call"  # <state>/media/call/: the images, audio and files `mcp-run call` got
 
 
 def _invalid(message: str) -> NoReturn:
@@ -131,7 +136,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     if not isinstance(parsed, dict):
         _invalid("ARGUMENTS must be a JSON object")
 
-    async def call_tool() -> tuple[str, str | None] | str:
+    async def call_tool() -> tuple[str, str | None, list[SavedMedia]] | str:
         # `sampling: allow` needs no one's approval, only the model: it is started for them.
         samples = any(getattr(spec, "sampling", None) == "allow"
                       for spec in load_manifest(file).manifest.servers.values())
@@ -142,21 +147,34 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if name not in catalog.entries and (down := _down_server(runtime, name)):
                 stderr.print(down, markup=False, style="red")
                 raise SystemExit(EXIT_FAILURE)
-            if name not in catalog.entries:
+            unlisted = runtime.caller.unlisted(name)
+            if name not in catalog.entries and unlisted is None:
                 return unknown_tool_line(name, catalog.entries)
-            if problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
+            if unlisted is not None:
+                stderr.print(unlisted.warning(), markup=False, style="yellow")
+            elif problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
                 return refused_arguments(name, problems)
-            answer = await _ask_approval(name, parsed) if catalog.needs_approval(name) and not yes else True
+            asks = unlisted.approval if unlisted is not None else catalog.needs_approval(name)
+            answer = await _ask_approval(name, parsed) if asks and not yes else True
             if not answer:
                 reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
                 stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
             try:
-                output = await runtime.caller.call(name, parsed)
+                output = await (runtime.caller.call(name, parsed) if unlisted is None
+                                else runtime.caller.call_unlisted(unlisted, parsed))
             except ToolError as exc:  # said now, not once the servers have been stopped
                 stderr.print(str(exc), markup=False, style="red")
                 raise
-            return output_text(output, output_limit(runtime, name))
+            saved: list[SavedMedia] = []
+            if not isinstance(output.content, str):  # text alone is a str: no media to save
+                # Saved as the chat and -p save them, in a folder of the call command's own.
+                # Imported here: the media module needs LangChain, which a text result does not.
+                from runner.cli.media import MediaFolder, media_blocks
+
+                saved = MediaFolder(runtime.fleet.state_dir).save(CALL_MEDIA_FOLDER, name, "call",
+                                                                   media_blocks(output.content))
+            return (*output_text(output, output_limit(runtime, name)), saved)
 
     try:
         result = _run(call_tool)
@@ -164,11 +182,13 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
         raise SystemExit(EXIT_FAILURE) from None
     if isinstance(result, str):
         _invalid(result)
-    text, structured = result
+    text, structured, saved = result
     click.echo(visible(text))
     if structured is not None:
         stderr.print("structured content:", style="dim")
         click.echo(visible(structured), err=True)
+    for media in saved:
+        stderr.print(media.line(), markup=False, style="dim")
 
 
 class _CallCommandHost(Host):

@@ -44,6 +44,10 @@ class SavedMedia:
     mime_type: str
     path: Path
 
+    def line(self) -> str:
+        """What ``-p`` and ``mcp-run call`` print of it on stderr."""
+        return f"saved {self.mime_type} from {self.tool}: {self.path}"
+
     def event(self) -> MediaSaved:
         return MediaSaved(type="media", tool=self.tool, id=self.call_id, mime_type=self.mime_type,
                           path=str(self.path))

@@ -13,9 +13,10 @@ from runner.tools.content import ToolOutput, guard_text
 
 
 def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:
-    """One row per tool; ``schemas=False`` leaves out ``input_schema`` (what the model is offered,
-    which makes each LangChain tool). A server tool whose schema does not convert is left out
-    with a warning, as the model's list leaves it out."""
+    """One row per tool; ``schemas=False`` leaves out ``input_schema`` (the server's, which
+    arguments are checked against) and ``provider_schema`` (the form the model is offered, adapted
+    to its provider, which makes each LangChain tool). A server tool whose schema does not convert
+    is left out with a warning, as the model's list leaves it out."""
     rows = []
     runtime.catalog.withdraw_unusable()
     for entry in runtime.catalog.entries.values():
@@ -29,9 +30,10 @@ def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]
         if schemas:
             schema = entry.tool.tool_call_schema
             # Our tools' schemas are dicts or pydantic 2 models; LangChain's type admits pydantic 1 too.
-            row["input_schema"] = (
-                schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
-            )
+            offered = schema if isinstance(schema, dict) else schema.model_json_schema()  # type: ignore[union-attr]
+            # A server tool's own schema: the one `call` checks arguments against and errors name.
+            row["input_schema"] = entry.definition.input_schema if entry.definition is not None else offered
+            row["provider_schema"] = offered
         rows.append(row)
     return rows
 
@@ -103,5 +105,5 @@ def output_text(output: ToolOutput, limit: int) -> tuple[str, str | None]:
 
 def refused_arguments(name: str, problems: list[str]) -> str:
     """Why ``mcp-run call`` and the chat's ``/call`` refuse arguments for ``name``, for a person."""
-    return (f"invalid arguments for {name} (see its input schema in `mcp-run tools --json`):\n"
+    return (f"invalid arguments for {name} (see its input_schema in `mcp-run tools FILE --json`):\n"
             + problem_lines(problems))

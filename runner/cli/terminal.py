@@ -26,6 +26,7 @@ from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
 from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
+from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
 APPROVAL_ANSWERS = ("approve", "deny", "edit")
@@ -183,6 +184,8 @@ class TerminalView:
             if event["text"]:
                 say(event["text"], markup=False)
         elif event["type"] == "tool_call":
+            if event.get("unlisted"):
+                say(unlisted_warning(event["name"]), style="yellow", markup=False)
             say(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
         elif event["type"] == "tool_result":
             text = event["text"] if in_full else f"← {preview(event['text'])}"

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runner.errors import ManifestError, Problem
 from runner.manifest import ModelSpec, did_you_mean
@@ -29,6 +37,7 @@ from runner.manifest.loading import SourceMap, located_problems, read_document, 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 MatchMode = Literal["strict", "unordered", "subset", "superset"]
+ApprovalAction = Literal["approve", "deny", "edit", "stop"]
 
 
 def _as_text(value: Any) -> Any:
@@ -49,6 +58,12 @@ def _calls_from_names(value: Any) -> Any:
     if not isinstance(value, list):
         return value
     return [{"name": call} if isinstance(call, str) else call for call in value]
+
+
+def _answers_from_names(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    return [{"tool": answer} if isinstance(answer, str) else answer for answer in value]
 
 
 def _model_from_id(value: Any) -> Any:
@@ -136,6 +151,38 @@ class JudgeSpec(EvalSpec):
     )
 
 
+class ApprovalAnswer(EvalSpec):
+    """How one approval is answered when the case runs: the Nth approval asked gets the Nth answer."""
+
+    tool: str = Field(min_length=1, description="The tool whose call is asked about, e.g. "
+                      "notes__delete_note; another tool asked here fails the case.")
+    action: ApprovalAction = Field(
+        "approve", description="approve; deny (with an optional 'reason'); edit (run it with "
+        "'args' instead); stop (the turn ends at the question, as Ctrl-C ends it: the call does "
+        "not run, and the next input starts a new turn).")
+    reason: str | None = Field(None, description="Why it was denied (with action: deny).")
+    args: dict[str, Any] | None = Field(None, description="The arguments it runs with (with "
+                                        "action: edit).")
+
+    @model_validator(mode="after")
+    def _fields_fit_the_action(self) -> ApprovalAnswer:
+        if self.action == "edit" and self.args is None:
+            raise ValueError("action 'edit' needs 'args': the arguments the call runs with")
+        if self.args is not None and self.action != "edit":
+            raise ValueError("'args' is only used with action 'edit'")
+        if self.reason is not None and self.action != "deny":
+            raise ValueError("'reason' is only used with action 'deny'")
+        return self
+
+    def resume(self) -> dict[str, Any]:
+        """The graph's resume value for this answer (not for ``stop``, which resumes nothing)."""
+        if self.action == "deny":
+            return {"action": "deny", "reason": self.reason}
+        if self.action == "edit":
+            return {"action": "edit", "args": self.args}
+        return {"action": "approve"}
+
+
 class CaseSpec(EvalSpec):
     name: str = Field(pattern=CASE_NAME_PATTERN, description="Unique name; names its cassette file.")
     description: str | None = None
@@ -145,6 +192,11 @@ class CaseSpec(EvalSpec):
     max_steps: int | None = Field(None, ge=1, description="Model calls allowed per turn.")
     expect: ExpectSpec = Field(default_factory=ExpectSpec)
     judge: JudgeSpec | None = Field(None, description="Criteria graded by a model.")
+    approvals: Annotated[list[ApprovalAnswer], BeforeValidator(
+        _answers_from_names, json_schema_input_type=list[Text | ApprovalAnswer])] | None = Field(
+        None, description="The answers to the approvals asked, in order, across the turns (a tool "
+        "name approves). Without it every call that needs approval is approved; with it, an "
+        "approval the list does not answer, or an answer no approval used, fails the case.")
 
 
 class CaseFileSpec(EvalSpec):
@@ -173,11 +225,14 @@ class Case:
                 found.append(self._problem(("vars", key), f"prompts.vars has no '{key}'"
                                            f"{did_you_mean(key, list(declared_vars))}; a case can "
                                            "only override the vars the manifest declares", at_key=True))
-        for index, call in enumerate(self.spec.expect.tools or []):
-            if call.name not in tools:
-                found.append(self._problem(("expect", "tools", index, "name"),
-                                           f"the agent offers no tool '{call.name}'"
-                                           f"{did_you_mean(call.name, list(tools))}"))
+        named: list[tuple[tuple[str | int, ...], str]] = [(("expect", "tools", index, "name"), call.name)
+                 for index, call in enumerate(self.spec.expect.tools or [])]
+        named += [(("approvals", index, "tool"), answer.tool)
+                  for index, answer in enumerate(self.spec.approvals or [])]
+        for where, name in named:
+            if name not in tools:
+                found.append(self._problem(where, f"the agent offers no tool '{name}'"
+                                           f"{did_you_mean(name, list(tools))}"))
         return found
 
     def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:

@@ -29,7 +29,7 @@ from runner.agent.turns import stream_turn
 from runner.agent.watching import WatchedFiles, watch_changes
 from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
 from runner.evals.case_sessions import EvalSessions, Mode
-from runner.evals.cases import Case
+from runner.evals.cases import ApprovalAnswer, Case
 from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_cassette
 from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
@@ -147,14 +147,15 @@ async def run_case(
     finals: list[str] = []  # each final answer as it came: the last one is the case's answer
     verdict: Verdict | None = None
     status: Status
+    approvals = CaseApprovals(case.spec.approvals)
     try:
         for text in case.spec.input:
             run.begin_turn()
-            await _run_turn(runtime, text, thread_id, calls, finals)
+            await _run_turn(runtime, text, thread_id, calls, finals, approvals)
         if run.drift is not None:
             raise CassetteDrift(run.drift)
         observed = _observation(calls, finals)
-        differences = expectation_differences(case.spec.expect, observed)
+        differences = approvals.differences() + expectation_differences(case.spec.expect, observed)
         if case.spec.judge is not None:
             verdict = await _verdict(runtime, case, cassette, observed)
             if not verdict.passed:
@@ -177,10 +178,46 @@ def _observation(calls: list[ObservedCall], finals: list[str], steps: int = 0) -
     return Observation(calls, finals[-1] if finals else "", steps)
 
 
+class CaseApprovals:
+    """The case's answers to the approvals asked while it runs, taken in order; without
+    ``approvals`` in the case, every call is approved (a case runs unattended)."""
+
+    def __init__(self, answers: list[ApprovalAnswer] | None) -> None:
+        self.answers = answers
+        self.asked = 0
+        self.problems: list[str] = []
+
+    def answer(self, approval: ApprovalAsked) -> ApprovalAnswer:
+        """The answer to ``approval``; ``stop`` (the call does not run) when the case has none
+        for it, or its answer is about another tool: that is a difference."""
+        self.asked += 1
+        if self.answers is None:
+            return ApprovalAnswer(tool=approval["tool"])
+        if self.asked > len(self.answers):
+            self.problems.append(f"approval {self.asked} (of {approval['tool']}) is not answered by "
+                                 "the case's approvals: the turn was stopped there")
+            return ApprovalAnswer(tool=approval["tool"], action="stop")
+        answer = self.answers[self.asked - 1]
+        if answer.tool != approval["tool"]:
+            self.problems.append(f"approval {self.asked} asks about {approval['tool']}; the case "
+                                 f"answers one about {answer.tool}: the turn was stopped there")
+            return ApprovalAnswer(tool=approval["tool"], action="stop")
+        return answer
+
+    def differences(self) -> list[str]:
+        unused = len(self.answers or []) - self.asked
+        if unused > 0:
+            verb = "was" if self.asked == 1 else "were"
+            return [*self.problems, f"the case answers {len(self.answers or [])} approvals; "
+                    f"{self.asked} {verb} asked"]
+        return list(self.problems)
+
+
 async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[ObservedCall],
-                    finals: list[str]) -> None:
+                    finals: list[str], approvals: CaseApprovals) -> None:
     """One user message, its tool calls and final answers added to ``calls`` and ``finals`` as
-    they come; calls that need approval are approved (a case runs unattended)."""
+    they come; each approval answered as ``approvals`` says (an edited call is observed with the
+    arguments it ran with)."""
     message: str | Command = text
     positions: dict[str, int] = {}
     while True:
@@ -199,7 +236,13 @@ async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[Obs
                 approval = event
         if approval is None:
             return
-        message = Command(resume={"action": "approve"})
+        answer = approvals.answer(approval)
+        if answer.action == "stop":  # as Ctrl-C at the question: the turn ends, the call not run
+            return
+        if answer.args is not None and approval["id"] in positions:
+            index = positions[approval["id"]]
+            calls[index] = ObservedCall(calls[index].name, dict(answer.args))
+        message = Command(resume=answer.resume())
 
 
 async def _verdict(runtime: Runtime, case: Case, cassette: Cassette | None,

@@ -1,16 +1,17 @@
 """``/save NAME`` in the chat: the current thread written as a case, ready to run and to edit.
 
-The case holds the user's turns, the tool calls the agent made (``match: unordered``) and an
-excerpt of the last answer under ``answer.contains``, to be edited into what matters. Case files
-expand ``${VAR}`` as the manifest does: the values of the variables the manifest references are
-written as ``${NAME}`` (as cassettes write them, so a secret a tool returned never reaches the
+The case holds the user's turns, the tool calls the agent made (``match: unordered``), an
+excerpt of the last answer under ``answer.contains``, to be edited into what matters, and the
+answers given to its approvals (``approvals``), so that it runs as the conversation went. Case
+files expand ``${VAR}`` as the manifest does: the values of the variables the manifest references
+are written as ``${NAME}`` (as cassettes write them, so a secret a tool returned never reaches the
 file), and a literal ``${`` as ``$${``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,30 @@ import yaml
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from runner.errors import CaseSaveError
-from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, load_cases
+from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.cassettes import Secrets
 
 EXCERPT_CHARS = 60
 SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
 
 
-def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secrets) -> dict[str, Any]:
-    """The case (as YAML-ready data) that replays the conversation in ``messages``, ``secrets``
-    written as ``${NAME}``."""
+def approval_entry(tool: str, answer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A case's ``approvals`` entry for an answer given in the chat (a resume value); None: the
+    question was left unanswered (Ctrl-C), which the case replays as ``stop``."""
+    if answer is None:
+        return {"tool": tool, "action": "stop"}
+    entry: dict[str, Any] = {"tool": tool, "action": answer["action"]}
+    if answer["action"] == "deny" and answer.get("reason"):
+        entry["reason"] = answer["reason"]
+    if answer["action"] == "edit":
+        entry["args"] = answer["args"]
+    return entry
+
+
+def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secrets,
+                     approvals: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The case (as YAML-ready data) that replays the conversation in ``messages``, its approvals
+    answered as ``approvals`` (:func:`approval_entry`) says, ``secrets`` written as ``${NAME}``."""
     inputs = [as_case_text(str(m.text), secrets) for m in messages
               if isinstance(m, HumanMessage) and str(m.text).strip()]
     if not inputs:
@@ -44,7 +59,8 @@ def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secret
     first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
     if first_line:  # the excerpt of the written text: a secret is never cut to a bare prefix
         expect["answer"] = {"contains": _excerpt(as_case_text(first_line, secrets))}
-    return {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
+    case = {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
+    return {**case, "approvals": as_case_text(list(approvals), secrets)} if approvals else case
 
 
 def as_case_text(value: Any, secrets: Secrets) -> Any:
@@ -68,16 +84,20 @@ def _excerpt(text: str) -> str:
     return cut.strip()
 
 
-def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], secrets: Secrets) -> Path:
-    """Write ``evals/NAME.yaml`` next to the manifest, ``secrets`` written as ``${NAME}``; returns
-    its path. Never overwrites."""
+def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], secrets: Secrets,
+              approvals: Sequence[Mapping[str, Any]] = ()) -> Path:
+    """Write ``evals/NAME.yaml`` next to the manifest, ``secrets`` written as ``${NAME}``, its
+    approvals answered as ``approvals`` says; returns its path. Never overwrites."""
     if not re.match(CASE_NAME_PATTERN, name):
         raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
                             "'_' and '-', starting with a letter or digit")
-    case = case_from_thread(name, messages, secrets)
+    case = case_from_thread(name, messages, secrets, approvals)
     path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")
+    if (holder := file_naming_case(manifest_path, name)) is not None:
+        raise CaseSaveError(f"a case named '{name}' is already in {holder}: choose another name "
+                            "(`mcp-run test` needs each case name once)")
     path.parent.mkdir(parents=True, exist_ok=True)
     # The editor hint only where the schema is at that path: elsewhere it would point at nothing.
     schema_line = (f"# yaml-language-server: $schema={SCHEMA_REFERENCE}\n"
@@ -90,6 +110,21 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], s
     )
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def file_naming_case(manifest_path: Path, name: str) -> Path | None:
+    """The case file next to the manifest that already has a case called ``name``, if one does.
+
+    Read leniently: a file that is not valid YAML names no case here (``mcp-run test`` reports it)."""
+    for path in find_case_files(manifest_path):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(cases, list) and any(isinstance(c, dict) and c.get("name") == name for c in cases):
+            return path
+    return None
 
 
 def saved_case(path: Path) -> Case:

@@ -155,6 +155,8 @@ def _report_results(messages: list[BaseMessage]) -> str:
         if len(text) > _RESULT_PREVIEW_CHARS:
             text = text[:_RESULT_PREVIEW_CHARS] + " …"
         verb = "failed" if result.status == "error" else "returned"
+        if result.status == "error":  # "failed" says it: not "failed: Error: ..."
+            text = text.removeprefix("Error: ")
         lines.append(f"{result.name or 'the tool'} {verb}: {text}")
     return "\n".join(lines)
 

@@ -80,7 +80,9 @@ def _answer(boundary: Boundary, exc: MCPError) -> ServerError:
         return timed_out(boundary)
     if exc.code == types.CONNECTION_CLOSED:
         return _closed(boundary, exc)
-    return ServerRequestError(boundary.server, f"{boundary.what}: {exc.error.message}", code=exc.code,
+    # Servers built on the TypeScript SDK put "MCP error CODE: " in the message: the code is said once.
+    message = exc.error.message.removeprefix(f"MCP error {exc.code}: ")
+    return ServerRequestError(boundary.server, f"{boundary.what}: {message}", code=exc.code,
                               data=exc.error.data)
 
 

@@ -29,7 +29,8 @@ from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, ca
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
-from runner.tools.suggest import unknown_tool_text
+from runner.tools.filters import is_selected, needs_approval
+from runner.tools.suggest import close_names, unknown_tool_text
 
 if TYPE_CHECKING:
     from langchain_core.messages import ToolMessage
@@ -105,6 +106,26 @@ ToolCallHook = Callable[[str, dict[str, Any], ToolCall], Awaitable[ToolOutput]]
 
 
 @dataclass(frozen=True)
+class UnlistedTool:
+    """A tool a running server does not list, named as the catalog would name it: the model is
+    never offered it, but ``mcp-run call`` and ``/call`` may reach it (the SDK's client does)."""
+
+    name: str  # as asked for: <server><separator><tool>
+    server: str
+    tool: str  # the server's name for it
+    approval: bool  # the server's tools.approve matches it
+
+    def warning(self) -> str:
+        return unlisted_warning(self.name)
+
+
+def unlisted_warning(name: str) -> str:
+    """What ``mcp-run call`` and ``/call`` say before calling a tool its server does not list."""
+    return (f"warning: the server does not list a tool '{name}'; calling it anyway (its arguments "
+            "are not checked, and the model is never offered it)")
+
+
+@dataclass(frozen=True)
 class FallbackEvent:
     """Passed to a server's ``on_fallback`` hook before the call is retried elsewhere."""
 
@@ -177,6 +198,31 @@ class ToolCaller:
         schema = entry.definition.input_schema
         return validate_arguments(schema, fill_defaults(schema, arguments))
 
+    def unlisted(self, name: str) -> UnlistedTool | None:
+        """The tool ``name`` stands for when the catalog lacks it because its server, running,
+        does not list it; None when the name is the catalog's, names no running server, or names
+        a tool the server lists or the manifest leaves out (``tools.only`` / ``except``). A name
+        close to one the server lists is taken for a typo of it, not for an unlisted tool."""
+        catalog = self._catalog()
+        if name in catalog.entries:
+            return None
+        separator = catalog.manifest.agent.tool_separator
+        for key, connection in catalog.connections.items():
+            tool = name.removeprefix(f"{key}{separator}")
+            spec = catalog.manifest.servers.get(key)
+            if tool == name or not tool or spec is None or not spec.expose or connection.status == "failed":
+                continue
+            listed = [offered.name for offered in connection.tools]
+            if tool in listed or close_names(tool, listed) or not is_selected(tool, spec.tools):
+                return None
+            return UnlistedTool(name, key, tool, needs_approval(tool, spec.tools))
+        return None
+
+    async def call_unlisted(self, tool: UnlistedTool, arguments: dict[str, Any]) -> ToolOutput:
+        """Call a tool its server does not list (``mcp-run call``, ``/call``): as :meth:`call`
+        does, with no schema to check the arguments against."""
+        return await self._server_call(self._catalog(), tool.name, tool.server, tool.tool, arguments)
+
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
         catalog = self._catalog()
@@ -194,6 +240,12 @@ class ToolCaller:
         arguments = fill_defaults(entry.definition.input_schema, arguments)
         if problems := validate_arguments(entry.definition.input_schema, arguments):
             raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
+        return await self._server_call(catalog, name, server, original, arguments)
+
+    async def _server_call(self, catalog: ToolCatalog, name: str, server: str, original: str,
+                           arguments: dict[str, Any]) -> ToolOutput:
+        """Tool ``original`` of ``server`` (``name`` in the catalog) called with its fallbacks, the
+        servers' questions answered by the host, and the result converted."""
         sink = self._host.progress_sink()
         progress = _progress_reporter(sink, name, server)
         events = call_events(sink, name, server)
@@ -223,7 +275,7 @@ class ToolCaller:
             connection = catalog.connections.get(current)
             try:
                 if connection is None:  # removed (a required server failed at reload): transient
-                    raise ServerClosedError(current, "is not running")
+                    raise ServerClosedError(current, f"tools/call {tool!r}: the server is not running")
                 self._in_flight[current] += 1
                 try:
                     if telemetry.current() is None:
@@ -237,7 +289,7 @@ class ToolCaller:
             except ServerError as exc:
                 fallback = catalog.manifest.servers[current].fallback
                 if exc.kind is not ErrorKind.TRANSIENT or fallback is None or fallback in seen:
-                    raise ToolError(f"{tool} failed: {exc}") from exc
+                    raise ToolError(str(exc)) from exc  # it names the server and the request
                 logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
                                str(exc).removeprefix(f"{current}: "))
                 await _before_fallback(catalog, FallbackEvent(current, fallback, tool, arguments, exc))
@@ -268,7 +320,7 @@ class ToolCaller:
         try:
             result = await connection.read_resource(uri)
         except ServerError as exc:
-            raise ToolError(f"cannot read {uri}: {exc}") from exc
+            raise ToolError(str(exc)) from exc  # it names the server and the URI
         blocks: list[types.ContentBlock] = [
             types.EmbeddedResource(type="resource", resource=contents) for contents in result.contents
         ]
@@ -285,7 +337,7 @@ async def _before_fallback(catalog: ToolCatalog, event: FallbackEvent) -> None:
     if inspect.isawaitable(outcome):
         outcome = await outcome
     if outcome is False:
-        raise ToolError(f"{event.tool} failed: {event.error} (fallback to {event.fallback} declined)")
+        raise ToolError(f"{event.error} (fallback to {event.fallback} declined)")
 
 
 # LangChain's ToolMessage, imported by the first graph call: listing and calling never need

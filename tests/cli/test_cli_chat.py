@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+import yaml
 from builders import (
     MCP_RUN,
     ROOT,
@@ -125,6 +126,50 @@ def test_save_writes_a_secret_a_tool_returned_as_its_variable_and_the_case_still
     assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("leaky", "passed")]
 
 
+def test_a_saved_case_answers_approvals_as_the_chat_did_and_passes_without_deleting_anything_more(
+    agent_dir: Path,
+) -> None:
+    notes = agent_dir / ".mcp-run" / "notes.json"
+    chat = JsonChat(agent_dir)
+    try:
+        chat.wait_for("ready")
+        for title in ("milk", "eggs"):
+            chat.send({"text": f'notes__add_note {{"title": "{title}", "text": "buy"}}'})
+            chat.wait_for("final")
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.process.send_signal(signal.SIGINT)  # Ctrl-C at the question: the call never runs
+        chat.wait_for("interrupted")
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.send({"action": "deny", "reason": "keep it"})
+        assert "keep it" in chat.wait_for("final")["text"]
+        chat.send({"text": 'notes__delete_note {"title": "milk"}'})
+        chat.wait_for("approval")
+        chat.send({"action": "edit", "args": {"title": "eggs"}})
+        assert "deleted note 'eggs'" in chat.wait_for("final")["text"]
+        chat.send({"text": "/save pantry"})
+        chat.wait_for("saved")
+        chat.send({"text": "/exit"})
+        assert chat.process.wait(timeout=60) == 0
+    finally:
+        if chat.process.poll() is None:
+            chat.process.terminate()
+            chat.process.wait(timeout=60)
+    case = yaml.safe_load((agent_dir / "evals" / "pantry.yaml").read_text())["cases"][0]
+    assert case["approvals"] == [
+        {"tool": "notes__delete_note", "action": "stop"},
+        {"tool": "notes__delete_note", "action": "deny", "reason": "keep it"},
+        {"tool": "notes__delete_note", "action": "edit", "args": {"title": "eggs"}},
+    ]
+    result = subprocess.run([str(MCP_RUN), "test", "agent.yaml", "evals/pantry.yaml", "--json"],
+                            cwd=agent_dir, capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["name"], r["status"]) for r in json.loads(result.stdout)["cases"]] == [("pantry", "passed")]
+    assert [note["title"] for note in json.loads(notes.read_text())] == ["milk"]  # as after the chat
+
+
 def test_ctrl_c_at_an_approval_question_ends_the_turn_and_the_next_line_is_not_lost(
     agent_dir: Path,
 ) -> None:
@@ -179,7 +224,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
-                               "asking": server("asking", "--legacy"), "tasks": server("tasks")},
+                               "asking": server("asking", "--legacy"), "tasks": server("tasks"),
+                               "answers": server("answers")},
                    name="events", model="offline", checkpointer="memory")
     chat = JsonChat(agent_dir)
     try:
@@ -236,6 +282,9 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
         assert chat.wait_for("media_list")["files"] == [image["path"]]
         chat.send({"text": '/call dyn__add_tool {"name": "fresh"}'})
         assert chat.wait_for("change")["added"] == ["fresh"]
+        chat.send({"text": '/call answers__unlisted {"score": 3}'})  # answered, though not listed
+        assert chat.wait_for("tool_call")["unlisted"] is True
+        assert chat.wait_for("tool_result")["text"].startswith("score 3\n")
         manifest = agent_dir / "agent.yaml"
         good = manifest.read_text()
         manifest.write_text(good + "bogus_key: 1\n")

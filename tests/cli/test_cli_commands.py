@@ -127,6 +127,36 @@ def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> No
     assert big.returncode == 0 and len(big.stdout) < 200
 
 
+def test_call_saves_an_image_under_the_state_folder_and_prints_its_path(agent: Path) -> None:
+    first = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
+    again = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
+    assert first.returncode == again.returncode == 0, first.stderr
+    assert first.stdout.strip() == "[image image/png]"
+    paths = [Path(line.split(": ", 1)[1]) for result in (first, again)
+             for line in result.stderr.splitlines() if line.startswith("saved image/png from demo__image: ")]
+    assert len(paths) == 2 and paths[0] != paths[1]  # numbered: a second call keeps the first image
+    for path in paths:
+        assert path.parent == (agent / ".mcp-run" / "media" / "call").resolve()
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_call_reaches_a_tool_its_server_answers_but_does_not_list_with_a_warning(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"answers": server("answers"),
+                              "narrow": server("answers", tools={"except": ["unl*"]}),
+                              "gated": server("answers", tools={"approve": ["unl*"]})},
+                   name="unlisted", model="offline", checkpointer="memory")
+    called = mcp_run("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert called.returncode == 0 and called.stdout.strip() == "score 7", called.stderr
+    assert "does not list a tool 'answers__unlisted'; calling it anyway" in called.stderr
+    excluded = mcp_run("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert excluded.returncode == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
+    gated = mcp_run("call", "agent.yaml", "gated__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert gated.returncode == 1 and "denied gated__unlisted: needs approval" in gated.stderr
+    asked = mcp_run("agent.yaml", "-p", 'answers__unlisted {"score": 7}', cwd=tmp_path)  # not for the model
+    assert "score 7" not in asked.stdout and "answers__unlisted" not in mcp_run(
+        "tools", "agent.yaml", cwd=tmp_path).stdout
+
+
 def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent: Path) -> None:
     env = {**os.environ, "COLUMNS": "80"}
     listed = json.loads(mcp_run("tools", "agent.yaml", "--json", cwd=agent, env=env).stdout)

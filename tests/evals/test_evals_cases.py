@@ -13,9 +13,9 @@ from builders import ROOT, TESTS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.errors import CaseSaveError, ManifestError
-from runner.evals.cases import evals_json_schema, find_case_files, load_cases
+from runner.evals.cases import CaseSpec, evals_json_schema, find_case_files, load_cases
 from runner.evals.cassettes import Secrets
-from runner.evals.saving import case_from_thread, save_case, saved_case
+from runner.evals.saving import approval_entry, case_from_thread, save_case, saved_case
 
 CORPUS = TESTS / "evals"
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
@@ -149,3 +149,35 @@ def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_pat
     with_schema = save_case(tmp_path / "repo" / "agent.yaml", "groceries", THREAD, NO_SECRETS)
     assert with_schema.read_text().startswith(
         "# yaml-language-server: $schema=../schemas/evals.schema.json\n")
+
+
+def test_saving_refuses_a_case_name_another_case_file_already_uses(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "math.yaml").write_text(
+        "cases:\n  - name: adds\n    input: one\n  - name: calculates\n    input: two\n")
+    (tmp_path / "evals" / "broken.yaml").write_text("cases: [\n")  # unreadable: names nothing
+    with pytest.raises(CaseSaveError, match=r"'calculates' is already in .*math\.yaml"):
+        save_case(manifest, "calculates", THREAD, NO_SECRETS)
+    assert not (tmp_path / "evals" / "calculates.yaml").exists()
+    saved = save_case(manifest, "calculates-again", THREAD, NO_SECRETS)  # a name no file uses is saved
+    assert load_cases([tmp_path / "evals" / "math.yaml", saved])
+
+
+def test_a_thread_saved_with_its_approval_answers_replays_them_as_given() -> None:
+    answers = [approval_entry("notes__delete_note", None),
+               approval_entry("notes__delete_note", {"action": "deny", "reason": "keep it"}),
+               approval_entry("notes__delete_note", {"action": "edit", "args": {"title": "eggs"}}),
+               approval_entry("notes__delete_note", {"action": "approve"})]
+    case = case_from_thread("pantry", THREAD, NO_SECRETS, answers)
+    assert case["approvals"] == [
+        {"tool": "notes__delete_note", "action": "stop"},
+        {"tool": "notes__delete_note", "action": "deny", "reason": "keep it"},
+        {"tool": "notes__delete_note", "action": "edit", "args": {"title": "eggs"}},
+        {"tool": "notes__delete_note", "action": "approve"},
+    ]
+    assert "approvals" not in case_from_thread("pantry", THREAD, NO_SECRETS)  # none asked: none written
+    spec = CaseSpec.model_validate(case)
+    assert [answer.resume() for answer in spec.approvals or []][1:] == [
+        {"action": "deny", "reason": "keep it"}, {"action": "edit", "args": {"title": "eggs"}},
+        {"action": "approve"}]

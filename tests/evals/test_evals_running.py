@@ -385,3 +385,44 @@ cases:
 """)
     results = await run(manifest)
     assert results["books"].status == "passed", results
+
+
+async def test_approvals_are_answered_as_the_case_says_and_a_mismatch_is_a_difference(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    write_cases(tmp_path, """\
+cases:
+  - name: answered
+    input: ['notes__add_note {"title": "milk"}', 'notes__delete_note {"title": "milk"}',
+            'notes__delete_note {"title": "milk"}', 'notes__delete_note {"title": "ghost"}']
+    approvals:
+      - {tool: notes__delete_note, action: stop}
+      - {tool: notes__delete_note, action: deny, reason: keep it}
+      - {tool: notes__delete_note, action: edit, args: {title: milk}}
+    expect:
+      tools: [notes__add_note, {name: notes__delete_note, args: {title: milk}},
+              {name: notes__delete_note, args: {title: milk}},
+              {name: notes__delete_note, args: {title: milk}}]
+      match: strict
+      answer: {contains: "deleted note 'milk'"}
+  - name: mismatched
+    input: 'notes__delete_note {"title": "milk"}'
+    approvals: [notes__add_note, notes__delete_note]
+  - name: unanswered
+    input: ['notes__delete_note {"title": "milk"}', 'notes__delete_note {"title": "milk"}']
+    approvals: [{tool: notes__delete_note, action: deny}]
+""")
+    results = await run(manifest, jobs=1)
+    answered = results["answered"]
+    assert answered.status == "passed", answered.differences
+    statuses = [(call.status, call.result) for call in answered.observed.calls]
+    assert statuses[1] == ("success", "")  # stopped at the question: it never ran
+    assert statuses[2][0] == "error" and "keep it" in statuses[2][1]
+    assert statuses[3] == ("success", "deleted note 'milk'")  # edited: ghost became milk
+    mismatched = results["mismatched"]
+    assert mismatched.status == "failed" and mismatched.differences[:2] == [
+        "approval 1 asks about notes__delete_note; the case answers one about notes__add_note: "
+        "the turn was stopped there", "the case answers 2 approvals; 1 was asked"]
+    unanswered = results["unanswered"]
+    assert unanswered.status == "failed" and unanswered.differences == [
+        "approval 2 (of notes__delete_note) is not answered by the case's approvals: the turn was "
+        "stopped there"]

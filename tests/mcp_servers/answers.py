@@ -3,7 +3,7 @@ as mcp-run makes it with the SDK's ``Client.call_tool``.
 
 Tools: ``text(text)`` (a text block), ``scored(score, omit=False)`` (output schema: an integer
 ``score``; it answers ``{"score": score}`` whatever ``score`` is, or no structured content with
-``omit``), ``failing`` (an ``isError`` result), ``refused`` (a JSON-RPC error answer),
+``omit``), ``failing`` (an ``isError`` result), ``refused(message)`` (a JSON-RPC error answer),
 ``progress(steps)`` (reports each step, then says whether the request carried a progress token),
 ``slow(seconds)``, ``tagged(region)`` (2026: ``region`` is mirrored into the ``Mcp-Param-Region``
 header). ``unlisted(text)`` answers but is not listed until ``tools/list`` has been asked twice (the
@@ -70,7 +70,7 @@ class Answers(MCPServer):
         if name == "failing":
             return types.CallToolResult(content=_text("it failed"), is_error=True)
         if name == "refused":
-            raise MCPError(code=types.INVALID_PARAMS, message="refused, as asked")
+            raise MCPError(code=types.INVALID_PARAMS, message=arguments.get("message", "refused, as asked"))
         if name == "progress":
             assert context is not None
             for step in range(arguments["steps"]):

@@ -360,3 +360,35 @@ async def test_filter_entries_that_match_no_tool_are_warned_at_their_place_in_th
         malformed
     assert f"{at(11, 'ad')}: servers.demo.tools.rename.ad: no tool is called 'ad' (did you mean 'add'?)" \
         in warnings
+
+
+async def test_a_server_error_answer_says_the_server_request_message_and_code_once(tmp_path: Path) -> None:
+    # As a database server on the TypeScript SDK answers: its message repeats the code.
+    message = 'MCP error -32602: relation "nope" does not exist'
+    async with catalog_for(tmp_path, {"pg": server("answers")}) as catalog:
+        with pytest.raises(ToolError) as raised:
+            await calls(catalog).call("pg__refused", {"message": message})
+    assert str(raised.value) == "pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
+
+
+def test_the_offline_answer_to_a_failed_call_says_error_and_the_tool_once(tmp_path: Path) -> None:
+    write_agent(tmp_path, {"pg": server("answers")}, model="offline")
+    request = 'pg__refused {"message": "relation \\"nope\\" does not exist"}'
+    result = mcp_run("agent.yaml", "-p", request, cwd=tmp_path)
+    assert result.stdout.strip() == (
+        "pg__refused failed: pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
+    ), result.stderr
+
+
+def test_tools_json_shows_the_servers_input_schema_and_the_provider_form_beside_it(tmp_path: Path) -> None:
+    copy = ROOT / "examples" / "notes_server.py"
+    write_agent(tmp_path, {"notes": {"command": "python", "args": [str(copy)],
+                                     "env": {"NOTES_FILE": str(tmp_path / "notes.json")}}},
+                model="openai:gpt-4.1-mini")
+    listed = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = next(row for row in json.loads(listed.stdout) if row["name"] == "notes__calculate")
+    expression = row["input_schema"]["properties"]["expression"]
+    assert expression["maxLength"] == 200 and "description" not in expression  # as the server sent it
+    offered = row["provider_schema"]["properties"]["expression"]
+    assert "at most 200 characters" in offered["description"]  # the constraint said in words for the model
