@@ -5,6 +5,7 @@
     ├── ServerError                one MCP server misbehaved; carries the server key
     │   ├── ServerStartError       it could not be started or did not finish the handshake
     │   │   └── AuthError          its OAuth authorization failed (permanent: a restart fails alike)
+    │   │       ├── StaleClientError    the authorization server forgot mcp-run's client: register anew
     │   │       └── LoginRequiredError  no usable token and nobody to ask: ``mcp-run auth login``
     │   ├── ServerClosedError      its connection is gone (process exited, stream closed)
     │   ├── ServerTimeoutError     a request got no answer in time (carries the timeout)
@@ -116,6 +117,11 @@ class AuthError(ServerStartError):
 
     def __init__(self, server: str, message: str) -> None:
         super().__init__(server, message, permanent=True)
+
+
+class StaleClientError(AuthError):
+    """The authorization server no longer knows the client mcp-run registered with it (restarted,
+    clients kept in memory); the stored registration was dropped, so a new login registers again."""
 
 
 class LoginRequiredError(AuthError):

@@ -46,6 +46,13 @@ class CallbackListener:
         self._state = state
         self._listener: anyio.abc.SocketListener | None = None
 
+    @classmethod
+    async def check_free(cls, server: str, port: int) -> None:
+        """Raise AuthError now if the redirect could not be listened for, before a login registers
+        a client at the authorization server for nothing."""
+        async with cls(server, port, state=""):
+            pass
+
     async def __aenter__(self) -> CallbackListener:
         try:
             listeners = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
@@ -53,7 +60,9 @@ class CallbackListener:
             self._listener = listeners.listeners[0]  # type: ignore[assignment]
         except OSError as exc:
             raise AuthError(
-                self.server, f"cannot listen for the login redirect on 127.0.0.1:{self.port}: {exc.strerror}"
+                self.server, f"cannot listen for the login redirect on 127.0.0.1:{self.port}: "
+                f"{exc.strerror} (another login in progress? servers.{self.server}.auth.callback_port "
+                "sets another port)"
             ) from exc
         return self
 

@@ -34,6 +34,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
@@ -53,12 +54,13 @@ from runner.auth.store import (  # noqa: F401 (login_files, token_record: also i
     login_files,
     token_record,
 )
-from runner.errors import AuthError, LoginRequiredError
+from runner.errors import AuthError, LoginRequiredError, StaleClientError
 from runner.manifest import HttpServerSpec
 from runner.sdk import OAuthProviderSteps
 
 logger = logging.getLogger(__name__)
 
+PROBE_TIMEOUT = 10.0  # the authorization URL, asked for once before a person is sent there
 REFRESH_MARGIN = 60.0  # seconds before expiry an access token is refreshed (at most half its life)
 CLIENT_NAME = "mcp-run"
 
@@ -135,6 +137,7 @@ class _RunnerAuth(OAuthProviderSteps):
         self.key = key
         self.record = record
         self._preregistered: OAuthClientInformationFull | None = None
+        self._stored_client = False
         self.fixed_scope = fixed_scope  # the manifest's scopes
         self._stepping_up = False
         self.challenge_only = challenge_only  # no auth block: only a Bearer challenge starts a flow
@@ -150,6 +153,7 @@ class _RunnerAuth(OAuthProviderSteps):
 
     async def load_state(self) -> None:
         await super().load_state()
+        self._stored_client = self.context.client_info is not None  # registered by an earlier login
         if self._preregistered is not None:
             self.context.client_info = self._preregistered
         expires_at = self.record.expires_at()
@@ -320,7 +324,36 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
         return can_ask()
 
     async def _redirect(self, url: str) -> None:
+        await self._check_client_known(url)
         self._result = await current_interaction().authorize(self.key, url, self._port)
+
+    async def _check_client_known(self, url: str) -> None:
+        """The authorization URL is asked for once before anybody is sent there: an authorization
+        server that forgot the client registered with it (restarted, clients kept in memory) answers
+        with an error page instead of a login, and the person would wait for a redirect that never
+        comes. Then the stored registration is dropped (StaleClientError): the next login registers."""
+        if self._preregistered is not None or not self._stored_client:
+            return  # a client registered by this very login is known
+        # With a response type nobody supports, an authorization server that knows the client
+        # redirects back with an error (RFC 6749 4.1.2.1) and issues nothing; one that does not
+        # know it cannot redirect and answers 400 itself.
+        parts = urlsplit(url)
+        query = [(name, "mcp-run-client-check" if name == "response_type" else value)
+                 for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+        try:
+            async with httpx2.AsyncClient(timeout=PROBE_TIMEOUT, trust_env=True) as client:
+                checking = parts._replace(query=urlencode(query)).geturl()
+                answer = await client.get(checking, follow_redirects=False)
+        except httpx2.HTTPError:
+            return  # the browser may reach what this cannot (a proxy, a VPN): let the person try
+        if answer.status_code != 400:
+            return
+        self.record.forget_client()
+        excerpt = " ".join(answer.text.split())[:200]
+        raise StaleClientError(
+            self.key, f"the authorization server refused the client mcp-run registered with it "
+            f"(HTTP {answer.status_code}: {excerpt}); that registration was dropped"
+        )
 
     async def _callback(self) -> AuthorizationCodeResult:
         result, self._result = self._result, None

@@ -119,6 +119,11 @@ class TokenRecord:
             return
         self._update(tokens=None, expires_at=None)
 
+    def forget_client(self) -> None:
+        """Drop the client registration (and the tokens issued to it): the authorization server
+        no longer knows that client."""
+        self._update(client_info=None, tokens=None, expires_at=None)
+
     @contextlib.asynccontextmanager
     async def locked(self, wait: float = LOCK_WAIT) -> AsyncIterator[None]:
         """Hold the record's lock, which every mcp-run process takes around a refresh: with

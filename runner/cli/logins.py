@@ -18,9 +18,11 @@ import anyio
 from runner.agent.reload import reload_runtime
 from runner.agent.runtime import Runtime
 from runner.auth import BrowserLogin, has_display, interacting, login_files
+from runner.auth.callback import DEFAULT_CALLBACK_PORT, CallbackListener
 from runner.auth.login import LOGIN_TIMEOUT
+from runner.auth.store import effective_auth
 from runner.cli import counted, stderr, stdout
-from runner.errors import AuthError, LoginRequiredError
+from runner.errors import AuthError, LoginRequiredError, StaleClientError
 from runner.manifest import HttpServerSpec
 from runner.manifest.loading import LoadedManifest
 from runner.servers import open_fleet
@@ -43,8 +45,14 @@ async def log_in(
         stderr.print(url, markup=False, crop=False, overflow="ignore")
 
     launch = spec.model_copy(update={"required": True, "startup_timeout": spec.startup_timeout + timeout})
+    auth = effective_auth(spec)
+    await CallbackListener.check_free(key, (auth.callback_port if auth else None) or DEFAULT_CALLBACK_PORT)
     with interacting(BrowserLogin(show, open_browser=browser and has_display(), timeout=timeout)):
-        return await connect_alone(loaded, key, launch)
+        try:
+            return await connect_alone(loaded, key, launch)
+        except StaleClientError as exc:  # dropped: this second try registers a new client
+            stderr.print(f"warning: {exc}; registering again", style="yellow", markup=False)
+            return await connect_alone(loaded, key, launch)
 
 
 async def offer_logins(runtime: Runtime, read_line: Callable[[str], Awaitable[str | None]]) -> None:

@@ -533,7 +533,8 @@ async def test_an_edited_auth_block_restarts_its_server(project: Path, protected
         assert runtime.waits_for_login("remote")
         write_manifest(project, {"remote": remote(protected.url, scopes=["read", "admin"])})
         report = await reload_runtime(runtime, changed_files={project / "agent.yaml"})
-        assert report.restarted == ["remote"]
+        # Started again with the new scopes; still without a login, it is reported failed.
+        assert report.restarted == [] and "needs a login" in report.failed["remote"]
 
 
 async def test_a_run_never_waits_for_a_browser(project: Path, protected: Protected) -> None:
@@ -676,3 +677,40 @@ async def test_two_processes_sharing_a_login_never_log_each_other_out_when_refre
     assert protected.authority.authorizations == 1 and protected.authority.refreshes == 2
     record = token_record(spec)
     assert record is not None and record.login() is not None
+
+
+def test_a_login_after_the_authorization_server_forgot_the_client_registers_a_new_one(
+    project: Path, token_folder: Path
+) -> None:
+    with serve_protected() as protected:
+        write_manifest(project, {"remote": remote(protected.url)})
+        assert login(project)[0] == 0
+        protected.authority.revoke_everything()  # restarted, with clients and tokens in memory
+        protected.authority.clients.clear()
+        child = spawn_login(project)
+        child.expect(URL)
+        before_url = child.before
+        follow_login(child.after)
+        status, output = finish(child)
+        assert status == 0, before_url + output
+        assert "refused the client mcp-run registered with it (HTTP 400" in before_url
+        assert "registering again" in before_url
+        assert len(protected.authority.clients) == 1
+        after = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+        assert after.returncode == 0 and "authorized" in after.stdout, after.stderr
+
+
+def test_a_login_whose_callback_port_is_busy_says_so_before_registering_a_client(
+    project: Path, protected: Protected
+) -> None:
+    import socket
+
+    write_manifest(project, {"remote": remote(protected.url)})
+    port = yaml.safe_load((project / "agent.yaml").read_text())["servers"]["remote"]["auth"]["callback_port"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        child = spawn_login(project)
+        status, output = finish(child)
+    assert status != 0 and f"cannot listen for the login redirect on 127.0.0.1:{port}" in output
+    assert protected.authority.clients == {}
