@@ -182,3 +182,16 @@ def test_the_repr_of_a_server_spec_hides_env_and_header_values() -> None:
     stdio = StdioServerSpec(command="x", env={"TOKEN": CANARY_ENV})
     http = HttpServerSpec(url="http://127.0.0.1/mcp", headers={"Authorization": CANARY_HEADER})
     assert leaks(repr(stdio) + str(stdio) + repr(http) + str(http)) == []
+
+
+def test_debug_lines_echoing_a_servers_stderr_show_its_env_values_hidden(tmp_path: Path) -> None:
+    talker = {"command": "sh", "args": ["-c", 'echo "stderr $SEC" >&2; exit 1'],
+              "env": {"SEC": "${MCP_RUN_CANARY_ENV}"}}
+    write_manifest(tmp_path, {"talker": talker})
+    runs = {"tools": mcp_run("--debug", "tools", "agent.yaml", cwd=tmp_path, env=VARIABLES),
+            "one-shot": mcp_run("--debug", "agent.yaml", "-p", "hi", "--json", cwd=tmp_path, env=VARIABLES)}
+    for name, run in runs.items():
+        assert "DEBUG runner.servers.stderr.talker: stderr ***" in run.stderr, name
+        assert leaks(run.stdout) == [] and leaks(run.stderr) == [], name
+    # The server's own log file keeps its stderr as written (the README says so).
+    assert f"stderr {CANARY_ENV}" in (tmp_path / ".mcp-run" / "logs" / "talker.log").read_text()

@@ -69,7 +69,8 @@ MAX_WRITE_BATCH = 64
 
 
 class StderrLog:
-    """A server's stderr: appended to ``state_dir/logs/<key>.log`` and logged at DEBUG.
+    """A server's stderr: appended to ``state_dir/logs/<key>.log`` as written, and logged at DEBUG
+    with the ``secrets`` redacted (``--debug`` shows those lines on the terminal).
 
     Past ``max_bytes`` the file is moved to ``<key>.log.1`` (replacing the older one) and a new one
     begun, at start and while the server runs: a server flooding its stderr uses at most twice
@@ -100,7 +101,7 @@ class StderrLog:
 
     def write(self, line: str) -> None:
         self.tail.append(line)
-        self._logger.debug("%s", line)
+        self._logger.debug("%s", redacted(line, self.secrets))
         self._append(line + "\n")
 
     def note(self, text: str) -> None:
