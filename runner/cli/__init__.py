@@ -19,11 +19,11 @@ import sys
 from collections.abc import Callable, Mapping
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from runner.cli.safe_text import SafeConsole, VisibleLogLines
+from runner.cli.safe_text import SafeConsole, VisibleLogLines, visible_traceback
 from runner.errors import ManifestError, RunnerError
 
 if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands that read one
@@ -56,14 +56,14 @@ def reports_errors(command: F) -> F:
             return command(*args, **kwargs)
         except ManifestError as exc:
             if debug:
-                raise
+                _exit_with_traceback(exc, EXIT_INVALID)
             for problem in exc.problems:
                 stderr.print(str(problem), markup=False)
             stderr.print(f"{counted(len(exc.problems), 'problem')} found", style="red")
             sys.exit(EXIT_INVALID)
         except RunnerError as exc:
             if debug:
-                raise
+                _exit_with_traceback(exc, EXIT_FAILURE)
             stderr.print(f"error: {exc}", style="red", markup=False)
             sys.exit(EXIT_FAILURE)
         except KeyboardInterrupt:
@@ -71,6 +71,13 @@ def reports_errors(command: F) -> F:
             sys.exit(EXIT_INTERRUPTED)
 
     return run  # type: ignore[return-value]
+
+
+def _exit_with_traceback(error: RunnerError, code: int) -> NoReturn:
+    """--debug: the error's traceback (not Python's raw print of it, which would pass a server's
+    escape sequences to the terminal) and the exit code the error has without --debug."""
+    click.echo(visible_traceback(error), err=True, nl=False)
+    sys.exit(code)
 
 
 # The commands defined outside this module, by module: each is imported on first use, so that

@@ -6,13 +6,15 @@ override (U+202E) shows text in another order than it has. :func:`visible` shows
 character instead (``^[`` for ESC as ``cat -v`` does, ``\\u202e`` for the others), keeping
 newlines and tabs. Every path to the terminal goes through it: the rich consoles
 (:class:`SafeConsole`, which also reads no markup unless a print asks), the log lines
-(:class:`VisibleLogLines`), and each plain ``click.echo`` of such text.
+(:class:`VisibleLogLines`), the ``--debug`` tracebacks (:func:`visible_traceback`), and each
+plain ``click.echo`` of such text.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,7 +22,7 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
-from runner.redaction import RedactingFormatter
+from runner.redaction import RedactingFormatter, redact_urls
 
 _C0_AND_DEL = {code: f"^{chr(code ^ 0x40)}" for code in (*range(0x20), 0x7F) if chr(code) not in "\n\t"}
 _C1 = {code: f"\\x{code:02x}" for code in range(0x80, 0xA0)}
@@ -33,6 +35,13 @@ def visible(text: str) -> str:
     """``text`` with every control character (but newline and tab) and bidi control shown as
     characters the terminal only prints. A CR LF line end stays a line end."""
     return text.replace("\r\n", "\n").translate(_SHOWN)
+
+
+def visible_traceback(error: BaseException) -> str:
+    """The traceback Python would print for ``error`` and the exceptions it came from, with the
+    credentials of its URLs hidden and its control characters shown: the messages of a runner
+    error quote servers' words, and a chained library error may quote a URL as it was given."""
+    return visible(redact_urls("".join(traceback.format_exception(error))))
 
 
 class SafeConsole(Console):

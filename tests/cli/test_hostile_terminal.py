@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from builders import chat_in_a_terminal, server, write_manifest
 
-from runner.cli.safe_text import visible
+from runner.cli.safe_text import visible, visible_traceback
+from runner.errors import ServerStartError
 
 LIMIT = 120
 # What the terminal must never receive, printed by mcp-run's own styling or not.
@@ -103,3 +104,35 @@ def test_the_chat_in_a_terminal_shows_previews_answers_listings_and_questions_as
     assert seen.count("^[]0;pwned^G") >= 4  # preview, answer, listing, question
     assert "[bold]styled[/bold]" in seen
 
+
+
+def test_under_debug_the_traceback_of_a_failed_servers_start_shows_its_stderr_as_text(tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"broken": server("hostile", "--fail", required=True)}, name="hostile",
+                   model="offline")
+    result = mcp_run("--debug", "tools", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # a runtime failure, as without --debug
+    assert "Traceback" in result.stderr and "ServerStartError: broken: the server exited" in result.stderr
+    assert CONTROL.search(result.stderr) is None, repr(CONTROL.search(result.stderr))
+    assert SHOWN in result.stderr
+
+
+def test_under_debug_the_traceback_of_an_invalid_manifest_shows_its_text_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text('version: 1\nname: x\nmodel: offline\n"evil\\e]0;pwned\\a": 1\n')
+    result = mcp_run("--debug", "validate", "bad.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr  # invalid input, as without --debug
+    assert "Traceback" in result.stderr and "unknown key 'evil^[]0;pwned^G'" in result.stderr
+    assert CONTROL.search(result.stderr) is None, repr(CONTROL.search(result.stderr))
+
+
+def test_a_debug_traceback_shows_chained_errors_as_text_with_their_url_credentials_hidden() -> None:
+    try:
+        try:
+            raise OSError("GET http://ann:hunter2@127.0.0.1:9/mcp?token=t0k failed \x1b]52;c;eA==\x07")
+        except OSError as cause:
+            raise ServerStartError("web", "cannot connect \x1b[2J") from cause
+    except ServerStartError as error:
+        shown = visible_traceback(error)
+    assert "hunter2" not in shown and "t0k" not in shown
+    assert "http://ann:***@127.0.0.1:9/mcp?token=***" in shown
+    assert "cannot connect ^[[2J" in shown and "^[]52;c;eA==^G" in shown
+    assert CONTROL.search(shown) is None
