@@ -6,8 +6,11 @@
 
 A URL's password is always hidden, and so is a user name that looks like a credential or that
 stands alone (``https://TOKEN@host``); a query value is hidden when its name says it is a secret
-(``token``, ``api_key``, ``sig``, …) or when it looks like one (``ghp_…``, a JWT, a long random
-string). The same rules decide what ``import`` moves into variables and what ``config`` hides.
+(``token``, ``api_key``, ``sig``, …, and in a URL ``code``, an OAuth authorization code) or when it
+looks like one (``ghp_…``, a JWT, a long random string), and so is such a value in the fragment
+(``#access_token=…``) or a fragment that looks like a credential itself. The same rules decide what
+``import`` moves into variables (``code`` aside: ``--exit-code 3`` is no secret) and what
+``config`` hides.
 """
 
 from __future__ import annotations
@@ -41,12 +44,19 @@ _QUERY_IN_TEXT = re.compile(r"(?P<path>/[^\s?'\"<>`]*)\?(?P<query>[^\s'\"<>`#]+)
 _URL_PARTS = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:(?P<userinfo>[^/?#\s]*)@)?"
                         r"(?P<host>[^/?#\s]*)(?P<path>[^?#\s]*)(?:\?(?P<query>[^#\s]*))?(?P<fragment>#\S*)?$")
 _QUERY_ITEM = re.compile(r"(?P<name>[^=&;]*)=(?P<value>[^&;]*)")
+_SECRET_IN_URLS_ONLY = frozenset({"code"})  # a flag named so (--exit-code) is no secret
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")  # ${NAME} as written: no secret, its value is
 
 
 def secret_name(name: str) -> bool:
     """The name of a variable, header, flag or query parameter that holds a secret."""
     return bool(_SECRET_NAME.search(name.replace("-", "_")))
+
+
+def secret_query_name(name: str) -> bool:
+    """The name of a URL's query or fragment parameter that holds a secret: a secret name, or
+    ``code`` (the OAuth authorization code a redirect carries)."""
+    return secret_name(name) or name.strip().lower() in _SECRET_IN_URLS_ONLY
 
 
 def looks_like_credential(value: str) -> bool:
@@ -60,8 +70,8 @@ def looks_like_credential(value: str) -> bool:
 
 
 def redact_url(url: str, mask: str = MASK) -> str:
-    """``url`` with its password, a credential-like user name and secret query values replaced
-    by ``mask``; scheme, host, port, path and harmless query values as they were."""
+    """``url`` with its password, a credential-like user name and secret query and fragment
+    values replaced by ``mask``; scheme, host, port, path and harmless values as they were."""
     parts = _URL_PARTS.match(url)
     if parts is None:
         return url
@@ -78,16 +88,26 @@ def redact_url(url: str, mask: str = MASK) -> str:
     shown += parts["host"] + parts["path"]
     if query is not None:
         shown += "?" + _redacted_query(query, mask)
-    return shown + (parts["fragment"] or "")
+    if parts["fragment"] is not None:
+        shown += "#" + _redacted_fragment(parts["fragment"][1:], mask)
+    return shown
 
 
 def _redacted_query(query: str, mask: str) -> str:
     return _QUERY_ITEM.sub(lambda item: _query_item(item, mask), query)
 
 
+def _redacted_fragment(fragment: str, mask: str) -> str:
+    # ``#access_token=…&state=…`` (an OAuth implicit grant) is read as a query; ``#ghp_…`` whole.
+    if "=" not in fragment and not _REFERENCE.fullmatch(fragment) and looks_like_credential(fragment):
+        return mask
+    return _redacted_query(fragment, mask)
+
+
 def _query_item(item: re.Match[str], mask: str) -> str:
     name, value = item["name"], item["value"]
-    if value and not _REFERENCE.fullmatch(value) and (secret_name(name) or looks_like_credential(value)):
+    secret = secret_query_name(name) or looks_like_credential(value)
+    if value and secret and not _REFERENCE.fullmatch(value):
         return f"{name}={mask}"
     return item[0]
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runner.redaction import RedactingFormatter, redact_url, redact_urls
+from runner.redaction import RedactingFormatter, redact_url, redact_urls, secret_name, secret_query_name
 
 CANARY = "CANARYpw0000"
 
@@ -23,6 +23,12 @@ CANARY = "CANARYpw0000"
     ("http://[::1]:9/mcp?page=2&empty=", "http://[::1]:9/mcp?page=2&empty="),
     ("https://u:${PASSWORD}@h/mcp?token=${TOKEN}", "https://u:${PASSWORD}@h/mcp?token=${TOKEN}"),
     ("not a url", "not a url"),
+    (f"https://app/callback?code={CANARY}&state=s1", "https://app/callback?code=***&state=s1"),  # OAuth
+    (f"https://app/cb#access_token={CANARY}&state=s1", "https://app/cb#access_token=***&state=s1"),
+    (f"https://app/cb#token={CANARY}", "https://app/cb#token=***"),
+    (f"https://app/cb#ghp_{CANARY}abcdefghijkl", "https://app/cb#***"),  # a fragment that is a key
+    ("https://h/docs?country_code=US#section-2", "https://h/docs?country_code=US#section-2"),
+    ("https://h/cb?code=${CODE}#token=${TOKEN}", "https://h/cb?code=${CODE}#token=${TOKEN}"),
 ])
 def test_a_url_loses_its_password_and_secret_query_values_and_keeps_the_rest(url: str, shown: str) -> None:
     assert redact_url(url) == shown
@@ -49,3 +55,9 @@ def test_a_log_line_of_any_logger_shows_its_urls_without_their_secrets_traceback
     assert CANARY not in text
     assert text.startswith("httpx: HTTP Request: POST http://ann:***@h/mcp?token=*** 'HTTP/1.1 200 OK'")
     assert "ConnectionError: lost http://h/mcp?api_key=***" in text
+
+
+def test_code_is_a_secret_name_in_urls_only_so_a_flag_like_exit_code_stays_a_plain_name() -> None:
+    assert secret_query_name("code") and secret_query_name("token")
+    assert not secret_name("code") and not secret_name("--exit-code")
+    assert redact_urls(f"see /cb?code={CANARY}&exit_code=3") == "see /cb?code=***&exit_code=3"

@@ -32,11 +32,30 @@ def test_debug_log_lines_of_httpx_and_the_sdk_show_server_urls_without_their_cre
 def test_a_server_that_cannot_be_reached_is_named_without_its_credentials_in_every_output(
     serve_http, tmp_path: Path
 ) -> None:
-    url = serve_http(demo.build()).replace("/mcp", "/nowhere")  # answers 404
-    write_manifest(tmp_path, {"gone": {"url": secret_url(url)}}, model="offline")
+    working = serve_http(demo.build())
+    url = working.replace("/mcp", "/nowhere")  # answers 404
+    # A working server too: with none started, the run would stop ("no server could start").
+    write_manifest(tmp_path, {"gone": {"url": secret_url(url)}, "demo": {"url": working}}, model="offline")
     for args in (("tools", "agent.yaml"), ("--debug", "tools", "agent.yaml"),
                  ("agent.yaml", "-p", "hi", "--json")):
         result = mcp_run(*args, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert "gone: http://ann:***@127.0.0.1:" in result.stderr, result.stderr
         assert PASSWORD not in result.stdout + result.stderr and TOKEN not in result.stdout + result.stderr
+
+
+def test_an_oauth_code_in_the_query_and_a_token_in_the_fragment_are_hidden_in_every_output(
+    serve_http, tmp_path: Path
+) -> None:
+    code, fragment = "CANARYcodeV", "CANARYfragTOK"
+    working = serve_http(demo.build())
+    url = working.replace("/mcp", "/nowhere")  # answers 404
+    write_manifest(tmp_path, {"gone": {"url": f"{url}?code={code}&page=2#token={fragment}"},
+                              "demo": {"url": working}}, model="offline")
+    for args in (("tools", "agent.yaml"), ("--debug", "tools", "agent.yaml"),
+                 ("agent.yaml", "-p", "hi", "--json"), ("config", "agent.yaml")):
+        result = mcp_run(*args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        shown = result.stdout + result.stderr
+        assert "/nowhere?code=" in shown and "page=2" in shown, args
+        assert code not in shown and fragment not in shown, args
