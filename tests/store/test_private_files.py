@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from builders import mcp_run, server, write_manifest
 
+from runner.auth.store import TokenRecord
 from runner.cli.media import MediaFolder
 from runner.manifest.loading import load_manifest
 from runner.store.private import private_file, private_folder
@@ -113,3 +114,13 @@ def test_the_per_user_state_folder_and_its_parent_are_private(tmp_path: Path, op
     root.chmod(0o755)  # as an older run left it
     state_folder(loaded, environ={"XDG_STATE_HOME": str(tmp_path / "xdg")})
     assert mode(root) == 0o700
+
+
+def test_a_login_creates_the_per_user_folders_private(
+    tmp_path: Path, open_umask: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MCP_RUN_TOKEN_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    TokenRecord("https://example.test/mcp", "mcp-run").forget_tokens()
+    created = ("xdg", "xdg/mcp-run", "xdg/mcp-run/tokens")
+    assert [mode(tmp_path / path) for path in created] == [0o700] * 3
