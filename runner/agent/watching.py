@@ -30,6 +30,13 @@ def resolved(path: str | Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def entry(path: str | Path) -> Path:
+    """``path`` absolute with its folder's symbolic links followed, but not its own: the folder
+    entry itself, whatever it is now (a file, a folder, a link into a loop)."""
+    path = Path(path)
+    return resolved(path.parent) / path.name
+
+
 class WatchedFiles(DefaultFilter):
     """The changes that matter: to one of ``files`` (the manifest, its templates, included files,
     Python modules and token files; resolved), to anything inside ``trees`` (the manifest's
@@ -57,7 +64,9 @@ class WatchedFiles(DefaultFilter):
 
     def __call__(self, change: Change, path: str) -> bool:
         real = resolved(path)
-        if real in self.files:
+        if real in self.files or entry(path) in self.files:
+            # The entry itself too: a file replaced by a link elsewhere (into a symbolic link
+            # loop, say) resolves to where the link leads, yet what was watched has changed.
             return True
         if real.parent in self.case_folders and real.suffix in CASE_SUFFIXES:
             return True

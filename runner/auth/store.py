@@ -27,10 +27,10 @@ import anyio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from runner.manifest import AuthSpec, HttpServerSpec
+from runner.store.private import private_folder
 
 TOKEN_DIR_VARIABLE = "MCP_RUN_TOKEN_DIR"
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 LOCK_WAIT = 60.0  # a refresh in another process: one token request, however slow
 LOCK_POLL = 0.05
 
@@ -129,8 +129,8 @@ class TokenRecord:
         """Hold the record's lock, which every mcp-run process takes around a refresh: with
         refresh tokens that rotate, two processes refreshing one login at once would log each
         other out. Raises TimeoutError after ``wait`` s (the holder is stuck: a crash frees it)."""
-        for folder in (self.path.parent, self.lock_path.parent):  # mkdir's mode is for the last one
-            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        for folder in (self.path.parent, self.lock_path.parent):
+            private_folder(folder)
         descriptor = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             with anyio.fail_after(wait):
@@ -166,7 +166,7 @@ class TokenRecord:
     def _update(self, **changes: Any) -> None:
         data = self._read()
         data.update(server_url=self.server_url, client=self.client, **changes)
-        self.path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
@@ -211,5 +211,5 @@ def login_files(servers: Mapping[str, object]) -> dict[str, Path]:
         if isinstance(spec, HttpServerSpec) and (record := token_record(spec)) is not None
     }
     if files:
-        token_dir().mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        private_folder(token_dir())
     return files

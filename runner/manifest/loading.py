@@ -105,11 +105,17 @@ def read_document(path: Path, what: str) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise fail(exc.strerror or type(exc).__name__) from exc
+    try:
+        # Checked before os.fdopen, which refuses a folder with an IsADirectoryError of its own.
+        kind = os.fstat(descriptor).st_mode
+    except OSError as exc:
+        os.close(descriptor)
+        raise fail(exc.strerror or type(exc).__name__) from exc
+    if not stat.S_ISREG(kind):
+        os.close(descriptor)
+        raise fail(f"it is {_file_kind(kind)}, not a regular file")
     with os.fdopen(descriptor, "rb") as document:
         try:
-            kind = os.fstat(descriptor).st_mode
-            if not stat.S_ISREG(kind):
-                raise fail(f"it is {_file_kind(kind)}, not a regular file")
             raw = document.read(MAX_BYTES + 1)
         except OSError as exc:
             raise fail(exc.strerror or type(exc).__name__) from exc

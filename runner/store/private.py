@@ -17,8 +17,13 @@ FILE_MODE = 0o600
 
 
 def private_folder(folder: Path) -> Path:
-    """``folder`` (and its missing parents) created, ``folder`` itself private."""
-    folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    """``folder`` and its missing parents created private (``Path.mkdir(parents=True)`` would
+    make the parents with the umask's modes: ``$XDG_STATE_HOME/mcp-run`` readable by all), and
+    ``folder`` itself narrowed if it existed."""
+    missing = [folder, *folder.parents]
+    missing = missing[:next((n for n, path in enumerate(missing) if path.exists()), len(missing))]
+    for path in reversed(missing):
+        path.mkdir(mode=FOLDER_MODE, exist_ok=True)
     _narrow(folder, FOLDER_MODE)
     return folder
 

@@ -34,6 +34,7 @@ def state_folder(loaded: LoadedManifest, *, environ: Mapping[str, str] | None = 
         problem = _reason(exc)
     fallback = user_state_folder(loaded.path, environ=os.environ if environ is None else environ)
     try:
+        private_folder(fallback.parent)  # the folder of every manifest's: narrowed if older runs left it open
         _ready(fallback)
     except OSError as exc:
         raise StateError(

@@ -314,3 +314,53 @@ async def test_a_server_that_never_started_is_reported_failed_not_started_nor_la
         write_manifest(folder, {"a": demo()})
         removed = await reload_runtime(runtime)
         assert removed.stopped == [] and "broken" not in runtime.fleet.connections
+
+
+
+async def reloaded_as_recovered(runtime: Runtime, events: Events) -> None:
+    """Waits until watch mode has reloaded the manifest renamed 'recovered'."""
+    with anyio.fail_after(30):
+        while runtime.manifest.name != "recovered":
+            await events.next()
+
+
+@pytest.mark.parametrize("invalid_first", [True, False])
+async def test_a_manifest_replaced_by_a_folder_is_reported_and_watching_goes_on(
+    folder: Path, invalid_first: bool
+) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    good = path.read_text()
+    async with watching(path) as (runtime, events):
+        if invalid_first:
+            path.write_text("version: [\n")
+            assert (await events.next())["type"] == "reload_error"
+        path.unlink()
+        path.mkdir()
+        event = await events.next()
+        assert event["type"] == "reload_error"
+        assert event["problems"] == [f"{path}:1:1: cannot read the manifest: it is a folder, "
+                                     "not a regular file"]
+        output = await runtime.caller.call("a__echo", {"text": "still here"})
+        assert "still here" in str(output.content)
+        path.rmdir()
+        path.write_text(good.replace("name: reloading", "name: recovered"))
+        await reloaded_as_recovered(runtime, events)
+
+
+async def test_a_manifest_replaced_by_a_link_into_a_symlink_loop_is_reported_and_watching_goes_on(
+    folder: Path,
+) -> None:
+    path = write_manifest(folder, {"a": demo()})
+    good = path.read_text()
+    async with watching(path) as (runtime, events):
+        (folder / "x").symlink_to("y")  # a loop beside the manifest, then the manifest a link into it
+        (folder / "y").symlink_to("x")
+        (folder / "agent.tmp").symlink_to("x")
+        (folder / "agent.tmp").replace(path)  # as an editor saves: a new file renamed over the old
+        event = await events.next()
+        assert event["type"] == "reload_error"
+        assert event["problems"] == [f"{path}:1:1: cannot read the manifest: "
+                                     "Too many levels of symbolic links"]
+        path.unlink()
+        path.write_text(good.replace("name: reloading", "name: recovered"))
+        await reloaded_as_recovered(runtime, events)

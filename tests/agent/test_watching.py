@@ -56,3 +56,22 @@ def test_a_symlink_loop_in_a_watched_folder_is_a_change_like_any_other(tmp_path:
     assert watched(Change.added, str(tmp_path / "a"))  # the tree named 'a' is the loop itself
     assert not watched(Change.added, str(tmp_path / "b" / "deeper"))
     assert watched.folders == {tmp_path.resolve()}
+
+
+def test_a_watched_file_replaced_by_a_link_into_a_symlink_loop_matters(tmp_path: Path) -> None:
+    manifest = (tmp_path / "agent.yaml").resolve()
+    watched = WatchedFiles({manifest})
+    (tmp_path / "x").symlink_to("y")
+    (tmp_path / "y").symlink_to("x")
+    manifest.symlink_to("x")  # resolves into the loop, no longer to the manifest's own name
+    assert watched(Change.added, str(manifest))
+    assert not watched(Change.added, str(tmp_path / "x"))
+
+
+def test_a_watched_file_replaced_by_a_link_to_another_file_matters(tmp_path: Path) -> None:
+    manifest = (tmp_path / "agent.yaml").resolve()
+    watched = WatchedFiles({manifest})
+    (tmp_path / "other.yaml").write_text("version: 1\n")
+    manifest.symlink_to("other.yaml")
+    assert watched(Change.added, str(manifest))
+    assert not watched(Change.modified, str(tmp_path / "other.yaml"))

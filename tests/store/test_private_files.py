@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 from builders import mcp_run, server, write_manifest
 
+from runner.auth.store import TokenRecord
 from runner.cli.media import MediaFolder
+from runner.manifest.loading import load_manifest
 from runner.store.private import private_file, private_folder
+from runner.store.state_folder import state_folder
 
 
 def mode(path: Path) -> int:
@@ -90,3 +93,34 @@ def test_a_folder_is_created_private_and_an_existing_one_narrowed(tmp_path: Path
     folder.chmod(0o755)
     private_folder(folder)
     assert mode(folder) == 0o700
+
+
+def test_the_missing_parents_of_a_private_folder_are_created_private(
+    tmp_path: Path, open_umask: None
+) -> None:
+    private_folder(tmp_path / "xdg" / "mcp-run" / "project-0123")
+    created = ("xdg", "xdg/mcp-run", "xdg/mcp-run/project-0123")
+    assert [mode(tmp_path / path) for path in created] == [0o700] * 3
+
+
+def test_the_per_user_state_folder_and_its_parent_are_private(tmp_path: Path, open_umask: None) -> None:
+    write_manifest(tmp_path, {}, name="fallback", model="offline")
+    (tmp_path / ".mcp-run").write_text("in the way")  # the state folder beside the manifest cannot be made
+    loaded = load_manifest(tmp_path / "agent.yaml")
+    root = tmp_path / "xdg" / "mcp-run"
+    folder = state_folder(loaded, environ={"XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert folder.parent == root
+    assert (mode(tmp_path / "xdg"), mode(root), mode(folder), mode(folder / "logs")) == (0o700,) * 4
+    root.chmod(0o755)  # as an older run left it
+    state_folder(loaded, environ={"XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert mode(root) == 0o700
+
+
+def test_a_login_creates_the_per_user_folders_private(
+    tmp_path: Path, open_umask: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MCP_RUN_TOKEN_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    TokenRecord("https://example.test/mcp", "mcp-run").forget_tokens()
+    created = ("xdg", "xdg/mcp-run", "xdg/mcp-run/tokens")
+    assert [mode(tmp_path / path) for path in created] == [0o700] * 3
