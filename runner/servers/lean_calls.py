@@ -89,17 +89,23 @@ async def _send(
                              progress=progress)
     sdk.clamp_inbound_ttl(raw)
     version = session.protocol_version or FALLBACK_VERSION
-    surface = result_surface(CALL_METHOD, version)
-    if surface is None:  # an unknown version or method: the SDK says what it says
-        try:
-            validate_server_result(CALL_METHOD, version, raw)
-        except KeyError:
-            pass
-    else:  # validated, not also serialised: the SDK throws that dump away
-        surface.validate_python(raw, by_name=False)
+    check_result(CALL_METHOD, version, raw)
     if not (foreign := sdk.later_revision_fields(CALL_METHOD, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return sdk.call_tool_result_adapter(session).validate_python(raw, by_name=False)
+
+
+def check_result(method: str, version: str, raw: dict[str, Any]) -> None:
+    """``validate_server_result``, validated but not also serialised: the SDK throws that dump away,
+    and it stops at pydantic's serialisation depth (a tool schema nested some 130 levels)."""
+    surface = result_surface(method, version)
+    if surface is None:  # an unknown version or method: the SDK says what it says
+        try:
+            validate_server_result(method, version, raw)
+        except KeyError:
+            pass
+    else:
+        surface.validate_python(raw, by_name=False)
 
 
 def result_surface(method: str, version: str) -> TypeAdapter[Any] | None:

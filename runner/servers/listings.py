@@ -24,12 +24,11 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.shared.message import SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
-from mcp_types.methods import validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from runner import sdk
-from runner.servers.lean_calls import result_surface
+from runner.servers.lean_calls import check_result, result_surface
 
 logger = logging.getLogger(__name__)
 
@@ -279,11 +278,12 @@ def _holds_only(session: ClientSession, names: set[str]) -> bool:
 
 
 def _validated(raw: dict[str, Any], version: str) -> types.ListToolsResult:
-    """``raw`` as ``ClientSession.send_request`` validates and parses a ``tools/list`` answer."""
-    try:
-        validate_server_result(LIST_METHOD, version, raw)
-    except KeyError:
-        pass
+    """``raw`` as ``ClientSession.send_request`` validates and parses a ``tools/list`` answer.
+
+    Validated, not also serialised as ``validate_server_result`` does: its dump stops at pydantic's
+    serialisation depth (an input schema nested some 130 levels), and would lose the whole listing
+    where the tools layer skips the one tool whose schema nests too deep."""
+    check_result(LIST_METHOD, version, raw)
     if not (foreign := sdk.later_revision_fields(LIST_METHOD, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return types.ListToolsResult.model_validate(raw, by_name=False)

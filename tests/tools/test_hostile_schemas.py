@@ -2,7 +2,8 @@
 it is listed, with a warning naming it; the tool beside it still works (``tests/mcp_servers/hostile.py``).
 Before, the argument validator followed the loop to a RecursionError at the call. So are a schema
 that refers outside itself (`tools` failed whole on it) and one nested too deep (its listing, past
-the 200 levels of pydantic's JSON parser, lost the whole server): ``tests/mcp_servers/schema_traps.py``."""
+the 200 levels of pydantic's JSON parser, lost the whole server): ``tests/mcp_servers/schema_traps.py``;
+so did one past pydantic's serialisation depth, some 130 levels: ``tests/mcp_servers/deep_listing.py``."""
 
 from __future__ import annotations
 
@@ -113,3 +114,20 @@ def test_a_schema_nested_deep_but_within_the_limit_is_offered(tmp_path: Path) ->
     result = mcp_run("tools", "agent.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "traps__deep" in result.stdout and "traps__fine" in result.stdout
+
+
+@pytest.mark.parametrize("depth", [140, 199, 450])
+def test_a_listing_past_the_sdks_serialisation_depth_skips_only_the_deep_tool(
+    tmp_path: Path, depth: int
+) -> None:
+    """Past some 130 levels the SDK's check of the listing (validate, then serialise) failed and
+    took the server down ("killed by SIGTERM before finishing the handshake", 0 tools)."""
+    deep = server("deep_listing", "--depth", str(depth), timeout="20s", startup_timeout="60s")
+    write_manifest(tmp_path, {"raw": deep}, name="raw", model="offline")
+    listed = mcp_run("tools", "agent.yaml", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    skipped = f"raw: tool 'deep' skipped: its input schema nests deeper than {MAX_NESTING} levels"
+    assert skipped in listed.stderr, listed.stderr[-2000:]
+    assert "raw__fine" in listed.stdout and "raw__deep" not in listed.stdout
+    called = mcp_run("agent.yaml", "-p", 'raw__fine {"text": "hi"}', cwd=tmp_path)
+    assert called.returncode == 0 and "fine: hi" in called.stdout, called.stderr[-2000:]
