@@ -56,7 +56,7 @@ async def test_a_session_left_idle_past_the_idle_timeout_ends_and_makes_room_for
                 assert await listing_status(http, served.url, idle) == 404
 
 
-async def test_past_max_sessions_a_new_session_is_refused_naming_the_limit_and_one_ended_makes_room(
+async def test_past_max_sessions_a_new_session_is_refused_by_its_id_naming_the_limit_and_one_ended_makes_room(
     tmp_path: Path
 ) -> None:
     manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
@@ -65,13 +65,16 @@ async def test_past_max_sessions_a_new_session_is_refused_naming_the_limit_and_o
             with anyio.fail_after(LIMIT):
                 first = await open_session(http, served.url)
                 await open_session(http, served.url)
-                refused = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
+                refused = await http.post(served.url, json={**INITIALIZE, "id": "opening-7"}, headers=HEADERS)
+                numbered = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
                 ended = await http.delete(served.url, headers={**HEADERS, "Mcp-Session-Id": first,
                                                                "Mcp-Protocol-Version": "2025-11-25"})
                 assert ended.status_code == 200
                 await open_session(http, served.url)  # room again
     assert refused.status_code == 503
     assert "mcp-session-id" not in refused.headers
+    assert refused.json()["id"] == "opening-7"
+    assert (numbered.status_code, numbered.json()["id"]) == (503, 1)
     error = refused.json()["error"]
     assert error["code"] == -32603
     assert "too many open sessions: this agent keeps at most 2 at once" in error["message"]
