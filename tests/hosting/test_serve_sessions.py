@@ -56,6 +56,30 @@ async def test_a_session_left_idle_past_the_idle_timeout_ends_and_makes_room_for
                 assert await listing_status(http, served.url, idle) == 404
 
 
+async def test_a_session_with_an_open_event_stream_is_not_idle_and_outlives_the_idle_timeout(
+    tmp_path: Path
+) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    with http_agent(manifest, "--session-idle-timeout", "1s", "--max-sessions", "2") as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(LIMIT)) as http:
+            with anyio.fail_after(LIMIT):
+                streaming = await open_session(http, served.url)
+                stream_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": streaming,
+                                  "Mcp-Protocol-Version": "2025-11-25"}
+                async with http.stream("GET", served.url, headers=stream_headers) as stream:
+                    assert stream.status_code == 200
+                    idle = await open_session(http, served.url)  # opened later, so ends later
+                    # Room for a third comes once a session has ended: the idle one, the streaming
+                    # one being older and yet kept by its stream.
+                    opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
+                    while opening.status_code == 503:
+                        await anyio.sleep(0.1)
+                        opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
+                    assert opening.status_code == 200
+                    assert await listing_status(http, served.url, idle) == 404
+                    assert await listing_status(http, served.url, streaming) == 200
+
+
 async def test_past_max_sessions_a_new_session_is_refused_by_its_id_naming_the_limit_and_one_ended_makes_room(
     tmp_path: Path
 ) -> None:
