@@ -32,6 +32,15 @@ async def open_session(http: httpx2.AsyncClient, url: str) -> str:
     return session
 
 
+async def open_once_a_place_frees(http: httpx2.AsyncClient, url: str) -> None:
+    """A session opened once one of those open ends (a refused opening touches no session)."""
+    opening = await http.post(url, json=INITIALIZE, headers=HEADERS)
+    while opening.status_code == 503:
+        await anyio.sleep(0.1)
+        opening = await http.post(url, json=INITIALIZE, headers=HEADERS)
+    assert opening.status_code == 200
+
+
 async def listing_status(http: httpx2.AsyncClient, url: str, session: str) -> int:
     headers = {**HEADERS, "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
     return (await http.post(url, json=LISTING, headers=headers)).status_code
@@ -48,11 +57,7 @@ async def test_a_session_left_idle_past_the_idle_timeout_ends_and_makes_room_for
                 assert await listing_status(http, served.url, idle) == 200
                 # A request on the idle session would keep it: watch for its place to free instead
                 # (a refused opening touches no session).
-                opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                while opening.status_code == 503:
-                    await anyio.sleep(0.1)
-                    opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                assert opening.status_code == 200
+                await open_once_a_place_frees(http, served.url)
                 assert await listing_status(http, served.url, idle) == 404
 
 
@@ -71,11 +76,7 @@ async def test_a_session_with_an_open_event_stream_is_not_idle_and_outlives_the_
                     idle = await open_session(http, served.url)  # opened later, so ends later
                     # Room for a third comes once a session has ended: the idle one, the streaming
                     # one being older and yet kept by its stream.
-                    opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                    while opening.status_code == 503:
-                        await anyio.sleep(0.1)
-                        opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                    assert opening.status_code == 200
+                    await open_once_a_place_frees(http, served.url)
                     assert await listing_status(http, served.url, idle) == 404
                     assert await listing_status(http, served.url, streaming) == 200
 
