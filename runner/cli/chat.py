@@ -51,6 +51,7 @@ from runner.cli.status import ChatStatus
 from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, change_line, preview
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
 from runner.servers import CatalogueChange, stop_on_signals
+from runner.store.thread_locks import thread_turn
 from runner.task_groups import background_tasks
 
 # Importing chat_commands registers the chat commands' handlers with the chat session.
@@ -88,7 +89,10 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
     async with load_agent(file, thread_id=thread_id, host=Host(answers_questions=False)) as runtime:
         note = ""
         if thread_id is not None:
-            resolved, note = await resolve_thread(runtime, thread_id)
+            # Told once another run's turn of the thread has ended (the lock says it waits), so
+            # "new" or "resumed" is what this turn finds, not what the thread was before that turn.
+            async with thread_turn(runtime.checkpointer, thread_id):
+                resolved, note = await resolve_thread(runtime, thread_id)
             runtime.use_thread(resolved)
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
         if as_json:  # a script continues the thread from here (--thread), knows the tools

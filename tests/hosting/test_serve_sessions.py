@@ -32,6 +32,15 @@ async def open_session(http: httpx2.AsyncClient, url: str) -> str:
     return session
 
 
+async def open_once_a_place_frees(http: httpx2.AsyncClient, url: str) -> None:
+    """A session opened once one of those open ends (a refused opening touches no session)."""
+    opening = await http.post(url, json=INITIALIZE, headers=HEADERS)
+    while opening.status_code == 503:
+        await anyio.sleep(0.1)
+        opening = await http.post(url, json=INITIALIZE, headers=HEADERS)
+    assert opening.status_code == 200
+
+
 async def listing_status(http: httpx2.AsyncClient, url: str, session: str) -> int:
     headers = {**HEADERS, "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
     return (await http.post(url, json=LISTING, headers=headers)).status_code
@@ -48,15 +57,31 @@ async def test_a_session_left_idle_past_the_idle_timeout_ends_and_makes_room_for
                 assert await listing_status(http, served.url, idle) == 200
                 # A request on the idle session would keep it: watch for its place to free instead
                 # (a refused opening touches no session).
-                opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                while opening.status_code == 503:
-                    await anyio.sleep(0.1)
-                    opening = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
-                assert opening.status_code == 200
+                await open_once_a_place_frees(http, served.url)
                 assert await listing_status(http, served.url, idle) == 404
 
 
-async def test_past_max_sessions_a_new_session_is_refused_naming_the_limit_and_one_ended_makes_room(
+async def test_a_session_with_an_open_event_stream_is_not_idle_and_outlives_the_idle_timeout(
+    tmp_path: Path
+) -> None:
+    manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
+    with http_agent(manifest, "--session-idle-timeout", "1s", "--max-sessions", "2") as served:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(LIMIT)) as http:
+            with anyio.fail_after(LIMIT):
+                streaming = await open_session(http, served.url)
+                stream_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": streaming,
+                                  "Mcp-Protocol-Version": "2025-11-25"}
+                async with http.stream("GET", served.url, headers=stream_headers) as stream:
+                    assert stream.status_code == 200
+                    idle = await open_session(http, served.url)  # opened later, so ends later
+                    # Room for a third comes once a session has ended: the idle one, the streaming
+                    # one being older and yet kept by its stream.
+                    await open_once_a_place_frees(http, served.url)
+                    assert await listing_status(http, served.url, idle) == 404
+                    assert await listing_status(http, served.url, streaming) == 200
+
+
+async def test_past_max_sessions_a_new_session_is_refused_by_its_id_naming_the_limit_and_one_ended_makes_room(
     tmp_path: Path
 ) -> None:
     manifest = copy_bundled_agent(tmp_path) / "agent.yaml"
@@ -65,13 +90,16 @@ async def test_past_max_sessions_a_new_session_is_refused_naming_the_limit_and_o
             with anyio.fail_after(LIMIT):
                 first = await open_session(http, served.url)
                 await open_session(http, served.url)
-                refused = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
+                refused = await http.post(served.url, json={**INITIALIZE, "id": "opening-7"}, headers=HEADERS)
+                numbered = await http.post(served.url, json=INITIALIZE, headers=HEADERS)
                 ended = await http.delete(served.url, headers={**HEADERS, "Mcp-Session-Id": first,
                                                                "Mcp-Protocol-Version": "2025-11-25"})
                 assert ended.status_code == 200
                 await open_session(http, served.url)  # room again
     assert refused.status_code == 503
     assert "mcp-session-id" not in refused.headers
+    assert refused.json()["id"] == "opening-7"
+    assert (numbered.status_code, numbered.json()["id"]) == (503, 1)
     error = refused.json()["error"]
     assert error["code"] == -32603
     assert "too many open sessions: this agent keeps at most 2 at once" in error["message"]

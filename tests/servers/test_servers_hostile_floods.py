@@ -40,6 +40,25 @@ async def test_a_server_flooding_stdout_with_junk_gets_a_few_warnings_and_a_coun
     assert "junk 4999" in log  # the server's log keeps every line
 
 
+async def test_a_server_flooding_stdout_without_pause_answers_each_call_and_its_junk_is_counted(
+    tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    spec = specs.stdio("stdout_flood")
+    async with open_fleet({"flood": spec}, base_dir=tmp_path, state_dir=state_dir) as fleet:
+        flood = fleet.connections["flood"]
+        for n in range(3):  # each answer is read behind the junk the pipe held before it
+            with anyio.fail_after(60):
+                answer = await flood.call_tool("echo", {"text": f"call {n}"})
+            assert f"call {n}" in answer.content[0].text
+    about_junk = [message for message in caplog.messages if message.startswith("server flood")]
+    counted = [found for message in about_junk
+               if (found := re.search(r"([\d,]+) more warnings about non-JSON-RPC output", message))]
+    assert counted and len(about_junk) < 50, about_junk[:10]
+    log = (state_dir / "logs" / "flood.log").read_text()
+    assert "ignored non-JSON-RPC output on stdout: 'flood line 99: this is not JSON-RPC'" in log
+
+
 @pytest.mark.parametrize("flood", [flooding.ENDLESS_JSON, flooding.ENDLESS_EVENT])
 async def test_an_http_answer_past_the_message_limit_fails_its_call_naming_the_server_and_the_limit(
     serve_http, tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture,

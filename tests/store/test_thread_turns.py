@@ -83,7 +83,7 @@ def one_shots() -> Iterator[Callable[..., OneShot]]:
             one_shot.process.wait(PROCESS_LIMIT)
 
 
-def test_a_second_process_on_a_busy_thread_waits_and_both_turns_are_kept(
+def test_a_second_process_on_a_busy_thread_waits_says_it_resumes_it_and_both_turns_are_kept(
     tmp_path: Path, serve_http: Any, one_shots: Callable[..., OneShot]
 ) -> None:
     from mcp_servers.gates import Gates, build
@@ -102,6 +102,10 @@ def test_a_second_process_on_a_busy_thread_waits_and_both_turns_are_kept(
         'gates__hold {"key": "first"}', 'gates__hold {"key": "second"}']
     assert gates.log.index("leave first") < gates.log.index("enter second")
     assert "by process" in waiting and "Ctrl-C" in waiting, second.stderr
+    # What it says of the thread is decided once the first turn has ended: that turn is in it.
+    assert not any("new thread" in line for line in second.stderr), second.stderr
+    told = [line for line in second.stderr if "resumed thread t" in line]
+    assert told and second.stderr.index(waiting) < second.stderr.index(told[0]), second.stderr
 
 
 async def test_two_checkpointers_on_one_database_take_turns_on_a_thread(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner import sdk
 from runner.errors import ServeError
-from runner.hosting.mcp.malformed import refuse_malformed
+from runner.hosting.mcp.malformed import buffered, refuse_malformed, usable_id
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_SESSION_IDLE_TIMEOUT = 600.0  # seconds a 2025-11-25 session may go without any request in flight
@@ -168,33 +168,42 @@ def no_session_on_refusals(app: ASGIApp) -> ASGIApp:
 
 def refuse_past_the_limit(app: ASGIApp, sessions: Sessions) -> ASGIApp:
     """``app`` with the SDK's refusal of a session past the limit (503, "Too many open sessions")
-    answered in words that name the limit and how to raise it. The SDK decides, under its own
-    lock, so the limit is exact however many callers open sessions at once."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-        "code": INTERNAL_ERROR, "message": sessions.refusal_text()}}).encode()
-    start: Message = {"type": "http.response.start", "status": 503, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    answered in words that name the limit and how to raise it, with the id of the request refused
+    (``null`` when it had none). The SDK decides, under its own lock, so the limit is exact however
+    many callers open sessions at once. The body is read here once more from what
+    :func:`refuse_malformed` already holds (within the SDK's body limit)."""
+    text = sessions.refusal_text()
 
     async def answered(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or dict(scope["headers"]).get(SESSION_HEADER):
             await app(scope, receive, send)
             return
+        raw, replay = await buffered(receive)
         refused = False
 
         async def send_worded(message: Message) -> None:
             nonlocal refused
             if message["type"] == "http.response.start" and message["status"] == 503:
                 refused = True  # the SDK logs it (a warning)
-                await send(start)
-            elif refused:
-                if message["type"] == "http.response.body" and not message.get("more_body", False):
-                    await send({"type": "http.response.body", "body": body})
-            else:
+                body = _refusal_body(raw, text)
+                await send({"type": "http.response.start", "status": 503, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+            elif not refused:
                 await send(message)
 
-        await app(scope, receive, send_worded)
+        await app(scope, replay, send_worded)
 
     return answered
+
+
+def _refusal_body(raw: bytes, text: str) -> bytes:
+    try:
+        message = json.loads(raw)
+    except ValueError:  # refuse_malformed lets no such body through; null is the answer if one came
+        message = None
+    return json.dumps({"jsonrpc": "2.0", "id": usable_id(message), "error": {
+        "code": INTERNAL_ERROR, "message": text}}).encode()
 
 
 class OpenRequests:

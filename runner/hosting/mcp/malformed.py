@@ -66,7 +66,7 @@ def refusal(raw: str | bytes) -> types.JSONRPCError | None:
         value = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         return _error(None, PARSE_ERROR, f"Parse error: not JSON ({_parser_words(exc)})")
-    return _error(_usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
+    return _error(usable_id(value), INVALID_REQUEST, f"Invalid Request: {_what_is_wrong(value)}")
 
 
 NESTING_WORDS = f"arrays and objects nested more than {MAX_NESTING} deep are not accepted"
@@ -126,7 +126,7 @@ def _error(message_id: Any, code: int, text: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=message_id, error=types.ErrorData(code=code, message=text))
 
 
-def _usable_id(value: Any) -> str | int | None:
+def usable_id(value: Any) -> str | int | None:
     found = value.get("id") if isinstance(value, dict) else None
     usable = isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool))
     return found if usable else None
@@ -139,7 +139,7 @@ def _what_is_wrong(value: Any) -> str:
         return f"a JSON-RPC message is a JSON object, not {_json_kind(value)}"
     if value.get("jsonrpc") != "2.0":
         return '"jsonrpc" must be "2.0"'
-    if "id" in value and _usable_id(value) is None and not ("error" in value and value["id"] is None):
+    if "id" in value and usable_id(value) is None and not ("error" in value and value["id"] is None):
         return _bad_id(value["id"])
     if "method" in value:
         if not isinstance(value["method"], str):
@@ -199,7 +199,7 @@ def refuse_malformed(app: ASGIApp, path: str) -> ASGIApp:
                                                     f"application/json, {given}")
             await _answer(untyped, 415, scope, receive, send)
             return
-        body, replay = await _buffered(receive)
+        body, replay = await buffered(receive)
         refused = refusal(body)
         if refused is None:
             await app(scope, replay, send)
@@ -223,7 +223,7 @@ def _content_type(scope: Scope) -> str:
     return ""
 
 
-async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+async def buffered(receive: Receive) -> tuple[bytes, Receive]:
     """The whole request body, and a ``receive`` that gives it to the app again (then the rest of
     the connection's events: a disconnect)."""
     parts: list[bytes] = []

@@ -26,8 +26,8 @@ import signal
 import subprocess
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -66,6 +66,7 @@ MAX_LOG_BYTES = 5_000_000  # a bigger log is moved to <key>.log.1 and a new one 
 JUNK_PREVIEW_CHARS = 200
 MAX_RESYNC_ATTEMPTS = 8
 MAX_WRITE_BATCH = 64
+PARSER_DEPTH = 200  # levels pydantic's JSON parser goes; a line nested deeper has at least as many characters
 
 
 class StderrLog:
@@ -89,6 +90,8 @@ class StderrLog:
         self._logger = logging.getLogger(f"runner.servers.stderr.{key}")
         self._file: TextIO | None = None
         self._size = 0  # bytes in the current file
+        self._holding = False  # appends wait for the end of :meth:`held` to reach the file
+        self._stamp = (0, "")  # the second of the last note, and its text: one isoformat a second
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,13 +109,30 @@ class StderrLog:
 
     def note(self, text: str) -> None:
         """A line from the runner itself (start, exit), marked so it is not mistaken for the server's."""
-        stamp = datetime.now().isoformat(timespec="seconds")
-        self._append(f"--- mcp-run {stamp}: {text}\n")
+        now = datetime.now()
+        second = int(now.timestamp())
+        if self._stamp[0] != second:
+            self._stamp = (second, now.isoformat(timespec="seconds"))
+        self._append(f"--- mcp-run {self._stamp[1]}: {text}\n")
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The lines of the block reach the file together at its end (one write for a chunk of
+        output, not one per line: a server flooding its output costs the runner less)."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            if self._file is not None:
+                self._file.flush()
 
     def _append(self, text: str) -> None:
         if self._file is None:
             return
         self._file.write(text)
+        if not self._holding:
+            self._file.flush()
         self._size += len(text.encode("utf-8", errors="replace"))
         if self._size > self.max_bytes:
             self._file.close()
@@ -124,8 +144,8 @@ class StderrLog:
         self._open_file()
 
     def _open_file(self) -> None:
-        # Line-buffered appends: small, local, and readable while the run goes on.
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1, opener=private_opener)
+        # Flushed after each line, or each chunk of output (:meth:`held`): readable while the run goes on.
+        self._file = open(self.path, "a", encoding="utf-8", opener=private_opener)
 
     def close(self) -> None:
         if self._file is not None:
@@ -273,14 +293,17 @@ class StdioProcess:
         try:
             async for chunk in process.stdout:
                 start = 0
-                while (newline := chunk.find(b"\n", start)) != -1:
-                    pending.append(chunk[start:newline])
-                    line = b"".join(pending)
-                    pending.clear()
-                    start = newline + 1
-                    message = self._parse(line)
-                    if message is not None:
-                        await read_send.send(message)
+                messages: list[SessionMessage] = []
+                with self.log.held():  # the notes of a chunk's junk lines reach the file in one write
+                    while (newline := chunk.find(b"\n", start)) != -1:
+                        pending.append(chunk[start:newline])
+                        line = b"".join(pending)
+                        pending.clear()
+                        start = newline + 1
+                        if (message := self._parse(line)) is not None:
+                            messages.append(message)
+                for message in messages:
+                    await read_send.send(message)
                 if start < len(chunk):
                     pending.append(chunk[start:])
                     pending_bytes = sum(map(len, pending))
@@ -305,8 +328,10 @@ class StdioProcess:
         line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             return None
-        start = 0
-        for _ in range(MAX_RESYNC_ATTEMPTS):
+        # A message is a JSON object: the parser is tried from the first "{" on, and not at all on
+        # a line without one (the common junk: a log line, a banner).
+        start = line.find("{")
+        for _ in range(MAX_RESYNC_ATTEMPTS if start != -1 else 0):
             try:
                 message = jsonrpc_message_adapter.validate_json(line[start:], by_name=False)
             except ValidationError as exc:
@@ -430,7 +455,7 @@ def _past_parser_depth(text: str, error: ValidationError) -> SessionMessage | No
     """The message of a line too deep for pydantic's JSON parser (200 levels: a tool schema nested
     a hundred levels reaches them), read by Python's, which goes as deep as the stack allows; None
     when that is not why the line failed, or it fails again. The tools layer judges the depth."""
-    if not any(item["type"] == "json_invalid" and "recursion limit" in item["msg"]
+    if len(text) < PARSER_DEPTH or not any(item["type"] == "json_invalid" and "recursion limit" in item["msg"]
                for item in error.errors()):
         return None
     try:
