@@ -331,6 +331,27 @@ def inferred_provider(model_id: str) -> str:
     return str(base._parse_model(model_id, None)[1])
 
 
+def saver_cursor(saver: Any, *, pipeline: bool = False) -> Any:
+    """An ``async with`` cursor of a LangGraph PostgreSQL saver, on its own connection or pool, as
+    its methods take one (private ``AsyncPostgresSaver._cursor``): pruning runs beside them."""
+    return saver._cursor(pipeline=pipeline)
+
+
+# --- Jinja ---------------------------------------------------------------------------------------
+
+
+class TemplateParseSteps:
+    """A Jinja environment whose parsed templates pass through :meth:`parsed_template` before they
+    are compiled (private ``jinja2.Environment._parse``, which every compile path calls)."""
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
+        return self.parsed_template(super()._parse(source, name, filename))  # type: ignore[misc]
+
+    def parsed_template(self, tree: Any) -> Any:
+        """The template's tree as it is to be compiled; unchanged by default."""
+        return tree
+
+
 # --- httpx2 --------------------------------------------------------------------------------------
 
 

@@ -90,6 +90,10 @@ CALLABLES: list[tuple[str, str, str, tuple[str, ...] | None]] = [
     ("langchain_core.language_models:BaseChatModel._llm_type", "langchain-core", "chat_model_type", None),
     ("anyio._core._eventloop:get_async_backend", "anyio", "open_process", ()),
     ("httpx2._utils:get_environment_proxies", "httpx2", "environment_proxies", ()),
+    ("langgraph.checkpoint.postgres.aio:AsyncPostgresSaver._cursor", "langgraph-checkpoint-postgres",
+     "saver_cursor", ("self", "pipeline")),
+    ("jinja2.environment:Environment._parse", "jinja2", "TemplateParseSteps.parsed_template",
+     ("self", "source", "name", "filename")),
 ]
 
 # Attributes an SDK object gets in its __init__ (no instance is made: read from the source).

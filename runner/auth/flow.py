@@ -34,7 +34,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
@@ -342,7 +342,7 @@ class LoginAuth(_RunnerAuth, OAuthClientProvider):
                  for name, value in parse_qsl(parts.query, keep_blank_values=True)]
         try:
             async with httpx2.AsyncClient(timeout=PROBE_TIMEOUT, trust_env=True) as client:
-                checking = parts._replace(query=urlencode(query)).geturl()
+                checking = urlunsplit(parts[:3] + (urlencode(query), parts.fragment))
                 answer = await client.get(checking, follow_redirects=False)
         except httpx2.HTTPError:
             return  # the browser may reach what this cannot (a proxy, a VPN): let the person try

@@ -34,6 +34,8 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
+from runner.sdk import TemplateParseSteps
+
 
 @dataclass(frozen=True, slots=True)
 class RenderLimits:
@@ -216,7 +218,7 @@ def _budget_call(method: str, argument: nodes.Expr) -> nodes.Expr:
                       lineno=lineno)
 
 
-class BoundedSandbox(ImmutableSandboxedEnvironment):
+class BoundedSandbox(TemplateParseSteps, ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox within :class:`RenderLimits`; :meth:`start` begins a rendering."""
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
@@ -230,8 +232,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         """A rendering begins: its time, steps and text are counted from now."""
         self.budget.start()
 
-    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
-        tree = super()._parse(source, name, filename)
+    def parsed_template(self, tree: nodes.Template) -> nodes.Template:
         bounded = _Bounding().visit(tree)
         assert isinstance(bounded, nodes.Template)
         return bounded

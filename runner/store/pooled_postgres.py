@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from runner import sdk
 from runner.store.postgres import POOL_WAIT
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         values = {"thread": str(where["thread_id"]), "ns": where["checkpoint_ns"],
                   "id": where["checkpoint_id"],
                   "channels": list(versions), "versions": list(versions.values())}
-        async with self._cursor(pipeline=True) as cursor:
+        async with sdk.saver_cursor(self, pipeline=True) as cursor:
             for statement in PRUNE:
                 await cursor.execute(statement, values)
         return saved

@@ -54,9 +54,9 @@ def _prctl() -> Callable[..., int] | None:
 
 _PRCTL = _prctl()  # looked up here: after fork only async-signal-safe work is allowed
 _SHELL = "/bin/sh"
+_SHELL_RUNS = sys.platform != "win32" and os.access(_SHELL, os.X_OK)  # once: not in the event loop
 _ENV = shutil.which("env")
-_SETPRIV = (shutil.which("setpriv") if _PRCTL is not None and _ENV is not None and os.access(_SHELL, os.X_OK)
-            else None)
+_SETPRIV = shutil.which("setpriv") if _PRCTL is not None and _ENV is not None and _SHELL_RUNS else None
 # What a shell may add to the environment of what it runs: removed again (by env) unless given,
 # so a server sees exactly the environment the runner gave it.
 _SHELL_VARIABLES = ("PWD", "OLDPWD", "SHLVL", "_")
@@ -93,7 +93,7 @@ class GroupWatch:
 
 async def watch_group(pgid: int) -> GroupWatch | None:
     """A :class:`GroupWatch` of process group ``pgid``; None where there is no POSIX shell."""
-    if sys.platform == "win32" or not os.access(_SHELL, os.X_OK):  # pragma: no cover - Linux CI
+    if not _SHELL_RUNS:  # pragma: no cover - Linux CI
         return None
     # Its own session: a Ctrl-C (or a kill of the runner's group) must not end it before the runner.
     process = await sdk.open_process([_SHELL, "-c", _GROUP_WATCH, str(pgid)], stdin=subprocess.PIPE,

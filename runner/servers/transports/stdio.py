@@ -91,7 +91,7 @@ class StderrLog:
         self._file: TextIO | None = None
         self._size = 0  # bytes in the current file
         self._holding = False  # appends wait for the end of :meth:`held` to reach the file
-        self._stamp = (0, "")  # the second of the last note, and its text: one isoformat a second
+        self._note_time = (0, "")  # the second of the last note, and its text: one isoformat a second
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,9 +111,9 @@ class StderrLog:
         """A line from the runner itself (start, exit), marked so it is not mistaken for the server's."""
         now = datetime.now()
         second = int(now.timestamp())
-        if self._stamp[0] != second:
-            self._stamp = (second, now.isoformat(timespec="seconds"))
-        self._append(f"--- mcp-run {self._stamp[1]}: {text}\n")
+        if self._note_time[0] != second:
+            self._note_time = (second, now.isoformat(timespec="seconds"))
+        self._append(f"--- mcp-run {self._note_time[1]}: {text}\n")
 
     @contextmanager
     def held(self) -> Iterator[None]:
