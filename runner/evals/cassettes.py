@@ -169,8 +169,9 @@ def read_cassette(path: Path, manifest: Path) -> Cassette:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CassetteMissing(f"{display}: no cassette: record one with "
-                              f"`mcp-run test {shlex.quote(str(manifest))} --record`") from None
+        # Only this case (the cassette is named after it): --record alone would record them all.
+        raise CassetteMissing(f"{display}: no cassette: record one with `mcp-run test "
+                              f"{shlex.quote(str(manifest))} --record -k {shlex.quote(path.stem)}`") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ManifestError([Problem(display, 1, 1, "", f"cannot read the cassette: {exc}")]) from None
     try:

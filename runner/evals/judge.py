@@ -12,10 +12,12 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from runner.errors import ModelError
 from runner.evals.cases import JudgeSpec
 from runner.evals.cassettes import Verdict
 from runner.evals.matching import Observation, describe_call
 from runner.manifest import ModelSpec
+from runner.manifest.basics import OFFLINE_ID
 from runner.models import build_model_chain
 
 JUDGE_INSTRUCTIONS = (
@@ -49,8 +51,14 @@ def read_verdict(text: str) -> Verdict:
 
 async def grade(spec: JudgeSpec, default_model: ModelSpec, base_dir: Path, inputs: list[str],
                 observed: Observation) -> Verdict:
-    """Ask the judge's model (``spec.model``, else ``default_model``) for a verdict."""
-    chain = build_model_chain(spec.model or default_model, base_dir=base_dir)
+    """Ask the judge's model (``spec.model``, else ``default_model``) for a verdict; the offline
+    model cannot give one (ModelError saying what to set)."""
+    model = spec.model or default_model
+    if model.id == OFFLINE_ID:
+        raise ModelError("the offline model cannot judge a conversation: give the case's judge a "
+                         "model (judge: {criteria: ..., model: PROVIDER:MODEL}), or run it with --replay "
+                         "from a cassette recorded with one")
+    chain = build_model_chain(model, base_dir=base_dir)
     prompt = [
         SystemMessage(JUDGE_INSTRUCTIONS),
         HumanMessage(f"Criteria:\n{spec.criteria}\n\nConversation:\n{transcript(inputs, observed)}"),

@@ -129,6 +129,24 @@ cases:
     assert bad.differences == ["the judge failed the case: It never greeted the user."]
 
 
+async def test_a_case_judged_by_the_offline_model_is_an_error_that_says_to_give_the_judge_a_model(
+    tmp_path: Path,
+) -> None:
+    manifest = make_agent(tmp_path)  # the offline model: the judge's default
+    write_cases(tmp_path, """\
+cases:
+  - name: judged-offline
+    input: 'notes__calculate {"expression": "6*7"}'
+    judge: {criteria: The answer is 42.}
+""")
+    result = (await run(manifest))["judged-offline"]
+    assert result.status == "error"
+    assert result.differences == [
+        "ModelError: the offline model cannot judge a conversation: give the case's judge a model "
+        "(judge: {criteria: ..., model: PROVIDER:MODEL}), or run it with --replay from a cassette "
+        "recorded with one"]
+
+
 async def test_model_option_runs_the_cases_against_another_model(tmp_path: Path) -> None:
     (tmp_path / "turns.yaml").write_text("- I am the scripted model.\n")
     manifest = make_agent(tmp_path, model="{id: scripted, script: turns.yaml}")
@@ -267,7 +285,7 @@ async def test_a_missing_cassette_is_an_error_that_says_how_to_record_this_manif
     assert result.status == "error"
     cassette = tmp_path / "evals" / "cassettes" / "calculates.yaml"
     assert result.differences == [  # no line:col: the file does not exist
-        f"{cassette}: no cassette: record one with `mcp-run test {manifest} --record`"]
+        f"{cassette}: no cassette: record one with `mcp-run test {manifest} --record -k calculates`"]
 
 
 async def test_a_case_with_new_input_is_drift_in_replay(tmp_path: Path) -> None:
