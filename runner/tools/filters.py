@@ -133,6 +133,10 @@ def load_import_path(import_path: str, *, base_dir: str | Path | None = None) ->
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ImportPathError(import_path, f"no module named '{exc.name}'") from exc
+    except SyntaxError as exc:  # where in the module, as Python says it: file:line:col
+        where = f"{exc.filename}:{exc.lineno}:{exc.offset}" if exc.lineno else str(exc.filename)
+        raise ImportPathError(import_path, f"importing '{module_name}' failed: {where}: "
+                                           f"{type(exc).__name__}: {exc.msg}") from exc
     except (Exception, SystemExit) as exc:  # user code failed (or exited) while importing: located
         raise ImportPathError(import_path, f"importing '{module_name}' failed: {exc!r}") from exc
     try:

@@ -310,6 +310,15 @@ def test_a_module_that_fails_to_import_is_an_import_path_error(user_module, tmp_
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
+def test_a_module_with_a_syntax_error_is_named_by_file_line_and_column(user_module, tmp_path) -> None:
+    module = user_module("def add(a: int, b: int) -> int\n    return a + b\n")
+    with pytest.raises(ImportPathError) as caught:
+        load_import_path(f"{module}:add", base_dir=tmp_path)
+    where = tmp_path / f"{module}.py"
+    assert f"importing '{module}' failed: {where}:1:31: SyntaxError: expected ':'" in str(caught.value)
+    assert "('" not in str(caught.value)  # not the exception's tuple repr
+
+
 def test_something_that_is_not_callable_is_an_import_path_error(user_module, tmp_path) -> None:
     module = user_module("keep = 42\n")
     with pytest.raises(ImportPathError, match="not a function"):
