@@ -371,7 +371,27 @@ def _innermost_template_frame(
 def _syntax_problem(exc: TemplateSyntaxError, location: SourceLocation) -> Problem:
     if exc.filename in (None, INLINE_FILENAME):
         return _inline_problem(location, exc.lineno, _message(exc))
-    return Problem(exc.filename, exc.lineno, 1, SYSTEM_PATH, _message(exc))
+    return Problem(exc.filename, exc.lineno, _syntax_column(exc), SYSTEM_PATH, _message(exc))
+
+
+_UNEXPECTED = re.compile(r"(?:unexpected|got) '([^']+)'")
+_TAG_OPENING = re.compile(r"\{[{%#]")
+
+
+def _syntax_column(exc: TemplateSyntaxError) -> int:
+    """Jinja gives no column: where the token it did not expect stands inside a tag of the line,
+    else where the line's last tag opens (the one being read), else 1."""
+    try:
+        text = (exc.source or "").splitlines()[exc.lineno - 1]
+    except IndexError:
+        return 1
+    openings = [match.start() for match in _TAG_OPENING.finditer(text)]
+    if not openings:
+        return 1
+    token = _UNEXPECTED.search(exc.message or "")
+    if token is not None and (at := text.find(token[1], openings[0] + 2)) != -1:
+        return at + 1
+    return openings[-1] + 1
 
 
 def _inline_problem(location: SourceLocation, line: int, message: str) -> Problem:

@@ -116,6 +116,19 @@ def test_a_syntax_error_is_located_in_the_template_file(folder: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(("line", "column"), [
+    ("Hello {{ name( }}", 16),  # unexpected '}': where it stands
+    ("x {{ a b }}", 8),  # got 'b'
+    ("text, then {% for %}", 12),  # no token to find: where the tag being read opens
+])
+def test_a_syntax_error_is_located_at_the_column_of_what_jinja_did_not_expect(
+    folder: Path, line: str, column: int
+) -> None:
+    write(folder, "prompts/system.md.j2", f"first line\n{line}\n")
+    [problem] = compile_error("prompts/system.md.j2", folder).problems
+    assert (problem.line, problem.column) == (2, column), str(problem)
+
+
 def test_an_undefined_variable_is_located_at_its_line(folder: Path) -> None:
     write(folder, "prompts/system.md.j2", "a\nb\nc {{ environ }}\n")
     error = compile_error("prompts/system.md.j2", folder)
