@@ -104,10 +104,7 @@ def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[
     """(problems, warnings) of every model id: a provider init_chat_model does not know is a
     problem; its package not installed or its API key variable not set is a warning."""
     model = loaded.manifest.model
-    written_as_mapping = ("model", "id") in loaded.source.values
-    ids: list[tuple[tuple[str | int, ...], str, bool]] = [
-        (("model", "id") if written_as_mapping else ("model",), model.id, True)
-    ]
+    ids: list[tuple[tuple[str | int, ...], str, bool]] = [(model_id_path(loaded), model.id, True)]
     ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
     ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
     problems: list[Problem] = []
@@ -123,6 +120,11 @@ def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[
         missing = model_requirements(model_id, provider, spec=model if primary else None, environ=environ)
         warnings += [loaded.source.problem(where, message) for message in missing]
     return problems, warnings
+
+
+def model_id_path(loaded: LoadedManifest) -> tuple[str, ...]:
+    """Where the manifest writes its model's id: ``model.id``, or ``model`` when it is a string."""
+    return ("model", "id") if ("model", "id") in loaded.source.values else ("model",)
 
 
 def model_id_problem(model_id: str) -> str | None:

@@ -25,7 +25,7 @@ import anyio
 import mcp_types as types
 
 from runner import telemetry
-from runner.agent.checks import CheckedAgent, checked_agent
+from runner.agent.checks import CheckedAgent, checked_agent, model_id_path
 from runner.agent.generation import Generation, render_system_prompt
 from runner.agent.host import AgentHost, Host
 from runner.agent.reconcile import (
@@ -37,7 +37,7 @@ from runner.agent.reconcile import (
 )
 from runner.agent.watching import resolved
 from runner.auth import login_files
-from runner.errors import AuthError, BuildError, RunnerError
+from runner.errors import AuthError, BuildError, ManifestError, ModelError, RunnerError
 from runner.events import EventSink
 from runner.manifest import Manifest
 from runner.manifest.loading import LoadedManifest
@@ -220,7 +220,14 @@ class Runtime:
         spec = checked.loaded.manifest.model
         if previous is not None and previous.model is not None and previous.loaded.manifest.model == spec:
             return previous.model  # keep the client (and its connection pool)
-        return self.host.model(spec, checked.loaded.base_dir)
+        try:
+            return self.host.model(spec, checked.loaded.base_dir)
+        except ModelError as exc:
+            if previous is None:
+                raise
+            # An edit named a model this machine cannot make: said where, as other bad edits are.
+            where = model_id_path(checked.loaded)
+            raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
 
     def _install(
         self,

@@ -15,6 +15,7 @@ import yaml
 
 from runner.agent.reload import reload_runtime, watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
+from runner.errors import ManifestError
 
 pytestmark = pytest.mark.anyio
 FAST = {"timeout": "10s", "startup_timeout": "30s",
@@ -212,6 +213,30 @@ async def test_an_invalid_edit_is_reported_and_the_old_agent_keeps_answering(fol
         event = await events.next()
         assert event["type"] == "reload"
         assert runtime.manifest.name == "recovered"
+
+
+async def test_an_edit_to_a_model_whose_package_is_missing_is_located_and_the_old_model_answers(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    candidates = {"mistralai": "langchain_mistralai", "cohere": "langchain_cohere", "groq": "langchain_groq"}
+    missing = [provider for provider, module in candidates.items() if not importlib.util.find_spec(module)]
+    if not missing:
+        pytest.skip(f"every provider package of {sorted(candidates)} is installed here")
+    monkeypatch.setenv("MISTRAL_API_KEY", "x")  # the key is not what is missing
+    monkeypatch.setenv("COHERE_API_KEY", "x")
+    monkeypatch.setenv("GROQ_API_KEY", "x")
+    path = write_manifest(folder, {})
+    async with load_agent(path) as runtime:
+        edited = {**yaml.safe_load(path.read_text()), "model": f"{missing[0]}:some-model"}
+        path.write_text(yaml.safe_dump(edited))
+        with pytest.raises(ManifestError) as caught:
+            await reload_runtime(runtime, changed_files={path})
+        [problem] = caught.value.problems
+        assert (problem.file, problem.path) == (str(path), "model") and problem.line > 1
+        assert "package" in problem.message and "pip install" in problem.message
+        assert (await ask(runtime, "still there?"))["messages"][-1].content == "answer 0"
 
 
 async def test_hostile_files_and_values_in_the_watched_folder_never_stop_watch_mode(folder: Path) -> None:
