@@ -34,7 +34,7 @@ from runner.tools.filters import (
 )
 from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
-from runner.tools.schemas import MAX_NESTING, nests_too_deeply, reference_loop
+from runner.tools.schemas import listing_problem
 
 if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
     from langchain_core.tools import BaseTool
@@ -272,15 +272,10 @@ class ToolCatalog:
         cached = self.schema_cache.get(key)
         if cached is not None and cached[0] is definition:
             self._used_schemas.add(key)  # converted for the catalog this one replaces: keep it
-        elif nests_too_deeply(definition.input_schema):  # checked first: the walks below recurse
-            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema nests "
-                            f"deeper than {MAX_NESTING} levels")
-            return None
-        elif (loop := reference_loop(definition.input_schema)) is not None:
+        elif (problem := listing_problem(definition.input_schema)) is not None:
             # Checked when listed, not when the tool is made: `call` validates arguments without
             # making it. A converted definition was checked when first listed.
-            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: its input schema's "
-                            f"references loop without end ({' -> '.join(loop)})")
+            warnings.append(f"{origin.server}: tool '{definition.name}' skipped: {problem}")
             return None
         description = definition.description or definition.title or f"{definition.name} from {origin.server}"
         return CatalogEntry(name, origin, description, None, definition, self)  # the table's origin: shared

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote
 
@@ -148,40 +149,52 @@ def _in_place_references(node: Any) -> list[str]:
     return found
 
 
-def _all_references(root: Schema) -> list[str]:
-    # Run on every tool a server lists (thousands at a time): containers only are queued, and
-    # exact type checks keep the walk cheap. Parsed JSON holds plain dicts and lists only.
+def _references_within(root: Any, limit: int) -> list[str] | None:
+    """Every ``$ref`` in ``root``, or None when its objects and arrays nest more than ``limit``
+    levels deep. One walk, level by level and without recursion (a schema may be as deep as a JSON
+    parser allows), for each tool a server lists: containers only are queued, with exact type
+    checks, since parsed JSON holds plain dicts and lists."""
     found: list[str] = []
-    pending: list[Any] = [root]
-    queue = pending.append
-    while pending:
-        current = pending.pop()
-        children = current.values() if type(current) is dict else current
-        if type(current) is dict and type(reference := current.get("$ref")) is str:
-            found.append(reference)
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                queue(child)
-    return found
+    level: list[Any] = [root]
+    for _ in range(limit):
+        below: list[Any] = []
+        for node in level:
+            if type(node) is dict:
+                if type(reference := node.get("$ref")) is str:
+                    found.append(reference)
+                children: Iterable[Any] = node.values()
+            else:
+                children = node
+            below += [child for child in children if type(child) is dict or type(child) is list]
+        if not below:
+            return found
+        level = below
+    return None
 
 
 def nests_too_deeply(root: Any, limit: int = MAX_NESTING) -> bool:
-    """Whether JSON objects and arrays nest in ``root`` more than ``limit`` levels deep. Walked
-    without recursion: the schema may be as deep as a JSON parser allows."""
-    level: list[Any] = [root]
-    for _ in range(limit):
-        level = [child for node in level
-                 for child in (node.values() if isinstance(node, dict) else node)
-                 if isinstance(child, dict | list)]
-        if not level:
-            return False
-    return True
+    """Whether JSON objects and arrays nest in ``root`` more than ``limit`` levels deep."""
+    return _references_within(root, limit) is None
+
+
+def listing_problem(root: Schema) -> str | None:
+    """Why a listed tool's input schema cannot be offered (it nests past MAX_NESTING, or its
+    references loop), said as the warning that skips it; None when it can."""
+    references = _references_within(root, MAX_NESTING)
+    if references is None:
+        return f"its input schema nests deeper than {MAX_NESTING} levels"
+    loop = _loop_among(root, references) if references else None
+    return f"its input schema's references loop without end ({' -> '.join(loop)})" if loop else None
 
 
 def reference_loop(root: Schema) -> list[str] | None:
     """References that lead back to the first without ever descending into the value (``a`` is
     ``b``, ``b`` is ``a``), which a validator would follow until it runs out of stack; None when
     there is none. Recursion through ``properties`` or ``items`` is fine: it ends with the value."""
+    return _loop_among(root, _references_within(root, sys.getrecursionlimit()) or [])
+
+
+def _loop_among(root: Schema, references: list[str]) -> list[str] | None:
     following: dict[str, list[str]] = {}
 
     def next_of(ref: str) -> list[str]:
@@ -193,7 +206,7 @@ def reference_loop(root: Schema) -> list[str] | None:
         return following[ref]
 
     done: set[str] = set()
-    for start in _all_references(root):
+    for start in references:
         if start in done:
             continue
         path, on_path, branches = [start], {start}, [iter(next_of(start))]
