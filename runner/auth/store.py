@@ -28,6 +28,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from runner.manifest import AuthSpec, HttpServerSpec
 from runner.store.private import private_folder
+from runner.store.state_folder import user_state_root
 
 TOKEN_DIR_VARIABLE = "MCP_RUN_TOKEN_DIR"
 FILE_MODE = 0o600
@@ -39,8 +40,7 @@ def token_dir() -> Path:
     """The folder of token files (not created here)."""
     if configured := os.environ.get(TOKEN_DIR_VARIABLE):
         return Path(configured)
-    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "mcp-run" / "tokens"
+    return user_state_root(os.environ) / "tokens"
 
 
 def record_path(server_url: str, client: str) -> Path:
