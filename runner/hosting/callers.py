@@ -10,7 +10,8 @@ looked up in its own space, is one it never started: refused exactly as an unkno
 
 The tokens file maps each caller to its token, one ``caller: token`` line each (it is YAML: ``#``
 starts a comment, a token may be quoted). It must be readable by its owner alone (mode 0600):
-a file others can read is refused. Callers are named by letters, digits, ``_`` and ``-``.
+a file others can read is refused. Callers are named by letters, digits, ``_`` and ``-``
+(``MCP_RUN_TOKEN_DIR``, the OAuth token store's folder, names no caller).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import yaml
 from starlette.types import Scope
 
+from runner.auth.store import TOKEN_DIR_VARIABLE
 from runner.errors import ServeError
 
 TOKEN_VARIABLE_PREFIX = "MCP_RUN_TOKEN_"
@@ -102,7 +104,7 @@ def read_callers(tokens_file: Path | None, environ: Mapping[str, str]) -> Caller
         for caller, token, where in _file_entries(tokens_file):
             _add(found, caller, token, where)
     for variable in sorted(environ):
-        if variable.startswith(TOKEN_VARIABLE_PREFIX):
+        if variable.startswith(TOKEN_VARIABLE_PREFIX) and variable != TOKEN_DIR_VARIABLE:
             caller = variable.removeprefix(TOKEN_VARIABLE_PREFIX)
             _add(found, caller, environ[variable], f"the environment variable {variable}")
     by_token: dict[str, str | None] = {}

@@ -34,6 +34,7 @@ from runner.hosting.chat_completions.requests import (
 )
 from runner.hosting.chat_completions.turns import Answer, answer
 from runner.hosting.mcp.conversations import TurnScheduler, conversation_store
+from runner.task_groups import background_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +127,9 @@ class ChatCompletions:
         with anyio.CancelScope() as call:
             self._calls.add(call)
             try:
-                async with anyio.create_task_group() as watching:
+                async with background_tasks() as watching:
                     watching.start_soon(_cancel_when_gone, receive, call)
-                    try:
-                        await self._turn(runtime, thread, request, sending)
-                    finally:
-                        watching.cancel_scope.cancel()
+                    await self._turn(runtime, thread, request, sending)
             finally:
                 self._calls.discard(call)
                 if not self._calls:

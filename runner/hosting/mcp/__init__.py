@@ -26,7 +26,6 @@ from runner.agent.runtime import load_agent
 from runner.errors import ServeError
 from runner.events import Listening, ReloadEvent, ServeEvent, ServingStdio
 from runner.hosting.callers import NO_CALLERS, Callers
-from runner.hosting.chat_completions import API_PREFIX, ChatCompletions, unauthorized
 from runner.hosting.mcp.ask import ASK_TOOL, DEFAULT_ANSWER_WITHIN
 from runner.hosting.mcp.conversations import (
     DEFAULT_MAX_QUEUED,
@@ -129,7 +128,10 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
                                       input_ended=input_ended)
                 else:
-                    # The OpenAI-compatible API beside MCP: the agent is the model of its name.
+                    # The OpenAI-compatible API beside MCP: the agent is the model of its name. It
+                    # uses this package's conversations: imported here, where both are loaded.
+                    from runner.hosting.chat_completions import API_PREFIX, ChatCompletions, unauthorized
+
                     api = ChatCompletions(lambda: {runtime.manifest.name: runtime}, service.scheduler)
 
                     async def stop() -> None:
