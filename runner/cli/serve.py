@@ -1,4 +1,5 @@
-"""``mcp-run serve FILE``: the agent as an MCP server, over stdio or streamable HTTP.
+"""``mcp-run serve FILE``: the agent as an MCP server, over stdio or streamable HTTP (and there the
+OpenAI-compatible API beside it, :mod:`runner.hosting.chat_completions`).
 
 Everything meant for people goes to stderr: over stdio, stdout is the MCP wire. The command ends
 with 0 when the client closes stdin, 130 on Ctrl-C, 128+N on signal N (SIGTERM: 143); the
@@ -21,6 +22,7 @@ from runner.cli import EXIT_OK, main, reports_errors, stderr
 from runner.errors import ServeError
 from runner.events import ServeEvent
 from runner.hosting.callers import TOKEN_VARIABLE_PREFIX, Callers, read_callers
+from runner.hosting.chat_completions import API_PREFIX
 from runner.hosting.mcp import (
     DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
@@ -33,6 +35,7 @@ from runner.hosting.mcp import (
     parse_address,
     serve_agent,
 )
+from runner.hosting.mcp.http_wire import MCP_PATH
 from runner.manifest.basics import parse_duration
 from runner.servers import stop_on_signals
 
@@ -40,6 +43,9 @@ from runner.servers import stop_on_signals
 def _show(event: ServeEvent) -> None:
     if event["type"] == "listening":
         stderr.print(f"serving '{event['name']}' on {event['url']}", markup=False)
+        api = event["url"].removesuffix(MCP_PATH) + API_PREFIX.rstrip("/")
+        stderr.print(f"  and the OpenAI-compatible API on {api} (model '{event['name']}')", style="dim",
+                     markup=False)
     elif event["type"] == "ready":
         stderr.print(f"serving '{event['name']}' over stdio", style="dim", markup=False)
     elif event["type"] == "reload":
@@ -85,7 +91,8 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
           tokens_file: Path | None, watch: bool,
           max_turns: int, max_queued: int, stateless: bool, answer_within: str,
           session_idle_timeout: str | None, max_sessions: int | None) -> None:
-    """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
+    """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads
+    (over --http, also the OpenAI Chat Completions API under /v1)."""
     session_options = session_idle_timeout is not None or max_sessions is not None
     if address is None and (allow_remote or token_env or tokens_file or stateless or session_options):
         raise click.UsageError("--allow-remote, --token-env, --tokens-file, --stateless, "
