@@ -184,12 +184,12 @@ async def test_errors_come_in_the_shape_the_openai_client_reads(tmp_path: Path) 
 
 
 @pytest.mark.usefixtures("closed_openai_clients")
-async def test_a_second_turn_on_a_busy_conversation_gets_429_and_a_disconnect_cancels_the_turn(
+async def test_a_turn_past_the_bounds_gets_429_and_a_disconnect_cancels_the_turn(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:
     log, url = gates
     manifest = write_served_agent(tmp_path, url)
-    with http_agent(manifest) as served:
+    with http_agent(manifest, "--max-turns", "1", "--max-queued", "0") as served:
         base = served.url.removesuffix("/mcp")
         hold = call_message("gates__hold", key="k")
         request = json.dumps({"model": "served", "stream": True,
@@ -205,6 +205,10 @@ async def test_a_second_turn_on_a_busy_conversation_gets_429_and_a_disconnect_ca
                                                          messages=[{"role": "user", "content": "hello"}])
                 assert busy.value.code == "rate_limit_exceeded"
                 assert "one turn at a time" in busy.value.message
+                with pytest.raises(openai.RateLimitError) as full:  # another conversation: no slot left
+                    await client.chat.completions.create(model="served", extra_headers={THREAD: "other"},
+                                                         messages=[{"role": "user", "content": "hello"}])
+                assert "the agent is busy" in full.value.message and "--max-turns 1" in full.value.message
         finally:
             streaming.kill()  # the caller goes away mid-stream
             with anyio.fail_after(LIMIT):
