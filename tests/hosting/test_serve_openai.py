@@ -5,6 +5,7 @@ errors in the shape the client reads, and a caller that disconnects cancels its 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,24 @@ async def test_a_turn_past_the_bounds_gets_429_and_a_disconnect_cancels_the_turn
                 messages=[{"role": "user", "content": call_message("gates__note", text="after")}])
     assert again.choices[0].message.content == "gates__note returned: noted after"
     assert "leave k" not in log.log
+
+
+@pytest.mark.usefixtures("closed_openai_clients")
+async def test_a_streamed_turn_running_when_the_agent_stops_hears_why_and_the_stream_ends(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    with http_agent(manifest) as served:
+        with anyio.fail_after(LIMIT):
+            stream = await openai_api(served.url).chat.completions.create(
+                model="served", stream=True,
+                messages=[{"role": "user", "content": call_message("gates__hold", key="s")}])
+            await anyio.to_thread.run_sync(log.wait_for, "enter s")
+            served.process.send_signal(signal.SIGTERM)
+            with pytest.raises(openai.APIError) as stopped:
+                async for _ in stream:
+                    pass
+            assert "the agent is stopping" in stopped.value.message
+            assert await anyio.to_thread.run_sync(served.process.wait) == 128 + signal.SIGTERM
+    assert "cancelled s" in log.log
