@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import ServeError
+from runner.errors import ApiRequestError, ServeError
 from runner.hosting.callers import Callers, read_callers, thread_in_space, thread_seen_by
-from runner.hosting.chat_completions.requests import RequestError, parse_chat_request
+from runner.hosting.chat_completions.requests import parse_chat_request
 
 
 def tokens(folder: Path, text: str, mode: int = 0o600) -> Path:
@@ -80,6 +80,6 @@ def test_with_a_thread_only_the_last_message_is_sent_without_one_all_of_them() -
     (b'{"model": "m", "messages": []}', "messages"),
 ])
 def test_a_bad_request_is_located_at_its_parameter(body: bytes, param: str) -> None:
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ApiRequestError) as refused:
         parse_chat_request(body, None)
     assert refused.value.status == 400 and refused.value.param == param

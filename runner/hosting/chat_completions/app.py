@@ -27,10 +27,11 @@ from runner.errors import BusyError, CheckpointerError, RunnerError
 from runner.hosting.callers import caller_of, thread_in_space
 from runner.hosting.chat_completions.requests import (
     THREAD_HEADER,
+    ApiRequestError,
     ChatRequest,
-    RequestError,
     error_body,
     parse_chat_request,
+    refusal_body,
 )
 from runner.hosting.chat_completions.turns import Answer, answer
 from runner.hosting.mcp.conversations import TurnScheduler, conversation_store
@@ -91,10 +92,10 @@ class ChatCompletions:
                 _allow(method, "POST")
                 await self._complete(scope, receive, send)
             else:
-                raise RequestError(f"no such endpoint {path}: this API has GET /v1/models and POST "
-                                   "/v1/chat/completions", status=404, code="unknown_url")
-        except RequestError as exc:
-            await _json(send, exc.status, exc.body())
+                raise ApiRequestError(f"no such endpoint {path}: this API has GET /v1/models and POST "
+                                      "/v1/chat/completions", status=404, code="unknown_url")
+        except ApiRequestError as exc:
+            await _json(send, exc.status, refusal_body(exc))
 
     def _model(self, name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": self.created, "owned_by": OWNER}
@@ -103,8 +104,9 @@ class ChatCompletions:
         runtime = self.agents().get(name)
         if runtime is None:
             known = ", ".join(self.agents()) or "none"
-            raise RequestError(f"the model {json.dumps(name)[:80]} does not exist: the models here are the "
-                               f"agents served ({known})", status=404, code="model_not_found", param=param)
+            raise ApiRequestError(f"the model {json.dumps(name)[:80]} does not exist: the models here are "
+                                  f"the agents served ({known})", status=404, code="model_not_found",
+                                  param=param)
         return runtime
 
     async def _complete(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -115,7 +117,7 @@ class ChatCompletions:
         request = parse_chat_request(raw, None if header is None else header.decode("latin-1"))
         runtime = self._runtime(request.model)
         if self._stopping:
-            raise RequestError(STOPPING, status=503, type="server_error", code="stopping")
+            raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
         thread = thread_in_space(caller_of(scope), request.thread or f"chat-{uuid.uuid4().hex}")
         started = False
 
@@ -138,7 +140,7 @@ class ChatCompletions:
                 if request.thread is None:  # the request's own conversation: nobody comes back to it
                     await _forget(runtime, thread)
         if call.cancelled_caught and self._stopping and not started:
-            raise RequestError(STOPPING, status=503, type="server_error", code="stopping")
+            raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
 
     async def _turn(self, runtime: Runtime, thread: str, request: ChatRequest, send: Send) -> None:
         try:
@@ -149,10 +151,10 @@ class ChatCompletions:
                 with conversation_store():
                     result = await answer(runtime, thread, request.messages, _ignore)
         except BusyError as exc:
-            raise RequestError(str(exc), status=429, type="rate_limit_error",
-                               code="rate_limit_exceeded") from exc
+            raise ApiRequestError(str(exc), status=429, type="rate_limit_error",
+                                  code="rate_limit_exceeded") from exc
         except RunnerError as exc:  # the model or the checkpointer failed
-            raise RequestError(str(exc), status=500, type="server_error") from exc
+            raise ApiRequestError(str(exc), status=500, type="server_error") from exc
         await _json(send, 200, _completion(request, runtime.manifest.name, result),
                     thread=request.thread)
 
@@ -232,8 +234,8 @@ async def _ignore(text: str) -> None:
 
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
-        raise RequestError(f"method {method} is not allowed here: use {allowed}", status=405,
-                           code="method_not_allowed")
+        raise ApiRequestError(f"method {method} is not allowed here: use {allowed}", status=405,
+                              code="method_not_allowed")
 
 
 async def _body(receive: Receive) -> bytes | None:
@@ -247,8 +249,8 @@ async def _body(receive: Receive) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
-            raise RequestError(f"the request body is larger than {MAX_BODY} bytes", status=413,
-                               code="request_too_large")
+            raise ApiRequestError(f"the request body is larger than {MAX_BODY} bytes", status=413,
+                                  code="request_too_large")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

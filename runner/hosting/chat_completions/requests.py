@@ -21,27 +21,16 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from runner.errors import ServeError
+from runner.errors import ApiRequestError, ServeError
 from runner.hosting.mcp.conversations import checked_thread_id
 
 THREAD_HEADER = "x-mcp-run-thread"
 SYSTEM_ROLES = ("system", "developer")
 
 
-class RequestError(ServeError):
-    """A request the API refuses: ``status``, OpenAI's error ``type`` and ``code``, and the
-    ``param`` at fault (``messages[2].role``), all in the error body clients read."""
-
-    def __init__(self, message: str, *, status: int = 400, type: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type
-        self.code = code
-        self.param = param
-
-    def body(self) -> dict[str, Any]:
-        return error_body(str(self), type=self.type, code=self.code, param=self.param)
+def refusal_body(error: ApiRequestError) -> dict[str, Any]:
+    """The body of a refusal, as OpenAI's clients read it."""
+    return error_body(str(error), type=error.type, code=error.code, param=error.param)
 
 
 def error_body(message: str, *, type: str, code: str | None = None,
@@ -59,26 +48,27 @@ class ChatRequest:
 
 
 def parse_chat_request(raw: bytes, thread_header: str | None) -> ChatRequest:
-    """The request of body ``raw``; RequestError (400) says what is wrong, and where."""
+    """The request of body ``raw``; ApiRequestError (400) says what is wrong, and where."""
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(f"the request body is not JSON: {exc}") from exc
+        raise ApiRequestError(f"the request body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
-        raise RequestError(f"the request body must be a JSON object, got {_type(body)}")
+        raise ApiRequestError(f"the request body must be a JSON object, got {_type(body)}")
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise RequestError("model is missing: name the agent (GET /v1/models lists them)", param="model")
+        raise ApiRequestError("model is missing: name the agent (GET /v1/models lists them)", param="model")
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
-        raise RequestError(f"stream must be true or false, got {_type(stream)}", param="stream")
+        raise ApiRequestError(f"stream must be true or false, got {_type(stream)}", param="stream")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
-        raise RequestError(f"stream_options must be an object, got {_type(options)}", param="stream_options")
+        raise ApiRequestError(f"stream_options must be an object, got {_type(options)}",
+                              param="stream_options")
     include_usage = options.get("include_usage", False)
     if not isinstance(include_usage, bool):
-        raise RequestError("stream_options.include_usage must be true or false",
-                           param="stream_options.include_usage")
+        raise ApiRequestError("stream_options.include_usage must be true or false",
+                              param="stream_options.include_usage")
     thread = _thread(body, thread_header)
     messages = _messages(body.get("messages"))
     return ChatRequest(model=model, messages=messages[-1:] if thread else messages, thread=thread,
@@ -90,52 +80,52 @@ def _thread(body: dict[str, Any], header: str | None) -> str | None:
         try:
             return checked_thread_id(header)
         except ServeError as exc:
-            raise RequestError(f"the {THREAD_HEADER} header: {exc}", param=THREAD_HEADER) from exc
+            raise ApiRequestError(f"the {THREAD_HEADER} header: {exc}", param=THREAD_HEADER) from exc
     user = body.get("user")
     if user is None:
         return None
     try:
         return checked_thread_id(user)
     except ServeError as exc:
-        raise RequestError(f"user (the conversation's thread): {exc}", param="user") from exc
+        raise ApiRequestError(f"user (the conversation's thread): {exc}", param="user") from exc
 
 
 def _messages(value: Any) -> list[BaseMessage]:
     if value is None:
-        raise RequestError("messages is missing: a list of {role, content}, the last one the user's",
-                           param="messages")
+        raise ApiRequestError("messages is missing: a list of {role, content}, the last one the user's",
+                              param="messages")
     if not isinstance(value, list) or not value:
         got = "an empty one" if value == [] else _type(value)
-        raise RequestError(f"messages must be a non-empty list, got {got}", param="messages")
+        raise ApiRequestError(f"messages must be a non-empty list, got {got}", param="messages")
     messages: list[BaseMessage] = []
     for index, entry in enumerate(value):
         where = f"messages[{index}]"
         if not isinstance(entry, dict):
-            raise RequestError(f"{where} must be an object {{role, content}}, got {_type(entry)}",
-                               param=where)
+            raise ApiRequestError(f"{where} must be an object {{role, content}}, got {_type(entry)}",
+                                  param=where)
         role = entry.get("role")
         text = _text(entry.get("content"), f"{where}.content")
         if role in SYSTEM_ROLES:
             if any(not isinstance(earlier, SystemMessage) for earlier in messages):
-                raise RequestError(f"{where}: a {role} message comes only before the conversation's first "
-                                   "user or assistant message", param=f"{where}.role")
+                raise ApiRequestError(f"{where}: a {role} message comes only before the conversation's first "
+                                      "user or assistant message", param=f"{where}.role")
             messages.append(SystemMessage(text))
         elif role == "user":
             messages.append(HumanMessage(text))
         elif role == "assistant":
             if entry.get("tool_calls") or entry.get("function_call"):
-                raise RequestError(f"{where}: tool calls are the agent's own: an assistant message here "
-                                   "holds text only", param=f"{where}.tool_calls")
+                raise ApiRequestError(f"{where}: tool calls are the agent's own: an assistant message here "
+                                      "holds text only", param=f"{where}.tool_calls")
             messages.append(AIMessage(text))
         elif role in ("tool", "function"):
-            raise RequestError(f"{where}: the role {role} is not taken: the agent calls its own tools",
-                               param=f"{where}.role")
+            raise ApiRequestError(f"{where}: the role {role} is not taken: the agent calls its own tools",
+                                  param=f"{where}.role")
         else:
-            raise RequestError(f"{where}.role must be system, developer, user or assistant, got "
-                               f"{json.dumps(role)[:40]}", param=f"{where}.role")
+            raise ApiRequestError(f"{where}.role must be system, developer, user or assistant, got "
+                                  f"{json.dumps(role)[:40]}", param=f"{where}.role")
     if not isinstance(messages[-1], HumanMessage):
-        raise RequestError(f"messages[{len(messages) - 1}]: the last message must be the user's",
-                           param=f"messages[{len(messages) - 1}].role")
+        raise ApiRequestError(f"messages[{len(messages) - 1}]: the last message must be the user's",
+                              param=f"messages[{len(messages) - 1}].role")
     return messages
 
 
@@ -147,11 +137,12 @@ def _text(content: Any, where: str) -> str:
         for index, part in enumerate(content):
             text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
             if not isinstance(text, str):
-                raise RequestError(f"{where}[{index}]: only text parts ({{type: text, text}}) are taken",
-                                   param=f"{where}[{index}]")
+                raise ApiRequestError(f"{where}[{index}]: only text parts ({{type: text, text}}) are taken",
+                                      param=f"{where}[{index}]")
             parts.append(text)
         return "\n".join(parts)
-    raise RequestError(f"{where} must be a string or a list of text parts, got {_type(content)}", param=where)
+    raise ApiRequestError(f"{where} must be a string or a list of text parts, got {_type(content)}",
+                          param=where)
 
 
 def _type(value: Any) -> str:
