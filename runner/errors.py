@@ -25,7 +25,8 @@
     ├── CaseSaveError              a chat thread cannot be saved as an eval case (``/save``)
     └── ServeError                 a request to the served agent cannot be taken (``mcp-run serve``)
         ├── BusyError              too many turns running and waiting: the caller may try again later
-        └── AskError               the request itself is wrong (empty message, bad thread id, ...)
+        ├── AskError               the request itself is wrong (empty message, bad thread id, ...)
+        └── ApiRequestError        an HTTP API request refused: its status, OpenAI's error type, code, param
 
 Foreign exceptions (yaml, pydantic, mcp, httpx, anyio) are translated into this tree at one place
 per boundary and chained with ``raise ... from exc``; for everything said to or by an MCP server
@@ -258,3 +259,17 @@ class BusyError(ServeError):
 
 class AskError(ServeError):
     """The request itself is wrong: an empty message, a malformed thread id, a stale answer."""
+
+
+class ApiRequestError(ServeError):
+    """A request to the OpenAI-compatible API refused: ``status`` (HTTP), OpenAI's error ``type``
+    and ``code``, and the ``param`` at fault (``messages[2].role``), all in the error body its
+    clients read."""
+
+    def __init__(self, message: str, *, status: int = 400, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.code = code
+        self.param = param

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+import openai
 from builders import ROOT, SERVERS, write_manifest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -142,3 +143,21 @@ def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None,
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
+
+
+OPENAI_CLIENTS: list[openai.AsyncOpenAI] = []
+
+
+def openai_api(url: str, token: str = "unused") -> openai.AsyncOpenAI:
+    """The official ``openai`` client on the agent served at ``url`` (its MCP URL), without
+    retries (a refusal is seen as it comes); closed when the test ends (one using the fixture
+    ``closed_openai_clients``)."""
+    client = openai.AsyncOpenAI(base_url=url.removesuffix("/mcp") + "/v1", api_key=token, max_retries=0,
+                                timeout=60.0)
+    OPENAI_CLIENTS.append(client)
+    return client
+
+
+async def close_openai_clients() -> None:
+    while OPENAI_CLIENTS:
+        await OPENAI_CLIENTS.pop().close()

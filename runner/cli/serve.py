@@ -1,4 +1,5 @@
-"""``mcp-run serve FILE``: the agent as an MCP server, over stdio or streamable HTTP.
+"""``mcp-run serve FILE``: the agent as an MCP server, over stdio or streamable HTTP (and there the
+OpenAI-compatible API beside it, :mod:`runner.hosting.chat_completions`).
 
 Everything meant for people goes to stderr: over stdio, stdout is the MCP wire. The command ends
 with 0 when the client closes stdin, 130 on Ctrl-C, 128+N on signal N (SIGTERM: 143); the
@@ -12,12 +13,16 @@ import gc
 import os
 import signal
 import sys
+from pathlib import Path
 
 import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.errors import ServeError
 from runner.events import ServeEvent
+from runner.hosting.callers import TOKEN_VARIABLE_PREFIX, Callers, read_callers
+from runner.hosting.chat_completions import API_PREFIX
 from runner.hosting.mcp import (
     DEFAULT_ANSWER_WITHIN,
     DEFAULT_MAX_QUEUED,
@@ -30,6 +35,7 @@ from runner.hosting.mcp import (
     parse_address,
     serve_agent,
 )
+from runner.hosting.mcp.http_wire import MCP_PATH
 from runner.manifest.basics import parse_duration
 from runner.servers import stop_on_signals
 
@@ -37,6 +43,9 @@ from runner.servers import stop_on_signals
 def _show(event: ServeEvent) -> None:
     if event["type"] == "listening":
         stderr.print(f"serving '{event['name']}' on {event['url']}", markup=False)
+        api = event["url"].removesuffix(MCP_PATH) + API_PREFIX.rstrip("/")
+        stderr.print(f"  and the OpenAI-compatible API on {api} (model '{event['name']}')", style="dim",
+                     markup=False)
     elif event["type"] == "ready":
         stderr.print(f"serving '{event['name']}' over stdio", style="dim", markup=False)
     elif event["type"] == "reload":
@@ -56,6 +65,9 @@ def _show(event: ServeEvent) -> None:
               help="Allow --http on an address other than loopback (needs a bearer token).")
 @click.option("--token-env", metavar="VAR",
               help="Require the bearer token held by environment variable VAR on every HTTP request.")
+@click.option("--tokens-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+              help="Callers kept apart: 'caller: token' lines (mode 0600), each token naming its caller, "
+                   "who sees only its own threads; MCP_RUN_TOKEN_<CALLER> variables add callers too.")
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=DEFAULT_MAX_TURNS, show_default=True,
               help="Turns that run at once (over all conversations).")
@@ -75,14 +87,16 @@ def _show(event: ServeEvent) -> None:
               help=f"HTTP sessions open at once; past that a new one is refused with an error naming "
                    f"this option [default: {DEFAULT_MAX_SESSIONS}].")
 @reports_errors
-def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
+def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None,
+          tokens_file: Path | None, watch: bool,
           max_turns: int, max_queued: int, stateless: bool, answer_within: str,
           session_idle_timeout: str | None, max_sessions: int | None) -> None:
-    """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
+    """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads
+    (over --http, also the OpenAI Chat Completions API under /v1)."""
     session_options = session_idle_timeout is not None or max_sessions is not None
-    if address is None and (allow_remote or token_env or stateless or session_options):
-        raise click.UsageError("--allow-remote, --token-env, --stateless, --session-idle-timeout and "
-                               "--max-sessions apply to --http only")
+    if address is None and (allow_remote or token_env or tokens_file or stateless or session_options):
+        raise click.UsageError("--allow-remote, --token-env, --tokens-file, --stateless, "
+                               "--session-idle-timeout and --max-sessions apply to --http only")
     if stateless and session_options:
         raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
                                "--stateless does without")
@@ -92,12 +106,20 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
         if not token:
             raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
                                      param_hint="--token-env")
+    # Over stdio there is one caller, whoever started the process: tokens are HTTP's.
+    try:
+        callers = Callers() if address is None else read_callers(tokens_file, os.environ)
+    except ServeError as exc:  # a bad tokens file or variable is bad input
+        raise click.UsageError(str(exc)) from exc
+    if token is not None and callers:
+        raise click.UsageError("--token-env serves one caller; callers kept apart come from --tokens-file "
+                               f"and {TOKEN_VARIABLE_PREFIX}<CALLER> variables: use one or the other")
     if address is None:
         http = None
     else:
         try:
             http = parse_address(address)
-            check_binding(http, allow_remote=allow_remote, token=token)
+            check_binding(http, allow_remote=allow_remote, token=token or callers)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--http") from exc
     answer_seconds = _duration(answer_within, "--answer-within")
@@ -105,8 +127,8 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
         idle_timeout=(DEFAULT_SESSION_IDLE_TIMEOUT if session_idle_timeout is None
                       else _duration(session_idle_timeout, "--session-idle-timeout")),
         limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
-    options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
-                           watch=watch, max_turns=max_turns, max_queued=max_queued,
+    options = ServeOptions(http=http, token=token, callers=callers, allow_remote=allow_remote,
+                           stateless=stateless, watch=watch, max_turns=max_turns, max_queued=max_queued,
                            answer_within=answer_seconds, sessions=sessions)
     code = anyio.run(_until_signalled, file, options)
     # Stopped, and the exit code known: a signal now has nothing left to stop.

@@ -212,7 +212,7 @@ async def test_a_hurried_http_stop_waits_for_no_running_turn_yet_ends_the_apps_l
     async def serve(scope: anyio.CancelScope) -> None:
         with scope:
             await serve_http(Server("hurried", lifespan=lifespan), bind(parse_address("127.0.0.1:0")),
-                             token=None, on_ready=lambda url: ready.set(), on_stop=stop_turns, hurry=hurry)
+                             on_ready=lambda url: ready.set(), on_stop=stop_turns, hurry=hurry)
         ended.set()
 
     serving = anyio.CancelScope()

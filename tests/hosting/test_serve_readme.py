@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shlex
+import stat
+import sys
 from pathlib import Path
 
 import anyio
@@ -102,3 +104,54 @@ async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main
             events = [event async for event in stream_turn(runtime, message)]
     [final] = [event for event in events if event["type"] == "final"]
     assert final["text"] == f"{key}__ask returned: notes__calculate returned: 42"
+
+
+def openai_section() -> str:
+    return serving().split("### Serving over the OpenAI API", 1)[1].split("\n### ", 1)[0]
+
+
+def on_port(text: str, url: str) -> str:
+    """``text`` with the README's address replaced by the served agent's."""
+    return text.replace("http://127.0.0.1:8000", url.removesuffix("/mcp"))
+
+
+async def test_the_openai_api_commands_run_as_written(bundled: Path) -> None:
+    section = openai_section()
+    [curl_line] = [line for block in blocks("") for line in block.splitlines()
+                   if line.startswith("curl ") and line in section]
+    [snippet] = [block for block in blocks("python") if "from openai import OpenAI" in block]
+    served_options = shlex.split(shown_serve_commands()[0])  # the section opens with the plain command
+    with http_agent(bundled / "agent.yaml") as served:
+        with anyio.fail_after(LIMIT):
+            answered = await anyio.run_process(["bash", "-c", on_port(curl_line, served.url)])
+            streamed = await anyio.run_process([sys.executable, "-c", on_port(snippet, served.url)])
+    reply = json.loads(answered.stdout)
+    assert reply["choices"][0]["message"]["content"] == "notes__calculate returned: 42"
+    assert streamed.stdout.decode().splitlines() == ["notes__calculate returned: 42", "0 tokens"]
+    assert served_options[:2] == ["mcp-run", "serve"]
+
+
+async def test_the_tokens_file_recipe_serves_each_caller_with_its_own_token(bundled: Path) -> None:
+    section = serving().split("### Callers kept apart", 1)[1].split("\n### ", 1)[0]
+    [recipe] = [block for block in blocks("") if "--tokens-file" in block and block in section]
+    writing, serving_line = recipe.strip().splitlines()
+    await anyio.run_process(["bash", "-c", writing], cwd=bundled)
+    tokens = bundled / "tokens.yaml"
+    assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
+    alice = yaml.safe_load(tokens.read_text())["alice"]
+    words = shlex.split(serving_line)[2:]
+    words[words.index("--http") + 1] = "127.0.0.1:0"
+    manifest, *options = words
+    http_options = [str(bundled / word) if word == tokens.name else word  # the command runs in bundled/
+                    for word in options if word not in ("--http", "127.0.0.1:0")]
+    with http_agent(bundled / manifest, *http_options) as served:
+        models = served.url.removesuffix("/mcp") + "/v1/models"
+        with anyio.fail_after(LIMIT):
+            as_alice = await anyio.run_process(["curl", "-sS", "-H", f"Authorization: Bearer {alice}",
+                                                models])
+            nobody = await anyio.run_process(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", models])
+            async with http_client(served.url, token=alice) as client:
+                result = await client.call_tool("ask", {"message": CALCULATE})
+    assert [model["id"] for model in json.loads(as_alice.stdout)["data"]] == ["notes-assistant"]
+    assert nobody.stdout == b"401"
+    assert text_of(result) == "notes__calculate returned: 42"

@@ -25,6 +25,7 @@ from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.errors import ServeError
 from runner.events import Listening, ReloadEvent, ServeEvent, ServingStdio
+from runner.hosting.callers import NO_CALLERS, Callers
 from runner.hosting.mcp.ask import ASK_TOOL, DEFAULT_ANSWER_WITHIN
 from runner.hosting.mcp.conversations import (
     DEFAULT_MAX_QUEUED,
@@ -57,6 +58,7 @@ __all__ = [
     "THREAD_TEMPLATE",
     "Address",
     "AgentService",
+    "Callers",
     "ServeOptions",
     "Sessions",
     "TurnScheduler",
@@ -70,11 +72,13 @@ Events = Callable[[ServeEvent], None]
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request.
+    """How to serve: ``http`` None means stdio. ``token`` is required by every HTTP request; or
+    ``callers``, each named by its own token (:mod:`runner.hosting.callers`), not both.
     ``sessions``: how long 2025-11-25 callers' HTTP sessions last idle, and how many may be open."""
 
     http: Address | None = None
     token: str | None = None
+    callers: Callers = NO_CALLERS
     allow_remote: bool = False
     stateless: bool = False
     watch: bool = False
@@ -97,9 +101,13 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
     The agent's servers are stopped on the way out, however it ends.
     """
     sock = None
+    if options.token and options.callers:
+        raise ServeError("serve with one token (--token-env) or with callers' tokens (--tokens-file, "
+                         "MCP_RUN_TOKEN_<CALLER>), not both")
+    callers = options.callers or Callers.one(options.token)
     if options.http is not None:
         try:
-            check_binding(options.http, allow_remote=options.allow_remote, token=options.token)
+            check_binding(options.http, allow_remote=options.allow_remote, token=callers)
         except ValueError as exc:
             raise ServeError(str(exc)) from exc
         sock = bind(options.http)  # before the servers start: a taken port fails at once
@@ -120,11 +128,23 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
                                       input_ended=input_ended)
                 else:
-                    await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
-                                     sessions=options.sessions,
+                    # The OpenAI-compatible API beside MCP: the agent is the model of its name. It
+                    # uses this package's conversations: imported here, where both are loaded.
+                    from runner.hosting.chat_completions import API_PREFIX, ChatCompletions, unauthorized
+
+                    api = ChatCompletions(lambda: {runtime.manifest.name: runtime}, service.scheduler)
+
+                    async def stop() -> None:
+                        async with anyio.create_task_group() as stopping:
+                            stopping.start_soon(service.stop)
+                            stopping.start_soon(api.stop)
+
+                    await serve_http(service.server, sock, callers=callers, stateless=options.stateless,
+                                     sessions=options.sessions, also={API_PREFIX: api},
+                                     refusals={API_PREFIX: unauthorized()},
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
                                                                              name=runtime.manifest.name)),
-                                     on_stop=service.stop, hurry=hurry)
+                                     on_stop=stop, hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:

@@ -40,6 +40,7 @@ from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.errors import AskError, RunnerError
 from runner.events import Event, FinalAnswer, Question, is_question, question
+from runner.hosting.callers import caller_of, thread_in_space
 from runner.hosting.mcp.conversations import (
     THREAD_PATTERN,
     TurnScheduler,
@@ -253,21 +254,23 @@ class AskHandler:
         try:
             request = parse_ask(params.arguments)
             message: str | Command
+            caller = caller_of(ctx.request.scope if isinstance(ctx.request, Request) else None)
             with conversation_store():
                 if params.input_responses or params.request_state:
-                    thread, message = await self._answered(params)
+                    thread, message = await self._answered(params, caller)
                     new = False
                 elif request.thread is None:
                     thread, message, new = uuid.uuid4().hex, request.message, True
                 else:
                     thread, message = request.thread, request.message
-                    new = not await thread_started(self.runtime, thread)
-                return await self._turn(ctx, thread, message, new=new)
+                    new = not await thread_started(self.runtime, thread_in_space(caller, thread))
+                return await self._turn(ctx, thread, message, new=new, caller=caller)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 
-    async def _answered(self, params: types.CallToolRequestParams) -> tuple[str, Command]:
-        """A retried call carrying the caller's answer: the thread and the resume command."""
+    async def _answered(self, params: types.CallToolRequestParams, caller: str | None) -> tuple[str, Command]:
+        """A retried call carrying the caller's answer: the thread and the resume command (the
+        thread named by the state is looked up among the caller's own)."""
         thread, key = _read_state_token(params.request_state)
         asked_here = self._asked.pop(params.request_state or "", None)
         response = (params.input_responses or {}).get(QUESTION_KEY)
@@ -277,7 +280,7 @@ class AskHandler:
             answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
         except ValidationError as exc:
             raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
-        state = await self.runtime.graph.aget_state(self.runtime.config(thread))
+        state = await self.runtime.graph.aget_state(self.runtime.config(thread_in_space(caller, thread)))
         for pending in state.interrupts:
             event = question(pending.value)
             if question_key(event) == key:
@@ -295,15 +298,16 @@ class AskHandler:
             del self._asked[known]
         self._asked[token] = now
 
-    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool
-                    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool,
+                    caller: str | None) -> types.CallToolResult | types.InputRequiredResult:
         progress = _Progress(ctx)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
-        async with self.scheduler.turn(thread, waiting=progress.note):
+        stored = thread_in_space(caller, thread)
+        async with self.scheduler.turn(stored, waiting=progress.note):
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
-                async for event in stream_turn(self.runtime, message, thread_id=thread):
+                async for event in stream_turn(self.runtime, message, thread_id=stored):
                     if is_question(event):
                         pending = event
                     elif event["type"] == "final":

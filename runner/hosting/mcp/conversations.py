@@ -195,7 +195,14 @@ class TurnScheduler:
         )
 
     @asynccontextmanager
-    async def turn(self, thread_id: str, *, waiting: Waiting | None = None) -> AsyncIterator[None]:
+    async def turn(self, thread_id: str, *, waiting: Waiting | None = None,
+                   queue_on_thread: bool = True) -> AsyncIterator[None]:
+        """The thread's turn, once its earlier turns are done and a slot is free. Refused
+        (BusyError) past the bound, and, without ``queue_on_thread``, while another turn of
+        the thread runs or waits."""
+        if not queue_on_thread and thread_id in self._threads:
+            raise BusyError("an earlier turn of this conversation is still running: one turn at a time "
+                            "per conversation; try again when it has answered")
         if self._admitted >= self.max_turns + self.max_queued:
             raise self._busy()
         self._admitted += 1

@@ -29,9 +29,11 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from starlette.requests import Request
 
 from runner.agent.runtime import Runtime
 from runner.errors import PromptError, RunnerError, ServeError
+from runner.hosting.callers import caller_of, thread_in_space, thread_seen_by
 from runner.hosting.mcp.ask import (
     ASK_INPUT_SCHEMA,
     ASK_TOOL,
@@ -52,6 +54,11 @@ from runner.hosting.mcp.conversations import (
 )
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
+
+
+def _caller(ctx: ServerRequestContext[Any]) -> str | None:
+    """The caller of a request (its token's; over stdio, the one caller)."""
+    return caller_of(ctx.request.scope if isinstance(ctx.request, Request) else None)
 
 
 def _package_version() -> str:
@@ -188,7 +195,9 @@ class AgentService:
                 threads = await listed_threads(self.runtime)
         except RunnerError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
-        return types.ListResourcesResult(resources=[thread_resource(thread) for thread in threads])
+        caller = _caller(ctx)  # a caller lists its own threads only
+        seen = [thread_seen_by(caller, thread) for thread in threads]
+        return types.ListResourcesResult(resources=[thread_resource(thread) for thread in seen if thread])
 
     async def _list_resource_templates(self, ctx: ServerRequestContext[Any], params: Any
                                        ) -> types.ListResourceTemplatesResult:
@@ -203,7 +212,7 @@ class AgentService:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from exc
         try:
             with conversation_store():
-                messages = await thread_messages(self.runtime, thread)
+                messages = await thread_messages(self.runtime, thread_in_space(_caller(ctx), thread))
         except RunnerError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         if messages is None:

@@ -1,7 +1,8 @@
 """Where the served agent listens: streamable HTTP on HOST:PORT (stdin/stdout: :mod:`.stdio`).
 
-Over HTTP, a bearer token (when given) is required on every request: a request without it, or
-with another one, gets 401 before it reaches the MCP server. Binding to an address other than
+Over HTTP, a bearer token (when given; one of the callers' tokens, :mod:`runner.hosting.callers`)
+is required on every request: a request without one, or with another one, gets 401 before it
+reaches the MCP server (or the OpenAI-compatible API served beside it). Binding to an address other than
 loopback is the caller's decision (:func:`check_binding`): it needs ``allow_remote`` and a token.
 
 With sessions (2025-11-25 callers, served without ``stateless``), a session with no request in
@@ -14,12 +15,11 @@ The server ends when its block is cancelled (a signal), once the open requests a
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner import sdk
 from runner.errors import ServeError
+from runner.hosting.callers import CALLER_KEY, NO_CALLERS, Callers
 from runner.hosting.mcp.malformed import buffered, refuse_malformed, usable_id
 
 DEFAULT_HOST = "127.0.0.1"
@@ -74,8 +75,9 @@ def parse_address(text: str) -> Address:
     return Address(host, int(port))
 
 
-def check_binding(address: Address, *, allow_remote: bool, token: str | None) -> None:
-    """Refuse a non-loopback address unless remote callers are allowed and a token is required."""
+def check_binding(address: Address, *, allow_remote: bool, token: str | Callers | None) -> None:
+    """Refuse a non-loopback address unless remote callers are allowed and a token is required
+    (``token``: the one token, or the callers' tokens)."""
     if address.loopback:
         return
     if not allow_remote:
@@ -108,23 +110,44 @@ class Sessions:
 # --------------------------------------------------------------------------- HTTP
 
 
-def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
-    """``app`` behind a bearer token: other HTTP requests get 401 (the token is never echoed)."""
-    expected = token.encode()
+def require_bearer(app: ASGIApp, callers: Callers, *,
+                   refusals: Mapping[str, ASGIApp] | None = None) -> ASGIApp:
+    """``app`` behind bearer tokens: other HTTP requests get 401 (the token is never echoed). A
+    request with a known token goes on with its caller in its scope
+    (:func:`runner.hosting.callers.caller_of`).
+    ``refusals`` answers the 401 of the paths under a prefix in their own API's shape."""
+    mcp_refusal = JSONResponse(
+        {"error": "invalid_token", "error_description": "a valid bearer token is required"},
+        status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-run"'})
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             header = dict(scope["headers"]).get(b"authorization", b"")
             scheme, _, given = header.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), expected):
-                refusal = JSONResponse(
-                    {"error": "invalid_token", "error_description": "a valid bearer token is required"},
-                    status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-run"'})
+            known, caller = callers.caller(given.strip())
+            if scheme.lower() != b"bearer" or not known:
+                refusal = next((answer for prefix, answer in (refusals or {}).items()
+                                if scope["path"].startswith(prefix)), mcp_refusal)
                 await refusal(scope, receive, send)
                 return
+            scope = {**scope, CALLER_KEY: caller}
         await app(scope, receive, send)
 
     return guarded
+
+
+def by_path(app: ASGIApp, routes: Mapping[str, ASGIApp]) -> ASGIApp:
+    """``app``, but the requests whose path starts with a prefix of ``routes`` go to its app."""
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for prefix, other in routes.items():
+                if scope["path"].startswith(prefix):
+                    await other(scope, receive, send)
+                    return
+        await app(scope, receive, send)
+
+    return routed
 
 
 def posts_only(app: ASGIApp, path: str) -> ASGIApp:
@@ -282,8 +305,10 @@ def http_url(sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
 
 
-async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
-                     sessions: Sessions = Sessions(),
+async def serve_http(server: Server[Any], sock: socket.socket, *, callers: Callers = NO_CALLERS,
+                     stateless: bool = False, sessions: Sessions = Sessions(),
+                     also: Mapping[str, ASGIApp] | None = None,
+                     refusals: Mapping[str, ASGIApp] | None = None,
                      on_ready: Callable[[str], None] | None = None,
                      on_stop: Callable[[], Awaitable[None]] | None = None,
                      hurry: anyio.Event | None = None) -> None:
@@ -292,7 +317,10 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     ``on_stop`` is awaited (for up to GRACEFUL_SHUTDOWN seconds) when the server starts stopping,
     before it stops taking requests: to answer or end the requests that would otherwise stay open
     (running turns, listen streams) while their callers can still hear the answer. Once ``hurry``
-    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped."""
+    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped.
+
+    ``also`` serves other APIs beside MCP, by path prefix (``/v1/``: the OpenAI-compatible one),
+    behind the same tokens; ``refusals`` words their 401 (see :func:`require_bearer`)."""
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, stateless_http=stateless,
@@ -303,9 +331,11 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     else:
         app = refuse_past_the_limit(app, sessions)
     app = refuse_malformed(app, MCP_PATH)
+    if also:
+        app = by_path(app, also)
     app = open_requests = OpenRequests(app)
-    if token:
-        app = require_bearer(app, token)
+    if callers:
+        app = require_bearer(app, callers, refusals=refusals)
     # uvicorn's own colour test looks at stdout; its log lines go to stderr.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_keep_alive=KEEP_ALIVE, timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),

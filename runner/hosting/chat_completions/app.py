@@ -1,0 +1,284 @@
+"""The OpenAI-compatible HTTP API (an ASGI app): ``GET /v1/models``, ``GET /v1/models/{id}`` and
+``POST /v1/chat/completions``, streamed (server-sent ``chat.completion.chunk`` events ending with
+``data: [DONE]``) or not.
+
+Turns go through the served agent's :class:`~runner.hosting.mcp.conversations.TurnScheduler`
+beside the MCP callers' (``--max-turns`` bounds them all); a conversation runs one turn at a time,
+and a request for a conversation whose turn is running, or past the bound, gets 429. A caller
+that disconnects cancels its turn (and the turn's tool calls). Errors come in the shape OpenAI's
+clients read: ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runner.agent.runtime import Runtime
+from runner.errors import BusyError, CheckpointerError, RunnerError
+from runner.hosting.callers import caller_of, thread_in_space
+from runner.hosting.chat_completions.requests import (
+    THREAD_HEADER,
+    ApiRequestError,
+    ChatRequest,
+    error_body,
+    parse_chat_request,
+    refusal_body,
+)
+from runner.hosting.chat_completions.turns import Answer, answer
+from runner.hosting.mcp.conversations import TurnScheduler, conversation_store
+from runner.task_groups import background_tasks
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/v1/"
+MAX_BODY = 4 * 1024 * 1024  # bytes of a request body
+FORGET_LIMIT = 5.0  # seconds a throwaway conversation's thread gets to be deleted
+STOPPING = "the agent is stopping: this turn was cancelled; ask again when it is back"
+OWNER = "mcp-run"
+
+Agents = Callable[[], Mapping[str, Runtime]]
+"""The served agents by model name, as they are now (a reload may rename one)."""
+
+
+def unauthorized() -> ASGIApp:
+    """The 401 of a request without a valid bearer token, as OpenAI's clients read it."""
+    return JSONResponse(error_body("a valid bearer token is required (Authorization: Bearer TOKEN)",
+                                   type="invalid_request_error", code="invalid_api_key"),
+                        status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-run"'})
+
+
+class ChatCompletions:
+    """The API over the served agents: ``app = ChatCompletions(agents, scheduler)``."""
+
+    def __init__(self, agents: Agents, scheduler: TurnScheduler) -> None:
+        self.agents = agents
+        self.scheduler = scheduler
+        self.created = int(time.time())
+        self._calls: set[anyio.CancelScope] = set()
+        self._stopping = False
+        self._no_calls = anyio.Event()
+
+    async def stop(self) -> None:
+        """Cancel every running turn (each caller hears why) and wait for them; from now on
+        requests for a turn get 503."""
+        self._stopping = True
+        for call in self._calls:
+            call.cancel()
+        if self._calls:
+            await self._no_calls.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"].rstrip("/"), scope["method"]
+        try:
+            if path == "/v1/models":
+                _allow(method, "GET")
+                models = [self._model(name) for name in self.agents()]
+                await _json(send, 200, {"object": "list", "data": models})
+            elif path.startswith("/v1/models/"):
+                _allow(method, "GET")
+                name = path.removeprefix("/v1/models/")
+                self._runtime(name, param=None)
+                await _json(send, 200, self._model(name))
+            elif path == "/v1/chat/completions":
+                _allow(method, "POST")
+                await self._complete(scope, receive, send)
+            else:
+                raise ApiRequestError(f"no such endpoint {path}: this API has GET /v1/models and POST "
+                                      "/v1/chat/completions", status=404, code="unknown_url")
+        except ApiRequestError as exc:
+            await _json(send, exc.status, refusal_body(exc))
+
+    def _model(self, name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": self.created, "owned_by": OWNER}
+
+    def _runtime(self, name: str, *, param: str | None = "model") -> Runtime:
+        runtime = self.agents().get(name)
+        if runtime is None:
+            known = ", ".join(self.agents()) or "none"
+            raise ApiRequestError(f"the model {json.dumps(name)[:80]} does not exist: the models here are "
+                                  f"the agents served ({known})", status=404, code="model_not_found",
+                                  param=param)
+        return runtime
+
+    async def _complete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = await _body(receive)
+        if raw is None:  # the caller went away before its request was read
+            return
+        header = dict(scope["headers"]).get(THREAD_HEADER.encode())
+        request = parse_chat_request(raw, None if header is None else header.decode("latin-1"))
+        runtime = self._runtime(request.model)
+        if self._stopping:
+            raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
+        thread = thread_in_space(caller_of(scope), request.thread or f"chat-{uuid.uuid4().hex}")
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        with anyio.CancelScope() as call:
+            self._calls.add(call)
+            try:
+                async with background_tasks() as watching:
+                    watching.start_soon(_cancel_when_gone, receive, call)
+                    await self._turn(runtime, thread, request, sending)
+            finally:
+                self._calls.discard(call)
+                if not self._calls:
+                    self._no_calls.set()
+                    self._no_calls = anyio.Event()
+                if request.thread is None:  # the request's own conversation: nobody comes back to it
+                    await _forget(runtime, thread)
+        if call.cancelled_caught and self._stopping and not started:
+            raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
+
+    async def _turn(self, runtime: Runtime, thread: str, request: ChatRequest, send: Send) -> None:
+        try:
+            async with self.scheduler.turn(thread, queue_on_thread=False):
+                if request.stream:
+                    await _Stream(send, request, runtime.manifest.name).run(runtime, thread)
+                    return
+                with conversation_store():
+                    result = await answer(runtime, thread, request.messages, _ignore)
+        except BusyError as exc:
+            raise ApiRequestError(str(exc), status=429, type="rate_limit_error",
+                                  code="rate_limit_exceeded") from exc
+        except RunnerError as exc:  # the model or the checkpointer failed
+            raise ApiRequestError(str(exc), status=500, type="server_error") from exc
+        await _json(send, 200, _completion(request, runtime.manifest.name, result),
+                    thread=request.thread)
+
+
+class _Stream:
+    """One streamed answer: the headers go when the turn starts, a chunk per piece of text."""
+
+    def __init__(self, send: Send, request: ChatRequest, model: str) -> None:
+        self.send = send
+        self.request = request
+        self.model = model
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self._ended = False
+
+    async def run(self, runtime: Runtime, thread: str) -> None:
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        if self.request.thread is not None:
+            headers.append((THREAD_HEADER.encode(), self.request.thread.encode()))
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self._chunk({"role": "assistant", "content": ""})
+        try:
+            try:
+                with conversation_store():
+                    result = await answer(runtime, thread, self.request.messages, self._text)
+            except RunnerError as exc:  # after the headers: the error is an event the client raises
+                await self._event(error_body(str(exc), type="server_error"))
+                return
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):  # heard only when the agent is stopping
+                    await self._event(error_body(STOPPING, type="server_error", code="stopping"))
+                    await self._end()
+                raise
+            await self._chunk({}, finish_reason=result.finish_reason)
+            if self.request.include_usage:
+                await self._event({**self._head(), "choices": [], "usage": result.usage.json()})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end()
+
+    def _head(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.model}
+
+    async def _text(self, text: str) -> None:
+        await self._chunk({"content": text})
+
+    async def _chunk(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> None:
+        chunk = {**self._head(), "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        if self.request.include_usage:
+            chunk["usage"] = None
+        await self._event(chunk)
+
+    async def _event(self, data: dict[str, Any]) -> None:
+        await self.send({"type": "http.response.body", "body": f"data: {json.dumps(data)}\n\n".encode(),
+                         "more_body": True})
+
+    async def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            await self.send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+def _completion(request: ChatRequest, model: str, result: Answer) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                     "finish_reason": result.finish_reason}],
+        "usage": result.usage.json(),
+    }
+
+
+async def _ignore(text: str) -> None:
+    return None
+
+
+def _allow(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise ApiRequestError(f"method {method} is not allowed here: use {allowed}", status=405,
+                              code="method_not_allowed")
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The request's body (at most MAX_BODY bytes: past that, 413); None if the caller went away."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiRequestError(f"the request body is larger than {MAX_BODY} bytes", status=413,
+                                  code="request_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _json(send: Send, status: int, body: dict[str, Any], *, thread: str | None = None) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    if thread is not None:
+        headers.append((THREAD_HEADER.encode(), thread.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _cancel_when_gone(receive: Receive, call: anyio.CancelScope) -> None:
+    """Cancel ``call`` once its caller disconnects (the body is read: what comes next is that)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    call.cancel()
+
+
+async def _forget(runtime: Runtime, thread: str) -> None:
+    """Delete a throwaway conversation's thread (bounded, whatever ended the turn)."""
+    if runtime.checkpointer is None:
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(FORGET_LIMIT):
+        try:
+            with conversation_store():
+                await runtime.checkpointer.adelete_thread(thread)
+        except CheckpointerError as exc:  # the answer is given: the store is the operator's to fix
+            logger.warning("a throwaway conversation was not deleted: %s", exc)
