@@ -24,6 +24,22 @@ from pydantic import (
 )
 
 # Consumers import every manifest name from here; the sub-modules only keep files short.
+from runner.manifest.agents import (
+    AGENT_NAME_PATTERN,
+    AGENT_NAME_RULE,
+    MAIN_AGENT,
+    AgentDefinition,
+    AgentName,
+    AgentNames,
+    ChainSpec,
+    FileAgentSpec,
+    LoopSpec,
+    ModelAgentSpec,
+    ParallelSpec,
+    RouterSpec,
+    agent_kind,
+    agent_problems,
+)
 from runner.manifest.basics import (
     CHAT_COMMANDS,
     ENV_NAME_PATTERN,
@@ -166,6 +182,12 @@ class AgentSpec(Spec):
         default_factory=ToolSearchSpec,
         description="auto | on | off, or a mapping {mode, max_tools, max_bytes, results}.",
     )
+    agents: AgentNames = Field(
+        default_factory=list, description="Agents of 'agents:' this agent may call as tools."
+    )
+    handoffs: AgentNames = Field(
+        default_factory=list, description="Agents of 'agents:' this agent may hand the conversation to."
+    )
 
 
 class WatchSpec(Spec):
@@ -234,6 +256,11 @@ class Manifest(Spec):
     servers: dict[ServerKey, ServerSpec] = Field(default_factory=dict)
     prompts: PromptsSpec = Field(default_factory=PromptsSpec)
     agent: AgentSpec = Field(default_factory=AgentSpec)
+    agents: dict[AgentName, AgentDefinition] = Field(
+        default_factory=dict,
+        description="More agents beside this one (a model loop, another manifest's 'file', or a "
+        "chain, parallel, router or loop workflow), by name.",
+    )
     local_tools: Annotated[list[ImportPath], AfterValidator(_unique)] = Field(
         default_factory=list, description="Python functions ('module:function') offered as tools."
     )
@@ -314,6 +341,12 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
                 ("agent", "tool_separator"),
                 f"separator '{separator}' occurs in server key '{key}'; names could not be split",
             ))
+    for name in sorted(manifest.agents):
+        if separator in name:
+            problems.append((("agents", name), f"separator '{separator}' occurs in the agent name; "
+                                                "it could be taken for a server's tool"))
+    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, manifest.agent.handoffs,
+                                   keys, separator))
     return problems
 
 
@@ -348,6 +381,18 @@ def manifest_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
+    "AGENT_NAME_PATTERN",
+    "AGENT_NAME_RULE",
+    "MAIN_AGENT",
+    "AgentDefinition",
+    "AgentName",
+    "ChainSpec",
+    "FileAgentSpec",
+    "LoopSpec",
+    "ModelAgentSpec",
+    "ParallelSpec",
+    "RouterSpec",
+    "agent_kind",
     "CHAT_COMMANDS",
     "ENV_NAME_PATTERN",
     "IMPORT_PATH_PATTERN",
