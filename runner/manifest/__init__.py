@@ -32,7 +32,6 @@ from runner.manifest.agents import (
     AgentName,
     AgentNames,
     ChainSpec,
-    FileAgentSpec,
     LoopSpec,
     ModelAgentSpec,
     ParallelSpec,
@@ -60,6 +59,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.model import ModelField, ModelSpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -73,32 +73,6 @@ from runner.manifest.servers import (
     ServerSpec,
     StdioServerSpec,
 )
-
-
-class ModelSpec(Spec):
-    id: str = Field(
-        min_length=1,
-        description="init_chat_model id (provider:model), or the built-in 'offline' / 'scripted'.",
-    )
-    fallbacks: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="Model ids tried in order when the model call fails."
-    )
-    params: dict[str, Any] = Field(default_factory=dict, description="Passed to the model.")
-    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
-    api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
-    script: str | None = Field(None, description="Turns file of the 'scripted' model.")
-
-    @model_validator(mode="after")
-    def _script_for_scripted(self) -> ModelSpec:
-        if self.id == "scripted" and not self.script:
-            raise ValueError("the 'scripted' model needs 'script: path/to/turns.yaml'")
-        if self.script and self.id != "scripted":
-            raise ValueError("'script' is only used by the 'scripted' model")
-        return self
-
-
-def _model_from_id(value: Any) -> Any:
-    return {"id": value} if isinstance(value, str) else value
 
 
 class McpPromptSpec(Spec):
@@ -246,9 +220,7 @@ class Manifest(Spec):
     version: Literal[1] = Field(description="Manifest format version; always 1.")
     name: str = Field(min_length=1, max_length=128, description="Name of the agent.")
     description: str | None = None
-    model: Annotated[
-        ModelSpec, BeforeValidator(_model_from_id, json_schema_input_type=str | ModelSpec)
-    ] = Field(
+    model: ModelField = Field(
         default_factory=lambda: ModelSpec(id="offline"),
         description="The chat model: an id string or a mapping.",
     )
@@ -387,7 +359,6 @@ __all__ = [
     "AgentDefinition",
     "AgentName",
     "ChainSpec",
-    "FileAgentSpec",
     "LoopSpec",
     "ModelAgentSpec",
     "ParallelSpec",

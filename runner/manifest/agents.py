@@ -7,7 +7,7 @@ An entry is one of five kinds, told apart by the key that only it has::
         description: Finds facts.  # shown to the models that may call it
         tools: [search]            # server keys or tool-name globs; default none
         agents: [writer]           # agents it may call as tools
-      writer: {file: writer.yaml}  # another manifest, run in this process on this fleet
+      writer: {description: Writes.}
       pipeline: {chain: [researcher, writer]}
       fanout: {parallel: [a, b], join: writer}
       triage: {router: [billing, tech], fallback: tech}
@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from runner.manifest.basics import PositiveInt, Spec, UniqueNames
+from runner.manifest.model import ModelField
 
 AGENT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 AGENT_NAME_RULE = (
@@ -36,7 +37,7 @@ MAIN_AGENT = "main"  # the manifest's own agent, wherever an agent is named
 AgentName = Annotated[str, Field(pattern=AGENT_NAME_PATTERN)]
 AgentNames = Annotated[UniqueNames, Field(description="Agent names ('main': the manifest's own agent).")]
 WORKFLOW_KINDS = ("chain", "parallel", "router", "loop")
-AGENT_KIND_TAGS = ("model", "file", *WORKFLOW_KINDS)  # the union's tags, which error paths leave out
+AGENT_KIND_TAGS = ("model", *WORKFLOW_KINDS)  # the union's tags, which error paths leave out
 
 
 class _Described(Spec):
@@ -51,7 +52,9 @@ class ModelAgentSpec(_Described):
     description: str = Field(  # required here, optional in the other kinds
         min_length=1, description="What the agent is for; shown to the models that may call it."
     )
-    model: str | None = Field(None, min_length=1, description="Model id; default the manifest's model.")
+    model: ModelField | None = Field(
+        None, description="The agent's chat model (an id or a mapping); default the manifest's model."
+    )
     prompt: str | None = Field(
         None,
         description="System prompt: a template file relative to the manifest or inline Jinja2 text.",
@@ -73,12 +76,6 @@ class ModelAgentSpec(_Described):
     handoffs: AgentNames = Field(
         default_factory=list, description="Agents it may hand the conversation to."
     )
-
-
-class FileAgentSpec(_Described):
-    """An agent declared by another manifest, run in this process on this fleet of servers."""
-
-    file: str = Field(min_length=1, description="A manifest file, relative to this one.")
 
 
 class ChainSpec(_Described):
@@ -110,7 +107,9 @@ class RouterSpec(_Described):
 
     router: Annotated[AgentNames, Field(min_length=2)]
     fallback: AgentName | None = Field(None, description="Taken when the model picks none of them.")
-    model: str | None = Field(None, min_length=1, description="The model that picks; default the manifest's.")
+    model: ModelField | None = Field(
+        None, description="The model that picks (an id or a mapping); default the manifest's model."
+    )
 
     @model_validator(mode="after")
     def _fallback_is_a_route(self) -> RouterSpec:
@@ -135,16 +134,16 @@ class LoopSpec(_Described):
 
 def _kind(value: Any) -> str | None:
     if isinstance(value, Mapping):
-        present = [key for key in ("file", *WORKFLOW_KINDS) if key in value]
+        present = [key for key in WORKFLOW_KINDS if key in value]
         return present[0] if present else "model"
-    kinds: dict[type, str] = {ModelAgentSpec: "model", FileAgentSpec: "file", ChainSpec: "chain",
+    kinds: dict[type, str] = {ModelAgentSpec: "model", ChainSpec: "chain",
              ParallelSpec: "parallel", RouterSpec: "router", LoopSpec: "loop"}
     return kinds.get(type(value))
 
 
 def _one_kind(value: Any) -> Any:
     if isinstance(value, Mapping):
-        present = [key for key in ("file", *WORKFLOW_KINDS) if key in value]
+        present = [key for key in WORKFLOW_KINDS if key in value]
         if len(present) > 1:
             raise ValueError(f"an agent is of one kind: {' and '.join(present)} cannot be used together")
     return value
@@ -152,20 +151,19 @@ def _one_kind(value: Any) -> Any:
 
 AgentDefinition = Annotated[
     Annotated[ModelAgentSpec, Tag("model")]
-    | Annotated[FileAgentSpec, Tag("file")]
     | Annotated[ChainSpec, Tag("chain")]
     | Annotated[ParallelSpec, Tag("parallel")]
     | Annotated[RouterSpec, Tag("router")]
     | Annotated[LoopSpec, Tag("loop")],
     Discriminator(_kind, custom_error_type="agent_kind",
                   custom_error_message="one agent: a mapping with description and its settings, "
-                                       "or one of file, chain, parallel, router, loop"),
+                                       "or one of chain, parallel, router, loop"),
     BeforeValidator(_one_kind),
 ]
 
 
 def agent_kind(spec: Any) -> str:
-    """``model``, ``file``, ``chain``, ``parallel``, ``router`` or ``loop``."""
+    """``model``, ``chain``, ``parallel``, ``router`` or ``loop``."""
     kind = _kind(spec)
     assert kind is not None, f"not an agent definition: {type(spec).__name__}"
     return kind
@@ -219,18 +217,22 @@ def agent_problems(
     if MAIN_AGENT in agents:
         problems.append((("agents", MAIN_AGENT), "'main' is the manifest's own agent; choose another name"))
 
-    def unknown(path: tuple[str | int, ...], name: str) -> None:
-        if name not in known:
+    def unknown(path: tuple[str | int, ...], name: str, called: bool) -> None:
+        if called and name == MAIN_AGENT:
+            problems.append((path, "'main' (the manifest's own agent) is not called by other agents"))
+        elif name not in known:
             problems.append((path, f"unknown agent '{name}'{did_you_mean(name, known)}"))
 
     for index, name in enumerate(main_calls):
-        unknown(("agent", "agents", index), name)
+        unknown(("agent", "agents", index), name, called=True)
     for index, name in enumerate(main_handoffs):
-        unknown(("agent", "handoffs", index), name)
+        unknown(("agent", "handoffs", index), name, called=False)
     for name in names:
         spec = agents[name]
-        for where, target in (*called_agents(spec), *handoff_targets(spec)):
-            unknown(("agents", name, *where), target)
+        for where, target in called_agents(spec):
+            unknown(("agents", name, *where), target, called=True)
+        for where, target in handoff_targets(spec):
+            unknown(("agents", name, *where), target, called=False)
         if isinstance(spec, ModelAgentSpec):
             for index, entry in enumerate(spec.tools):
                 problem = _tool_entry_problem(entry, server_keys, separator)
