@@ -85,7 +85,7 @@ def _chain(spec: ChainSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> StateGr
     graph = StateGraph(WorkflowState)
     previous = START
     for index, member in enumerate(spec.chain):
-        node = f"{index}:{member}"
+        node = f"{index}-{member}"
         graph.add_node(node, _chain_step(index, member, graphs[member]))
         graph.add_edge(previous, node)
         previous = node

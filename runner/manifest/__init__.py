@@ -159,9 +159,6 @@ class AgentSpec(Spec):
     agents: AgentNames = Field(
         default_factory=list, description="Agents of 'agents:' this agent may call as tools."
     )
-    handoffs: AgentNames = Field(
-        default_factory=list, description="Agents of 'agents:' this agent may hand the conversation to."
-    )
 
 
 class WatchSpec(Spec):
@@ -317,8 +314,8 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
         if separator in name:
             problems.append((("agents", name), f"separator '{separator}' occurs in the agent name; "
                                                 "it could be taken for a server's tool"))
-    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, manifest.agent.handoffs,
-                                   keys, separator))
+    local_tools = [path.rsplit(":", 1)[-1] for path in manifest.local_tools]
+    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, keys, separator, local_tools))
     return problems
 
 

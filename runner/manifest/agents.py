@@ -19,7 +19,7 @@ calls form a cycle are cross-references: :func:`agent_problems` reports them wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
@@ -73,9 +73,6 @@ class ModelAgentSpec(_Described):
         None, description="Model calls in one run; default agent.max_steps."
     )
     agents: AgentNames = Field(default_factory=list, description="Agents it may call as tools.")
-    handoffs: AgentNames = Field(
-        default_factory=list, description="Agents it may hand the conversation to."
-    )
 
 
 class ChainSpec(_Described):
@@ -171,7 +168,7 @@ def agent_kind(spec: Any) -> str:
 
 def called_agents(spec: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """The agents ``spec`` calls (as tools, or as the steps of a workflow), each with its path
-    inside the entry. Handoffs are not calls: the conversation moves, nothing waits."""
+    inside the entry."""
     if isinstance(spec, ModelAgentSpec):
         for index, name in enumerate(spec.agents):
             yield ("agents", index), name
@@ -191,21 +188,15 @@ def called_agents(spec: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
         yield ("loop", "evaluator"), spec.loop.evaluator
 
 
-def handoff_targets(spec: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    if isinstance(spec, ModelAgentSpec):
-        for index, name in enumerate(spec.handoffs):
-            yield ("handoffs", index), name
-
-
 Problems = list[tuple[tuple[str | int, ...], str]]
 
 
 def agent_problems(
     agents: Mapping[str, Any],
     main_calls: list[str],
-    main_handoffs: list[str],
     server_keys: list[str],
     separator: str,
+    local_tools: Sequence[str] = (),
 ) -> Problems:
     """Unknown agent and server names (with the closest known one), the reserved name ``main``,
     and cycles of agents calling each other (with the path of the cycle)."""
@@ -217,41 +208,39 @@ def agent_problems(
     if MAIN_AGENT in agents:
         problems.append((("agents", MAIN_AGENT), "'main' is the manifest's own agent; choose another name"))
 
-    def unknown(path: tuple[str | int, ...], name: str, called: bool) -> None:
-        if called and name == MAIN_AGENT:
+    def unknown(path: tuple[str | int, ...], name: str) -> None:
+        if name == MAIN_AGENT:
             problems.append((path, "'main' (the manifest's own agent) is not called by other agents"))
         elif name not in known:
             problems.append((path, f"unknown agent '{name}'{did_you_mean(name, known)}"))
 
     for index, name in enumerate(main_calls):
-        unknown(("agent", "agents", index), name, called=True)
-    for index, name in enumerate(main_handoffs):
-        unknown(("agent", "handoffs", index), name, called=False)
+        unknown(("agent", "agents", index), name)
     for name in names:
         spec = agents[name]
         for where, target in called_agents(spec):
-            unknown(("agents", name, *where), target, called=True)
-        for where, target in handoff_targets(spec):
-            unknown(("agents", name, *where), target, called=False)
+            unknown(("agents", name, *where), target)
         if isinstance(spec, ModelAgentSpec):
             for index, entry in enumerate(spec.tools):
-                problem = _tool_entry_problem(entry, server_keys, separator)
+                problem = _tool_entry_problem(entry, server_keys, separator, local_tools)
                 if problem:
                     problems.append((("agents", name, "tools", index), problem))
     problems.extend(_cycle_problems(agents, main_calls))
     return problems
 
 
-def _tool_entry_problem(entry: str, server_keys: list[str], separator: str) -> str | None:
-    """A ``tools`` entry is a server key, or a glob of generated names whose server part, when
-    written out, is a server key."""
+def _tool_entry_problem(entry: str, server_keys: list[str], separator: str, local_tools: Sequence[str]
+                        ) -> str | None:
+    """A ``tools`` entry is a server key, a local tool's name, or a (glob of) generated names
+    whose server part, when written out, is a server key."""
     from runner.manifest import did_you_mean
 
     server = entry.split(separator, 1)[0] if separator in entry else entry
-    if any(mark in server for mark in "*?["):
+    if any(mark in server for mark in "*?[") or entry in local_tools:
         return None  # a glob over servers: it may match none today, and tools come and go
     if server not in server_keys:
-        return f"unknown server '{server}'{did_you_mean(server, server_keys)}"
+        choices = [*server_keys, *local_tools]
+        return f"unknown server or local tool '{server}'{did_you_mean(server, choices)}"
     return None
 
 
@@ -267,8 +256,8 @@ def _cycle_problems(agents: Mapping[str, Any], main_calls: list[str]) -> Problem
     def visit(name: str, path: list[str]) -> None:
         state[name] = "open"
         for where, target in calls.get(name, []):
-            if target not in calls:
-                continue  # reported as unknown
+            if target not in calls or target == MAIN_AGENT:
+                continue  # reported as unknown, or as not callable
             if state.get(target) == "open":
                 cycle = [*path[path.index(target):], target]
                 if frozenset(cycle) not in reported:
