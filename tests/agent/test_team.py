@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from builders import ROOT, JsonChat, mcp_run
 
+JOIN_TEMPLATE = "{% for name, answer in answers.items() %}{{ name }}: {{ answer }}\n{% endfor %}"
 NOTES = {"command": "python", "args": ["notes_server.py"], "env": {"NOTES_FILE": "notes.json"}}
 
 
@@ -80,7 +81,9 @@ def test_the_main_agent_is_not_offered_agents_it_does_not_name(tmp_path: Path) -
     assert not [e for e in events if e["type"] == "agent"]
 
 
-def test_a_question_three_levels_down_is_asked_naming_its_agent_and_the_answer_resumes_it(tmp_path: Path) -> None:
+def test_a_question_three_levels_down_is_asked_naming_its_agent_and_the_answer_resumes_it(
+    tmp_path: Path,
+) -> None:
     team(tmp_path, [call("researcher", task="File it"), "Main: filed."],
          {"researcher": {"description": "Researches.", "agents": ["writer"]},
           "writer": {"description": "Writes notes.", "tools": ["notes__add_note"],
@@ -126,7 +129,7 @@ def test_a_parallel_workflow_runs_every_agent_and_joins_their_answers(tmp_path: 
          {"first": {"description": "One."}, "second": {"description": "Two."},
           "judge": {"description": "Joins."},
           "poll": {"description": "Both, by template.", "parallel": ["first", "second"],
-                   "template": "{% for name, answer in answers.items() %}{{ name }}: {{ answer }}\n{% endfor %}"},
+                   "template": JOIN_TEMPLATE},
           "panel": {"description": "Both, joined by the judge.", "parallel": ["first", "second"],
                     "join": "judge"}},
          scripts={"first": ["Robin.", "Owl."], "second": ["Wren.", "Kite."], "judge": ["Four birds."]},
