@@ -106,6 +106,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     if loaded.manifest.prompts.system is not None:
         templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
     for manifest in agent_prompt_manifests(loaded.manifest).values():
+        from runner.prompts.system import template_files  # Jinja: only for templates
+
         templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded), agent_templates)
