@@ -27,6 +27,7 @@ class Token(TypedDict):
 
     type: Literal["token"]
     text: str
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class ToolCall(TypedDict):
@@ -40,6 +41,17 @@ class ToolCall(TypedDict):
     id: str
     edited: NotRequired[bool]
     unlisted: NotRequired[bool]
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
+
+
+class AgentStarted(TypedDict):
+    """An agent of ``agents:`` starts on a task another agent gave it (``caller``: ``main`` or
+    the name of an agent of ``agents:``); its answer comes as the ``tool_result`` of that call."""
+
+    type: Literal["agent"]
+    agent: str
+    caller: str
+    task: str
 
 
 class ToolResult(TypedDict):
@@ -52,6 +64,7 @@ class ToolResult(TypedDict):
     status: Literal["success", "error"]
     text: str
     ms: NotRequired[float]
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class ApprovalAsked(TypedDict):
@@ -61,6 +74,7 @@ class ApprovalAsked(TypedDict):
     tool: str
     args: dict[str, Any]
     id: str
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class ElicitationAsked(TypedDict):
@@ -73,6 +87,7 @@ class ElicitationAsked(TypedDict):
     schema: NotRequired[dict[str, Any]]
     url: NotRequired[str]
     elicitation_id: NotRequired[str | None]
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class SampledMessage(TypedDict):
@@ -91,6 +106,7 @@ class SamplingAsked(TypedDict):
     messages: list[SampledMessage]
     max_tokens: int
     tools: list[str]
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class ToolProgress(TypedDict):
@@ -102,6 +118,7 @@ class ToolProgress(TypedDict):
     progress: float
     total: float | None
     message: str | None
+    agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
 class ElicitationCompleted(TypedDict):
@@ -302,9 +319,9 @@ class ReloadFailed(TypedDict):
 
 Question = ApprovalAsked | ElicitationAsked | SamplingAsked
 Event = (
-    ChatReady | Token | ToolCall | ApprovalAsked | ElicitationAsked | SamplingAsked | ToolProgress
-    | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown | ToolsListed
-    | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
+    ChatReady | Token | ToolCall | AgentStarted | ApprovalAsked | ElicitationAsked | SamplingAsked
+    | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
+    | ToolsListed | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
     | CatalogueChanged | Interrupted | ChatError
 )
 EventSink = Callable[[Event], None]
@@ -321,6 +338,7 @@ class ToolApprovalRequest(TypedDict):
     tool: str
     args: dict[str, Any]
     id: str
+    agent: NotRequired[str]
 
 
 def is_question(event: Event) -> TypeIs[Question]:

@@ -16,13 +16,22 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner import telemetry
 from runner.errors import ManifestError, ModelError, Problem
-from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
+from runner.manifest import (
+    OFFLINE_ID,
+    PYTHON_COMMANDS,
+    SCRIPTED_ID,
+    Manifest,
+    ModelAgentSpec,
+    ModelSpec,
+    StdioServerSpec,
+    did_you_mean,
+)
 from runner.manifest.loading import LoadedManifest, load_manifest
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
 
@@ -40,6 +49,7 @@ class CheckedAgent:
     warnings: list[Problem] = field(default_factory=list)
     templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
     modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
+    agent_templates: Mapping[str, SystemTemplate] = field(default_factory=dict)  # of agents with a prompt
 
     @property
     def files(self) -> frozenset[Path]:
@@ -69,21 +79,24 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
             template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
         except ManifestError as exc:
             problems += exc.problems
+    agent_templates, agent_problems = compile_agent_prompts(loaded)
+    problems += agent_problems
     for where, import_path in import_paths(loaded.manifest):
         try:
             load_import_path(import_path, base_dir=loaded.base_dir)
         except ImportPathError as exc:
             problems.append(loaded.source.problem(where, str(exc)))
-    model = loaded.manifest.model
-    if model.id == "scripted" and model.script and not (loaded.base_dir / model.script).is_file():
-        problems.append(loaded.source.problem(("model", "script"), f"script file '{model.script}' not found"))
-    elif model.id == "scripted" and model.script:
-        try:
-            from runner.models import load_script  # LangChain: only for scripted models
+    for where, model in model_specs(loaded.manifest):
+        if model.id == "scripted" and model.script and not (loaded.base_dir / model.script).is_file():
+            missing = f"script file '{model.script}' not found"
+            problems.append(loaded.source.problem((*where, "script"), missing))
+        elif model.id == "scripted" and model.script:
+            try:
+                from runner.models import load_script  # LangChain: only for scripted models
 
-            load_script(loaded.base_dir / model.script)
-        except ManifestError as exc:
-            problems += exc.problems
+                load_script(loaded.base_dir / model.script)
+            except ManifestError as exc:
+                problems += exc.problems
     model_problems, warnings = model_findings(loaded, environ)
     problems += model_problems
     if turns:
@@ -92,8 +105,58 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         raise ManifestError(problems)
     if loaded.manifest.prompts.system is not None:
         templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    for manifest in agent_prompt_manifests(loaded.manifest).values():
+        from runner.prompts.system import template_files  # Jinja: only for templates
+
+        templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
-    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded), agent_templates)
+
+
+def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
+    """The manifest's model and those its agents name, each with where it is written."""
+    found: list[tuple[tuple[str, ...], ModelSpec]] = [(("model",), manifest.model)]
+    for name, spec in sorted(manifest.agents.items()):
+        model = getattr(spec, "model", None)
+        if model is not None:
+            found.append((("agents", name, "model"), model))
+    return found
+
+
+def agent_prompt_manifests(manifest: Manifest) -> dict[str, Manifest]:
+    """For each agent with a prompt, the manifest as that agent's own: its name, description and
+    prompt in place of the main agent's (a template sees ``agent.name`` as the agent's)."""
+    return {
+        name: manifest.model_copy(update={
+            "name": name, "description": spec.description,
+            "prompts": manifest.prompts.model_copy(update={"system": spec.prompt}),
+        })
+        for name, spec in sorted(manifest.agents.items())
+        if isinstance(spec, ModelAgentSpec) and spec.prompt is not None
+    }
+
+
+def compile_agent_prompts(loaded: LoadedManifest) -> tuple[dict[str, SystemTemplate], list[Problem]]:
+    """The compiled prompt of each agent that has one, and the problems of those that fail, each
+    at the agent's ``prompt``."""
+    compiled: dict[str, SystemTemplate] = {}
+    problems: list[Problem] = []
+    manifests = agent_prompt_manifests(loaded.manifest)
+    if not manifests:
+        return compiled, problems
+    from runner.prompts.system import compile_system_prompt
+
+    for name, manifest in manifests.items():
+        where = ("agents", name, "prompt")
+        try:
+            template = compile_system_prompt(manifest, loaded.base_dir, prompt_location(loaded, where))
+        except ManifestError as exc:
+            problems += [replace(problem, path=".".join(where)) if problem.path == "prompts.system"
+                         else problem for problem in exc.problems]
+            continue
+        if template is not None:
+            compiled[name] = template
+    return compiled, problems
 
 
 def _order(problem: Problem) -> tuple[str, int, int, str]:
@@ -103,28 +166,30 @@ def _order(problem: Problem) -> tuple[str, int, int, str]:
 def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
     """(problems, warnings) of every model id: a provider init_chat_model does not know is a
     problem; its package not installed or its API key variable not set is a warning."""
-    model = loaded.manifest.model
-    ids: list[tuple[tuple[str | int, ...], str, bool]] = [(model_id_path(loaded), model.id, True)]
-    ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
+    ids: list[tuple[tuple[str | int, ...], str, ModelSpec | None]] = []
+    for place, model in model_specs(loaded.manifest):
+        ids.append((model_id_path(loaded, place), model.id, model))
+        ids += [((*place, "fallbacks", index), other, None) for index, other in enumerate(model.fallbacks)]
     ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
     problems: list[Problem] = []
     warnings: list[Problem] = []
     if ids:
         from runner.models.registry import model_requirements, provider_of
-    for where, model_id, primary in ids:
+    for where, model_id, spec in ids:
         try:
             provider = provider_of(model_id)
         except ModelError as exc:
             problems.append(loaded.source.problem(where, _with_built_in_suggestion(model_id, str(exc))))
             continue
-        missing = model_requirements(model_id, provider, spec=model if primary else None, environ=environ)
+        missing = model_requirements(model_id, provider, spec=spec, environ=environ)
         warnings += [loaded.source.problem(where, message) for message in missing]
     return problems, warnings
 
 
-def model_id_path(loaded: LoadedManifest) -> tuple[str, ...]:
-    """Where the manifest writes its model's id: ``model.id``, or ``model`` when it is a string."""
-    return ("model", "id") if ("model", "id") in loaded.source.values else ("model",)
+def model_id_path(loaded: LoadedManifest, place: tuple[str, ...] = ("model",)) -> tuple[str, ...]:
+    """Where the manifest writes the id of the model at ``place``: ``model.id``, or ``model`` when
+    it is a string."""
+    return (*place, "id") if (*place, "id") in loaded.source.values else place
 
 
 def model_id_problem(model_id: str) -> str | None:
@@ -253,9 +318,14 @@ def _module_file(module: str, base_dir: Path) -> Path | None:
 def system_location(loaded: LoadedManifest) -> SourceLocation:
     """Where the text of ``prompts.system`` starts: a block scalar's (``|``, ``>``) on the line
     after its indicator, at its indentation."""
+    return prompt_location(loaded, ("prompts", "system"))
+
+
+def prompt_location(loaded: LoadedManifest, where: tuple[str, ...]) -> SourceLocation:
+    """Where the text of the prompt at ``where`` starts (see :func:`system_location`)."""
     from runner.prompts.system import SourceLocation
 
-    line, column = loaded.source.locate(("prompts", "system"))
+    line, column = loaded.source.locate(where)
     try:
         lines = loaded.path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):

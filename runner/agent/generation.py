@@ -7,12 +7,13 @@ checked agent, its tool catalog, model, prompt catalog and graph) and its system
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.agent.checks import CheckedAgent
+from runner.manifest import ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import PromptCatalog
 from runner.servers import ServerConnection
@@ -20,11 +21,13 @@ from runner.tools.catalog import ToolCatalog
 from runner.tools.search import ToolSearch
 
 if TYPE_CHECKING:  # the model and the graph are imported when a model is used
+    from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
     from runner.models import ModelChain
 
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
+DEFAULT_AGENT_PROMPT = "You are {name}, one of the agents of {team}. {description}"
 
 
 @dataclass
@@ -38,10 +41,28 @@ class Generation:
     logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
     tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
+    # The models of the agents of 'agents:' that have their own (kept across reloads when unchanged).
+    agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = ()
 
     @property
     def loaded(self) -> LoadedManifest:
         return self.checked.loaded
+
+
+def render_agent_prompt(generation: Generation, name: str, connections: Mapping[str, ServerConnection],
+                        tools: Sequence[BaseTool]) -> str:
+    """The system prompt of agent ``name`` of the ``agents:`` section, over the servers live now
+    and the tools it is given."""
+    manifest = generation.loaded.manifest
+    template = generation.checked.agent_templates.get(name)
+    if template is None:
+        description = manifest.agents[name].description or ""
+        return DEFAULT_AGENT_PROMPT.format(name=name, team=manifest.name, description=description)
+    from runner.prompts.system import ServerSummary, ToolSummary  # with Jinja: templates only
+
+    servers = [ServerSummary(key, connection.status, connection.instructions)
+               for key, connection in connections.items()]
+    return template.render(servers, [ToolSummary(tool.name, tool.description) for tool in tools])
 
 
 def render_system_prompt(generation: Generation, connections: Mapping[str, ServerConnection]) -> str:

@@ -52,6 +52,7 @@ from runner.agent.nodes import (
     ToolNode,
     ToolsProvider,
 )
+from runner.agent.turn_stream import naming_agent
 from runner.events import ElicitationAsked
 from runner.models import ModelChain, as_model_chain
 from runner.store.checkpointers import turn_durability
@@ -73,10 +74,11 @@ class ElicitationAnswer(BaseModel):
 def elicitation_request(server: str, request: types.ElicitRequestParams) -> ElicitationAsked:
     """The interrupt payload (and event) for a server's request for input (form or URL mode)."""
     if isinstance(request, types.ElicitRequestURLParams):
-        return ElicitationAsked(type="elicitation", server=server, message=request.message, mode="url",
-                                url=request.url, elicitation_id=request.elicitation_id)
-    return ElicitationAsked(type="elicitation", server=server, message=request.message, mode="form",
-                            schema=request.requested_schema)
+        return naming_agent(ElicitationAsked(type="elicitation", server=server, message=request.message,
+                                             mode="url", url=request.url,
+                                             elicitation_id=request.elicitation_id))
+    return naming_agent(ElicitationAsked(type="elicitation", server=server, message=request.message,
+                                         mode="form", schema=request.requested_schema))
 
 
 def _answer_schema(requested: dict[str, Any] | None) -> type[ElicitationAnswer]:
@@ -137,6 +139,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
+    name: str = "mcp-run",
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -162,7 +165,7 @@ def build_graph(
         call_nodes.append(SEARCH)
     graph.add_conditional_edges(MODEL, ModelRoute(approvals, dispatch), [APPROVE, *call_nodes, END])
     graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
-    compiled = graph.compile(checkpointer=checkpointer, name="mcp-run")
+    compiled = graph.compile(checkpointer=checkpointer, name=name)
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).
     return compiled.with_config(recursion_limit=3 * max_steps + 5,

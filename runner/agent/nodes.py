@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.sampling import counted, metered, sampling_calls
+from runner.agent.turn_stream import naming_agent
 from runner.errors import RunnerError, ToolError
 from runner.events import ToolApprovalRequest
 from runner.models import ModelChain
@@ -99,7 +100,8 @@ Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
 
 def approval_request(call: dict[str, Any]) -> ToolApprovalRequest:
     """The interrupt payload for one tool call waiting for approval."""
-    return ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
+    return naming_agent(ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"],
+                                            id=call["id"]))
 
 
 def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:

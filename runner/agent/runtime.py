@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Set
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence, Set
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -26,7 +26,7 @@ import mcp_types as types
 
 from runner import telemetry
 from runner.agent.checks import CheckedAgent, checked_agent, model_id_path
-from runner.agent.generation import Generation, render_system_prompt
+from runner.agent.generation import Generation, render_agent_prompt, render_system_prompt
 from runner.agent.host import AgentHost, Host
 from runner.agent.reconcile import (
     ReloadReport,
@@ -39,7 +39,7 @@ from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, ManifestError, ModelError, RunnerError
 from runner.events import EventSink
-from runner.manifest import Manifest
+from runner.manifest import Manifest, ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import (
     PromptCatalog,
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a mode
     # commands that only list or call (tools, call, prompts) start without them
     from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
     from runner.models import ModelChain
@@ -183,6 +184,7 @@ class Runtime:
         previous = self._generation
         manifest = checked.loaded.manifest
         model = self._model_for(checked, previous)
+        agent_models = self._agent_models_for(checked, previous, model)
         specs = {key: launch_spec(spec) for key, spec in manifest.servers.items()}
         running = set(self.fleet.connections)
         started, stopped = sorted(set(specs) - running), sorted(running - set(specs))
@@ -207,7 +209,7 @@ class Runtime:
         stopped = [key for key in stopped if key not in not_running]  # a failed server: nothing stopped
         rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         renamed = previous is not None and previous.loaded.manifest.name != manifest.name
-        self._install(checked, model, previous, logins)
+        self._install(checked, model, previous, logins, agent_models)
         report = ReloadReport(seconds=time.perf_counter() - began, started=started, stopped=stopped,
                               restarted=restarted, rebuilt=rebuilt, failed=failed,
                               renamed=manifest.name if renamed else "")
@@ -229,12 +231,38 @@ class Runtime:
             where = model_id_path(checked.loaded)
             raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
 
+    def _agent_models_for(self, checked: CheckedAgent, previous: Generation | None, model: ModelChain | None
+                          ) -> tuple[tuple[ModelSpec, ModelChain], ...]:
+        """The models of the agents that name their own, made before anything changes (a model
+        that cannot be made changes nothing); unchanged ones are kept."""
+        if model is None:
+            return ()
+        from runner.agent.checks import model_specs
+
+        kept = list(previous.agent_models) if previous is not None else []
+        made: list[tuple[ModelSpec, ModelChain]] = []
+        for where, spec in model_specs(checked.loaded.manifest)[1:]:
+            if spec == checked.loaded.manifest.model or any(spec == other for other, _ in made):
+                continue
+            chain = next((chain for other, chain in kept if other == spec), None)
+            if chain is None:
+                try:
+                    chain = self.host.model(spec, checked.loaded.base_dir)
+                except ModelError as exc:
+                    if previous is None:
+                        raise
+                    where = model_id_path(checked.loaded, where)
+                    raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
+            made.append((spec, chain))
+        return tuple(made)
+
     def _install(
         self,
         checked: CheckedAgent,
         model: ModelChain | None,
         previous: Generation | None,
         logins: Mapping[str, Path],
+        agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = (),
     ) -> None:
         """Build a generation from ``checked`` over the servers as they are, and make it current."""
         manifest = checked.loaded.manifest
@@ -250,9 +278,10 @@ class Runtime:
         if model is not None:
             from runner.agent.graph import build_graph
 
+            tools_provider = self._team_tools(checked, catalog, model, agent_models)
             graph = build_graph(
                 model,
-                tools_provider=lambda: self.catalog.tools,
+                tools_provider=tools_provider,
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
@@ -262,7 +291,40 @@ class Runtime:
                 direct_call=self.caller.run_tool_call,
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
-                                      graph=graph, tool_search=tool_search)
+                                      graph=graph, tool_search=tool_search, agent_models=agent_models)
+
+    def _team_tools(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,
+                    agent_models: tuple[tuple[ModelSpec, ModelChain], ...]) -> Callable[[], list[BaseTool]]:
+        """What the main agent is offered: the catalog's tools, and the agents of ``agents:`` it
+        may call (built here, over the same catalog and caller: one fleet for every agent)."""
+        manifest = checked.loaded.manifest
+        if not manifest.agents:
+            return lambda: self.catalog.tools
+        from runner.agent.team import TeamParts, build_team
+
+        def model_for(spec: ModelSpec) -> ModelChain:
+            return model if spec == manifest.model else next(c for s, c in agent_models if s == spec)
+
+        def system_prompt_for(name: str, tools: Callable[[], Sequence[BaseTool]]) -> Callable[[], Any]:
+            async def prompt() -> str:
+                await self.settle()
+                return render_agent_prompt(self.generation, name, self.fleet.connections, tools())
+            return prompt
+
+        def server_of(name: str) -> str | None:
+            entry = catalog.entries.get(name)
+            return entry.origin.server if entry is not None else None
+
+        team = build_team(TeamParts(
+            manifest=manifest, base_dir=checked.loaded.base_dir,
+            catalog_tools=lambda: catalog.tools, server_of=server_of,
+            direct_call=self.caller.run_tool_call,
+            needs_approval=catalog.needs_approval,
+            arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
+            model_for=model_for, system_prompt_for=system_prompt_for,
+        ))
+        offered = team.tools_of(manifest.agent.agents)
+        return lambda: [*catalog.tools, *offered]
 
     async def answer(self, server: str, request: Question) -> Reply:
         """A server's question during a tool call, answered by the host (sampling: the host

@@ -27,6 +27,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
+from runner.agent.turn_stream import naming_agent
 from runner.events import SampledMessage, SamplingAsked
 from runner.models import ModelChain
 from runner.servers.inbound_requests import SamplingBudget, sampling_budget
@@ -75,14 +76,14 @@ class SamplingDecision(BaseModel):
 
 def sampling_request(server: str, request: types.CreateMessageRequestParams) -> SamplingAsked:
     """The interrupt payload (and event) showing what a server asks the model."""
-    return SamplingAsked(
+    return naming_agent(SamplingAsked(
         type="sampling",
         server=server,
         system_prompt=request.system_prompt,
         messages=[SampledMessage(role=m.role, text=_text(m.content)) for m in request.messages],
         max_tokens=request.max_tokens,
         tools=[tool.name for tool in request.tools or ()],
-    )
+    ))
 
 
 def approve_by_interrupt(server: str, request: types.CreateMessageRequestParams) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
+from typing import TypeVar
 
 from runner.events import Event, EventSink
 
@@ -35,6 +36,32 @@ class StoppedTurnEvents:
     def stop(self) -> None:
         """The turn is stopped: keep the events from now on, for after the run has closed."""
         self.stopped = True
+
+
+T = TypeVar("T")
+AGENT_KEY = "mcp_run_agent"  # the config metadata naming the agent of 'agents:' a node runs for
+NAMESPACE = "namespace"  # of an ``agent`` event on its way to the turn: where its run's events come from
+
+
+def current_agent() -> str | None:
+    """The agent of 'agents:' the running graph node works for; None for the main agent."""
+    config = sys.modules.get("langgraph.config")
+    if config is None:
+        return None
+    try:
+        metadata = config.get_config().get("metadata") or {}
+    except (RuntimeError, KeyError):
+        return None
+    name = metadata.get(AGENT_KEY)
+    return name if isinstance(name, str) else None
+
+
+def naming_agent(payload: T) -> T:
+    """``payload`` (a question's interrupt payload) with the agent of 'agents:' that asks, if any."""
+    agent = current_agent()
+    if agent is not None:
+        payload["agent"] = agent  # type: ignore[index]  # every question type has the optional key
+    return payload
 
 
 turn_events: contextvars.ContextVar[StoppedTurnEvents | None] = contextvars.ContextVar(

@@ -8,7 +8,7 @@ import contextvars
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -18,12 +18,14 @@ from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
-from runner.agent.turn_stream import StoppedTurnEvents, turn_events
+from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
+from runner.manifest import MAIN_AGENT
 from runner.store.thread_locks import thread_turn
 
 logger = logging.getLogger(__name__)
 
+EventT = TypeVar("EventT", ToolCall, ToolResult)
 CLOSE_LIMIT = 5.0  # seconds a stopped turn waits for its graph run (and tool calls) to be cancelled
 
 def turn_input(message: str | list[BaseMessage] | Command) -> Any:
@@ -68,11 +70,13 @@ async def stream_turn(
 async def _turn_events(
     runtime: Runtime, message: str | list[BaseMessage] | Command, config: RunnableConfig
 ) -> AsyncGenerator[Event, None]:
-    names: dict[str | None, str] = {}
+    names: dict[tuple[str | None, str], str] = {}
+    # The agents of 'agents:' running in this turn, by the namespace their graph's events come from.
+    agents: dict[tuple[str, ...], str] = {}
     modes: list[StreamMode] = ["messages", "updates", "custom"]
-    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes)
+    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes, subgraphs=True)
     assert isinstance(stream, AsyncGenerator)  # typed as an AsyncIterator; _run_graph closes it
-    send, receive = anyio.create_memory_object_stream[tuple[str, Any]]()
+    send, receive = anyio.create_memory_object_stream[tuple[tuple[str, ...], str, Any]]()
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
                                  resumed=isinstance(message, Command))
     stopped = StoppedTurnEvents()
@@ -80,35 +84,49 @@ async def _turn_events(
     context.run(turn_events.set, stopped)
     run = asyncio.create_task(_run_graph(stream, send), context=context)
     try:
-        async for mode, data in receive:
-            if mode == "custom":  # progress of a running tool call
+        async for namespace, mode, data in receive:
+            agent = agents.get(namespace) if namespace else None
+            if mode == "custom":  # progress of a running tool call, or an agent starting
+                if data.get("type") == "agent":
+                    data = {**data, "caller": agent or MAIN_AGENT}
+                    inner = data.pop(NAMESPACE)
+                    agents[tuple(inner.split("|")) if inner else ()] = data["agent"]
+                elif agent is not None:
+                    data = {**data, "agent": agent}
                 yield clock.seen(data)
                 continue
             if mode == "messages":
                 chunk, metadata = data
                 if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
                     if text := chunk.text:
-                        yield Token(type="token", text=text)
+                        yield Token(type="token", text=text, agent=agent) if agent else Token(type="token",
+                                                                                            text=text)
                 continue
             for node, update in data.items():
                 if node == "__interrupt__":
-                    for pending in update:
-                        yield clock.seen(question(pending.value))
+                    if not namespace:  # a subgraph's interrupt reaches the turn's own graph too
+                        for pending in update:
+                            yield clock.seen(question(pending.value))
                     continue
+                if namespace and agent is None:
+                    continue  # a workflow's own steps: its agents' events say what happens
                 for item in (update or {}).get("messages", []):
                     if isinstance(item, AIMessage) and item.tool_calls and node == "model":
                         for call in item.tool_calls:
                             call_id = cast(str, call["id"])  # set: the graph's tool tasks need it
-                            names[call_id] = call["name"]
-                            yield clock.seen(ToolCall(type="tool_call", name=call["name"], args=call["args"],
-                                                      id=call_id))
-                    elif isinstance(item, AIMessage) and node == "model":
+                            names[agent, call_id] = call["name"]
+                            called = ToolCall(type="tool_call", name=call["name"], args=call["args"],
+                                              id=call_id)
+                            yield clock.seen(_by(called, agent))
+                    elif isinstance(item, AIMessage) and node == "model" and agent is None:
                         reason = item.response_metadata.get("finish_reason")
                         yield clock.seen(FinalAnswer(type="final", text=reply_text(item), reason=reason))
                     elif isinstance(item, ToolMessage):
-                        name = names.get(item.tool_call_id) or cast(str, item.name)  # set by the tool task
-                        yield clock.seen(ToolResult(type="tool_result", name=name, id=item.tool_call_id,
-                                                    status=item.status, text=_message_text(item)))
+                        # the name is set by the tool task
+                        name = names.get((agent, item.tool_call_id)) or cast(str, item.name)
+                        result = ToolResult(type="tool_result", name=name, id=item.tool_call_id,
+                                            status=item.status, text=_message_text(item))
+                        yield clock.seen(_by(result, agent))
         await run  # the run's own error, if it failed
     except anyio.get_cancelled_exc_class():
         # Stopped (Ctrl-C, a cancelled task, a stopped served turn): what the calls said as they
@@ -124,6 +142,13 @@ async def _turn_events(
         if run.done() and not run.cancelled() and (error := run.exception()) is not None:
             logger.debug("the graph run ended with %r", error)  # raised above unless stopped
         clock.end(asyncio.CancelledError() if not run.done() or run.cancelled() else run.exception())
+
+
+def _by(event: EventT, agent: str | None) -> EventT:
+    """``event`` naming the agent of 'agents:' it comes from (none: the main agent)."""
+    if agent is not None:
+        event["agent"] = agent
+    return event
 
 
 async def _close(run: asyncio.Task[None]) -> None:

@@ -90,6 +90,7 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.auth": ("auth",),
     "runner.cli.evals": ("test",),
     "runner.cli.serve": ("serve",),
+    "runner.cli.graphing": ("graph",),
 }
 # What `mcp-run --help` says of each command, so that listing the commands imports none of their
 # modules (tests/cli/test_cli_registry.py checks each line against the command's own docstring).
@@ -97,6 +98,8 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
     "auth": "Log in to remote servers that need OAuth; show or forget the stored logins.",
     "call": "Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.",
     "config": "Print the effective manifest of FILE: defaults applied, where each value comes from.",
+    "graph": "Print the agents and workflows of FILE as a Mermaid flowchart (paste it into any Mermaid "
+             "viewer).",
     "import": "Convert FILE (Claude Desktop, Claude Code, VS Code or Cursor MCP config) into a manifest.",
     "init": "Write a starter agent in DIRECTORY (default .): agent.yaml, prompts/system.md.j2, "
             "agent.schema.json, and .mcp-run/ in .gitignore.",

@@ -48,7 +48,15 @@ from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
-from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, change_line, preview
+from runner.cli.terminal import (
+    ChatView,
+    JsonLinesView,
+    StartupSpinner,
+    TerminalView,
+    by_agent,
+    change_line,
+    preview,
+)
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
@@ -141,10 +149,11 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
                 if as_json:
                     click.echo(json.dumps(event, default=str))
                 elif event["type"] == "tool_call":
-                    stderr.print(f"→ {event['name']} {json.dumps(event['args'])}", markup=False, style="cyan")
+                    called = f"{by_agent(event)}→ {event['name']} {json.dumps(event['args'])}"
+                    stderr.print(called, markup=False, style="cyan")
                 elif event["type"] == "tool_result":
                     style = "red" if event["status"] == "error" else "dim"
-                    stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
+                    stderr.print(f"{by_agent(event)}← {preview(event['text'])}", markup=False, style=style)
                 if event["type"] == "approval":
                     approval = event
                 elif event["type"] == "final":

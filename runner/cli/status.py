@@ -34,7 +34,8 @@ class ChatStatus:
         elif event["type"] == "tool_result":
             self.activity, self.detail = "thinking", ""
         elif event["type"] == "token":
-            self.activity, self.detail = "answering", ""
+            who = f"{event['agent']} " if "agent" in event else ""
+            self.activity, self.detail = f"{who}answering", ""
 
     def start(self, activity: str = "thinking") -> None:
         self.activity, self.detail = activity, ""

@@ -25,7 +25,7 @@ from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
+from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall, ToolResult
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -68,6 +68,11 @@ class StartupSpinner:
     def _before_log_line(self, record: logging.LogRecord) -> bool:
         self._clear()  # the filters stay until stop(): a handler is iterating them now
         return True
+
+
+def by_agent(event: ToolCall | ToolResult | ApprovalAsked) -> str:
+    """``researcher: `` before what an agent of 'agents:' does; nothing for the main agent."""
+    return f"{event['agent']}: " if "agent" in event else ""
 
 
 def change_line(event: CatalogueChanged) -> str:
@@ -174,7 +179,8 @@ class TerminalView:
     def _render(self, event: Event, in_full: bool) -> None:
         say = self.console.print
         if event["type"] == "token":
-            self._stream(event["text"])
+            if "agent" not in event:  # an agent working for another answers in that call's result
+                self._stream(event["text"])
             return
         if self._midline:
             self._end_answer_line()
@@ -186,9 +192,9 @@ class TerminalView:
         elif event["type"] == "tool_call":
             if event.get("unlisted"):
                 say(unlisted_warning(event["name"]), style="yellow", markup=False)
-            say(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
+            say(f"{by_agent(event)}→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
         elif event["type"] == "tool_result":
-            text = event["text"] if in_full else f"← {preview(event['text'])}"
+            text = event["text"] if in_full else f"{by_agent(event)}← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
         elif event["type"] == "ready":
             say(f"{event['name']} — {counted(len(event['tools']), 'tool')}, model {event['model']}, thread "
@@ -276,8 +282,8 @@ class TerminalView:
 
     async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
         self._end_answer_line()
-        self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
-                           style="yellow", markup=False)
+        asking = f"{by_agent(approval)}{approval['tool']} wants to run with {json.dumps(approval['args'])}"
+        self.console.print(asking, style="yellow", markup=False)
         while True:
             answer = (await self.reader.read(approval_question(edit=True)) or "").strip().lower()
             if answer in YES:
@@ -356,8 +362,11 @@ class JsonLinesView:
                                 message=pending + 'expected {"text": "a message or a /command"}'))
 
     async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
-        self.show(ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
-                                id=approval["id"]))
+        shown = ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
+                              id=approval["id"])
+        if "agent" in approval:
+            shown["agent"] = approval["agent"]
+        self.show(shown)
         while True:
             value = await self.next_object()
             if value is None:

@@ -24,6 +24,21 @@ from pydantic import (
 )
 
 # Consumers import every manifest name from here; the sub-modules only keep files short.
+from runner.manifest.agents import (
+    AGENT_NAME_PATTERN,
+    AGENT_NAME_RULE,
+    MAIN_AGENT,
+    AgentDefinition,
+    AgentName,
+    AgentNames,
+    ChainSpec,
+    LoopSpec,
+    ModelAgentSpec,
+    ParallelSpec,
+    RouterSpec,
+    agent_kind,
+    agent_problems,
+)
 from runner.manifest.basics import (
     CHAT_COMMANDS,
     ENV_NAME_PATTERN,
@@ -44,6 +59,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.model import ModelField, ModelSpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -57,32 +73,6 @@ from runner.manifest.servers import (
     ServerSpec,
     StdioServerSpec,
 )
-
-
-class ModelSpec(Spec):
-    id: str = Field(
-        min_length=1,
-        description="init_chat_model id (provider:model), or the built-in 'offline' / 'scripted'.",
-    )
-    fallbacks: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="Model ids tried in order when the model call fails."
-    )
-    params: dict[str, Any] = Field(default_factory=dict, description="Passed to the model.")
-    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
-    api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
-    script: str | None = Field(None, description="Turns file of the 'scripted' model.")
-
-    @model_validator(mode="after")
-    def _script_for_scripted(self) -> ModelSpec:
-        if self.id == "scripted" and not self.script:
-            raise ValueError("the 'scripted' model needs 'script: path/to/turns.yaml'")
-        if self.script and self.id != "scripted":
-            raise ValueError("'script' is only used by the 'scripted' model")
-        return self
-
-
-def _model_from_id(value: Any) -> Any:
-    return {"id": value} if isinstance(value, str) else value
 
 
 class McpPromptSpec(Spec):
@@ -166,6 +156,9 @@ class AgentSpec(Spec):
         default_factory=ToolSearchSpec,
         description="auto | on | off, or a mapping {mode, max_tools, max_bytes, results}.",
     )
+    agents: AgentNames = Field(
+        default_factory=list, description="Agents of 'agents:' this agent may call as tools."
+    )
 
 
 class WatchSpec(Spec):
@@ -224,9 +217,7 @@ class Manifest(Spec):
     version: Literal[1] = Field(description="Manifest format version; always 1.")
     name: str = Field(min_length=1, max_length=128, description="Name of the agent.")
     description: str | None = None
-    model: Annotated[
-        ModelSpec, BeforeValidator(_model_from_id, json_schema_input_type=str | ModelSpec)
-    ] = Field(
+    model: ModelField = Field(
         default_factory=lambda: ModelSpec(id="offline"),
         description="The chat model: an id string or a mapping.",
     )
@@ -234,6 +225,11 @@ class Manifest(Spec):
     servers: dict[ServerKey, ServerSpec] = Field(default_factory=dict)
     prompts: PromptsSpec = Field(default_factory=PromptsSpec)
     agent: AgentSpec = Field(default_factory=AgentSpec)
+    agents: dict[AgentName, AgentDefinition] = Field(
+        default_factory=dict,
+        description="More agents beside this one (a model loop, another manifest's 'file', or a "
+        "chain, parallel, router or loop workflow), by name.",
+    )
     local_tools: Annotated[list[ImportPath], AfterValidator(_unique)] = Field(
         default_factory=list, description="Python functions ('module:function') offered as tools."
     )
@@ -314,6 +310,12 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
                 ("agent", "tool_separator"),
                 f"separator '{separator}' occurs in server key '{key}'; names could not be split",
             ))
+    for name in sorted(manifest.agents):
+        if separator in name:
+            problems.append((("agents", name), f"separator '{separator}' occurs in the agent name; "
+                                                "it could be taken for a server's tool"))
+    local_tools = [path.rsplit(":", 1)[-1] for path in manifest.local_tools]
+    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, keys, separator, local_tools))
     return problems
 
 
@@ -348,6 +350,17 @@ def manifest_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
+    "AGENT_NAME_PATTERN",
+    "AGENT_NAME_RULE",
+    "MAIN_AGENT",
+    "AgentDefinition",
+    "AgentName",
+    "ChainSpec",
+    "LoopSpec",
+    "ModelAgentSpec",
+    "ParallelSpec",
+    "RouterSpec",
+    "agent_kind",
     "CHAT_COMMANDS",
     "ENV_NAME_PATTERN",
     "IMPORT_PATH_PATTERN",

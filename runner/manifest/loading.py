@@ -30,6 +30,7 @@ from runner.manifest import (
     did_you_mean,
     reference_problems,
 )
+from runner.manifest.agents import AGENT_KIND_TAGS
 from runner.manifest.expansion import expand_variables
 from runner.manifest.servers import _transport_tag
 from runner.manifest.wording import in_manifest_words
@@ -371,12 +372,14 @@ def _document_path(loc: tuple[str | int, ...], data: Any) -> tuple[Path_, bool]:
     path: list[str | int] = []
     cursor: Any = data
     key_error = False
-    for part in loc:
+    for index, part in enumerate(loc):
         if part == "[key]":
             key_error = True
             continue
         if len(path) == 2 and path[0] == "servers" and part in ("stdio", "http"):
             continue  # discriminated-union tag, not a key
+        if index == 2 and loc[0] == "agents" and part in AGENT_KIND_TAGS:
+            continue  # the kind of agent: a tag too
         path.append(part)
         if isinstance(cursor, dict) and part in cursor:
             cursor = cursor[part]

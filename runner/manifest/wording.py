@@ -11,10 +11,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runner.manifest import IMPORT_PATH_PATTERN, SERVER_KEY_PATTERN, SERVER_KEY_RULE
+from runner.manifest import (
+    AGENT_NAME_PATTERN,
+    AGENT_NAME_RULE,
+    IMPORT_PATH_PATTERN,
+    SERVER_KEY_PATTERN,
+    SERVER_KEY_RULE,
+)
 
 PATTERN_MESSAGES = {
     SERVER_KEY_PATTERN: SERVER_KEY_RULE,
+    AGENT_NAME_PATTERN: AGENT_NAME_RULE,
     IMPORT_PATH_PATTERN: "must be an import path such as 'package.module:function'",
     r"^https?://[^\s/]+": "must be an http:// or https:// URL",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "must be a variable name (letters, digits and '_')",

@@ -151,7 +151,8 @@ class _Progress:
 
     async def event(self, event: Event) -> None:
         if event["type"] == "token":
-            await self.note(event["text"])
+            if "agent" not in event:  # an agent working for another: its answer is that call's result
+                await self.note(event["text"])
         elif event["type"] == "tool_call":
             await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
         elif event["type"] == "tool_result":

@@ -1,0 +1,196 @@
+"""The agents of the manifest's ``agents:`` section, over the one fleet of servers.
+
+Each agent is a compiled graph of its own, run *inside* the tool call of the agent that calls it:
+LangGraph then treats it as a subgraph of the turn, so its checkpoints live under the caller's
+thread, a question it raises (an approval, a server's form, sampling) interrupts the whole turn and
+its answer resumes it where it was, and a run stopped by a crash resumes at the step it reached.
+An agent is offered to the agents that name it as a tool taking a task; its final answer is the
+tool's result. Workflows (chain, parallel, router, loop) are in :mod:`runner.agent.workflows`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from runner.agent.nodes import ApprovalPredicate, ArgumentsCheck, DirectToolCall, SystemPromptProvider
+from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
+from runner.errors import BuildError
+from runner.events import Event
+from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
+from runner.manifest.agents import called_agents
+from runner.models import ModelChain
+
+TASK_DESCRIPTION = (
+    "Everything the agent needs to do the task: it does not see this conversation, only this text."
+)
+ModelMaker = Callable[[ModelSpec], ModelChain]
+
+
+class AgentTask(BaseModel):
+    task: str = Field(min_length=1, description=TASK_DESCRIPTION)
+
+
+@dataclass(frozen=True)
+class TeamParts:
+    """What the agents are built from: the manifest, the main agent's tools and checks, and how
+    a model is made (the runtime keeps models across reloads)."""
+
+    manifest: Manifest
+    base_dir: Path
+    catalog_tools: Callable[[], Sequence[BaseTool]]  # every tool of the catalog, as it is now
+    server_of: Callable[[str], str | None]  # a catalog tool's server key (None: a local tool)
+    direct_call: DirectToolCall
+    needs_approval: ApprovalPredicate
+    arguments_fit: ArgumentsCheck
+    model_for: ModelMaker
+    # An agent's system prompt, by its name and the tools it is given.
+    system_prompt_for: Callable[[str, Callable[[], Sequence[BaseTool]]], SystemPromptProvider]
+
+
+@dataclass(frozen=True)
+class Team:
+    """The built agents: each one's runnable graph and the tool that runs it."""
+
+    graphs: Mapping[str, Runnable[Any, Any]]
+    tools: Mapping[str, BaseTool]
+
+    def tools_of(self, names: Sequence[str]) -> list[BaseTool]:
+        return [self.tools[name] for name in names if name in self.tools]
+
+
+def build_team(parts: TeamParts) -> Team:
+    """Every agent of ``parts.manifest``, callees before their callers (validation refused cycles)."""
+    from runner.agent.workflows import build_workflow  # the workflows use this module's tools
+
+    agents = parts.manifest.agents
+    local = {tool.name for tool in parts.catalog_tools() if parts.server_of(tool.name) is None}
+    if clashes := sorted(local & set(agents)):
+        raise BuildError(f"agent '{clashes[0]}' has the name of a local tool; rename one of them")
+    graphs: dict[str, Runnable[Any, Any]] = {}
+    tools: dict[str, BaseTool] = {}
+    for name in build_order(agents):
+        spec = agents[name]
+        if isinstance(spec, ModelAgentSpec):
+            graph = _model_agent(name, spec, parts, [tools[callee] for callee in spec.agents])
+        else:
+            graph = build_workflow(name, spec, graphs, parts)
+        graphs[name] = graph
+        description = spec.description or f"The {name} workflow."
+        tools[name] = agent_tool(name, description, graph)
+    return Team(graphs, tools)
+
+
+def build_order(agents: Mapping[str, Any]) -> list[str]:
+    """Agent names, each after every agent it calls."""
+    order: list[str] = []
+    placed: set[str] = set()
+
+    def place(name: str) -> None:
+        if name in placed or name not in agents:
+            return
+        placed.add(name)
+        for _, callee in called_agents(agents[name]):
+            place(callee)
+        order.append(name)
+
+    for name in sorted(agents):
+        place(name)
+    return order
+
+
+def selected_tools(tools: Sequence[BaseTool], entries: Sequence[str],
+                   server_of: Callable[[str], str | None]) -> list[BaseTool]:
+    """The tools an agent is given: all of a named server's, the one named exactly, and those
+    whose name matches a glob."""
+    names = {entry for entry in entries if not _is_glob(entry)}
+    globs = [entry for entry in entries if _is_glob(entry)]
+    return [tool for tool in tools
+            if tool.name in names or server_of(tool.name) in names
+            or any(fnmatch.fnmatchcase(tool.name, glob) for glob in globs)]
+
+
+def _is_glob(entry: str) -> bool:
+    return any(mark in entry for mark in "*?[")
+
+
+def _model_agent(
+    name: str, spec: ModelAgentSpec, parts: TeamParts, callees: list[BaseTool]
+) -> Runnable[Any, Any]:
+    from runner.agent.graph import build_graph
+
+    manifest = parts.manifest
+
+    def given() -> list[BaseTool]:
+        return selected_tools(parts.catalog_tools(), spec.tools, parts.server_of) + callees
+
+    def allowed(call_name: str) -> bool:
+        return any(tool.name == call_name for tool in given())
+
+    async def direct_call(call: dict[str, Any]) -> ToolMessage | None:
+        # A name the agent was not given is not run for it, even if the catalog has it: the tool
+        # node then answers that no such tool is offered.
+        return await parts.direct_call(call) if allowed(call["name"]) else None
+
+    def needs_approval(tool_name: str) -> bool:
+        return parts.needs_approval(tool_name) or any(
+            fnmatch.fnmatchcase(tool_name, glob) for glob in spec.approve)
+
+    model = parts.model_for(spec.model or manifest.model)
+    return build_graph(
+        model,
+        tools_provider=given,
+        system_prompt_provider=parts.system_prompt_for(name, given),
+        max_steps=spec.max_steps or manifest.agent.max_steps,
+        needs_approval=needs_approval,
+        arguments_fit=parts.arguments_fit,
+        checkpointer=None,  # run inside a tool call: the caller's checkpointer, under its thread
+        direct_call=direct_call,
+        name=name,
+    )
+
+
+def agent_tool(name: str, description: str, graph: Runnable[Any, Any]) -> BaseTool:
+    """The tool that runs agent ``name`` on a task and answers with its final answer."""
+
+    async def run(task: str, config: RunnableConfig) -> str:
+        return await run_agent(name, graph, task, config)
+
+    return StructuredTool(name=name, description=description, args_schema=AgentTask, coroutine=run)
+
+
+async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: RunnableConfig) -> str:
+    """Agent ``name``'s final answer to ``task``. Given the config of the node (or tool call) it
+    runs in, its graph is a subgraph of the turn. The turn's stream hears that it started, and
+    where its own events will come from; the nodes inside it read its name from the metadata."""
+    namespace = config.get("configurable", {}).get("checkpoint_ns", "")
+    writer = stream_writer()
+    if writer is not None:
+        started = {"type": "agent", "agent": name, "caller": "", "task": task, NAMESPACE: namespace}
+        writer(cast(Event, started))
+    inner: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), AGENT_KEY: name}}
+    result = await graph.ainvoke({"messages": [HumanMessage(task)]}, inner)
+    return final_answer(result)
+
+
+def final_answer(state: Mapping[str, Any]) -> str:
+    """The text of the last model message of an agent's run."""
+    from runner.agent.turns import reply_text
+
+    for message in reversed(state.get("messages", [])):
+        if isinstance(message, AIMessage):
+            return reply_text(message)
+    return ""
+
+
+def agent_names(manifest: Manifest) -> list[str]:
+    """``main`` and the names of the ``agents:`` section."""
+    return [MAIN_AGENT, *sorted(manifest.agents)]

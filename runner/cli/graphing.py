@@ -1,0 +1,76 @@
+"""``mcp-run graph FILE``: the agents and workflows of a manifest as a Mermaid diagram."""
+
+from __future__ import annotations
+
+import click
+
+from runner.cli import main, reports_errors
+from runner.manifest import (
+    MAIN_AGENT,
+    ChainSpec,
+    LoopSpec,
+    Manifest,
+    ModelAgentSpec,
+    ParallelSpec,
+    RouterSpec,
+)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@reports_errors
+def graph(file: str) -> None:
+    """Print the agents and workflows of FILE as a Mermaid flowchart (paste it into any Mermaid viewer)."""
+    from runner.manifest.loading import load_manifest
+
+    click.echo(agents_mermaid(load_manifest(file).manifest))
+
+
+def agents_mermaid(manifest: Manifest) -> str:
+    """A Mermaid flowchart: each agent (a box; workflows hexagons), who calls whom, and the
+    servers each model agent is given. Names are the manifest's keys (safe as Mermaid ids); the
+    labels say only the name and kind, so no free text reaches the diagram."""
+    lines = ["flowchart TD", f'  {_id(MAIN_AGENT)}["{MAIN_AGENT}: {_label(manifest.name)}"]']
+    for name in manifest.agent.agents:
+        lines.append(f"  {_id(MAIN_AGENT)} -->|calls| {_id(name)}")
+    lines += _tools(MAIN_AGENT, sorted(manifest.servers))
+    for name, spec in sorted(manifest.agents.items()):
+        if isinstance(spec, ModelAgentSpec):
+            lines.append(f'  {_id(name)}["{name}"]')
+            lines += [f"  {_id(name)} -->|calls| {_id(callee)}" for callee in spec.agents]
+            servers = sorted({entry.split(manifest.agent.tool_separator, 1)[0] for entry in spec.tools}
+                             & set(manifest.servers))
+            lines += _tools(name, servers)
+        elif isinstance(spec, ChainSpec):
+            lines.append(f'  {_id(name)}{{{{"{name}: chain"}}}}')
+            lines += [f"  {_id(name)} -->|{index + 1}| {_id(step)}" for index, step in enumerate(spec.chain)]
+        elif isinstance(spec, ParallelSpec):
+            lines.append(f'  {_id(name)}{{{{"{name}: parallel"}}}}')
+            lines += [f"  {_id(name)} -->|each| {_id(member)}" for member in spec.parallel]
+            if spec.join is not None:
+                lines.append(f"  {_id(name)} -->|join| {_id(spec.join)}")
+        elif isinstance(spec, RouterSpec):
+            lines.append(f'  {_id(name)}{{{{"{name}: router"}}}}')
+            lines += [f"  {_id(name)} -->|route| {_id(member)}" for member in spec.router
+                      if member != spec.fallback]
+            if spec.fallback is not None:
+                lines.append(f"  {_id(name)} -.->|fallback| {_id(spec.fallback)}")
+        elif isinstance(spec, LoopSpec):
+            lines.append(f'  {_id(name)}{{{{"{name}: loop ≤ {spec.loop.max_rounds}"}}}}')
+            lines.append(f"  {_id(name)} -->|write| {_id(spec.loop.generator)}")
+            lines.append(f"  {_id(name)} -->|judge| {_id(spec.loop.evaluator)}")
+    return "\n".join(lines)
+
+
+def _tools(agent: str, servers: list[str]) -> list[str]:
+    return [f'  {_id(agent)} -.- server_{key.replace("-", "_")}[("{key}")]' for key in servers]
+
+
+def _id(name: str) -> str:
+    # Agent names are [a-z][a-z0-9_-]*; Mermaid ids are safest without '-', and 'end' is a keyword.
+    return f"agent_{name.replace('-', '_')}"
+
+
+def _label(text: str) -> str:
+    """The manifest's name inside a quoted label: quotes and angle brackets would end or format it."""
+    return "".join(c if c.isalnum() or c in " ._-" else "_" for c in text)

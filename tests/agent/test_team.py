@@ -1,0 +1,190 @@
+"""Several agents in one manifest (``agents:``): agents called as tools, workflows over them, and
+questions from any depth; run as a user runs them (``-p --json``, the JSON chat), with scripted
+models and the bundled notes server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from builders import ROOT, JsonChat, mcp_run
+
+JOIN_TEMPLATE = "{% for name, answer in answers.items() %}{{ name }}: {{ answer }}\n{% endfor %}"
+NOTES = {"command": "python", "args": ["notes_server.py"], "env": {"NOTES_FILE": "notes.json"}}
+
+
+def team(folder: Path, main: list[Any], agents: dict[str, dict[str, Any]], *,
+         scripts: dict[str, list[Any]] | None = None, **top: Any) -> Path:
+    """``folder/agent.yaml``: the notes server, the scripted main model playing ``main``, and
+    ``agents``; each of ``scripts`` is the script of the agent of that name."""
+    shutil.copy(ROOT / "examples" / "notes_server.py", folder / "notes_server.py")
+    (folder / "main.yaml").write_text(yaml.safe_dump(main))
+    for name, script in (scripts or {}).items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(script))
+        agents[name] = {**agents[name], "model": {"id": "scripted", "script": f"{name}.yaml"}}
+    document = {"version": 1, "name": "team", "model": {"id": "scripted", "script": "main.yaml"},
+                "checkpointer": "memory", "servers": {"notes": NOTES}, **top, "agents": agents}
+    path = folder / "agent.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def one_shot(folder: Path, text: str = "go") -> list[dict[str, Any]]:
+    result = mcp_run("agent.yaml", "-p", text, "--json", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "args": args}]}
+
+
+def results(events: list[dict[str, Any]], agent: str | None = None) -> dict[str, str]:
+    return {e["name"]: e["text"] for e in events if e["type"] == "tool_result" and e.get("agent") == agent}
+
+
+def test_an_agent_the_main_agent_names_is_a_tool_whose_result_is_its_final_answer(tmp_path: Path) -> None:
+    team(tmp_path, [call("researcher", task="What is 6*7?"), "The researcher found it."],
+         {"researcher": {"description": "Does arithmetic.", "tools": ["notes"]}},
+         scripts={"researcher": [call("notes__calculate", expression="6*7"), "It is 42."]},
+         agent={"agents": ["researcher"]})
+    events = one_shot(tmp_path)
+    started = [e for e in events if e["type"] == "agent"]
+    assert started == [{"type": "agent", "agent": "researcher", "caller": "main", "task": "What is 6*7?"}]
+    assert results(events, "researcher") == {"notes__calculate": "42"}
+    assert results(events) == {"researcher": "It is 42."}
+    assert events[-1]["type"] == "final" and events[-1]["text"] == "The researcher found it."
+    # An agent's streamed answer is its own: the main agent's tokens make the final answer.
+    assert "".join(e["text"] for e in events if e["type"] == "token" and "agent" not in e) == \
+        "The researcher found it."
+
+
+def test_an_agent_cannot_call_a_tool_it_was_not_given(tmp_path: Path) -> None:
+    team(tmp_path, [call("writer", task="Compute"), "Done."],
+         {"writer": {"description": "Writes; has no tools."}},
+         scripts={"writer": [call("notes__calculate", expression="1+1"), "I could not."]},
+         agent={"agents": ["writer"]})
+    events = one_shot(tmp_path)
+    refused = [e for e in events if e["type"] == "tool_result" and e.get("agent") == "writer"]
+    assert [(e["name"], e["status"]) for e in refused] == [("notes__calculate", "error")]
+    assert "not" in refused[0]["text"].lower()
+
+
+def test_the_main_agent_is_not_offered_agents_it_does_not_name(tmp_path: Path) -> None:
+    team(tmp_path, [call("helper", task="Anything"), "Done."],
+         {"helper": {"description": "Helps."}}, scripts={"helper": ["Helped."]})
+    events = one_shot(tmp_path)
+    assert [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"] == [("helper", "error")]
+    assert not [e for e in events if e["type"] == "agent"]
+
+
+def test_a_question_three_levels_down_is_asked_naming_its_agent_and_the_answer_resumes_it(
+    tmp_path: Path,
+) -> None:
+    team(tmp_path, [call("researcher", task="File it"), "Main: filed."],
+         {"researcher": {"description": "Researches.", "agents": ["writer"]},
+          "writer": {"description": "Writes notes.", "tools": ["notes__add_note"],
+                     "approve": ["notes__add_*"]}},
+         scripts={"researcher": [call("writer", task="Add the note"), "Researcher: the writer filed it."],
+                  "writer": [call("notes__add_note", title="owls", text="Owls hoot."), "Writer: added."]},
+         agent={"agents": ["researcher"]}, checkpointer="sqlite:///state.sqlite")
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "go"})
+        approval = chat.wait_for("approval")
+        assert (approval["tool"], approval["agent"]) == ("notes__add_note", "writer")
+        chat.send({"action": "approve"})
+        final = chat.wait_for("final")
+        assert final["text"] == "Main: filed."
+        filed = [e for e in chat.seen if e["type"] == "tool_result" and e["name"] == "notes__add_note"]
+        assert [(e["status"], e["agent"]) for e in filed] == [("success", "writer")]
+        assert "owls" in (tmp_path / "notes.json").read_text()
+        chained = {e["name"]: e["text"] for e in chat.seen if e["type"] == "tool_result"}
+        assert chained["writer"] == "Writer: added."
+        assert chained["researcher"] == "Researcher: the writer filed it."
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
+
+
+def test_a_chain_gives_each_step_the_previous_answer(tmp_path: Path) -> None:
+    team(tmp_path, [call("pipeline", task="Owls"), "Main: done."],
+         {"researcher": {"description": "Finds facts."}, "writer": {"description": "Writes."},
+          "pipeline": {"description": "Research, then write.", "chain": ["researcher", "writer"]}},
+         scripts={"researcher": ["Owls hunt at night."], "writer": ["An essay on night hunters."]},
+         agent={"agents": ["pipeline"]})
+    events = one_shot(tmp_path)
+    tasks = [(e["agent"], e["caller"], e["task"]) for e in events if e["type"] == "agent"]
+    assert tasks == [("pipeline", "main", "Owls"), ("researcher", "pipeline", "Owls"),
+                     ("writer", "pipeline", "Owls hunt at night.")]
+    assert results(events) == {"pipeline": "An essay on night hunters."}
+
+
+def test_a_parallel_workflow_runs_every_agent_and_joins_their_answers(tmp_path: Path) -> None:
+    team(tmp_path, [call("poll", task="Name a bird"), call("panel", task="Name a bird"), "Main: done."],
+         {"first": {"description": "One."}, "second": {"description": "Two."},
+          "judge": {"description": "Joins."},
+          "poll": {"description": "Both, by template.", "parallel": ["first", "second"],
+                   "template": JOIN_TEMPLATE},
+          "panel": {"description": "Both, joined by the judge.", "parallel": ["first", "second"],
+                    "join": "judge"}},
+         scripts={"first": ["Robin.", "Owl."], "second": ["Wren.", "Kite."], "judge": ["Four birds."]},
+         agent={"agents": ["poll", "panel"]})
+    events = one_shot(tmp_path)
+    answers = results(events)
+    assert sorted(answers["poll"].splitlines()) == ["first: Robin.", "second: Wren."]
+    assert answers["panel"] == "Four birds."
+    judged = next(e["task"] for e in events if e["type"] == "agent" and e["agent"] == "judge")
+    assert "Owl." in judged and "Kite." in judged and "Name a bird" in judged
+
+
+def test_a_router_runs_the_agent_its_model_picks_or_its_fallback(tmp_path: Path) -> None:
+    team(tmp_path, [call("desk", task="Refund please"), call("desk", task="Hello"), "Main: done."],
+         {"billing": {"description": "Refunds and invoices."}, "general": {"description": "Anything else."},
+          "desk": {"description": "Sends each request to the right agent.", "router": ["billing", "general"],
+                   "fallback": "general", "model": {"id": "scripted", "script": "router.yaml"}}},
+         scripts={"billing": ["Refunded."], "general": ["Hi there."]},
+         agent={"agents": ["desk"]})
+    (tmp_path / "router.yaml").write_text(yaml.safe_dump([call("billing", task="Refund please"),
+                                                          "I cannot tell."]))
+    events = one_shot(tmp_path)
+    assert [e["text"] for e in events if e["type"] == "tool_result" and e["name"] == "desk"] == \
+        ["Refunded.", "Hi there."]
+
+
+def test_a_loop_revises_until_the_evaluator_accepts(tmp_path: Path) -> None:
+    team(tmp_path, [call("polish", task="A haiku"), "Main: done."],
+         {"poet": {"description": "Writes."}, "critic": {"description": "Judges."},
+          "polish": {"description": "Write until it is good.",
+                     "loop": {"generator": "poet", "evaluator": "critic", "max_rounds": 3}}},
+         scripts={"poet": ["Draft one.", "Draft two."], "critic": ["Too long.", "ACCEPT: lovely."]},
+         agent={"agents": ["polish"]})
+    events = one_shot(tmp_path)
+    assert results(events) == {"polish": "Draft two."}
+    revise = [e["task"] for e in events if e["type"] == "agent" and e["agent"] == "poet"][1]
+    assert "Draft one." in revise and "Too long." in revise
+
+
+def test_a_loop_stops_at_max_rounds_with_the_last_answer(tmp_path: Path) -> None:
+    team(tmp_path, [call("polish", task="A haiku"), "Main: done."],
+         {"poet": {"description": "Writes."}, "critic": {"description": "Judges."},
+          "polish": {"loop": {"generator": "poet", "evaluator": "critic", "max_rounds": 2}}},
+         scripts={"poet": ["Draft one.", "Draft two.", "Draft three."],
+                  "critic": ["No.", "Still no.", "No."]},
+         agent={"agents": ["polish"]})
+    events = one_shot(tmp_path)
+    assert results(events) == {"polish": "Draft two."}
+    assert len([e for e in events if e["type"] == "agent" and e["agent"] == "poet"]) == 2
+
+
+def test_validate_locates_an_agent_prompt_template_error_at_the_agents_prompt(tmp_path: Path) -> None:
+    team(tmp_path, ["Hi."], {"helper": {"description": "Helps.", "prompt": "You are {{ agent.nam }}."}},
+         scripts={"helper": ["Hi."]}, agent={"agents": ["helper"]})
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "agents.helper.prompt" in result.stdout + result.stderr
+    assert "did you mean 'name'" in result.stdout + result.stderr
