@@ -61,13 +61,13 @@ async def answer(runtime: Runtime, thread: str, messages: list[BaseMessage], on_
         async for event in stream_turn(runtime, message, thread_id=thread):
             if is_question(event):
                 pending = event
-            elif event["type"] == "token":
+            elif event["type"] == "token" and "agent" not in event:  # another agent's: its call's result
                 text = event["text"]
                 if streamed and not step_text:
                     text = STEP_BREAK + text
                 streamed = step_text = True
                 await on_text(text)
-            elif event["type"] == "tool_result":
+            elif event["type"] == "tool_result" and "agent" not in event:
                 step_text = False
             elif event["type"] == "final":
                 final_text, reason = event["text"], event["reason"]
