@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner import telemetry
+from runner.agent.output_contract import OutputContract, contract_files, output_contract
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
 from runner.manifest.loading import LoadedManifest, load_manifest
@@ -40,11 +41,13 @@ class CheckedAgent:
     warnings: list[Problem] = field(default_factory=list)
     templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
     modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
+    output: OutputContract | None = None  # the final answer's schema (``output:``), read and checked
 
     @property
     def files(self) -> frozenset[Path]:
         """The manifest and every file it depends on, resolved."""
-        return frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
+        files = frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
+        return files | contract_files(self.loaded)
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
@@ -84,6 +87,11 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
             load_script(loaded.base_dir / model.script)
         except ManifestError as exc:
             problems += exc.problems
+    contract: OutputContract | None = None
+    try:
+        contract = output_contract(loaded)
+    except ManifestError as exc:
+        problems += exc.problems
     model_problems, warnings = model_findings(loaded, environ)
     problems += model_problems
     if turns:
@@ -93,7 +101,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     if loaded.manifest.prompts.system is not None:
         templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
-    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded), contract)
 
 
 def _order(problem: Problem) -> tuple[str, int, int, str]:

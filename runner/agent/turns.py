@@ -18,6 +18,7 @@ from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
+from runner.agent.structured import answer_object
 from runner.agent.turn_stream import StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 from runner.store.thread_locks import thread_turn
@@ -76,6 +77,7 @@ async def _turn_events(
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
                                  resumed=isinstance(message, Command))
     stopped = StoppedTurnEvents()
+    structured = runtime.manifest.output is not None
     context = clock.context() or contextvars.copy_context()
     context.run(turn_events.set, stopped)
     run = asyncio.create_task(_run_graph(stream, send), context=context)
@@ -86,8 +88,9 @@ async def _turn_events(
                 continue
             if mode == "messages":
                 chunk, metadata = data
+                # With ``output:`` the answer is an object, shown whole by the final event.
                 if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
-                    if text := chunk.text:
+                    if (text := chunk.text) and not structured:
                         yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
@@ -104,7 +107,10 @@ async def _turn_events(
                                                       id=call_id))
                     elif isinstance(item, AIMessage) and node == "model":
                         reason = item.response_metadata.get("finish_reason")
-                        yield clock.seen(FinalAnswer(type="final", text=reply_text(item), reason=reason))
+                        final = FinalAnswer(type="final", text=reply_text(item), reason=reason)
+                        if (output := answer_object(item)) is not None:
+                            final["output"] = output
+                        yield clock.seen(final)
                     elif isinstance(item, ToolMessage):
                         name = names.get(item.tool_call_id) or cast(str, item.name)  # set by the tool task
                         yield clock.seen(ToolResult(type="tool_result", name=name, id=item.tool_call_id,
