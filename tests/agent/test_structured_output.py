@@ -50,7 +50,8 @@ async def turn(runtime: Any, text: str) -> list[dict[str, Any]]:
         return [event async for event in stream_turn(runtime, text)]
 
 
-async def test_an_answer_that_does_not_validate_goes_back_with_its_errors_until_one_does(tmp_path: Path) -> None:
+async def test_an_answer_that_does_not_validate_goes_back_with_its_errors_until_one_does(
+        tmp_path: Path) -> None:
     script = ["It is sunny.", {"output": {"city": 3, "temperature": 21}},
               {"output": {"city": "Paris", "temperature": 21.5}}]
     async with load_agent(write_agent(tmp_path, script)) as runtime:
@@ -153,7 +154,7 @@ class _Completions(BaseHTTPRequestHandler):
     replies: list[dict[str, Any]]
     bodies: list[dict[str, Any]]
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.bodies.append(body)
         reply = self.replies.pop(0) if self.replies else {"content": "nothing scripted"}
@@ -237,5 +238,6 @@ async def test_with_the_tool_method_an_openai_model_is_offered_final_answer_besi
     assert [event["type"] for event in events] == ["tool_call", "tool_result", "final"]
     assert events[-1]["output"] == {"city": "Rome", "temperature": 25}
     offered = {tool["function"]["name"]: tool["function"] for tool in bodies[0]["tools"]}
-    assert "demo__echo" in offered and offered["final_answer"]["parameters"]["required"] == ["city", "temperature"]
+    assert "demo__echo" in offered
+    assert offered["final_answer"]["parameters"]["required"] == ["city", "temperature"]
     assert all("response_format" not in body for body in bodies)
