@@ -14,10 +14,11 @@ from typing import Any, Literal
 import jsonschema
 
 from runner.errors import ManifestError, Problem
-from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec, OutputSpec
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec, OutputSpec, did_you_mean
 from runner.manifest.loading import LoadedManifest, SourceMap, read_document, read_located_yaml
 
 SCHEMA_PATH = ("output", "schema")
+JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 MAX_REPORTED = 10  # validation errors told to the model (and in the turn's failure) at most
 # Providers whose chat models take response_format json_schema (OpenAI's Chat Completions).
 NATIVE_PROVIDERS = frozenset({"openai", "azure_openai"})
@@ -105,7 +106,11 @@ def schema_problems(schema: Any, source: SourceMap, root: tuple[str | int, ...])
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = (*root, *exc.absolute_path)
-        return [source.problem(where, f"not a valid JSON Schema: {exc.message}")]
+        message = exc.message
+        if where[-1:] == ("type",) and isinstance(exc.instance, str):  # a misspelt type name
+            message = f"unknown type '{exc.instance}'{did_you_mean(exc.instance, JSON_TYPES)}; one of " \
+                      f"{', '.join(JSON_TYPES)}"
+        return [source.problem(where, f"not a valid JSON Schema: {message}")]
     if schema.get("type") != "object":
         return [source.problem((*root, "type") if "type" in schema else root,
                                "the output schema's root is an object: give it 'type: object' "
