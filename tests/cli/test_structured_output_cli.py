@@ -37,7 +37,7 @@ def test_a_one_shot_run_whose_answers_never_validate_exits_1_with_the_errors(tmp
     structured_agent(tmp_path, [{"output": {"city": "Paris"}}, {"output": {"city": 1, "temperature": 2}}],
                      retries=1)
     result = mcp_run("agent.yaml", "-p", "weather?", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 1, result.stderr
     assert not result.stdout.strip()
     assert "does not match output.schema after 2 answers" in result.stderr
     assert "at city: 1 is not of type 'string'" in result.stderr
