@@ -16,9 +16,11 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
+import yaml
 from builders import scripted_model, server, write_manifest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from runner.agent.reload import reload_runtime
 from runner.agent.runtime import load_agent
 from runner.agent.structured import OUTPUT_KEY
 from runner.agent.turns import stream_turn
@@ -241,3 +243,21 @@ async def test_with_the_tool_method_an_openai_model_is_offered_final_answer_besi
     assert "demo__echo" in offered
     assert offered["final_answer"]["parameters"]["required"] == ["city", "temperature"]
     assert all("response_format" not in body for body in bodies)
+
+
+async def test_a_schema_file_is_watched_and_a_reload_checks_answers_against_its_edit(
+        tmp_path: Path) -> None:
+    schema_file = tmp_path / "answer.yaml"
+    schema_file.write_text(yaml.safe_dump(WEATHER))
+    script = [{"output": {"city": "Paris"}}, {"output": {"city": "Paris"}}]
+    path = write_manifest(tmp_path, {}, name="structured", checkpointer="memory",
+                          model=scripted_model(tmp_path, script),
+                          output={"schema": "answer.yaml", "retries": 0})
+    async with load_agent(path) as runtime:
+        assert schema_file.resolve() in runtime.files  # watch mode follows it
+        with pytest.raises(OutputError):
+            await turn(runtime, "weather?")  # temperature is required
+        schema_file.write_text(yaml.safe_dump({**WEATHER, "required": ["city"]}))
+        await reload_runtime(runtime, changed_files={schema_file.resolve()})
+        events = await turn(runtime, "again?")
+    assert events[-1]["output"] == {"city": "Paris"}
