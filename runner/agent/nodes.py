@@ -163,7 +163,7 @@ class ModelNode:
         else:  # offered final_answer or asked with response_format; the answer checked, retried
             output, tools = self.output, self.output.offer(tools)
             reply = await self.chain.ainvoke(prompt, tools=tools, config=config, options=output.options())
-            if output.answers(reply):
+            if output.answers(reply) and reply.response_metadata.get("finish_reason") != MAX_STEPS_REASON:
                 reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
                     conversation, tools=tools, config=config, options=output.options()))
         return {"messages": [reply], "model_calls": calls + 1}

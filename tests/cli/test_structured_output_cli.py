@@ -105,3 +105,12 @@ def test_the_example_manifest_answers_with_an_object_offline(tmp_path: Path) -> 
                      env={"NOTES_FILE": str(tmp_path / "notes.json")})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"summary": "notes__calculate returned: 42", "confident": False}
+
+
+def test_config_shows_the_output_settings_and_where_each_comes_from(tmp_path: Path) -> None:
+    path = structured_agent(tmp_path, [], retries=4)
+    shown = invoke("config", str(path)).output
+    block = shown[shown.index("\noutput:"):]
+    assert "    type: object  # manifest " in block
+    assert f"  retries: 4  # manifest {path}:" in block
+    assert "  method: auto  # built-in" in block

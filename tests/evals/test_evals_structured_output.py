@@ -78,3 +78,13 @@ async def test_a_recorded_case_replays_its_answer_object_without_the_model(tmp_p
     replayed = (await run(manifest, "replay"))["answers-with-an-object"]
     assert replayed.status == "passed", replayed.differences
     assert replayed.observed.output == recorded.observed.output
+
+
+async def test_a_case_stopped_at_its_max_steps_says_so_instead_of_failing_on_the_schema(
+        tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, extra=OUTPUT)
+    write_cases(tmp_path, "cases:\n  - name: short\n    input: 'notes__calculate {\"expression\": \"1+1\"}'\n"
+                          "    max_steps: 1\n    expect: {output: {checked: false}}\n")
+    result = (await run(manifest))["short"]
+    assert result.status == "failed" and result.observed.steps == 1
+    assert "max_steps" in result.observed.answer and result.observed.output is None
