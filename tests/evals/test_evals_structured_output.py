@@ -3,12 +3,18 @@ and its value, or a regex), and a case file with a bad expectation is a located 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from evals_support import cases_of, make_agent, run, write_cases
+from langchain_core.messages import AIMessage, HumanMessage
 
+from runner.agent.structured import OUTPUT_KEY
 from runner.errors import ManifestError
+from runner.evals.cases import CaseSpec
+from runner.evals.cassettes import Secrets
+from runner.evals.saving import case_from_thread
 
 OUTPUT = """\
 output:
@@ -88,3 +94,13 @@ async def test_a_case_stopped_at_its_max_steps_says_so_instead_of_failing_on_the
     result = (await run(manifest))["short"]
     assert result.status == "failed" and result.observed.steps == 1
     assert "max_steps" in result.observed.answer and result.observed.output is None
+
+
+def test_a_thread_saved_from_the_chat_expects_the_fields_of_its_answer_object() -> None:
+    answer = {"summary": "sunny ${not a var}", "days": [{"high": 18}], "ok": True}
+    thread = [HumanMessage("forecast?"), AIMessage(content=json.dumps(answer),
+                                                   response_metadata={OUTPUT_KEY: answer})]
+    case = case_from_thread("forecast", thread, Secrets({}))
+    assert case["expect"]["output"] == {"summary": "sunny $${not a var}", "days.0.high": 18, "ok": True}
+    assert "answer" not in case["expect"]
+    CaseSpec.model_validate(case)
