@@ -18,6 +18,7 @@
     │   └── UnusableSchemaError    a tool's input schema cannot be offered to the model
     │       └── StrictSchemaError  ... in OpenAI strict mode (it may still be offered without it)
     ├── ModelError                 the chat model cannot be created or answered with an error
+    │   └── OutputError            its final answer did not validate against ``output.schema``
     ├── CheckpointerError          the conversation store cannot be opened
     ├── StateError                 the state folder (logs, conversations) cannot be created
     ├── CassetteDrift              an eval case no longer matches its recording (``mcp-run test``)
@@ -227,6 +228,15 @@ class StrictSchemaError(UnusableSchemaError):
 
 class ModelError(RunnerError):
     """The chat model cannot be created, or failed in a way no fallback could absorb."""
+
+
+class OutputError(ModelError):
+    """The model's final answer did not validate against ``output.schema``, after its retries;
+    ``problems`` are the last answer's validation errors, each located."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class CheckpointerError(RunnerError):

@@ -147,11 +147,13 @@ class TaskChanged(TypedDict):
 class FinalAnswer(TypedDict):
     """The model's answer ends the turn; ``reason`` is its finish reason, or null. ``ms`` (the
     turn's duration) and ``trace_id`` (its OpenTelemetry trace, or null) are stamped as it is
-    yielded."""
+    yielded. ``output``: the answer object, valid against the manifest's ``output.schema`` (only
+    with ``output:``; ``text`` is then that object as JSON)."""
 
     type: Literal["final"]
     text: str
     reason: str | None
+    output: NotRequired[dict[str, Any]]
     ms: NotRequired[float]
     trace_id: NotRequired[str | None]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner import telemetry
+from runner.agent.output_contract import OutputContract, contract_files, output_contract
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import (
     OFFLINE_ID,
@@ -50,11 +51,13 @@ class CheckedAgent:
     templates: frozenset[Path] = frozenset()  # files of the system template (itself, includes, ...)
     modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
     agent_templates: Mapping[str, SystemTemplate] = field(default_factory=dict)  # of agents with a prompt
+    output: OutputContract | None = None  # the final answer's schema (``output:``), read and checked
 
     @property
     def files(self) -> frozenset[Path]:
         """The manifest and every file it depends on, resolved."""
-        return frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
+        files = frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
+        return files | contract_files(self.loaded)
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
@@ -97,6 +100,11 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
                 load_script(loaded.base_dir / model.script)
             except ManifestError as exc:
                 problems += exc.problems
+    contract: OutputContract | None = None
+    try:
+        contract = output_contract(loaded)
+    except ManifestError as exc:
+        problems += exc.problems
     model_problems, warnings = model_findings(loaded, environ)
     problems += model_problems
     if turns:
@@ -110,7 +118,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
 
         templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
-    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded), agent_templates)
+    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded),
+                        agent_templates=agent_templates, output=contract)
 
 
 def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:

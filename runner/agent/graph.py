@@ -52,6 +52,7 @@ from runner.agent.nodes import (
     ToolNode,
     ToolsProvider,
 )
+from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent
 from runner.events import ElicitationAsked
 from runner.models import ModelChain, as_model_chain
@@ -140,6 +141,7 @@ def build_graph(
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
     name: str = "mcp-run",
+    output: StructuredOutput | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -151,7 +153,7 @@ def build_graph(
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,
-                                    max_steps, tool_search))
+                                    max_steps, tool_search, output))
     graph.add_node(APPROVE, ApprovalNode(tools_provider, approvals))
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.sampling import counted, metered, sampling_calls
+from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent
 from runner.errors import RunnerError, ToolError
 from runner.events import ToolApprovalRequest
@@ -141,6 +142,7 @@ class ModelNode:
     system_prompt_provider: SystemPromptProvider
     max_steps: int
     tool_search: ToolSearch | None = None
+    output: StructuredOutput | None = None  # the final answer is an object (``output:``)
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
@@ -158,7 +160,14 @@ class ModelNode:
             tools = list(self.tools_provider())
         else:  # search_tools, pinned and found tools past the threshold; every tool below it
             tools = self.tool_search.offered(state.get("found_tools", []))
-        reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
+        if self.output is None:
+            reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
+        else:  # offered final_answer or asked with response_format; the answer checked, retried
+            output, tools = self.output, self.output.offer(tools)
+            reply = await self.chain.ainvoke(prompt, tools=tools, config=config, options=output.options())
+            if output.answers(reply) and reply.response_metadata.get("finish_reason") != MAX_STEPS_REASON:
+                reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
+                    conversation, tools=tools, config=config, options=output.options()))
         return {"messages": [reply], "model_calls": calls + 1}
 
 

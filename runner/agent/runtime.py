@@ -277,6 +277,7 @@ class Runtime:
         graph = None
         if model is not None:
             from runner.agent.graph import build_graph
+            from runner.agent.structured import structured_output
 
             tools_provider = self._team_tools(checked, catalog, model, agent_models)
             graph = build_graph(
@@ -289,6 +290,7 @@ class Runtime:
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
+                output=structured_output(checked.output, manifest.model),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models)

@@ -18,6 +18,7 @@ from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
+from runner.agent.structured import answer_object
 from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 from runner.manifest import MAIN_AGENT
@@ -80,6 +81,7 @@ async def _turn_events(
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
                                  resumed=isinstance(message, Command))
     stopped = StoppedTurnEvents()
+    structured = runtime.manifest.output is not None
     context = clock.context() or contextvars.copy_context()
     context.run(turn_events.set, stopped)
     run = asyncio.create_task(_run_graph(stream, send), context=context)
@@ -97,10 +99,12 @@ async def _turn_events(
                 continue
             if mode == "messages":
                 chunk, metadata = data
+                # With ``output:`` the answer is an object, shown whole by the final event.
                 if metadata.get("langgraph_node") == "model" and isinstance(chunk, AIMessageChunk):
-                    if text := chunk.text:
-                        yield Token(type="token", text=text, agent=agent) if agent else Token(type="token",
-                                                                                            text=text)
+                    if (text := chunk.text) and agent is not None:
+                        yield Token(type="token", text=text, agent=agent)
+                    elif text and not structured:
+                        yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
                 if node == "__interrupt__":
@@ -120,7 +124,10 @@ async def _turn_events(
                             yield clock.seen(_by(called, agent))
                     elif isinstance(item, AIMessage) and node == "model" and agent is None:
                         reason = item.response_metadata.get("finish_reason")
-                        yield clock.seen(FinalAnswer(type="final", text=reply_text(item), reason=reason))
+                        final = FinalAnswer(type="final", text=reply_text(item), reason=reason)
+                        if (output := answer_object(item)) is not None:
+                            final["output"] = output
+                        yield clock.seen(final)
                     elif isinstance(item, ToolMessage):
                         # the name is set by the tool task
                         name = names.get((agent, item.tool_call_id)) or cast(str, item.name)

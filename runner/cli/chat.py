@@ -120,8 +120,8 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         if final is None:
             stderr.print("error: the turn ended without an answer", style="red")
             return EXIT_FAILURE
-        if not as_json:
-            click.echo(visible(final["text"]))
+        if not as_json:  # the answer object (``output:``) as JSON, ASCII-escaped: nothing to render
+            click.echo(json.dumps(final["output"], indent=2) if "output" in final else visible(final["text"]))
         return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
 
 

@@ -217,10 +217,13 @@ class EvalModel(ModelChain):
         *,
         tools: Sequence[BaseTool],
         config: RunnableConfig | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AIMessage:
+        # ``options``: the call's own (response_format, for structured output); a replayed reply
+        # was answered to them when it was recorded.
         run = self.sessions.run_for(config)
         if run is None:
-            return await super().ainvoke(messages, tools=tools, config=config)
+            return await super().ainvoke(messages, tools=tools, config=config, options=options)
         if run.drift is not None:  # a tool call already left the recording
             raise CassetteDrift(run.drift)
         limit = run.case.spec.max_steps
@@ -230,14 +233,14 @@ class EvalModel(ModelChain):
         run.count_model_call()
         mode, secrets = self.sessions.mode, self.sessions.secrets
         if mode == "live":
-            return await super().ainvoke(messages, tools=tools, config=config)
+            return await super().ainvoke(messages, tools=tools, config=config, options=options)
         first = messages[0] if messages else None
         system = secrets.scrub(str(first.text)) if isinstance(first, SystemMessage) else ""
         offered = tool_fingerprints(tools)
         conversation = conversation_fingerprint(messages, secrets)
         if mode == "replay":
             return run.replay_model_call(system, offered, conversation)
-        reply = await super().ainvoke(messages, tools=tools, config=config)
+        reply = await super().ainvoke(messages, tools=tools, config=config, options=options)
         run.record_model_call(system, offered, conversation, reply)
         return reply
 

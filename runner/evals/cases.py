@@ -141,6 +141,18 @@ class ExpectSpec(EvalSpec):
         False, strict=True, description="Every tool call must succeed (true or false)."
     )
     max_tool_calls: int | None = Field(None, ge=0, description="At most this many tool calls.")
+    output: dict[Text, Any] | None = Field(
+        None, description="Fields the answer object (the manifest's 'output:') must have: a path "
+        "(items.0.name) and its value, equal or {matches: REGEX}."
+    )
+
+    @field_validator("output")
+    @classmethod
+    def _output_regexes_compile(cls, output: dict[str, Any] | None) -> dict[str, Any] | None:
+        for value in (output or {}).values():
+            if is_regex_matcher(value):
+                _regex(value["matches"])
+        return output
 
 
 class JudgeSpec(EvalSpec):

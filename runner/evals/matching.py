@@ -36,6 +36,7 @@ class Observation:
     calls: list[ObservedCall] = field(default_factory=list)
     answer: str = ""
     steps: int = 0
+    output: dict[str, Any] | None = None  # the answer object, with ``output:`` in the manifest
 
 
 def call_matches(expected: ExpectedCall, call: ObservedCall) -> bool:
@@ -157,4 +158,39 @@ def expectation_differences(expect: ExpectSpec, observed: Observation) -> list[s
                            "expected")
     if expect.answer is not None:
         differences += answer_differences(expect.answer, observed.answer)
+    if expect.output is not None:
+        differences += output_differences(expect.output, observed.output)
     return differences
+
+
+def output_differences(expected: dict[str, Any], output: dict[str, Any] | None) -> list[str]:
+    """Each field of ``expected`` (a path like ``items.0.name``) that the answer object lacks or
+    holds another value at (equal, or matching ``{matches: REGEX}``)."""
+    if output is None:
+        return ["the answer is no object (expect.output needs 'output:' in the manifest)"]
+    shown = f"(output: {excerpt(json.dumps(output, sort_keys=True, default=str))})"
+    differences = []
+    for path, wanted in expected.items():
+        found, value = _at_path(output, path)
+        if not found:
+            differences.append(f"the output has no {path} {shown}")
+        elif is_regex_matcher(wanted):
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            if re.search(wanted["matches"], text) is None:
+                differences.append(f"the output's {path} does not match /{wanted['matches']}/ {shown}")
+        elif value != wanted or isinstance(value, bool) != isinstance(wanted, bool):
+            differences.append(f"the output's {path} is {json.dumps(value, default=str)}, "
+                               f"expected {json.dumps(wanted, default=str)} {shown}")
+    return differences
+
+
+def _at_path(value: Any, path: str) -> tuple[bool, Any]:
+    """The value at a dotted path (list items by index), and whether there is one."""
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return True, value

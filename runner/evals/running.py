@@ -34,7 +34,7 @@ from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_casse
 from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
-from runner.events import ApprovalAsked
+from runner.events import ApprovalAsked, FinalAnswer
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
@@ -144,7 +144,7 @@ async def run_case(
     thread_id = f"eval-{case.name}-{uuid.uuid4().hex[:8]}"
     run = sessions.start(case, thread_id, cassette or recording, now)
     calls: list[ObservedCall] = []
-    finals: list[str] = []  # each final answer as it came: the last one is the case's answer
+    finals: list[FinalAnswer] = []  # each final answer as it came: the last one is the case's answer
     verdict: Verdict | None = None
     status: Status
     approvals = CaseApprovals(case.spec.approvals)
@@ -174,8 +174,9 @@ async def run_case(
     return result
 
 
-def _observation(calls: list[ObservedCall], finals: list[str], steps: int = 0) -> Observation:
-    return Observation(calls, finals[-1] if finals else "", steps)
+def _observation(calls: list[ObservedCall], finals: list[FinalAnswer], steps: int = 0) -> Observation:
+    last = finals[-1] if finals else None
+    return Observation(calls, last["text"] if last else "", steps, last.get("output") if last else None)
 
 
 class CaseApprovals:
@@ -214,7 +215,7 @@ class CaseApprovals:
 
 
 async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[ObservedCall],
-                    finals: list[str], approvals: CaseApprovals) -> None:
+                    finals: list[FinalAnswer], approvals: CaseApprovals) -> None:
     """One user message, its tool calls and final answers added to ``calls`` and ``finals`` as
     they come; each approval answered as ``approvals`` says (an edited call is observed with the
     arguments it ran with)."""
@@ -231,7 +232,7 @@ async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[Obs
                 call = calls[index]
                 calls[index] = ObservedCall(call.name, call.args, event["status"] or "success", event["text"])
             elif event["type"] == "final":
-                finals.append(event["text"])
+                finals.append(event)
             elif event["type"] == "approval":
                 approval = event
         if approval is None:

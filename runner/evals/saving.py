@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from runner.agent.structured import answer_object
 from runner.errors import CaseSaveError
 from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, find_case_files, load_cases
 from runner.evals.cassettes import Secrets
 
 EXCERPT_CHARS = 60
+MAX_SAVED_FIELDS = 20  # fields of an answer object a saved case expects at most
 SCHEMA_REFERENCE = "../schemas/evals.schema.json"  # from the cases folder, as in this repository
 
 
@@ -49,18 +51,32 @@ def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secret
         raise CaseSaveError("the conversation has no user message yet: nothing to save")
     calls: list[dict[str, Any]] = []
     answer = ""
+    output: Any = None
     for message in messages:
         if isinstance(message, AIMessage):
             calls += [{"name": c["name"], "args": as_case_text(c["args"], secrets)} if c["args"]
                       else {"name": c["name"]} for c in message.tool_calls]
             if not message.tool_calls:
-                answer = str(message.text)
+                answer, output = str(message.text), answer_object(message)
     expect: dict[str, Any] = {"tools": calls, "match": "unordered"}
     first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
-    if first_line:  # the excerpt of the written text: a secret is never cut to a bare prefix
+    if output is not None:  # an answer object (``output:``): its fields, each by its path
+        expect["output"] = as_case_text(dict(_leaves(output)[:MAX_SAVED_FIELDS]), secrets)
+    elif first_line:  # the excerpt of the written text: a secret is never cut to a bare prefix
         expect["answer"] = {"contains": _excerpt(as_case_text(first_line, secrets))}
     case = {"name": name, "input": inputs[0] if len(inputs) == 1 else inputs, "expect": expect}
     return {**case, "approvals": as_case_text(list(approvals), secrets)} if approvals else case
+
+
+def _leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """The scalar values of an object with their paths (``items.0.name``), in order."""
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = [(str(index), item) for index, item in enumerate(value)]
+    else:
+        return [(path, value)]
+    return [leaf for key, item in items for leaf in _leaves(item, f"{path}.{key}" if path else str(key))]
 
 
 def as_case_text(value: Any, secrets: Secrets) -> Any:

@@ -60,6 +60,7 @@ from runner.manifest.basics import (
     restart_fields,
 )
 from runner.manifest.model import ModelField, ModelSpec
+from runner.manifest.output import OutputSpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -242,6 +243,8 @@ class Manifest(Spec):
     )
     telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
         default_factory=TelemetrySpec)
+    output: OutputSpec | None = Field(
+        None, description="The final answer is an object valid against this JSON Schema.")
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -382,6 +385,7 @@ __all__ = [
     "McpPromptSpec",
     "ModelSpec",
     "NameFilterSpec",
+    "OutputSpec",
     "PositiveInt",
     "PromptsSpec",
     "SandboxSpec",

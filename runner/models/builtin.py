@@ -40,6 +40,7 @@ from pydantic import (
 
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import did_you_mean
+from runner.models.schema_values import FINAL_ANSWER_TOOL, fitting_value
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,25 @@ def _offered_tools(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     return [tool["function"] for tool in kwargs.get("tools") or []]
 
 
+def _answer_schema(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON Schema of ``response_format`` (json_schema, as OpenAI's Chat Completions takes it)."""
+    response_format = kwargs.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def _as_answer(value: Any, tools: list[dict[str, Any]], schema: dict[str, Any] | None, call_id: str
+               ) -> AIMessage:
+    """A reply giving ``value`` as the answer object: its JSON text when asked with
+    ``response_format``, else a ``final_answer`` call when that tool is offered, else the JSON text."""
+    if schema is None and any(tool["name"] == FINAL_ANSWER_TOOL for tool in tools):
+        call = {"name": FINAL_ANSWER_TOOL, "args": value, "id": call_id, "type": "tool_call"}
+        return AIMessage(content="", tool_calls=[call])
+    return AIMessage(content=json.dumps(value, ensure_ascii=False))
+
+
 class _BuiltinChatModel(BaseChatModel):
     """Binds tools the way provider models do: as OpenAI-format ``tools`` call kwargs."""
 
@@ -62,7 +82,9 @@ class _BuiltinChatModel(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
-    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]],
+               schema: dict[str, Any] | None = None) -> AIMessage:
+        """The reply to ``messages`` offered ``tools``; ``schema``: asked for an object (response_format)."""
         raise NotImplementedError
 
     def _generate(
@@ -72,7 +94,7 @@ class _BuiltinChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._reply(messages, _offered_tools(kwargs))
+        message = self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs))
         message.response_metadata.setdefault("finish_reason", _finish_reason(message))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -93,7 +115,7 @@ class _BuiltinChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         # BaseChatModel reports each chunk to the callbacks itself.
-        for chunk in _as_chunks(self._reply(messages, _offered_tools(kwargs))):
+        for chunk in _as_chunks(self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs))):
             yield chunk
 
 
@@ -127,7 +149,19 @@ class OfflineChatModel(_BuiltinChatModel):
     def _llm_type(self) -> str:
         return "mcp-run-offline"
 
-    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]],
+               schema: dict[str, Any] | None = None) -> AIMessage:
+        offered = [tool for tool in tools if tool["name"] != FINAL_ANSWER_TOOL]
+        final_tool = next((tool for tool in tools if tool["name"] == FINAL_ANSWER_TOOL), None)
+        answer_schema = schema or (final_tool or {}).get("parameters")
+        reply = self._text_or_call(messages, offered)
+        if answer_schema is None or reply.tool_calls:
+            return reply
+        # Asked for an object: the smallest that fits the schema, the text in its text fields.
+        value = fitting_value(answer_schema, str(reply.content))
+        return _as_answer(value, tools, schema, f"offline_{len(messages)}")
+
+    def _text_or_call(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         if messages and isinstance(messages[-1], ToolMessage):
             return AIMessage(content=_report_results(messages))
         last = messages[-1] if messages else None
@@ -252,24 +286,39 @@ class ToolCallsTurn(_ScriptSpec):
     usage: TokenUsage | None = None
 
 
+class OutputTurn(_ScriptSpec):
+    """An answer object (structured output): JSON text when asked with response_format, else a
+    final_answer call when that tool is offered. Whether it validates is the test's choice."""
+
+    output: dict[str, Any]
+    usage: TokenUsage | None = None
+
+
+_KINDS = {ToolCallsTurn: "tool_call_turn", OutputTurn: "output_turn"}
+
+
 def _turn_kind(value: Any) -> str | None:
     if isinstance(value, str):
         return "plain"
     if isinstance(value, BaseModel):
-        return "tool_call_turn" if isinstance(value, ToolCallsTurn) else "text_turn"
+        return _KINDS.get(type(value), "text_turn")
     if isinstance(value, dict):
-        return "tool_call_turn" if "tool_calls" in value else "text_turn"
+        if "tool_calls" in value:
+            return "tool_call_turn"
+        return "output_turn" if "output" in value else "text_turn"
     return None
 
 
 Turn = Annotated[
     Annotated[str, Tag("plain")]
     | Annotated[TextTurn, Tag("text_turn")]
-    | Annotated[ToolCallsTurn, Tag("tool_call_turn")],
+    | Annotated[ToolCallsTurn, Tag("tool_call_turn")]
+    | Annotated[OutputTurn, Tag("output_turn")],
     Discriminator(
         _turn_kind,
         custom_error_type="turn_kind",
-        custom_error_message="a turn is a string, {text: ...} or {tool_calls: [{name, args}]}",
+        custom_error_message=(
+            "a turn is a string, {text: ...}, {tool_calls: [{name, args}]} or {output: {...}}"),
     ),
 ]
 _SCRIPT = TypeAdapter(list[Turn])
@@ -282,13 +331,13 @@ class ScriptedChatModel(_BuiltinChatModel):
     ``offered_bytes[i]`` the size of its tool definitions (compact JSON, as a request carries them).
     """
 
-    turns: list[TextTurn | ToolCallsTurn]
+    turns: list[TextTurn | ToolCallsTurn | OutputTurn]
     _next: int = PrivateAttr(0)
     _calls: list[list[str]] = PrivateAttr(default_factory=list)
     _offered_bytes: list[int] = PrivateAttr(default_factory=list)
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
 
-    def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn]) -> None:
+    def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn | OutputTurn]) -> None:
         try:
             parsed = _SCRIPT.validate_python(list(turns))
         except ValidationError as exc:
@@ -315,7 +364,8 @@ class ScriptedChatModel(_BuiltinChatModel):
     def offered_bytes(self) -> list[int]:
         return self._offered_bytes
 
-    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]],
+               schema: dict[str, Any] | None = None) -> AIMessage:
         self._calls.append([tool["name"] for tool in tools])
         self._offered_bytes.append(sum(
             len(json.dumps({"type": "function", "function": tool}, separators=(",", ":"))) for tool in tools
@@ -334,6 +384,9 @@ class ScriptedChatModel(_BuiltinChatModel):
             usage = {**counts, "total_tokens": counts["input_tokens"] + counts["output_tokens"]}
         if isinstance(turn, TextTurn):
             return AIMessage(content=turn.text, usage_metadata=usage)
+        if isinstance(turn, OutputTurn):
+            answer = _as_answer(turn.output, tools, schema, f"call_{index}_0")
+            return answer.model_copy(update={"usage_metadata": usage})
         calls = [
             {"name": c.name, "args": c.args, "id": c.id or f"call_{index}_{n}", "type": "tool_call"}
             for n, c in enumerate(turn.tool_calls)
@@ -341,7 +394,7 @@ class ScriptedChatModel(_BuiltinChatModel):
         return AIMessage(content=turn.text, tool_calls=calls, usage_metadata=usage)
 
 
-def load_script(path: Path) -> list[TextTurn | ToolCallsTurn]:
+def load_script(path: Path) -> list[TextTurn | ToolCallsTurn | OutputTurn]:
     """Read and validate a script file; every problem is located in the file."""
     file = str(path)
     try:
@@ -390,6 +443,6 @@ def _node_at(
         if child is not None:
             node = child
             path.append(str(part))
-        elif isinstance(part, str) and part not in ("plain", "text_turn", "tool_call_turn"):
+        elif isinstance(part, str) and part not in ("plain", "text_turn", "tool_call_turn", "output_turn"):
             path.append(part)
     return node, path

@@ -91,15 +91,31 @@ ASK_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def ask_tool(agent_name: str, description: str | None) -> types.Tool:
+def ask_tool(agent_name: str, description: str | None, output: dict[str, Any] | None = None) -> types.Tool:
+    """The ``ask`` tool; with ``output`` (the manifest's ``output.schema``) its results carry the
+    answer object under ``output``, declared in its output schema."""
     about = f" ({description})" if description else ""
     return types.Tool(
         name=ASK_TOOL,
         description=(f"Ask the agent '{agent_name}'{about}. Returns its answer and the thread id; pass "
                      "the thread id back to continue the same conversation."),
         input_schema=ASK_INPUT_SCHEMA,
-        output_schema=ASK_OUTPUT_SCHEMA,
+        output_schema=ask_output_schema(output),
     )
+
+
+def ask_output_schema(output: dict[str, Any] | None) -> dict[str, Any]:
+    """``ask``'s output schema, with the answer object's schema as its ``output`` property: the
+    object's own definitions move to the root, where its local ``$ref``s point."""
+    if output is None:
+        return ASK_OUTPUT_SCHEMA
+    moved = ("$defs", "definitions")
+    inner = {key: value for key, value in output.items() if key not in (*moved, "$schema", "$id")}
+    schema = {**ASK_OUTPUT_SCHEMA,
+              "properties": {**ASK_OUTPUT_SCHEMA["properties"], "output": inner},
+              "required": [*ASK_OUTPUT_SCHEMA["required"], "output"]}
+    schema.update({key: output[key] for key in moved if key in output})
+    return schema
 
 
 @dataclass(frozen=True)
@@ -336,9 +352,12 @@ class AskHandler:
         if final is None:
             return error_result(f"the turn on thread {thread} ended without an answer")
         text = final["text"]
+        structured: dict[str, Any] = {"answer": text, "thread": thread, "new": new}
+        if "output" in final:  # the answer object (``output:``), as ask's output schema declares it
+            structured["output"] = final["output"]
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            structured_content={"answer": text, "thread": thread, "new": new},
+            structured_content=structured,
             is_error=final["reason"] == MAX_STEPS_REASON,
         )
 

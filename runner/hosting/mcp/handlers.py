@@ -144,13 +144,19 @@ class AgentService:
         prompts = [(prompt.model_dump(), command.server, command.prompt.name, dict(command.fixed_arguments))
                    for command, prompt in zip(self.runtime.prompt_catalog, self._prompts(), strict=True)]
         manifest = self.runtime.manifest
-        return prompts, [ask_tool(manifest.name, manifest.description).model_dump()]
+        return prompts, [ask_tool(manifest.name, manifest.description, self._output_schema()).model_dump()]
 
     # ------------------------------------------------------------------ tools
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         manifest = self.runtime.manifest
-        return types.ListToolsResult(tools=[ask_tool(manifest.name, manifest.description)])
+        tool = ask_tool(manifest.name, manifest.description, self._output_schema())
+        return types.ListToolsResult(tools=[tool])
+
+    def _output_schema(self) -> dict[str, Any] | None:
+        """The answer object's schema (``output:``), or None."""
+        contract = self.runtime.generation.checked.output
+        return contract.schema if contract is not None else None
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
