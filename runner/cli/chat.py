@@ -48,7 +48,15 @@ from runner.cli.logins import offer_logins
 from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
-from runner.cli.terminal import ChatView, JsonLinesView, StartupSpinner, TerminalView, change_line, preview
+from runner.cli.terminal import (
+    ChatView,
+    JsonLinesView,
+    StartupSpinner,
+    TerminalView,
+    change_line,
+    model_call_line,
+    preview,
+)
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
@@ -145,6 +153,8 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
                 elif event["type"] == "tool_result":
                     style = "red" if event["status"] == "error" else "dim"
                     stderr.print(f"← {preview(event['text'])}", markup=False, style=style)
+                elif event["type"] in ("model_retry", "model_fallback"):
+                    stderr.print(model_call_line(event), markup=False, style="yellow")
                 if event["type"] == "approval":
                     approval = event
                 elif event["type"] == "final":

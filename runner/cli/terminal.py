@@ -25,7 +25,17 @@ from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
+from runner.events import (
+    ApprovalAsked,
+    CatalogueChanged,
+    ChatError,
+    Event,
+    HelpShown,
+    ModelFallback,
+    ModelRetry,
+    ToolCall,
+)
+from runner.models.retries import format_seconds
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -75,6 +85,14 @@ def change_line(event: CatalogueChanged) -> str:
     changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                + [f"~{n}" for n in event["changed"]])
     return f"{event['server']} {event['kind']}: {' '.join(changes)}"
+
+
+def model_call_line(event: ModelRetry | ModelFallback) -> str:
+    """``rate limited, retrying in 4 s (attempt 2 of 3)``, or the model a request falls back to."""
+    if event["type"] == "model_fallback":
+        return f"{event['model']} failed ({event['reason']}): trying {event['fallback']}"
+    return (f"{event['message']}, retrying in {format_seconds(event['delay'])} s "
+            f"(attempt {event['attempt']} of {event['max_attempts']})")
 
 
 def preview(text: str) -> str:
@@ -221,6 +239,8 @@ class TerminalView:
             say(change_line(event), style="dim", markup=False)
         elif event["type"] == "progress":
             say(progress_line(event), style="dim", markup=False)
+        elif event["type"] in ("model_retry", "model_fallback"):
+            say(model_call_line(event), style="yellow", markup=False)
         elif event["type"] == "elicitation_complete":
             done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
             say(done, style="dim", markup=False)

@@ -44,6 +44,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.model_calls import DEFAULT_TIMEOUT, RetrySpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -71,6 +72,12 @@ class ModelSpec(Spec):
     base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
     api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
     script: str | None = Field(None, description="Turns file of the 'scripted' model.")
+    timeout: Duration = Field(
+        DEFAULT_TIMEOUT,
+        description="Seconds one request may wait for the model's answer to begin, or for the next "
+                    "piece of a streamed answer; then it is retried.",
+    )
+    retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of a failed request.")
 
     @model_validator(mode="after")
     def _script_for_scripted(self) -> ModelSpec:
@@ -371,6 +378,7 @@ __all__ = [
     "NameFilterSpec",
     "PositiveInt",
     "PromptsSpec",
+    "RetrySpec",
     "SandboxSpec",
     "ServerBase",
     "ServerKey",
