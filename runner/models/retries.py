@@ -15,6 +15,7 @@ The provider clients' own retries are turned off where the model is created
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
 import time
@@ -107,6 +108,18 @@ def classify(error: BaseException, *, answered: bool = False) -> Trouble | None:
             return Trouble("timeout")
         if any(n in _CONNECTION_NAMES for n in names):
             return Trouble("cut_off" if answered else "connection")
+    return None
+
+
+def unreadable_text(error: BaseException) -> str | None:
+    """What a reply that could not be read says (a body that is not JSON, a stream of no
+    events), or None for other errors. Such a reply is not retried: it comes from something
+    that is not answering as the provider's API does (a proxy's page, a wrong ``base_url``)."""
+    for cause in _causes(error):
+        if isinstance(cause, json.JSONDecodeError):
+            return f"its answer is not valid JSON ({cause.msg} at character {cause.pos})"
+        if isinstance(cause, ValueError) and "No generations found in stream" in str(cause):
+            return "its streamed answer held no event it could read (not server-sent events)"
     return None
 
 
@@ -239,7 +252,7 @@ class Spent(Exception):
         self.name = name
         self.error = error
         if trouble is None:
-            self.reason = f"{type(error).__name__}: {error}"
+            self.reason = unreadable_text(error) or f"{type(error).__name__}: {error}"
         else:
             self.reason = trouble.describe(timeout)
             if asked is not None:
