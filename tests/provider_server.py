@@ -12,10 +12,11 @@ it when the test ends, failed or not. Each request to ``POST /v1/chat/completion
 scripted answer, in order; a request with nothing left to take gets a 500 saying so, so a test that
 scripted too little fails visibly. Answers:
 
-    Reply(text, tool_calls=[("name", {...})], json={...}, usage=Usage(...), delay=0)
+    Reply(text, tool_calls=[("name", {...})], json={...}, usage=Usage(...), delay=0, chunk_delay=0)
         a completion; ``json`` is the content of a structured answer (``response_format``);
         streamed (``"stream": true``) as chunks, with ``usage`` in a last chunk when the request
-        asks for it (``stream_options.include_usage``); ``delay``: seconds before answering
+        asks for it (``stream_options.include_usage``); ``delay``: seconds before answering,
+        ``chunk_delay``: seconds between two chunks of a streamed answer
     Failure(status, retry_after=None)   an error status (429, 500, 503...), with Retry-After
     Malformed(body)                     a 200 whose body is not the JSON it claims to be
     Cut(reply, after=2)                 a streamed reply whose connection drops after ``after``
@@ -74,6 +75,7 @@ class Reply:
     json: Any = None
     usage: Usage | None = field(default_factory=Usage)
     delay: float = 0.0
+    chunk_delay: float = 0.0  # seconds between two chunks of a streamed answer
     finish_reason: str | None = None
 
     @property
@@ -258,7 +260,7 @@ class ProviderServer:
             model = body.get("model", "stub") if isinstance(body, dict) else "stub"
             if recorded.streamed:
                 usage_asked = bool((body.get("stream_options") or {}).get("include_usage"))
-                await _send_stream(writer, _chunks(model, reply, usage_asked), cut)
+                await _send_stream(writer, _chunks(model, reply, usage_asked), cut, reply.chunk_delay)
             else:
                 payload = json.dumps(_completion(model, reply)).encode()
                 if cut is not None:  # half of the body, then the connection drops
@@ -300,7 +302,8 @@ async def _send_json(writer: asyncio.StreamWriter, status: int, payload: dict[st
                 {"Content-Type": "application/json", **(headers or {})})
 
 
-async def _send_stream(writer: asyncio.StreamWriter, chunks: list[bytes], cut: int | None) -> None:
+async def _send_stream(writer: asyncio.StreamWriter, chunks: list[bytes], cut: int | None,
+                       pause: float = 0.0) -> None:
     """Server-sent events in chunked encoding; with ``cut``, the connection drops after that many
     events, without the terminating chunk (as when a proxy or the provider gives up mid-answer)."""
     writer.write(_head(200, {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"}))
@@ -309,6 +312,8 @@ async def _send_stream(writer: asyncio.StreamWriter, chunks: list[bytes], cut: i
             await writer.drain()
             writer.transport.abort()
             return
+        if pause and sent:
+            await asyncio.sleep(pause)
         writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         await writer.drain()
     writer.write(b"0\r\n\r\n")

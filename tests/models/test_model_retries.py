@@ -75,6 +75,15 @@ async def test_an_answer_slower_than_model_timeout_is_given_up_and_asked_again(
     assert of_type(events, "final")[0]["text"] == "Hello."
 
 
+async def test_a_streamed_answer_that_keeps_coming_is_not_timed_out_however_long_it_takes(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    words = "one two three four five six seven eight"
+    provider_server.script(Reply(words, chunk_delay=0.4))  # 12 chunks: about 4 s in all
+    events = await turn(agent(tmp_path, provider_server, timeout="1500ms", retries=QUICK))
+    assert of_type(events, "model_retry") == []
+    assert of_type(events, "final")[0]["text"] == words
+
+
 async def test_a_stream_cut_mid_answer_is_asked_again_and_the_final_answer_is_whole(
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Cut(Reply("This will be cut off."), after=3), Reply("Hello there."))
