@@ -54,10 +54,10 @@ from runner.cli.terminal import (
     StartupSpinner,
     TerminalView,
     change_line,
-    model_call_line,
     preview,
 )
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
+from runner.models.retries import model_call_line
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
 from runner.task_groups import background_tasks

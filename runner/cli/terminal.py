@@ -31,11 +31,9 @@ from runner.events import (
     ChatError,
     Event,
     HelpShown,
-    ModelFallback,
-    ModelRetry,
     ToolCall,
 )
-from runner.models.retries import format_seconds
+from runner.models.retries import model_call_line
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -85,14 +83,6 @@ def change_line(event: CatalogueChanged) -> str:
     changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                + [f"~{n}" for n in event["changed"]])
     return f"{event['server']} {event['kind']}: {' '.join(changes)}"
-
-
-def model_call_line(event: ModelRetry | ModelFallback) -> str:
-    """``rate limited, retrying in 4 s (attempt 2 of 3)``, or the model a request falls back to."""
-    if event["type"] == "model_fallback":
-        return f"{event['model']} failed ({event['reason']}): trying {event['fallback']}"
-    return (f"{event['message']}, retrying in {format_seconds(event['delay'])} s "
-            f"(attempt {event['attempt']} of {event['max_attempts']})")
 
 
 def preview(text: str) -> str:

@@ -74,6 +74,15 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.0f}" if seconds >= 10 or seconds == int(seconds) else f"{seconds:.2g}"
 
 
+def model_call_line(event: ModelRetry | ModelFallback) -> str:
+    """``rate limited, retrying in 4 s (attempt 2 of 3)``, or the model a request falls back to:
+    what the chat, ``-p`` and a served turn's progress say of the event."""
+    if event["type"] == "model_fallback":
+        return f"{event['model']} failed ({event['reason']}): trying {event['fallback']}"
+    return (f"{event['message']}, retrying in {format_seconds(event['delay'])} s "
+            f"(attempt {event['attempt']} of {event['max_attempts']})")
+
+
 def _causes(error: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     current: BaseException | None = error
