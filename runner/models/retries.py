@@ -27,6 +27,7 @@ import anyio
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
+from langgraph.errors import GraphBubbleUp
 
 from runner import telemetry
 from runner.events import EventSink, ModelFallback, ModelRetry
@@ -227,6 +228,8 @@ class Attempts:
             deadline = _Deadline(scope, self.timeout)
             try:
                 return await invoke(merge_configs(config, {"callbacks": [deadline]}))
+            except GraphBubbleUp:  # LangGraph's control flow (an interrupt), not a failure
+                raise
             except Exception as exc:  # the provider's own errors, told apart by classify()
                 raise _Failed(classify(exc, answered=deadline.pieces > 0), exc) from exc
         timed_out = AttemptTimedOut(f"no answer within {format_seconds(self.timeout)} s (model.timeout)")
