@@ -158,6 +158,32 @@ class FinalAnswer(TypedDict):
     trace_id: NotRequired[str | None]
 
 
+class ModelRetry(TypedDict):
+    """A model request failed in a way worth another try: ``attempt`` (of ``max_attempts``) is
+    made after ``delay`` seconds (the provider's Retry-After when it sent one); ``reason`` is
+    ``rate_limited``, ``server_error``, ``timeout``, ``connection`` or ``cut_off``; ``status`` the
+    HTTP status, or null; ``message`` says it for people."""
+
+    type: Literal["model_retry"]
+    model: str
+    attempt: int
+    max_attempts: int
+    delay: float
+    reason: Literal["rate_limited", "server_error", "timeout", "connection", "cut_off"]
+    status: int | None
+    message: str
+
+
+class ModelFallback(TypedDict):
+    """``model`` failed for good (``reason``): the request goes to ``fallback``, the next of
+    ``model.fallbacks``."""
+
+    type: Literal["model_fallback"]
+    model: str
+    fallback: str
+    reason: str
+
+
 class MediaSaved(TypedDict):
     """An image, audio or file from a tool's result, saved at ``path``."""
 
@@ -323,7 +349,8 @@ Question = ApprovalAsked | ElicitationAsked | SamplingAsked
 Event = (
     ChatReady | Token | ToolCall | AgentStarted | ApprovalAsked | ElicitationAsked | SamplingAsked
     | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
-    | ToolsListed | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
+    | ToolsListed | ModelRetry | ModelFallback
+    | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
     | CatalogueChanged | Interrupted | ChatError
 )
 EventSink = Callable[[Event], None]

@@ -26,7 +26,8 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # builders, mcp_servers, ... importable from every test
     sys.path.insert(0, str(TESTS_DIR))
 
-pytest_plugins = ["pytester", "services", "fast_tier"]  # services: PostgreSQL and HAProxy fixtures
+# services: PostgreSQL and HAProxy fixtures; provider_server: the local OpenAI-compatible server
+pytest_plugins = ["pytester", "services", "fast_tier", "provider_server"]
 
 import engines  # noqa: E402
 from child_processes import ChildProcessGuard  # noqa: E402

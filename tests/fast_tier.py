@@ -31,6 +31,8 @@ FAST_FILES = frozenset({
     "cli/test_chat_status.py",
     "cli/test_chat_view.py",
     "evals/test_evals_cases.py",
+    "manifest/test_model_calls_spec.py",
+    "models/test_retry_rules.py",
     "evals/test_evals_matching.py",
     "hosting/test_callers_parts.py",
     "prompts/test_prompts_commands.py",

@@ -112,7 +112,7 @@ class Host:
     def model(self, spec: ModelSpec, base_dir: Path) -> ModelChain:
         from runner.models import build_model_chain
 
-        return build_model_chain(spec, base_dir=base_dir)
+        return build_model_chain(spec, base_dir=base_dir, events=self.progress_sink)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], call: ToolCall) -> ToolOutput:
         return await call(name, arguments)

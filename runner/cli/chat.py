@@ -58,6 +58,7 @@ from runner.cli.terminal import (
     preview,
 )
 from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
+from runner.models.retries import model_call_line
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
 from runner.task_groups import background_tasks
@@ -154,6 +155,8 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
                 elif event["type"] == "tool_result":
                     style = "red" if event["status"] == "error" else "dim"
                     stderr.print(f"{by_agent(event)}← {preview(event['text'])}", markup=False, style=style)
+                elif event["type"] in ("model_retry", "model_fallback"):
+                    stderr.print(model_call_line(event), markup=False, style="yellow")
                 if event["type"] == "approval":
                     approval = event
                 elif event["type"] == "final":

@@ -25,7 +25,16 @@ from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall, ToolResult
+from runner.events import (
+    ApprovalAsked,
+    CatalogueChanged,
+    ChatError,
+    Event,
+    HelpShown,
+    ToolCall,
+    ToolResult,
+)
+from runner.models.retries import model_call_line
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -227,6 +236,8 @@ class TerminalView:
             say(change_line(event), style="dim", markup=False)
         elif event["type"] == "progress":
             say(progress_line(event), style="dim", markup=False)
+        elif event["type"] in ("model_retry", "model_fallback"):
+            say(model_call_line(event), style="yellow", markup=False)
         elif event["type"] == "elicitation_complete":
             done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
             say(done, style="dim", markup=False)

@@ -60,6 +60,7 @@ from runner.manifest.basics import (
     restart_fields,
 )
 from runner.manifest.model import ModelField, ModelSpec
+from runner.manifest.model_calls import RetrySpec
 from runner.manifest.output import OutputSpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
@@ -388,6 +389,7 @@ __all__ = [
     "OutputSpec",
     "PositiveInt",
     "PromptsSpec",
+    "RetrySpec",
     "SandboxSpec",
     "ServerBase",
     "ServerKey",

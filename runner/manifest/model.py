@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from runner.manifest.basics import EnvName, Spec
+from runner.manifest.basics import Duration, EnvName, Spec
+from runner.manifest.model_calls import DEFAULT_TIMEOUT, RetrySpec
 
 
 class ModelSpec(Spec):
@@ -21,6 +22,12 @@ class ModelSpec(Spec):
     base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
     api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
     script: str | None = Field(None, description="Turns file of the 'scripted' model.")
+    timeout: Duration = Field(
+        DEFAULT_TIMEOUT,
+        description="Seconds one request may wait for the model's answer to begin, or for the next "
+                    "piece of a streamed answer; then it is retried.",
+    )
+    retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of a failed request.")
 
     @model_validator(mode="after")
     def _script_for_scripted(self) -> ModelSpec:

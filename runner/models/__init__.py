@@ -3,6 +3,8 @@
     registry.py   what a model id needs (its provider, package, API key), without LangChain's models
     providers.py  model ids -> LangChain chat models (``init_chat_model``), fallbacks, and tools
                   bound per call, since the tool list can change between two steps of a turn
+    retries.py    each request bounded by model.timeout and retried by model.retries (backoff,
+                  Retry-After), each retry an event and a span
     builtin.py    ``offline`` (no network: calls tools on request) and ``scripted`` (replays turns)
 """
 

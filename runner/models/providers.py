@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,12 @@ from langchain_core.tools import BaseTool
 
 from runner import telemetry
 from runner.errors import ModelError, RunnerError
-from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec
+from runner.events import EventSink
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec, RetrySpec
+from runner.manifest.model_calls import DEFAULT_TIMEOUT
 from runner.models.builtin import OfflineChatModel, ScriptedChatModel
 from runner.models.registry import install_hint, provider_of
+from runner.models.retries import Attempts, Spent
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +72,11 @@ def _init_provider_model(model_id: str, kwargs: dict[str, Any]) -> BaseChatModel
 
     provider_of(model_id)  # an unknown provider gets the same message as in validate
     try:
-        return init_chat_model(model_id, **kwargs)
+        model = init_chat_model(model_id, **kwargs)
+        if "max_retries" in type(model).model_fields and "max_retries" not in kwargs:
+            # The client's own hidden retries would multiply ours (runner.models.retries).
+            model = init_chat_model(model_id, **kwargs, max_retries=0)
+        return model
     except ImportError as exc:
         package = re.search(r"pip install ([^\s`'\"]+)", str(exc))
         if package is None:
@@ -82,12 +90,17 @@ def _init_provider_model(model_id: str, kwargs: dict[str, Any]) -> BaseChatModel
         raise ModelError(f"model '{model_id}' cannot be created: {type(exc).__name__}: {exc}") from exc
 
 
-def build_model_chain(spec: ModelSpec, *, base_dir: Path) -> ModelChain:
-    """The primary model of ``spec`` followed by its fallbacks."""
+def build_model_chain(
+    spec: ModelSpec, *, base_dir: Path, events: Callable[[], EventSink | None] | None = None
+) -> ModelChain:
+    """The primary model of ``spec`` followed by its fallbacks, each request tried as
+    ``spec.timeout`` and ``spec.retries`` say; ``events`` gives the sink of the turn running
+    (its ``model_retry`` and ``model_fallback`` events)."""
     primary = build_chat_model(spec, base_dir=base_dir)
     fallbacks = [build_chat_model(spec, base_dir=base_dir, model_id=i) for i in spec.fallbacks]
     logger.debug("model %s with fallbacks %s", spec.id, spec.fallbacks)
-    return ModelChain(primary, fallbacks)
+    attempts = Attempts(spec.retries, spec.timeout, (spec.id, *spec.fallbacks), events)
+    return ModelChain(primary, fallbacks, attempts=attempts)
 
 
 BOUND_KEPT = 8  # tool sets a ModelChain keeps bound: a generation's, and its found-tool sets
@@ -97,13 +110,17 @@ _Bound = Runnable[LanguageModelInput, BaseMessage]
 class ModelChain:
     """A primary chat model and the models tried in order when a call to it fails."""
 
-    def __init__(self, primary: BaseChatModel, fallbacks: Sequence[BaseChatModel] = ()) -> None:
+    def __init__(self, primary: BaseChatModel, fallbacks: Sequence[BaseChatModel] = (), *,
+                 attempts: Attempts | None = None) -> None:
         self.primary = primary
         self.fallbacks = list(fallbacks)
+        # Without the manifest's settings (a chain made in code): its defaults, models named by class.
+        names = tuple(type(model).__name__ for model in (primary, *self.fallbacks))
+        self.attempts = attempts or Attempts(RetrySpec(), DEFAULT_TIMEOUT, names)
         # The models bound to recent tool sets, by the tools' identities (the tools are kept
         # with them, so an identity is not reused while its entry lasts): binding converts every
         # tool, and the steps of a turn offer the same tools again.
-        self._bound: dict[tuple[Any, ...], tuple[tuple[BaseTool, ...], _Bound]] = {}
+        self._bound: dict[tuple[Any, ...], tuple[tuple[BaseTool, ...], list[_Bound]]] = {}
 
     def __repr__(self) -> str:
         names = [type(m).__name__ for m in (self.primary, *self.fallbacks)]
@@ -114,21 +131,26 @@ class ModelChain:
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         """Every model bound to ``tools`` (none bound when empty), chained as fallbacks;
         ``tool_choice="any"`` makes each call one of them."""
-        choice = {"tool_choice": tool_choice} if tool_choice else {}
-        bound = [m.bind_tools(list(tools), **choice) if tools else m for m in (self.primary, *self.fallbacks)]
+        bound = self._bind_each(tools, tool_choice)
         return bound[0].with_fallbacks(bound[1:]) if len(bound) > 1 else bound[0]
+
+    def _bind_each(
+        self, tools: Sequence[BaseTool | dict[str, Any]], tool_choice: str | None
+    ) -> list[_Bound]:
+        choice = {"tool_choice": tool_choice} if tool_choice else {}
+        return [m.bind_tools(list(tools), **choice) if tools else m for m in (self.primary, *self.fallbacks)]
 
     def _bound_to(
         self, tools: Sequence[BaseTool | dict[str, Any]], tool_choice: str | None
-    ) -> Runnable[LanguageModelInput, BaseMessage]:
-        """``bind_tools``, kept for the last ``BOUND_KEPT`` sets of LangChain tools."""
+    ) -> list[_Bound]:
+        """Each model bound to ``tools``, kept for the last ``BOUND_KEPT`` sets of LangChain tools."""
         if not all(isinstance(tool, BaseTool) for tool in tools):  # definitions made per call
-            return self.bind_tools(tools, tool_choice)
+            return self._bind_each(tools, tool_choice)
         key = (tool_choice, *map(id, tools))
         kept = self._bound.get(key)
         if kept is not None:
             return kept[1]
-        runnable = self.bind_tools(tools, tool_choice)
+        runnable = self._bind_each(tools, tool_choice)
         if len(self._bound) >= BOUND_KEPT:
             del self._bound[next(iter(self._bound))]  # the oldest
         self._bound[key] = (tuple(tools), runnable)  # type: ignore[arg-type]
@@ -143,20 +165,46 @@ class ModelChain:
         options: Mapping[str, Any] | None = None,
         tool_choice: str | None = None,
     ) -> AIMessage:
-        """One model call offering ``tools``; failures of the whole chain become ModelError.
-        ``options`` (``max_tokens``, ``stop``) are passed to the provider's call."""
+        """One model call offering ``tools``, each model tried (and retried) in turn as
+        :class:`~runner.models.retries.Attempts` says; failures of the whole chain become
+        ModelError. ``options`` (``max_tokens``, ``stop``) are passed to the provider's call."""
         try:
-            runnable = self._bound_to(tools, tool_choice)
-            if options:
-                runnable = runnable.bind(**options)
-            reply = await telemetry.model_step(self.primary, runnable.ainvoke(list(messages), config))
+            runnables = self._bound_to(tools, tool_choice)
         except RunnerError:
             raise
-        except Exception as exc:  # the one boundary where provider errors are translated
+        except Exception as exc:  # binding converts the tools: the provider's package may refuse one
             raise ModelError(f"the model call failed: {type(exc).__name__}: {exc}") from exc
+        if options:
+            runnables = [runnable.bind(**options) for runnable in runnables]
+        answer = self._first_answer(runnables, list(messages), config)
+        reply = await telemetry.model_step(self.primary, answer)
         if not isinstance(reply, AIMessage):
             raise ModelError(f"the model answered with a {type(reply).__name__}, not an AIMessage")
         return reply
+
+
+    async def _first_answer(self, runnables: Sequence[_Bound], messages: list[BaseMessage],
+                            config: RunnableConfig | None) -> BaseMessage:
+        """The answer of the first model that gives one; ModelError naming what each said."""
+        failures: list[Spent] = []
+        for index, runnable in enumerate(runnables):
+            try:
+                return await self.attempts.call(index, partial(_invoke, runnable, messages), config)
+            except Spent as spent:
+                if isinstance(spent.error, RunnerError) and len(runnables) == 1:
+                    raise spent.error from None  # already says what is wrong (a scripted model's)
+                failures.append(spent)
+                if index + 1 < len(runnables):
+                    self.attempts.fell_back(index, spent)
+        if len(failures) == 1:
+            raise ModelError(f"the model call failed: {failures[0]}") from failures[0].error
+        tried = "; ".join(map(str, failures))
+        raise ModelError(f"the model call failed on every model: {tried}") from failures[-1].error
+
+
+async def _invoke(runnable: _Bound, messages: list[BaseMessage], config: RunnableConfig | None
+                  ) -> BaseMessage:
+    return await runnable.ainvoke(messages, config)
 
 
 def as_model_chain(model: ModelChain | BaseChatModel) -> ModelChain:

@@ -54,7 +54,8 @@ _Result = TypeVar("_Result")
 __all__ = [
     "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed", "installed",
     "package_problems",
-    "http_request_hooks", "join_trace", "mcp_tool_call", "model_step", "recording", "relisted", "reloaded",
+    "http_request_hooks", "join_trace", "mcp_tool_call", "model_retry", "model_step", "recording",
+    "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
 
@@ -201,6 +202,18 @@ async def model_step(model: Any, call: Awaitable[_Result]) -> _Result:
     if recorder is None:
         return await call
     return await recorder.model_step(model, call)
+
+
+@contextmanager
+def model_retry(event: Mapping[str, Any]) -> Iterator[None]:
+    """The wait before a model request is tried again (``event``: its ``model_retry`` event),
+    recorded as a span."""
+    recorder = _current.get()
+    if recorder is None:
+        yield
+        return
+    with recorder.model_retry(event):
+        yield
 
 
 # --------------------------------------------------------------------------- tools

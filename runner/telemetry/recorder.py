@@ -16,7 +16,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -146,6 +146,17 @@ class Recorder:
                     span.set_attribute(f"gen_ai.usage.{kind}_tokens", count)
                     self.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
             return reply
+
+    @contextmanager
+    def model_retry(self, event: Mapping[str, Any]) -> Iterator[None]:
+        """A span for the wait before another attempt; the model step's span is its parent."""
+        attributes = {"gen_ai.request.model": str(event["model"]),
+                      "mcp_run.retry.attempt": event["attempt"], "mcp_run.retry.delay": float(event["delay"]),
+                      "mcp_run.retry.reason": str(event["reason"])}
+        if event.get("status") is not None:
+            attributes["http.response.status_code"] = event["status"]
+        with self._span(f"retry {event['model']}", SpanKind.INTERNAL, attributes):
+            yield
 
     # -- tool calls -----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from builders import (
     server,
     write_manifest,
 )
+from provider_server import Failure, ProviderServer
 
 from runner.cli.chat import CHAT_COMMAND_HELP, CHAT_HANDLERS, LEAVE_COMMANDS
 from runner.manifest import CHAT_COMMANDS
@@ -220,7 +221,8 @@ def documented_events() -> dict[str, set[str]]:
     return events
 
 
-def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agent_dir: Path) -> None:
+def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
+        agent_dir: Path, provider_server: ProviderServer) -> None:
     notes = {"command": "python", "args": ["examples/notes_server.py"], "env": {"NOTES_FILE": "notes.json"},
              "tools": {"approve": ["delete_note"]}}
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
@@ -314,9 +316,25 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(agen
     finally:
         watch.terminate()
         watch.wait(timeout=60)
+    # A provider that fails: a retry, then the fallback (the offline model) answers.
+    provider_server.script(Failure(429, retry_after="0.01"), Failure(500))
+    retrying = write_manifest(agent_dir / "retrying", {}, name="retrying", checkpointer="memory",
+                              model=provider_server.model(fallbacks=["offline"], retries={"max_attempts": 2}))
+    failing = JsonChat(retrying.parent)
+    try:
+        failing.wait_for("ready")
+        failing.send({"text": "hello"})
+        failing.wait_for("model_fallback")
+        failing.wait_for("final")
+        failing.send({"text": "/exit"})
+        assert failing.process.wait(timeout=60) == 0
+    finally:
+        if failing.process.poll() is None:
+            failing.process.terminate()
+            failing.process.wait(timeout=60)
     documented = documented_events()
     emitted: dict[str, set[str]] = {}
-    for event in [*chat.seen, watching]:
+    for event in [*chat.seen, watching, *failing.seen]:
         emitted.setdefault(event["type"], set()).update(event)
     assert emitted == documented
 

@@ -215,6 +215,7 @@ async def test_a_failing_provider_falls_back_to_the_next_model_with_the_same_too
             base_url=server.url("/v1"),
             params={"max_retries": 0, "api_key": "unused"},
             fallbacks=["offline"],
+            retries={"max_attempts": 1},  # straight to the fallback
         )
         graph = graph_for(build_model_chain(spec, base_dir=tmp_path), [add])
         state = await graph.ainvoke(
@@ -232,6 +233,7 @@ async def test_a_model_error_no_fallback_absorbs_is_a_model_error(tmp_path: Path
             id="openai:gpt-4.1-mini",
             base_url=server.url("/v1"),
             params={"max_retries": 0, "api_key": "unused"},
+            retries={"max_attempts": 1},
         )
         chain = build_model_chain(spec, base_dir=tmp_path)
         with pytest.raises(ModelError):

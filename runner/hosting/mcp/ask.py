@@ -57,6 +57,7 @@ from runner.hosting.mcp.relayed_questions import (
     refusal,
     resume_value,
 )
+from runner.models.retries import model_call_line
 from runner.tools.caller import progress_summary
 
 ASK_TOOL = "ask"
@@ -177,6 +178,8 @@ class _Progress:
             await self.note(f"tool result {event['name']} ({event['status']}): {text}")
         elif event["type"] == "progress":  # in the chat's words; its numbers are the tool's, not the call's
             await self.note(progress_summary(event))
+        elif event["type"] in ("model_retry", "model_fallback"):
+            await self.note(model_call_line(event))
 
 
 async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:

@@ -1,0 +1,132 @@
+"""What people see of model retries, end to end through ``mcp-run`` against the local
+OpenAI-compatible server (tests/provider_server.py): one line per retry on stderr with ``-p``, the
+``model_retry`` event with ``--json``, one line in the chat, one clear error once retries and
+fallbacks are spent, never a traceback; and Ctrl-C during the wait stops at once (exit 130)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+from builders import chat_in_a_terminal, mcp_run, server, write_manifest
+from provider_server import Failure, ProviderServer, Reply
+
+QUICK = {"initial_delay": "10ms", "max_delay": "1s"}
+EVENT_LIMIT = 60.0
+
+
+def agent(folder: Path, provider: ProviderServer, servers: dict[str, Any] | None = None,
+          **model: Any) -> Path:
+    return write_manifest(folder, servers or {}, model=provider.model(**model), checkpointer="memory")
+
+
+def test_one_shot_says_rate_limited_retrying_in_one_line_and_prints_the_answer(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(429, retry_after="1"), Reply("Hello."))
+    agent(tmp_path, provider_server)
+    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello."
+    assert "rate limited, retrying in 1 s (attempt 2 of 3)" in result.stderr.splitlines()
+    assert "Traceback" not in result.stderr
+
+
+def test_one_shot_json_emits_the_model_retry_event_with_the_wait_retry_after_asked(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(503, retry_after="1"), Reply("Hello."))
+    agent(tmp_path, provider_server)
+    result = mcp_run("agent.yaml", "-p", "hi", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    (retry,) = [event for event in events if event["type"] == "model_retry"]
+    assert retry == {"type": "model_retry", "model": "openai:gpt-stub", "attempt": 2, "max_attempts": 3,
+                     "delay": 1.0, "reason": "server_error", "status": 503,
+                     "message": "the provider failed (HTTP 503)"}
+    assert events[-1]["type"] == "final" and events[-1]["text"] == "Hello."
+
+
+def test_one_shot_falls_back_after_the_retries_and_says_so(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(500), Failure(500))
+    agent(tmp_path, provider_server, fallbacks=["offline"], retries={**QUICK, "max_attempts": 2})
+    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert ("openai:gpt-stub failed (the provider failed (HTTP 500) after 2 attempts): trying offline"
+            in result.stderr.splitlines())
+    assert "offline model" in result.stdout
+    assert len(provider_server.completions()) == 2
+
+
+def test_one_shot_spent_retries_end_in_one_clear_error_and_exit_1_without_a_traceback(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(500), Failure(500), Failure(500))
+    agent(tmp_path, provider_server, retries=QUICK)
+    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: the model call failed: openai:gpt-stub: the provider failed (HTTP 500) after 3 attempts")
+    assert "Traceback" not in result.stderr
+    assert len(provider_server.completions()) == 3
+
+
+def test_the_chat_shows_one_line_per_retry_then_the_answer(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(429, retry_after="1"), Reply("Hello from the stub."))
+    agent(tmp_path, provider_server)
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.sendline("hi")
+        chat.expect("rate limited, retrying in 1 s \\(attempt 2 of 3\\)")
+        chat.expect("Hello from the stub.")
+        chat.expect("> ")
+    assert "Traceback" not in (chat.before or "")
+
+
+def test_ctrl_c_during_a_backoff_wait_stops_at_once_with_exit_130_and_no_orphan(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(429, retry_after="300"))
+    agent(tmp_path, provider_server, {"demo": server("demo")},
+          retries={"max_attempts": 3, "max_delay": "10m"})
+    with (tmp_path / "stderr.txt").open("w") as errors:
+        run = subprocess.Popen([sys.executable, "-m", "runner", "agent.yaml", "-p", "hi", "--json"],
+                               cwd=tmp_path, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=errors)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert run.stdout is not None
+        for line in run.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        seen = []
+        while (line := lines.get(timeout=EVENT_LIMIT)) is not None:
+            seen.append(json.loads(line))
+            if seen[-1]["type"] == "model_retry":
+                break
+        assert seen and seen[-1]["type"] == "model_retry", (tmp_path / "stderr.txt").read_text()
+        assert seen[-1]["delay"] == 300.0
+        children = [child.pid for child in psutil.Process(run.pid).children(recursive=True)]
+        assert children  # the demo server
+        run.send_signal(signal.SIGINT)
+        after = []
+        while (line := lines.get(timeout=EVENT_LIMIT)) is not None:
+            after.append(json.loads(line))
+        code = run.wait(timeout=EVENT_LIMIT)  # far less than the 300 s wait
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=EVENT_LIMIT)
+    assert code == 130, (tmp_path / "stderr.txt").read_text()
+    assert after == [{"type": "interrupted", "what": "turn"}]
+    assert len(provider_server.completions()) == 1
+    assert not [pid for pid in children if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
