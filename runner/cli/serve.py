@@ -56,6 +56,9 @@ def _show(event: ServeEvent) -> None:
               help="Allow --http on an address other than loopback (needs a bearer token).")
 @click.option("--token-env", metavar="VAR",
               help="Require the bearer token held by environment variable VAR on every HTTP request.")
+@click.option("--a2a", is_flag=True,
+              help="Also serve A2A on the HTTP server, under /a2a (its agent card at "
+                   "/a2a/.well-known/agent-card.json); needs mcp-run[a2a].")
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=DEFAULT_MAX_TURNS, show_default=True,
               help="Turns that run at once (over all conversations).")
@@ -75,14 +78,14 @@ def _show(event: ServeEvent) -> None:
               help=f"HTTP sessions open at once; past that a new one is refused with an error naming "
                    f"this option [default: {DEFAULT_MAX_SESSIONS}].")
 @reports_errors
-def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, watch: bool,
+def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None, a2a: bool, watch: bool,
           max_turns: int, max_queued: int, stateless: bool, answer_within: str,
           session_idle_timeout: str | None, max_sessions: int | None) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads."""
     session_options = session_idle_timeout is not None or max_sessions is not None
-    if address is None and (allow_remote or token_env or stateless or session_options):
-        raise click.UsageError("--allow-remote, --token-env, --stateless, --session-idle-timeout and "
-                               "--max-sessions apply to --http only")
+    if address is None and (allow_remote or token_env or stateless or session_options or a2a):
+        raise click.UsageError("--allow-remote, --token-env, --stateless, --session-idle-timeout, "
+                               "--max-sessions and --a2a apply to --http only")
     if stateless and session_options:
         raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
                                "--stateless does without")
@@ -105,7 +108,7 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
         idle_timeout=(DEFAULT_SESSION_IDLE_TIMEOUT if session_idle_timeout is None
                       else _duration(session_idle_timeout, "--session-idle-timeout")),
         limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
-    options = ServeOptions(http=http, token=token, allow_remote=allow_remote, stateless=stateless,
+    options = ServeOptions(http=http, token=token, a2a=a2a, allow_remote=allow_remote, stateless=stateless,
                            watch=watch, max_turns=max_turns, max_queued=max_queued,
                            answer_within=answer_seconds, sessions=sessions)
     code = anyio.run(_until_signalled, file, options)

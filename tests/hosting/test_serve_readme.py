@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import anyio
@@ -102,3 +103,19 @@ async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main
             events = [event async for event in stream_turn(runtime, message)]
     [final] = [event for event in events if event["type"] == "final"]
     assert final["text"] == f"{key}__ask returned: notes__calculate returned: 42"
+
+
+async def test_the_a2a_command_and_client_snippet_talk_to_the_bundled_agent(bundled: Path) -> None:
+    [command] = [c for c in shown_serve_commands() if "--a2a" in c]
+    words = shlex.split(command)[2:]
+    words[words.index("--http") + 1] = "127.0.0.1:0"  # a free port instead of 8000
+    manifest, *options = words
+    [snippet] = [block for block in blocks("python") if "a2a.client" in block]
+    with http_agent(bundled / manifest, *[word for word in options if word not in ("--http", "127.0.0.1:0")]
+                    ) as served:
+        script = bundled / "a2a_client.py"
+        script.write_text(snippet.replace("http://127.0.0.1:8000/", served.url.removesuffix("mcp")))
+        result = await anyio.run_process([sys.executable, str(script)], check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert "TASK_STATE_COMPLETED" in result.stdout.decode()
+    assert "notes__calculate returned: 42" in result.stdout.decode()

@@ -9,6 +9,8 @@ reads threads back, :mod:`runner.hosting.mcp.relayed_questions` puts the agent's
 commands and the threads (:mod:`runner.hosting.mcp.change_notices` tells 2025-11-25 callers when they
 change), and :mod:`runner.hosting.mcp.http_wire` carries it over stdio or streamable HTTP. With
 ``watch`` the manifest is reloaded on every edit (:func:`runner.agent.reload.watch_and_reload`).
+With ``a2a``, the HTTP server also answers A2A callers under ``/a2a`` (:mod:`runner.hosting.a2a_api`),
+their turns ordered by the same scheduler.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from runner.hosting.mcp.handlers import AgentService
 from runner.hosting.mcp.http_wire import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
+    MCP_PATH,
     Address,
     Sessions,
     bind,
     check_binding,
+    http_url,
     parse_address,
     serve_http,
 )
@@ -75,6 +79,7 @@ class ServeOptions:
 
     http: Address | None = None
     token: str | None = None
+    a2a: bool = False  # A2A beside MCP on the HTTP server (runner.hosting.a2a_api), under /a2a
     allow_remote: bool = False
     stateless: bool = False
     watch: bool = False
@@ -104,6 +109,9 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
             raise ServeError(str(exc)) from exc
         sock = bind(options.http)  # before the servers start: a taken port fails at once
     try:
+        if options.a2a:  # its package missing fails here, before the servers start
+            from runner.hosting import a2a_api
+
         async with load_agent(path, host=Host()) as runtime:
             service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
                                                           max_queued=options.max_queued),
@@ -120,8 +128,12 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
                                       input_ended=input_ended)
                 else:
+                    mounts = []
+                    if options.a2a:
+                        url = http_url(sock).removesuffix(MCP_PATH) + a2a_api.A2A_PATH
+                        mounts.append((a2a_api.A2A_PATH, a2a_api.a2a_app(runtime, service.scheduler, url)))
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
-                                     sessions=options.sessions,
+                                     sessions=options.sessions, mounts=mounts,
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
                                                                              name=runtime.manifest.name)),
                                      on_stop=service.stop, hurry=hurry)

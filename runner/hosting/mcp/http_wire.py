@@ -19,7 +19,7 @@ import ipaddress
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -282,8 +282,25 @@ def http_url(sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
 
 
+def mounted(app: ASGIApp, mounts: Sequence[tuple[str, ASGIApp]]) -> ASGIApp:
+    """``app``, with the HTTP requests under each ``(path, other)`` of ``mounts`` (the path itself, or
+    below it) answered by ``other`` instead (it sees the whole path)."""
+    if not mounts:
+        return app
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for path, other in mounts:
+                if scope["path"] == path or scope["path"].startswith(path + "/"):
+                    await other(scope, receive, send)
+                    return
+        await app(scope, receive, send)
+
+    return routed
+
+
 async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | None, stateless: bool = False,
-                     sessions: Sessions = Sessions(),
+                     sessions: Sessions = Sessions(), mounts: Sequence[tuple[str, ASGIApp]] = (),
                      on_ready: Callable[[str], None] | None = None,
                      on_stop: Callable[[], Awaitable[None]] | None = None,
                      hurry: anyio.Event | None = None) -> None:
@@ -292,7 +309,8 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     ``on_stop`` is awaited (for up to GRACEFUL_SHUTDOWN seconds) when the server starts stopping,
     before it stops taking requests: to answer or end the requests that would otherwise stay open
     (running turns, listen streams) while their callers can still hear the answer. Once ``hurry``
-    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped."""
+    is set (a second Ctrl-C), the stop waits for none of that: open requests are dropped. ``mounts``
+    serve other APIs beside MCP's (:func:`mounted`), behind the same bearer token."""
     host = sock.getsockname()[0]
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, stateless_http=stateless,
@@ -303,7 +321,7 @@ async def serve_http(server: Server[Any], sock: socket.socket, *, token: str | N
     else:
         app = refuse_past_the_limit(app, sessions)
     app = refuse_malformed(app, MCP_PATH)
-    app = open_requests = OpenRequests(app)
+    app = open_requests = OpenRequests(mounted(app, mounts))
     if token:
         app = require_bearer(app, token)
     # uvicorn's own colour test looks at stdout; its log lines go to stderr.
