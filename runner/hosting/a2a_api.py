@@ -108,7 +108,13 @@ class AgentTurns(AgentExecutor):
                     context.current_task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED)
                 message: str | Command
                 if waiting and context.message is not None:
-                    message = await self._answer(thread, context.message)
+                    pending = await self._pending(thread)
+                    try:
+                        answer = reply_as_answer(pending, context.message)
+                    except ServeError as exc:  # the task still waits: the caller may answer again
+                        await self._ask(updater, pending, problem=str(exc))
+                        return
+                    message = Command(resume=resume_value(pending, answer))
                 else:
                     message = context.get_user_input()
                     if not message.strip():
@@ -130,8 +136,7 @@ class AgentTurns(AgentExecutor):
         return updater.new_agent_message([new_text_part(text)])
 
     async def _turn(self, updater: TaskUpdater, thread: str, message: str | Command) -> None:
-        answer = ""  # the model's text since its last tool call
-        chunks = 0
+        chunks = 0  # of the answer: the model's text since its last tool call
         async with self.scheduler.turn(thread):
             pending: Question | None = None
             final: str | None = None
@@ -141,24 +146,18 @@ class AgentTurns(AgentExecutor):
                 elif event["type"] == "final":
                     final = event["text"]
                 elif event["type"] == "token":
-                    answer += event["text"]
                     await updater.add_artifact([new_text_part(event["text"])], artifact_id=ANSWER_ARTIFACT,
                                                name=ANSWER_ARTIFACT, append=chunks > 0)
                     chunks += 1
                 elif event["type"] == "tool_call":
                     await updater.start_work(self._say(
                         updater, f"tool call {event['name']} {json.dumps(event['args'], default=str)}"))
-                    answer, chunks = "", 0
+                    chunks = 0
                 elif event["type"] == "tool_result":
                     await updater.start_work(self._say(
                         updater, f"tool result {event['name']} ({event['status']})"))
         if pending is not None:
-            request = elicitation_request(pending).params
-            parts = [new_text_part(request.message)]
-            schema = getattr(request, "requested_schema", None)
-            if schema is not None:
-                parts.append(new_data_part(schema))
-            await updater.requires_input(updater.new_agent_message(parts))
+            await self._ask(updater, pending)
             return
         if final is None:
             await updater.failed(self._say(updater, f"the turn on thread {thread} ended without an answer"))
@@ -167,13 +166,23 @@ class AgentTurns(AgentExecutor):
                                    append=False, last_chunk=True)
         await updater.complete(self._say(updater, final))
 
-    async def _answer(self, thread: str, reply: Message) -> Command:
-        """The resume command of a paused turn, from the caller's reply to its question."""
+    async def _pending(self, thread: str) -> Question:
+        """The question the paused turn of ``thread`` waits on."""
         state = await self.runtime.graph.aget_state(self.runtime.config(thread))
         if not state.interrupts:
             raise ServeError(f"thread {thread} waits for no answer")
-        pending = question(state.interrupts[0].value)
-        return Command(resume=resume_value(pending, reply_as_answer(pending, reply)))
+        return question(state.interrupts[0].value)
+
+    async def _ask(self, updater: TaskUpdater, pending: Question, *, problem: str | None = None) -> None:
+        """The task waits for the caller's answer to ``pending``: its text (after ``problem``, what
+        was wrong with the last answer), then its URL or its form's schema."""
+        request = elicitation_request(pending).params
+        parts = [new_text_part(request.message if problem is None else f"{problem}. {request.message}")]
+        if isinstance(request, types.ElicitRequestURLParams):
+            parts.append(new_text_part(request.url))
+        else:
+            parts.append(new_data_part(request.requested_schema))
+        await updater.requires_input(updater.new_agent_message(parts))
 
 
 def reply_as_answer(pending: Question, reply: Message) -> types.ElicitResult:
