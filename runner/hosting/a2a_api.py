@@ -20,6 +20,7 @@ import json
 import uuid
 from typing import Any
 
+import anyio
 import mcp_types as types
 from langgraph.types import Command
 from starlette.applications import Starlette
@@ -50,6 +51,7 @@ except ImportError as exc:  # the a2a extra is not installed
     raise ServeError(f"serving A2A (--a2a) needs the a2a-sdk package: {EXTRA_HINT}") from exc
 
 A2A_PATH = "/a2a"
+STOPPING = "the agent is stopping: this task was cancelled (its tool calls too); ask again when it is back"
 ANSWER_ARTIFACT = "answer"
 YES = frozenset({"y", "yes", "approve", "allow", "ok"})
 
@@ -72,28 +74,59 @@ def agent_card(runtime: Runtime, url: str) -> AgentCard:
     )
 
 
-def a2a_app(runtime: Runtime, scheduler: TurnScheduler, url: str) -> Starlette:
-    """The A2A endpoints for a server whose A2A base URL is ``url`` (ending in :data:`A2A_PATH`)."""
+def a2a_app(runtime: Runtime, scheduler: TurnScheduler, url: str) -> tuple[Starlette, AgentTurns]:
+    """The A2A endpoints for a server whose A2A base URL is ``url`` (ending in :data:`A2A_PATH`), and
+    the turns they run (:meth:`AgentTurns.stop` when the server stops)."""
     card = agent_card(runtime, url)
+    turns = AgentTurns(runtime, scheduler)
 
     async def current_card(_: AgentCard) -> AgentCard:
         return agent_card(runtime, url)  # the manifest of now: a reload changes it
 
-    handler = DefaultRequestHandlerV2(AgentTurns(runtime, scheduler), InMemoryTaskStore(), card)
+    handler = DefaultRequestHandlerV2(turns, InMemoryTaskStore(), card)
     routes = [*create_agent_card_routes(card, card_modifier=current_card,
                                         card_url=A2A_PATH + AGENT_CARD_WELL_KNOWN_PATH),
               *create_jsonrpc_routes(handler, rpc_url=A2A_PATH)]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes), turns
 
 
 class AgentTurns(AgentExecutor):
-    """Each A2A task's message, a turn on the task's thread."""
+    """Each A2A task's message, a turn on the task's thread. A task lives on without its caller's
+    connection (A2A's way: the caller may subscribe again); ``tasks/cancel`` or the server's stop
+    ends it, its tool calls cancelled at their servers."""
 
     def __init__(self, runtime: Runtime, scheduler: TurnScheduler) -> None:
         self.runtime = runtime
         self.scheduler = scheduler
+        self._running: set[anyio.CancelScope] = set()
+        self._stopping = False
+        self._none_running = anyio.Event()
+
+    async def stop(self) -> None:
+        """Stop every running turn (its task fails saying the agent is stopping) and wait until each
+        has said so; tasks from now on fail at once."""
+        self._stopping = True
+        for turn in self._running:
+            turn.cancel()
+        if self._running:
+            await self._none_running.wait()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        with anyio.CancelScope() as turn:  # cancelled by stop() alone
+            self._running.add(turn)
+            try:
+                if not self._stopping:
+                    await self._execute(context, event_queue)
+                    return
+            finally:
+                self._running.discard(turn)
+                if not self._running:
+                    self._none_running.set()
+                    self._none_running = anyio.Event()
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.failed(self._say(updater, STOPPING))
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         thread = context.context_id or uuid.uuid4().hex
         task = context.task_id or uuid.uuid4().hex
         updater = TaskUpdater(event_queue, task, thread)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,10 +19,21 @@ import pytest
 import yaml
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, get_message_text, new_text_message
-from a2a.types import GetTaskRequest, Role, SendMessageRequest, StreamResponse, Task, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
 from builders import ROOT
 from mcp_servers import gates as gates_server
 from serving import SERVE, ServedProcess, call_message, http_agent, http_client, write_served_agent
+from test_serve_caller_leaves import HANG, hanging_agent, received
+
+from runner.hosting.a2a_api import STOPPING
 
 LIMIT = 90
 
@@ -184,3 +196,48 @@ async def test_a2a_is_behind_the_same_bearer_token_as_mcp(
     assert refused.status_code == sent.status_code == 401
     assert token not in refused.text
     assert card.status_code == 200 and card.json()["name"] == "served"
+
+
+async def test_a_cancelled_task_cancels_its_turn_and_the_tool_call_at_its_server(tmp_path: Path) -> None:
+    manifest, record = hanging_agent(tmp_path)
+    with http_agent(manifest, "--a2a") as served:
+        with anyio.fail_after(LIMIT):
+            async with a2a_client(a2a_url(served.url)) as client, anyio.create_task_group() as sending:
+                started: list[Task] = []
+
+                async def hang() -> None:
+                    message = new_text_message(HANG, role=Role.ROLE_USER)
+                    async for response in client.send_message(SendMessageRequest(message=message)):
+                        if response.HasField("task"):
+                            started.append(response.task)
+
+                sending.start_soon(hang)
+                call = await received(record, "tools/call")
+                cancelled_task = await client.cancel_task(CancelTaskRequest(id=started[0].id))
+                cancelled_call = await received(record, "notifications/cancelled")
+                sending.cancel_scope.cancel()
+    assert cancelled_call == call
+    assert cancelled_task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_a_task_running_when_serve_stops_fails_saying_the_agent_is_stopping(tmp_path: Path) -> None:
+    manifest, record = hanging_agent(tmp_path)
+    with http_agent(manifest, "--a2a") as served:
+        with anyio.fail_after(LIMIT):
+            async with a2a_client(a2a_url(served.url)) as client:
+                states: list[tuple[int, str]] = []
+
+                async def hang() -> None:
+                    message = new_text_message(HANG, role=Role.ROLE_USER)
+                    async for response in client.send_message(SendMessageRequest(message=message)):
+                        if response.HasField("status_update"):
+                            status = response.status_update.status
+                            states.append((status.state, get_message_text(status.message)))
+
+                async with anyio.create_task_group() as sending:
+                    sending.start_soon(hang)
+                    await received(record, "tools/call")
+                    served.process.send_signal(signal.SIGTERM)
+        code = served.process.wait(timeout=30)
+    assert states[-1] == (TaskState.TASK_STATE_FAILED, STOPPING)
+    assert code == 128 + signal.SIGTERM

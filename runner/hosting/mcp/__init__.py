@@ -15,12 +15,14 @@ their turns ordered by the same scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
+from starlette.types import ASGIApp
 
 from runner.agent.host import Host
 from runner.agent.reload import watch_and_reload
@@ -128,19 +130,29 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     await serve_stdio(service.server, on_stop=service.stop, hurry=hurry,
                                       input_ended=input_ended)
                 else:
-                    mounts = []
+                    mounts: list[tuple[str, ASGIApp]] = []
+                    stops = [service.stop]
                     if options.a2a:
                         url = http_url(sock).removesuffix(MCP_PATH) + a2a_api.A2A_PATH
-                        mounts.append((a2a_api.A2A_PATH, a2a_api.a2a_app(runtime, service.scheduler, url)))
+                        app, a2a_turns = a2a_api.a2a_app(runtime, service.scheduler, url)
+                        mounts.append((a2a_api.A2A_PATH, app))
+                        stops.append(a2a_turns.stop)
                     await serve_http(service.server, sock, token=options.token, stateless=options.stateless,
                                      sessions=options.sessions, mounts=mounts,
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
                                                                              name=runtime.manifest.name)),
-                                     on_stop=service.stop, hurry=hurry)
+                                     on_stop=partial(_stop_all, stops), hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:
             sock.close()
+
+
+async def _stop_all(stops: list[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+    """Stop the turns of every API at once."""
+    async with anyio.create_task_group() as group:
+        for stop in stops:
+            group.start_soon(stop)
 
 
 def _reloaded(service: AgentService, on_event: Events, event: ReloadEvent) -> None:
