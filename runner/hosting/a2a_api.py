@@ -6,17 +6,19 @@ Mounted on serve's HTTP server under :data:`A2A_PATH`: the agent card at
 context is a conversation thread (the context id is the thread id; a task without one starts a
 new thread), and its turns share the scheduler of the MCP callers (a thread's turns run in order).
 While a turn runs, its tool calls and their results come as ``working`` status updates and the
-model's text as chunks of the artifact ``answer`` (a tool call starts it again: the last chunk is
-the answer). What the agent asks (an approval, a server's form, a sampling approval) makes the task
-``input-required``, its status message the question with the form's JSON schema as a data part;
-the caller's next message on the task answers it (a data part or a JSON object: the form's
-content; for an approval "yes"/"no", anything else a refusal with that reason; "decline" or
-"cancel" for a form) and the paused turn resumes.
+model's text as chunks of the artifact ``answer``, at most one per 50 ms (a tool call starts it
+again: the last chunk is the whole answer). What the agent asks (an approval, a server's form, a
+sampling approval) makes the task ``input-required``, its status message the question with the
+form's JSON schema as a data part (a URL question: its URL); the caller's next message on the
+task answers it (a data part or a JSON object: the form's content; for an approval "yes"/"no",
+anything else a refusal with that reason; "decline" or "cancel" for a form) and the paused turn
+resumes (an answer that fits no form: the question is asked again).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any
 
@@ -29,6 +31,7 @@ from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.errors import RunnerError, ServeError
 from runner.events import Question, is_question, question
+from runner.hosting.mcp.ask import COALESCE_SECONDS
 from runner.hosting.mcp.conversations import TurnScheduler, checked_thread_id, conversation_store
 from runner.hosting.mcp.relayed_questions import (
     APPROVE_FIELD,
@@ -169,7 +172,7 @@ class AgentTurns(AgentExecutor):
         return updater.new_agent_message([new_text_part(text)])
 
     async def _turn(self, updater: TaskUpdater, thread: str, message: str | Command) -> None:
-        chunks = 0  # of the answer: the model's text since its last tool call
+        chunks = AnswerChunks(updater)
         async with self.scheduler.turn(thread):
             pending: Question | None = None
             final: str | None = None
@@ -179,13 +182,11 @@ class AgentTurns(AgentExecutor):
                 elif event["type"] == "final":
                     final = event["text"]
                 elif event["type"] == "token":
-                    await updater.add_artifact([new_text_part(event["text"])], artifact_id=ANSWER_ARTIFACT,
-                                               name=ANSWER_ARTIFACT, append=chunks > 0)
-                    chunks += 1
+                    await chunks.add(event["text"])
                 elif event["type"] == "tool_call":
                     await updater.start_work(self._say(
                         updater, f"tool call {event['name']} {json.dumps(event['args'], default=str)}"))
-                    chunks = 0
+                    chunks.start_over()
                 elif event["type"] == "tool_result":
                     await updater.start_work(self._say(
                         updater, f"tool result {event['name']} ({event['status']})"))
@@ -216,6 +217,32 @@ class AgentTurns(AgentExecutor):
         else:
             parts.append(new_data_part(request.requested_schema))
         await updater.requires_input(updater.new_agent_message(parts))
+
+
+class AnswerChunks:
+    """The model's tokens as chunks of the artifact ``answer``, coalesced: at most one chunk per
+    COALESCE_SECONDS (a token arriving sooner waits for the next one, or for the answer's end,
+    whose last chunk is the whole answer)."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+        self._sent = 0  # chunks of the answer since it started (over)
+        self._unsent = ""
+        self._last_sent = -math.inf  # anyio's clock
+
+    async def add(self, text: str) -> None:
+        self._unsent += text
+        if anyio.current_time() - self._last_sent >= COALESCE_SECONDS:
+            await self._updater.add_artifact([new_text_part(self._unsent)], artifact_id=ANSWER_ARTIFACT,
+                                             name=ANSWER_ARTIFACT, append=self._sent > 0)
+            self._sent += 1
+            self._unsent = ""
+            self._last_sent = anyio.current_time()
+
+    def start_over(self) -> None:
+        """A tool call: the model's next text is a new answer (its first chunk replaces this one)."""
+        self._sent = 0
+        self._unsent = ""
 
 
 def reply_as_answer(pending: Question, reply: Message) -> types.ElicitResult:

@@ -28,7 +28,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from builders import ROOT
+from builders import ROOT, scripted_model, write_manifest
 from mcp_servers import gates as gates_server
 from serving import SERVE, ServedProcess, call_message, http_agent, http_client, write_served_agent
 from test_serve_caller_leaves import HANG, hanging_agent, received
@@ -241,3 +241,19 @@ async def test_a_task_running_when_serve_stops_fails_saying_the_agent_is_stoppin
         code = served.process.wait(timeout=30)
     assert states[-1] == (TaskState.TASK_STATE_FAILED, STOPPING)
     assert code == 128 + signal.SIGTERM
+
+
+async def test_a_long_streamed_answer_comes_in_few_artifact_chunks_the_last_one_the_whole_answer(
+    tmp_path: Path
+) -> None:
+    words = 3000  # the scripted model streams each word as one token
+    answer = " ".join(f"w{index}" for index in range(words))
+    manifest = write_manifest(tmp_path, {}, name="talker", model=scripted_model(tmp_path, [answer]))
+    with http_agent(manifest, "--a2a") as served:
+        with anyio.fail_after(LIMIT):
+            async with a2a_client(a2a_url(served.url)) as client:
+                task, streamed = await send(client, "talk")
+    chunks = [response.artifact_update for response in streamed if response.HasField("artifact_update")]
+    assert 1 <= len(chunks) <= words // 4  # one per token would be `words` of them
+    assert get_artifact_text(chunks[-1].artifact) == answer and chunks[-1].last_chunk
+    assert answer_of(task) == answer
