@@ -47,6 +47,7 @@ FAST_FILES = frozenset({
     "store/test_sqlite_growth.py",
     "tools/test_tools_ranking.py",
     "tools/test_tools_schemas.py",
+    "hosting/test_a2a_answers.py",
 })
 
 

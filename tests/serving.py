@@ -60,15 +60,18 @@ def text_of(result: types.CallToolResult) -> str:
 
 @dataclass
 class Progress:
-    """The progress messages one call received, in order; ``seen`` waits for one."""
+    """The progress messages one call received, in order, and their progress values; ``seen``
+    waits for one."""
 
     messages: list[str] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._changed = anyio.Event()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.messages.append(message or "")
+        self.values.append(progress)
         self._changed.set()
         self._changed = anyio.Event()
 

@@ -68,6 +68,9 @@ def _show(event: ServeEvent) -> None:
 @click.option("--tokens-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="Callers kept apart: 'caller: token' lines (mode 0600), each token naming its caller, "
                    "who sees only its own threads; MCP_RUN_TOKEN_<CALLER> variables add callers too.")
+@click.option("--a2a", is_flag=True,
+              help="Also serve A2A on the HTTP server, under /a2a (its agent card at "
+                   "/a2a/.well-known/agent-card.json); needs mcp-run[a2a].")
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=DEFAULT_MAX_TURNS, show_default=True,
               help="Turns that run at once (over all conversations).")
@@ -88,15 +91,15 @@ def _show(event: ServeEvent) -> None:
                    f"this option [default: {DEFAULT_MAX_SESSIONS}].")
 @reports_errors
 def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None,
-          tokens_file: Path | None, watch: bool,
+          tokens_file: Path | None, a2a: bool, watch: bool,
           max_turns: int, max_queued: int, stateless: bool, answer_within: str,
           session_idle_timeout: str | None, max_sessions: int | None) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads
     (over --http, also the OpenAI Chat Completions API under /v1)."""
     session_options = session_idle_timeout is not None or max_sessions is not None
-    if address is None and (allow_remote or token_env or tokens_file or stateless or session_options):
+    if address is None and (allow_remote or token_env or tokens_file or stateless or session_options or a2a):
         raise click.UsageError("--allow-remote, --token-env, --tokens-file, --stateless, "
-                               "--session-idle-timeout and --max-sessions apply to --http only")
+                               "--session-idle-timeout, --max-sessions and --a2a apply to --http only")
     if stateless and session_options:
         raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
                                "--stateless does without")
@@ -114,6 +117,10 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
     if token is not None and callers:
         raise click.UsageError("--token-env serves one caller; callers kept apart come from --tokens-file "
                                f"and {TOKEN_VARIABLE_PREFIX}<CALLER> variables: use one or the other")
+    if a2a and callers:
+        raise click.UsageError("--a2a serves one caller: callers kept apart (--tokens-file, "
+                               f"{TOKEN_VARIABLE_PREFIX}<CALLER> variables) do not reach A2A; "
+                               "use --token-env")
     if address is None:
         http = None
     else:
@@ -127,7 +134,7 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
         idle_timeout=(DEFAULT_SESSION_IDLE_TIMEOUT if session_idle_timeout is None
                       else _duration(session_idle_timeout, "--session-idle-timeout")),
         limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
-    options = ServeOptions(http=http, token=token, callers=callers, allow_remote=allow_remote,
+    options = ServeOptions(http=http, token=token, callers=callers, a2a=a2a, allow_remote=allow_remote,
                            stateless=stateless, watch=watch, max_turns=max_turns, max_queued=max_queued,
                            answer_within=answer_seconds, sessions=sessions)
     code = anyio.run(_until_signalled, file, options)

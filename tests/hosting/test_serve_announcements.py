@@ -1,6 +1,8 @@
 """`mcp-run serve --watch` tells 2025-11-25 callers (one lasting session, over stdio or streamable
 HTTP with sessions) when its prompt commands or its `ask` tool changed, as bare list_changed
-notifications on their session; a stateless serve, where they have none, declares none."""
+notifications on their session; a stateless serve, where they have none, declares none. A
+2026-07-28 caller over stdio hears the same on its ``subscriptions/listen`` stream (over HTTP:
+tests/hosting/test_serve_lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import yaml
 from builders import ROOT
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
 from mcp_servers import gates as gates_server
 from serving import http_agent, http_client, write_served_agent
 
@@ -238,3 +241,28 @@ async def test_a_stateless_serve_declares_no_list_changed_to_a_2025_caller(
                 declared = client.server_capabilities
     assert declared.tools is not None and not declared.tools.list_changed
     assert declared.prompts is not None and not declared.prompts.list_changed
+
+
+async def test_a_2026_caller_over_stdio_hears_both_changes_on_its_listen_stream_and_nothing_for_other_edits(
+    tmp_path: Path, gates_url: str
+) -> None:
+    manifest = _served_with_a_prompt(tmp_path, gates_url)
+    stderr = Lines()
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT),
+                                   args=["-m", "runner", "serve", str(manifest), "--watch"])
+    with anyio.fail_after(LIMIT), os.fdopen(stderr.write, "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            version = client.protocol_version
+            async with client.listen(prompts_list_changed=True, tools_list_changed=True) as changes:
+                _edit(manifest, _set_system_prompt)
+                await anyio.to_thread.run_sync(stderr.wait_for, "reloaded in")
+                _edit(manifest, _describe)
+                first = await anext(changes)
+                tools = (await client.list_tools()).tools
+                _edit(manifest, _rename_binding)
+                second = await anext(changes)
+                prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+    assert version == "2026-07-28"
+    assert (type(first), type(second)) == (ToolsListChanged, PromptsListChanged)
+    assert "Answers briefly." in (tools[0].description or "")
+    assert "welcome" in prompts

@@ -155,3 +155,19 @@ async def test_the_tokens_file_recipe_serves_each_caller_with_its_own_token(bund
     assert [model["id"] for model in json.loads(as_alice.stdout)["data"]] == ["notes-assistant"]
     assert nobody.stdout == b"401"
     assert text_of(result) == "notes__calculate returned: 42"
+
+
+async def test_the_a2a_command_and_client_snippet_talk_to_the_bundled_agent(bundled: Path) -> None:
+    [command] = [c for c in shown_serve_commands() if "--a2a" in c]
+    words = shlex.split(command)[2:]
+    words[words.index("--http") + 1] = "127.0.0.1:0"  # a free port instead of 8000
+    manifest, *options = words
+    [snippet] = [block for block in blocks("python") if "a2a.client" in block]
+    with http_agent(bundled / manifest, *[word for word in options if word not in ("--http", "127.0.0.1:0")]
+                    ) as served:
+        script = bundled / "a2a_client.py"
+        script.write_text(snippet.replace("http://127.0.0.1:8000/", served.url.removesuffix("mcp")))
+        result = await anyio.run_process([sys.executable, str(script)], check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert "TASK_STATE_COMPLETED" in result.stdout.decode()
+    assert "notes__calculate returned: 42" in result.stdout.decode()

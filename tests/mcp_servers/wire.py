@@ -1,12 +1,14 @@
 """A hand-written stdio MCP server that misbehaves on request: the wire is under the test's control.
 
     wire.py [--name N] [--echo-delay MS] [--slow-start SECONDS] [--bad-tools] [--unusable-schema]
-            [--spawn-child]
+            [--spawn-child] [--record FILE]
 
 It speaks the 2025-11-25 handshake era with the standard library only (no SDK import), so it
 starts in a tenth of a second - the crash loop restarts it a hundred times - and it can write
 what no well-behaved server would: junk, invalid JSON-RPC, answers with unknown ids, nothing.
-Every request is logged to stderr as ``received <method> <id>`` before it is handled, and calls
+Every message is logged to stderr as ``received <method> <id>`` before it is handled (the id a
+``notifications/cancelled`` names; with
+``--record``, also appended to FILE, for a test that cannot read the server's stderr), and calls
 run concurrently (answers may overtake each other).
 
 Tools: ``echo(text, delay_ms=--echo-delay)`` answers ``"<name>: <text>"``; ``pid``; ``hang`` (never answers);
@@ -89,8 +91,10 @@ UNUSABLE_SCHEMA_TOOLS: list[dict[str, Any]] = [
 
 
 class WireServer:
-    def __init__(self, name: str, tools: list[dict[str, Any]], echo_delay_ms: int) -> None:
+    def __init__(self, name: str, tools: list[dict[str, Any]], echo_delay_ms: int,
+                 record: str | None = None) -> None:
         self.name = name
+        self.record = record
         self.echo_delay_ms = echo_delay_ms
         self.tools = tools
         self.calls: dict[Any, asyncio.Task[None]] = {}
@@ -117,7 +121,11 @@ class WireServer:
     def handle(self, message: dict[str, Any]) -> None:
         method, request_id = message.get("method"), message.get("id")
         params = message.get("params") or {}
-        print(f"received {method} {request_id}", file=sys.stderr, flush=True)
+        named = params.get("requestId") if method == "notifications/cancelled" else request_id
+        print(f"received {method} {named}", file=sys.stderr, flush=True)
+        if self.record is not None:
+            with open(self.record, "a", encoding="utf-8") as record:
+                record.write(f"received {method} {named}\n")
         if method == "notifications/cancelled":
             task = self.calls.pop(params.get("requestId"), None)
             if task is not None:
@@ -223,6 +231,7 @@ def main() -> None:
     parser.add_argument("--bad-tools", action="store_true")
     parser.add_argument("--unusable-schema", action="store_true")
     parser.add_argument("--spawn-child", action="store_true")
+    parser.add_argument("--record", help="a file each received message is also appended to")
     options = parser.parse_args()
     if options.spawn_child:  # a grandchild in the server's process group
         subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
@@ -232,7 +241,7 @@ def main() -> None:
         time.sleep(options.slow_start)
     tools = TOOLS + (BAD_TOOLS if options.bad_tools else [])
     tools += UNUSABLE_SCHEMA_TOOLS if options.unusable_schema else []
-    asyncio.run(serve(WireServer(options.name, tools, options.echo_delay)))
+    asyncio.run(serve(WireServer(options.name, tools, options.echo_delay, options.record)))
 
 
 if __name__ == "__main__":

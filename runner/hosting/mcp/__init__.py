@@ -9,16 +9,20 @@ reads threads back, :mod:`runner.hosting.mcp.relayed_questions` puts the agent's
 commands and the threads (:mod:`runner.hosting.mcp.change_notices` tells 2025-11-25 callers when they
 change), and :mod:`runner.hosting.mcp.http_wire` carries it over stdio or streamable HTTP. With
 ``watch`` the manifest is reloaded on every edit (:func:`runner.agent.reload.watch_and_reload`).
+With ``a2a``, the HTTP server also answers A2A callers under ``/a2a`` (:mod:`runner.hosting.a2a_api`),
+their turns ordered by the same scheduler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
+from starlette.types import ASGIApp
 
 from runner.agent.host import Host
 from runner.agent.reload import watch_and_reload
@@ -38,10 +42,12 @@ from runner.hosting.mcp.handlers import AgentService
 from runner.hosting.mcp.http_wire import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
+    MCP_PATH,
     Address,
     Sessions,
     bind,
     check_binding,
+    http_url,
     parse_address,
     serve_http,
 )
@@ -79,6 +85,7 @@ class ServeOptions:
     http: Address | None = None
     token: str | None = None
     callers: Callers = NO_CALLERS
+    a2a: bool = False  # A2A beside MCP on the HTTP server (runner.hosting.a2a_api), under /a2a
     allow_remote: bool = False
     stateless: bool = False
     watch: bool = False
@@ -112,6 +119,9 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
             raise ServeError(str(exc)) from exc
         sock = bind(options.http)  # before the servers start: a taken port fails at once
     try:
+        if options.a2a:  # its package missing fails here, before the servers start
+            from runner.hosting import a2a_api
+
         async with load_agent(path, host=Host()) as runtime:
             service = AgentService(runtime, TurnScheduler(max_turns=options.max_turns,
                                                           max_queued=options.max_queued),
@@ -133,22 +143,30 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     from runner.hosting.chat_completions import API_PREFIX, ChatCompletions, unauthorized
 
                     api = ChatCompletions(lambda: {runtime.manifest.name: runtime}, service.scheduler)
-
-                    async def stop() -> None:
-                        async with anyio.create_task_group() as stopping:
-                            stopping.start_soon(service.stop)
-                            stopping.start_soon(api.stop)
-
+                    also: dict[str, ASGIApp] = {API_PREFIX: api}
+                    stops = [service.stop, api.stop]
+                    if options.a2a:
+                        url = http_url(sock).removesuffix(MCP_PATH) + a2a_api.A2A_PATH
+                        app, a2a_turns = a2a_api.a2a_app(runtime, service.scheduler, url)
+                        also[a2a_api.A2A_PATH] = app
+                        stops.append(a2a_turns.stop)
                     await serve_http(service.server, sock, callers=callers, stateless=options.stateless,
-                                     sessions=options.sessions, also={API_PREFIX: api},
+                                     sessions=options.sessions, also=also,
                                      refusals={API_PREFIX: unauthorized()},
                                      on_ready=lambda url: on_event(Listening(type="listening", url=url,
                                                                              name=runtime.manifest.name)),
-                                     on_stop=stop, hurry=hurry)
+                                     on_stop=partial(_stop_all, stops), hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
         if sock is not None:
             sock.close()
+
+
+async def _stop_all(stops: list[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+    """Stop the turns of every API at once."""
+    async with anyio.create_task_group() as group:
+        for stop in stops:
+            group.start_soon(stop)
 
 
 def _reloaded(service: AgentService, on_event: Events, event: ReloadEvent) -> None:

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -58,11 +61,14 @@ from runner.hosting.mcp.relayed_questions import (
     resume_value,
 )
 from runner.models.retries import model_call_line
+from runner.task_groups import background_tasks
 from runner.tools.caller import progress_summary
 
 ASK_TOOL = "ask"
 QUESTION_KEY = "question"  # the key of the one input request a paused turn sends (2026-07-28)
 PREVIEW_CHARS = 200
+COALESCE_SECONDS = 0.05  # a turn sends its tokens at most this often (one notification each time)
+ANSWER_TAIL_CHARS = 1000  # the most of the answer so far one progress message carries
 CALLER_GONE = "the caller's connection closed: this turn was cancelled (its tool calls too)"
 DEFAULT_ANSWER_WITHIN = 600.0  # seconds a caller has to answer a question asked during its call
 NOT_ANSWERED_WITHIN = "the caller did not answer within {:g} s"
@@ -155,23 +161,58 @@ def error_result(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-class _Progress:
-    """Progress notifications of one call: a counter and a message per event."""
+class Progress:
+    """The progress notifications of one call, their values increasing from ``start`` (a retried
+    2026-07-28 call goes on from the count its question was returned at).
 
-    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+    The model's tokens are coalesced: at most one notification per COALESCE_SECONDS carries them,
+    its message the answer so far (its last ANSWER_TAIL_CHARS characters, after "…" when longer):
+    a client showing the latest message shows the answer growing. The tokens still unsent go out
+    before any other notification and when the block of :meth:`coalescing` ends, so the last
+    notification of an answer always carries its end. Tool calls, their results, a tool's progress
+    and the call's own notes (queued, a question answered for the caller) are each one notification."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], *, start: int = 0) -> None:
         self._ctx = ctx
-        self._count = 0
+        self.count = start
+        self._answer = ""  # the model's text since its last tool call
+        self._unsent = False  # tokens arrived since the last notification
+        self._tokens_arrived = anyio.Event()
+        self._last_sent = -math.inf  # anyio's clock
+        self._sending = anyio.Lock()  # one notification at a time: values leave in order
+
+    @asynccontextmanager
+    async def coalescing(self) -> AsyncIterator[None]:
+        """The block's tokens sent as they are coalesced; those left unsent go out when it ends
+        (unless it raised or was cancelled: then nobody is told more)."""
+        async with background_tasks() as group:
+            group.start_soon(self._send_later)
+            yield
+            await self.flush()
 
     async def note(self, message: str) -> None:
-        self._count += 1
-        await self._ctx.session.report_progress(self._count, None, message)
+        async with self._sending:
+            await self._send_tokens()
+            await self._send(message)
+
+    async def flush(self) -> None:
+        """Send the tokens not sent yet, now."""
+        async with self._sending:
+            await self._send_tokens()
 
     async def event(self, event: Event) -> None:
         if event["type"] == "token":
-            if "agent" not in event:  # an agent working for another: its answer is that call's result
-                await self.note(event["text"])
+            if "agent" in event:  # an agent working for another: its answer is that call's result
+                return
+            self._answer += event["text"]
+            self._unsent = True
+            if anyio.current_time() - self._last_sent >= COALESCE_SECONDS:
+                await self.flush()  # the first token of a pause goes out at once
+            else:
+                self._tokens_arrived.set()
         elif event["type"] == "tool_call":
             await self.note(f"tool call {event['name']} {json.dumps(event['args'], default=str)}")
+            self._answer = ""  # the model's next text is a new answer
         elif event["type"] == "tool_result":
             text = event["text"]
             text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + " …"
@@ -180,6 +221,25 @@ class _Progress:
             await self.note(progress_summary(event))
         elif event["type"] in ("model_retry", "model_fallback"):
             await self.note(model_call_line(event))
+
+    async def _send_later(self) -> None:
+        while True:
+            await self._tokens_arrived.wait()
+            self._tokens_arrived = anyio.Event()
+            await anyio.sleep_until(self._last_sent + COALESCE_SECONDS)
+            await self.flush()
+
+    async def _send_tokens(self) -> None:
+        if self._unsent:
+            self._unsent = False
+            answer = self._answer
+            await self._send(answer if len(answer) <= ANSWER_TAIL_CHARS
+                             else "…" + answer[-ANSWER_TAIL_CHARS:])
+
+    async def _send(self, message: str) -> None:
+        self.count += 1
+        self._last_sent = anyio.current_time()
+        await self._ctx.session.report_progress(self.count, None, message)
 
 
 async def _cancel_when_gone(ctx: ServerRequestContext[Any], call: anyio.CancelScope) -> None:
@@ -210,17 +270,30 @@ def answered_late(asked_here: float | None, saved_at: str | None, *, within: flo
     return asked is not None and now - asked > within
 
 
-def _state_token(thread: str, key: str) -> str:
-    raw = json.dumps({"thread": thread, "question": key}).encode()
-    return base64.urlsafe_b64encode(raw).decode()
+@dataclass(frozen=True)
+class QuestionState:
+    """What a question returned to a 2026-07-28 caller carries to the retried call: its thread,
+    which question, and how many progress notifications the call had sent (the retry goes on
+    counting from there: progress values increase over the whole turn)."""
 
+    thread: str
+    question: str
+    progress: int
 
-def _read_state_token(token: str | None) -> tuple[str, str]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode((token or "").encode()))
-        return checked_thread_id(data["thread"]), str(data["question"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AskError("the answer came without the state of the question it answers") from exc
+    def token(self) -> str:
+        raw = json.dumps({"thread": self.thread, "question": self.question, "progress": self.progress})
+        return base64.urlsafe_b64encode(raw.encode()).decode()
+
+    @classmethod
+    def read(cls, token: str | None) -> QuestionState:
+        try:
+            data = json.loads(base64.urlsafe_b64decode((token or "").encode()))
+            progress = data.get("progress", 0)
+            if type(progress) is not int or progress < 0:
+                raise ValueError("progress is no count")
+            return cls(checked_thread_id(data["thread"]), str(data["question"]), progress)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise AskError("the answer came without the state of the question it answers") from exc
 
 
 class AskHandler:
@@ -276,22 +349,27 @@ class AskHandler:
             message: str | Command
             caller = caller_of(ctx.request.scope if isinstance(ctx.request, Request) else None)
             with conversation_store():
+                progress_from = 0
                 if params.input_responses or params.request_state:
-                    thread, message = await self._answered(params, caller)
+                    state = QuestionState.read(params.request_state)
+                    thread, progress_from = state.thread, state.progress
+                    message = await self._answered(params, state, caller)
                     new = False
                 elif request.thread is None:
                     thread, message, new = uuid.uuid4().hex, request.message, True
                 else:
                     thread, message = request.thread, request.message
                     new = not await thread_started(self.runtime, thread_in_space(caller, thread))
-                return await self._turn(ctx, thread, message, new=new, caller=caller)
+                return await self._turn(ctx, thread, message, new=new, caller=caller,
+                                        progress_from=progress_from)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 
-    async def _answered(self, params: types.CallToolRequestParams, caller: str | None) -> tuple[str, Command]:
-        """A retried call carrying the caller's answer: the thread and the resume command (the
-        thread named by the state is looked up among the caller's own)."""
-        thread, key = _read_state_token(params.request_state)
+    async def _answered(self, params: types.CallToolRequestParams, asked: QuestionState,
+                        caller: str | None) -> Command:
+        """The resume command of a retried call carrying the caller's answer to question ``asked``
+        (the thread it names is looked up among the caller's own)."""
+        thread, key = asked.thread, asked.question
         asked_here = self._asked.pop(params.request_state or "", None)
         response = (params.input_responses or {}).get(QUESTION_KEY)
         if response is None:
@@ -306,8 +384,8 @@ class AskHandler:
             if question_key(event) == key:
                 if answered_late(asked_here, state.created_at, within=self.answer_within, now=time.time()):
                     late = NOT_ANSWERED_WITHIN.format(self.answer_within)
-                    return thread, Command(resume=refusal(event, late))
-                return thread, Command(resume=resume_value(event, answer))
+                    return Command(resume=refusal(event, late))
+                return Command(resume=resume_value(event, answer))
         raise AskError(f"thread {thread} no longer waits for that answer")
 
     def _note_asked(self, token: str) -> None:
@@ -319,11 +397,12 @@ class AskHandler:
         self._asked[token] = now
 
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool,
-                    caller: str | None) -> types.CallToolResult | types.InputRequiredResult:
-        progress = _Progress(ctx)
+                    caller: str | None, progress_from: int = 0
+                    ) -> types.CallToolResult | types.InputRequiredResult:
+        progress = Progress(ctx, start=progress_from)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
         stored = thread_in_space(caller, thread)
-        async with self.scheduler.turn(stored, waiting=progress.note):
+        async with progress.coalescing(), self.scheduler.turn(stored, waiting=progress.note):
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
@@ -346,7 +425,8 @@ class AskHandler:
                     )
                     message = Command(resume=answer)
                 elif modern:
-                    token = _state_token(thread, question_key(pending))
+                    await progress.flush()  # the count the retried call goes on from is final
+                    token = QuestionState(thread, question_key(pending), progress.count).token()
                     self._note_asked(token)
                     return types.InputRequiredResult(
                         input_requests={QUESTION_KEY: elicitation_request(pending)}, request_state=token)

@@ -142,7 +142,8 @@ def by_path(app: ASGIApp, routes: Mapping[str, ASGIApp]) -> ASGIApp:
     async def routed(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             for prefix, other in routes.items():
-                if scope["path"].startswith(prefix):
+                path = scope["path"]
+                if path == prefix.rstrip("/") or path.startswith(prefix.rstrip("/") + "/"):
                     await other(scope, receive, send)
                     return
         await app(scope, receive, send)
