@@ -25,7 +25,7 @@ from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
+from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall, ToolProgress
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -144,7 +144,11 @@ class ChatView(Protocol):
 
 
 class TerminalView:
-    """The chat for a person: streamed tokens, one line a tool call, approval questions."""
+    """The chat for a person: streamed tokens, one line a tool call, approval questions.
+
+    A running call's progress is not printed as it comes (a served sub-agent sends one notice a
+    token): the status line shows the latest, in place, and one line with the last progress is
+    printed when the call ends, before its result."""
 
     def __init__(self, console: Console, reader: Any, status: ChatStatus | None = None) -> None:
         self.console = console
@@ -153,9 +157,12 @@ class TerminalView:
         self._midline = False  # tokens were streamed and their line is not finished
         # The streamed answer's unfinished line, where the reader keeps whole lines only.
         self._held = ""
+        # The last progress of each running call (by tool name) and how many notices it sent.
+        self._progress: dict[str, tuple[ToolProgress, int]] = {}
 
     async def read(self) -> str | None:
         self._end_answer_line()
+        self._end_progress()  # calls the turn left without a result (interrupted, failed)
         return await self.reader.read("> ", message=True)
 
     def working(self) -> Any:
@@ -164,6 +171,10 @@ class TerminalView:
     def show(self, event: Event, *, in_full: bool = False) -> None:
         if self.status is not None:
             self.status.observe(event)
+        if event["type"] == "progress":  # shown live by the status line; printed once, at the end
+            _, notices = self._progress.get(event["tool"], (event, 0))
+            self._progress[event["tool"]] = (event, notices + 1)
+            return
         prompt = self.reader.waiting_prompt
         if prompt is not None:  # output while the person is at the prompt (a reload, a change)
             self.reader.write("\r\x1b[2K" if self.console.is_terminal else "\n")
@@ -180,6 +191,8 @@ class TerminalView:
             self._end_answer_line()
             if event["type"] == "final":
                 return
+        if event["type"] in ("interrupted", "error"):
+            self._end_progress()
         if event["type"] == "final":
             if event["text"]:
                 say(event["text"], markup=False)
@@ -188,6 +201,7 @@ class TerminalView:
                 say(unlisted_warning(event["name"]), style="yellow", markup=False)
             say(f"→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
         elif event["type"] == "tool_result":
+            self._end_progress(event["name"])
             text = event["text"] if in_full else f"← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
         elif event["type"] == "ready":
@@ -219,8 +233,6 @@ class TerminalView:
             say("the agent's files have problems; still running the last good version", style="yellow")
         elif event["type"] == "change":
             say(change_line(event), style="dim", markup=False)
-        elif event["type"] == "progress":
-            say(progress_line(event), style="dim", markup=False)
         elif event["type"] == "elicitation_complete":
             done = f"[{event['server']}] the visit {event['elicitation_id']} is complete"
             say(done, style="dim", markup=False)
@@ -258,6 +270,14 @@ class TerminalView:
         if self._midline:
             self.console.print(self._held, markup=False)
             self._held, self._midline = "", False
+
+    def _end_progress(self, tool: str | None = None) -> None:
+        """The one line that stays of a call's progress (of ``tool``; of every call left, if None)."""
+        for name in [tool] if tool is not None else list(self._progress):
+            if (last := self._progress.pop(name, None)) is not None:
+                event, notices = last
+                count = f" ({notices} progress notices)" if notices > 1 else ""
+                self.console.print(progress_line(event) + count, style="dim", markup=False)
 
     def _help(self, event: HelpShown) -> None:
         say = self.console.print
