@@ -96,8 +96,10 @@ async def _ask_field(view: TerminalView, name: str, field: dict[str, Any], requi
     if field.get("description"):
         view.console.print(f"  {field['description']}", markup=False)
     choices = choice_labels(field)
+    completed = [choice for _, choice in choices] or (["yes", "no"] if kind == "boolean" else [])
     while True:
-        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ")) or ""
+        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ",
+                                      choices=completed)) or ""
         if not raw.strip():
             if "default" in field:
                 return field["default"]

@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -99,10 +99,11 @@ class LineReader:
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
         self.keeps_partial_lines = True  # nothing is redrawn over an unfinished line
 
-    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
+    async def read(self, prompt: str, *, message: bool = False, default: str = "",
+                   choices: Sequence[str] = ()) -> str | None:
         """The next line without its newline, or None at the end of input (``message``: the
-        chat's prompt rather than a question, and ``default``, the text the line starts with,
-        matter to the line editor only)."""
+        chat's prompt rather than a question, ``default``, the text the line starts with, and
+        ``choices``, what Tab completes, matter to the line editor only)."""
         self.write(prompt)
         self.waiting_prompt = prompt
         try:
@@ -324,7 +325,8 @@ class TerminalView:
 class LineSource(Protocol):
     """Where a view reads lines: a LineReader, or the line editor (runner.cli.editor)."""
 
-    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None: ...
+    async def read(self, prompt: str, *, message: bool = False, default: str = "",
+                   choices: Sequence[str] = ()) -> str | None: ...
 
 
 class JsonLinesView:

@@ -6,6 +6,7 @@ not a terminal."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -75,6 +76,33 @@ def test_tab_completes_a_chat_command_and_a_tool_name(agent_dir: Path) -> None:
         session.send("/summary st\t")  # a prompt command's argument name
         session.expect("yle=")
         session.send("short\r")
+        session.expect("> ")
+
+
+def test_tab_then_enter_typed_at_once_in_a_new_chat_sends_the_completed_command(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send("/to\t\r")  # no waiting between the keys: the first Tab of the chat
+        assert session.expect(["unknown command", "notes__delete_note"]) == 1
+        session.expect("> ")
+        session.send("notes__calc\t" + ' {"expression": "2*6"}\r')  # a tool at the start of a line
+        session.expect("→ notes__calculate")
+        session.expect(r"\b12\b")
+        session.expect("> ")
+
+
+def test_tab_completes_the_choices_of_a_served_sub_agents_question(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    sub = copy_bundled_agent(tmp_path / "sub") / "agent.yaml"
+    write_manifest(tmp_path, {"sub": {"command": "python", "args": ["-m", "runner", "serve", str(sub)],
+                                      "timeout": "60s"}}, name="main", model="offline")
+    asked = json.dumps({"message": '/call notes__delete_note {"title": "ghost"}'})
+    with chat(tmp_path) as session:
+        session.sendline(f"sub__ask {asked}")
+        session.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
+        session.sendline("a")
+        session.expect(r"Allow it\? \(yes or no; required\): ")
+        session.send("ye\t\r")  # "yes": the tool runs, and no reason is asked
+        session.expect("no note titled 'ghost'")
         session.expect("> ")
 
 
