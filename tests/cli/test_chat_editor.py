@@ -6,7 +6,6 @@ not a terminal."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import subprocess
@@ -17,7 +16,15 @@ from typing import Any
 
 import pexpect
 import pytest
-from builders import asking_agent, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
+from builders import (
+    ask_the_sub_agent_to_delete_a_note,
+    asking_agent,
+    chat_in_a_terminal,
+    copy_bundled_agent,
+    main_agent_serving_the_bundled_one,
+    server,
+    write_manifest,
+)
 from fixtures.openai_stub import OpenAIStub, StubReply
 from mcp_servers.loopback import serve_app
 
@@ -91,16 +98,9 @@ def test_tab_then_enter_typed_at_once_in_a_new_chat_sends_the_completed_command(
 
 
 def test_tab_completes_the_choices_of_a_served_sub_agents_question(tmp_path: Path) -> None:
-    (tmp_path / "sub").mkdir()
-    sub = copy_bundled_agent(tmp_path / "sub") / "agent.yaml"
-    write_manifest(tmp_path, {"sub": {"command": "python", "args": ["-m", "runner", "serve", str(sub)],
-                                      "timeout": "60s"}}, name="main", model="offline")
-    asked = json.dumps({"message": '/call notes__delete_note {"title": "ghost"}'})
+    main_agent_serving_the_bundled_one(tmp_path)
     with chat(tmp_path) as session:
-        session.sendline(f"sub__ask {asked}")
-        session.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
-        session.sendline("a")
-        session.expect(r"Allow it\? \(yes or no; required\): ")
+        ask_the_sub_agent_to_delete_a_note(session)
         session.send("ye\t\r")  # "yes": the tool runs, and no reason is asked
         session.expect("no note titled 'ghost'")
         session.expect("> ")

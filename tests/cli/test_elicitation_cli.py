@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import asking_agent, chat_in_a_terminal, copy_bundled_agent, mcp_run, write_manifest
+from builders import (
+    ask_the_sub_agent_to_delete_a_note,
+    asking_agent,
+    chat_in_a_terminal,
+    main_agent_serving_the_bundled_one,
+    mcp_run,
+)
 
 
 def test_a_one_shot_run_declines_the_servers_question_and_the_model_hears_it(tmp_path: Path) -> None:
@@ -88,27 +94,13 @@ def test_the_chat_prints_one_line_of_a_running_calls_progress_when_it_ends(tmp_p
     assert "… asking__slow: 1/2" not in transcript.getvalue()
 
 
-def served_sub_agent(folder: Path) -> Path:
-    """A main agent whose one server is the bundled agent served (``python -m runner serve``)."""
-    (folder / "sub").mkdir()
-    sub = copy_bundled_agent(folder / "sub") / "agent.yaml"
-    return write_manifest(folder, {
-        "sub": {"command": "python", "args": ["-m", "runner", "serve", str(sub)], "timeout": "60s"},
-    }, name="main", model="offline")
-
-
 def test_a_served_sub_agents_streamed_answer_is_one_progress_line_and_a_yes_asks_no_reason(
     tmp_path: Path,
 ) -> None:
-    served_sub_agent(tmp_path)
-    asked = json.dumps({"message": '/call notes__delete_note {"title": "ghost"}'})
+    main_agent_serving_the_bundled_one(tmp_path)
     with chat_in_a_terminal(tmp_path) as chat:
         chat.logfile_read = transcript = io.StringIO()
-        chat.sendline(f"sub__ask {asked}")
-        chat.expect(r"\[sub\] asks: The agent wants to call the tool notes__delete_note")
-        chat.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
-        chat.sendline("a")
-        chat.expect(r"Allow it\? \(yes or no; required\): ")
+        ask_the_sub_agent_to_delete_a_note(chat)
         chat.sendline("y")
         # The sub-agent streams its answer as one progress notice a token: one line stays of them.
         shown = chat.expect([r"Reason \(when refusing\)", r"← notes__delete_note failed"])
@@ -120,13 +112,9 @@ def test_a_served_sub_agents_streamed_answer_is_one_progress_line_and_a_yes_asks
 
 
 def test_a_refusal_of_a_served_sub_agents_approval_is_asked_its_reason(tmp_path: Path) -> None:
-    served_sub_agent(tmp_path)
-    asked = json.dumps({"message": '/call notes__delete_note {"title": "ghost"}'})
+    main_agent_serving_the_bundled_one(tmp_path)
     with chat_in_a_terminal(tmp_path) as chat:
-        chat.sendline(f"sub__ask {asked}")
-        chat.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
-        chat.sendline("a")
-        chat.expect(r"Allow it\? \(yes or no; required\): ")
+        ask_the_sub_agent_to_delete_a_note(chat)
         chat.sendline("n")
         chat.expect(r"Reason \(when refusing\) \(text\): ")
         chat.sendline("not today")
