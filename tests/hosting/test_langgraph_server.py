@@ -157,6 +157,9 @@ def test_with_the_manifests_checkpointer_a_thread_started_under_langgraph_dev_co
     finally:
         assert running.stop() == 0
     assert said(first["messages"], "tool")
+    log = running.log.read_text(errors="replace")
+    assert "Using custom checkpointer" in log
+    assert "missing aprune" not in log and "missing adelete_for_runs" not in log  # its warnings
 
     later = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "-p", "hello", "--thread", thread],
                            capture_output=True, text=True, timeout=120, cwd=agent_folder,
