@@ -73,6 +73,27 @@ def scripted_model(folder: Path, script: list[Any]) -> dict[str, Any]:
     return {"id": "scripted", "script": "script.yaml"}
 
 
+def main_agent_serving_the_bundled_one(folder: Path) -> Path:
+    """``folder/agent.yaml``: an offline agent whose one server, ``sub``, is the bundled agent of
+    ``folder/sub`` served (``python -m runner serve``): composition, as the README shows it."""
+    (folder / "sub").mkdir()
+    sub = copy_bundled_agent(folder / "sub") / "agent.yaml"
+    return write_manifest(folder, {
+        "sub": {"command": "python", "args": ["-m", "runner", "serve", str(sub)], "timeout": "60s"},
+    }, name="main", model="offline")
+
+
+def ask_the_sub_agent_to_delete_a_note(chat: pexpect.spawn) -> None:
+    """In the chat of :func:`main_agent_serving_the_bundled_one`: the sub-agent is asked to delete
+    the note "ghost", and its approval, relayed, is answered up to the question "Allow it?"."""
+    asked = json.dumps({"message": '/call notes__delete_note {"title": "ghost"}'})
+    chat.sendline(f"sub__ask {asked}")
+    chat.expect(r"\[sub\] asks: The agent wants to call the tool notes__delete_note")
+    chat.expect(r"\[a\]nswer / \[d\]ecline / \[c\]ancel: ")
+    chat.sendline("a")
+    chat.expect(r"Allow it\? \(yes or no; required\): ")
+
+
 def asking_agent(folder: Path, *, legacy: bool, checkpointer: str = "memory", **settings: Any) -> Path:
     """The offline agent of the server that asks the user (``tests/mcp_servers/asking.py``)."""
     asking = server("asking", *(["--legacy"] if legacy else []), **{"timeout": "20s", **settings})

@@ -293,6 +293,21 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL of the test alone: the test may stop and restart it (:func:`pg_ctl`)."""
+    yield from postgres_or_skip()
+
+
+def pg_ctl(server: PostgresServer, *action: str) -> None:
+    """``pg_ctl ACTION`` on ``server`` (``"-m", "immediate", "stop"``; ``"start"``), waiting until done."""
+    options = f"-p {server.port} -k {server.folder} {POSTGRES_SETTINGS}"
+    command = [str(server.bin_dir / "pg_ctl"), "-D", str(server.folder / "data"), "-l",
+               str(server.folder / "postgres.log"), "-o", options, "-w", "-t", str(int(START_WAIT)), *action]
+    subprocess.run(_as_user(server.user, command), capture_output=True, timeout=STOP_WAIT + START_WAIT,
+                   check=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
 def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     """The URL of a new empty database on the session's PostgreSQL, dropped after the test."""
     url = postgres_server.create_database()

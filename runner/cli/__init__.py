@@ -27,6 +27,8 @@ from runner.cli.safe_text import SafeConsole, VisibleLogLines, visible_traceback
 from runner.errors import ManifestError, RunnerError
 
 if TYPE_CHECKING:  # the manifest models (pydantic) are imported by the commands that read one
+    from click.shell_completion import CompletionItem
+
     from runner.manifest.loading import LoadedManifest
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -154,6 +156,16 @@ class _FileOrCommand(click.Group):
                 rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """The commands, and the manifest files and folders (``mcp-run FILE``) a first word can be."""
+        items = super().shell_complete(ctx, incomplete)
+        if incomplete.startswith("-"):
+            return items
+        load_command_module("runner.cli.authoring")
+        from runner.cli.authoring import manifest_files
+
+        return items + manifest_files(incomplete)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:

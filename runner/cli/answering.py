@@ -62,11 +62,29 @@ async def _fill_form(view: TerminalView, event: ElicitationAsked) -> dict[str, A
     schema = event.get("schema") or {}
     required = set(schema.get("required") or [])
     content: dict[str, Any] = {}
+    refusal_only = _refusal_fields(schema)
     for name, field in (schema.get("properties") or {}).items():
+        if name in refusal_only and content.get(refusal_only[name]) is True:
+            continue  # a reason is asked only of a refusal
         value = await _ask_field(view, name, field, name in required)
         if value is not _UNSET:
             content[name] = value
     return {"action": "accept", "content": content}
+
+
+def _refusal_fields(schema: dict[str, Any]) -> dict[str, str]:
+    """Fields asked only when the answer refuses: of a decision a served mcp-run agent relays
+    (an approval or a sampling request of its own: ``approve`` yes or no, and a ``reason``), the
+    reason, keyed to the yes-or-no field it depends on."""
+    # Here, not at the top: runner.hosting.mcp loads the agent, which `call` does not need.
+    from runner.hosting.mcp.relayed_questions import APPROVE_FIELD, REASON_FIELD
+
+    properties = schema.get("properties") or {}
+    decision = properties.get(APPROVE_FIELD)
+    if (set(properties) == {APPROVE_FIELD, REASON_FIELD} and isinstance(decision, dict)
+            and decision.get("type") == "boolean"):
+        return {REASON_FIELD: APPROVE_FIELD}
+    return {}
 
 
 _UNSET = object()
@@ -78,8 +96,10 @@ async def _ask_field(view: TerminalView, name: str, field: dict[str, Any], requi
     if field.get("description"):
         view.console.print(f"  {field['description']}", markup=False)
     choices = choice_labels(field)
+    completed = [choice for _, choice in choices] or (["yes", "no"] if kind == "boolean" else [])
     while True:
-        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ")) or ""
+        raw = (await view.reader.read(f"{label} ({'; '.join(field_hints(field, required))}): ",
+                                      choices=completed)) or ""
         if not raw.strip():
             if "default" in field:
                 return field["default"]

@@ -60,6 +60,11 @@ def _files(incomplete: str, suffixes: tuple[str, ...]) -> list[CompletionItem]:
 
 def complete_manifest(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Manifest files (``*.yaml``, ``*.yml``) and folders."""
+    return manifest_files(incomplete)
+
+
+def manifest_files(incomplete: str) -> list[CompletionItem]:
+    """The manifest files (``*.yaml``, ``*.yml``) and folders whose path starts with ``incomplete``."""
     return _files(incomplete, (".yaml", ".yml"))
 
 

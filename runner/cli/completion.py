@@ -1,8 +1,11 @@
 """Tab completion in the chat: chat commands and prompt commands after ``/``, a prompt command's
-argument names (``name=``), tool names after ``/call``, thread ids after ``/thread``.
+argument names (``name=``), tool names after ``/call`` and at the start of a line (the
+``server__tool {json}`` form), thread ids after ``/thread``; and a form's choices when a server
+asks (:class:`ChoiceCompleter`).
 
 Everything is read from the running agent when Tab is pressed, so a reload or a server's new
-tool list completes at once.
+tool list completes at once. Only thread ids are read from the store (:meth:`ChatCompleter.at_once`
+says which completions need no waiting).
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ class ChatCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
         text = document.text_before_cursor
-        if not text.startswith("/") or "\n" in text:
+        if "\n" in text:
+            return
+        if not text.startswith("/"):
+            if text and " " not in text:  # a tool called by its name: server__tool {json}
+                yield from _starting_with(text, sorted(self.runtime.catalog.entries))
             return
         if " " not in text:
             prompts = [command.name for command in self.runtime.prompt_catalog]
@@ -41,11 +48,19 @@ class ChatCompleter(Completer):
             names = [argument.name for argument in prompt.prompt.arguments or []]
             yield from _starting_with(word, [f"{name}=" for name in names if name not in given])
 
+    def at_once(self, document: Document) -> list[Completion] | None:
+        """The completions of ``document``, computed now, where none needs the store read (all but
+        thread ids); else None. Tab applies these before the next key is read, so Enter right
+        after Tab sends the completed line."""
+        if _is_thread_argument(document.text_before_cursor):
+            return None
+        return list(self.get_completions(document, CompleteEvent(completion_requested=True)))
+
     async def get_completions_async(
         self, document: Document, complete_event: CompleteEvent
     ) -> AsyncGenerator[Completion, None]:
         text = document.text_before_cursor
-        if text.startswith("/thread ") and " " not in text.removeprefix("/thread "):
+        if _is_thread_argument(text):
             word = text.removeprefix("/thread ")
             threads = await self._threads()
             for completion in _starting_with(word, ["new", *threads]):
@@ -58,6 +73,25 @@ class ChatCompleter(Completer):
         """The thread ids the checkpointer holds, the current one first."""
         return [self.runtime.thread_id, *(t for t in await stored_threads(self.runtime)
                                           if t != self.runtime.thread_id)]
+
+
+class ChoiceCompleter(Completer):
+    """The choices of a question (a form field's values, yes and no); after a comma, for a field
+    that takes several, the next one."""
+
+    def __init__(self, choices: Sequence[str]) -> None:
+        self.choices = choices
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
+        word = document.text_before_cursor.rsplit(",", 1)[-1].lstrip()
+        lowered = word.lower()
+        for choice in self.choices:
+            if choice.lower().startswith(lowered):
+                yield Completion(choice, start_position=-len(word))
+
+
+def _is_thread_argument(text: str) -> bool:
+    return text.startswith("/thread ") and " " not in text.removeprefix("/thread ")
 
 
 async def stored_threads(runtime: Runtime) -> list[str]:

@@ -10,8 +10,10 @@ ahead are sent, and Ctrl-C is the usual SIGINT.
 
 Keys: Enter sends; Alt-Enter (or Esc then Enter) or a trailing ``\\`` starts a new line; pasted
 text keeps its lines (bracketed paste); Up/Down walk the history and Ctrl-R searches it; Tab
-completes; Ctrl-C at a question cancels the turn it belongs to; Ctrl-C clears a half-typed line,
-and Ctrl-C on an empty line or Ctrl-D at the prompt leaves.
+completes (what needs no waiting is completed at once, so Enter typed right after Tab sends the
+completed line), at a form's question too (its choices); Ctrl-C at a question cancels the turn it
+belongs to; Ctrl-C clears a half-typed line, and Ctrl-C on an empty line or Ctrl-D at the prompt
+leaves.
 
 Where the terminal cannot take this (not a terminal, ``TERM=dumb``), the chat reads plain lines
 with :class:`runner.cli.terminal.LineReader` instead: see :func:`can_edit`.
@@ -24,7 +26,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,9 +35,11 @@ import anyio
 import anyio.lowlevel
 from prompt_toolkit import PromptSession, search
 from prompt_toolkit.application import Application, get_app
-from prompt_toolkit.completion import Completer
+from prompt_toolkit.completion import CompleteEvent, Completer, DynamicCompleter
+from prompt_toolkit.completion.base import Completion, get_common_complete_suffix
 from prompt_toolkit.data_structures import Size
-from prompt_toolkit.filters import Condition, is_searching
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -45,7 +49,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
 from runner.agent.runtime import Runtime
-from runner.cli.completion import ChatCompleter
+from runner.cli.completion import ChatCompleter, ChoiceCompleter
 from runner.cli.safe_text import visible
 from runner.cli.status import SPINNER_STEP, ChatStatus
 from runner.cli.terminal import LineReader
@@ -82,7 +86,7 @@ def can_edit(stdin: TextIO, stdout: TextIO, environ: Mapping[str, str] = os.envi
 class ChatEditor:
     """Reads the chat's lines on a terminal; see the module's docstring. Open it with :meth:`open`."""
 
-    def __init__(self, console: Console, *, history: Path, completer: Completer, status: ChatStatus,
+    def __init__(self, console: Console, *, history: Path, completer: ChatCompleter, status: ChatStatus,
                  interrupt: Callable[[], None]) -> None:
         self._console = console
         self._status = status
@@ -93,9 +97,12 @@ class ChatEditor:
         self._messages: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=completer, complete_while_typing=False,
             reserve_space_for_menu=menu_lines(self._output.get_size().rows),
-            key_bindings=_line_bindings(clear_on_ctrl_c=True), **common)
+            key_bindings=_line_bindings(clear_on_ctrl_c=True, complete_at_once=completer.at_once), **common)
+        self._choices: Completer | None = None  # the choices of the question being asked
         self._questions: PromptSession[str] = PromptSession(
-            history=InMemoryHistory(), key_bindings=_line_bindings(clear_on_ctrl_c=False), **common)
+            history=InMemoryHistory(), completer=DynamicCompleter(lambda: self._choices),
+            complete_while_typing=False,
+            key_bindings=_line_bindings(clear_on_ctrl_c=False, complete_at_once=self._choices_now), **common)
         self.waiting_prompt: str | None = None  # output never needs the prompt redrawn by hand
         # The prompt and the status line are redrawn from the start of the cursor's line, erasing
         # an unfinished line printed above them: output must come in whole lines.
@@ -116,14 +123,16 @@ class ChatEditor:
                 with anyio.CancelScope(shield=True):
                     await self._stop_status_app()
 
-    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
+    async def read(self, prompt: str, *, message: bool = False, default: str = "",
+                   choices: Sequence[str] = ()) -> str | None:
         """The next line (a ``message`` at the chat's prompt, else a question's answer, its
-        line starting with ``default`` unless keys were typed ahead); None
+        line starting with ``default`` unless keys were typed ahead, Tab completing ``choices``); None
         at Ctrl-D. Ctrl-C cancels the running turn (a question belongs to one), or raises
         KeyboardInterrupt at the prompt."""
         with anyio.CancelScope(shield=True):
             await self._stop_status_app()
         session = self._messages if message else self._questions
+        self._choices = ChoiceCompleter(choices) if choices else None
         self._messages.reserve_space_for_menu = menu_lines(self._output.get_size().rows)
         try:
             if "\n" in self._typeahead:  # a line ended with Enter while the turn ran
@@ -147,6 +156,11 @@ class ChatEditor:
         finally:
             if self._working:
                 self._start_status_app()
+
+    def _choices_now(self, document: Document) -> list[Completion]:
+        if self._choices is None:
+            return []
+        return list(self._choices.get_completions(document, CompleteEvent(completion_requested=True)))
 
     def write(self, text: str) -> None:
         self._console.file.write(visible(text))
@@ -250,12 +264,34 @@ class _StatusBelowOutput(Vt100_Output):
         return 2  # the prompt's line and the status line; the layout asks more for the menu
 
 
-def _line_bindings(*, clear_on_ctrl_c: bool) -> KeyBindings:
+def _line_bindings(
+    *, clear_on_ctrl_c: bool, complete_at_once: Callable[[Document], list[Completion] | None] | None = None
+) -> KeyBindings:
     """Enter, Alt-Enter and a trailing backslash; Enter in a history search (Ctrl-R) takes the
     match and sends it, as bash does; with ``clear_on_ctrl_c``, Ctrl-C on a line with text clears
-    it (on an empty line it still interrupts)."""
+    it (on an empty line it still interrupts). With ``complete_at_once``, Tab applies the
+    completions it gives before the next key is read (prompt_toolkit computes them in a task, so
+    an Enter right after Tab sent the line as typed): one is inserted, several open the menu."""
     bindings = KeyBindings()
     has_text = Condition(lambda: bool(get_app().current_buffer.text))
+
+    if complete_at_once is not None:
+        complete_now = complete_at_once
+
+        @bindings.add("tab", filter=~has_completions & ~is_searching)
+        def _complete(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            found = complete_now(buffer.document)
+            if found is None:  # it needs waiting (a read of the store): prompt_toolkit's own way
+                buffer.start_completion(insert_common_part=True)
+            elif len(found) == 1:
+                buffer.apply_completion(found[0])
+            elif found:
+                common = get_common_complete_suffix(buffer.document, found)
+                if common:
+                    buffer.insert_text(common)
+                else:
+                    buffer.start_completion()
 
     if clear_on_ctrl_c:
         @bindings.add("c-c", filter=has_text & ~is_searching)

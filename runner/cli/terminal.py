@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from runner.events import (
     Event,
     HelpShown,
     ToolCall,
+    ToolProgress,
     ToolResult,
 )
 from runner.models.retries import model_call_line
@@ -113,10 +114,11 @@ class LineReader:
         self.waiting_prompt: str | None = None  # the prompt shown while a read waits
         self.keeps_partial_lines = True  # nothing is redrawn over an unfinished line
 
-    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None:
+    async def read(self, prompt: str, *, message: bool = False, default: str = "",
+                   choices: Sequence[str] = ()) -> str | None:
         """The next line without its newline, or None at the end of input (``message``: the
-        chat's prompt rather than a question, and ``default``, the text the line starts with,
-        matter to the line editor only)."""
+        chat's prompt rather than a question, ``default``, the text the line starts with, and
+        ``choices``, what Tab completes, matter to the line editor only)."""
         self.write(prompt)
         self.waiting_prompt = prompt
         try:
@@ -158,7 +160,11 @@ class ChatView(Protocol):
 
 
 class TerminalView:
-    """The chat for a person: streamed tokens, one line a tool call, approval questions."""
+    """The chat for a person: streamed tokens, one line a tool call, approval questions.
+
+    A running call's progress is not printed as it comes (a served sub-agent sends one notice a
+    token): the status line shows the latest, in place, and one line with the last progress is
+    printed when the call ends, before its result."""
 
     def __init__(self, console: Console, reader: Any, status: ChatStatus | None = None) -> None:
         self.console = console
@@ -167,9 +173,12 @@ class TerminalView:
         self._midline = False  # tokens were streamed and their line is not finished
         # The streamed answer's unfinished line, where the reader keeps whole lines only.
         self._held = ""
+        # The last progress of each running call (by tool name) and how many notices it sent.
+        self._progress: dict[str, tuple[ToolProgress, int]] = {}
 
     async def read(self) -> str | None:
         self._end_answer_line()
+        self._end_progress()  # calls the turn left without a result (interrupted, failed)
         return await self.reader.read("> ", message=True)
 
     def working(self) -> Any:
@@ -178,6 +187,10 @@ class TerminalView:
     def show(self, event: Event, *, in_full: bool = False) -> None:
         if self.status is not None:
             self.status.observe(event)
+        if event["type"] == "progress":  # shown live by the status line; printed once, at the end
+            _, notices = self._progress.get(event["tool"], (event, 0))
+            self._progress[event["tool"]] = (event, notices + 1)
+            return
         prompt = self.reader.waiting_prompt
         if prompt is not None:  # output while the person is at the prompt (a reload, a change)
             self.reader.write("\r\x1b[2K" if self.console.is_terminal else "\n")
@@ -195,6 +208,8 @@ class TerminalView:
             self._end_answer_line()
             if event["type"] == "final":
                 return
+        if event["type"] in ("interrupted", "error"):
+            self._end_progress()
         if event["type"] == "final":
             if event["text"]:
                 say(event["text"], markup=False)
@@ -203,6 +218,7 @@ class TerminalView:
                 say(unlisted_warning(event["name"]), style="yellow", markup=False)
             say(f"{by_agent(event)}→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)
         elif event["type"] == "tool_result":
+            self._end_progress(event["name"])
             text = event["text"] if in_full else f"{by_agent(event)}← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
         elif event["type"] == "ready":
@@ -234,8 +250,6 @@ class TerminalView:
             say("the agent's files have problems; still running the last good version", style="yellow")
         elif event["type"] == "change":
             say(change_line(event), style="dim", markup=False)
-        elif event["type"] == "progress":
-            say(progress_line(event), style="dim", markup=False)
         elif event["type"] in ("model_retry", "model_fallback"):
             say(model_call_line(event), style="yellow", markup=False)
         elif event["type"] == "elicitation_complete":
@@ -275,6 +289,14 @@ class TerminalView:
         if self._midline:
             self.console.print(self._held, markup=False)
             self._held, self._midline = "", False
+
+    def _end_progress(self, tool: str | None = None) -> None:
+        """The one line that stays of a call's progress (of ``tool``; of every call left, if None)."""
+        for name in [tool] if tool is not None else list(self._progress):
+            if (last := self._progress.pop(name, None)) is not None:
+                event, notices = last
+                count = f" ({notices} progress notices)" if notices > 1 else ""
+                self.console.print(progress_line(event) + count, style="dim", markup=False)
 
     def _help(self, event: HelpShown) -> None:
         say = self.console.print
@@ -321,7 +343,8 @@ class TerminalView:
 class LineSource(Protocol):
     """Where a view reads lines: a LineReader, or the line editor (runner.cli.editor)."""
 
-    async def read(self, prompt: str, *, message: bool = False, default: str = "") -> str | None: ...
+    async def read(self, prompt: str, *, message: bool = False, default: str = "",
+                   choices: Sequence[str] = ()) -> str | None: ...
 
 
 class JsonLinesView:

@@ -1,7 +1,9 @@
 """The agent under LangGraph's own server (``langgraph dev`` / Agent Server).
 
 ``langgraph.json`` names the graph factory ``graph`` and the ASGI app ``app`` of this module; the
-manifest comes from ``MCP_RUN_MANIFEST`` (default ``agent.yaml`` in the working directory).
+manifest comes from ``MCP_RUN_MANIFEST`` (default ``agent.yaml`` in the working directory), read
+from the shell: ``langgraph.json`` sets no ``env`` of it, which ``langgraph dev`` would apply over
+the shell's.
 
 The server calls a graph factory for every run, and also to read state or draw the graph: the
 agent is therefore started once per server process (:class:`AgentHost`) and every call returns its

@@ -52,6 +52,38 @@ _Result = TypeVar("_Result")
 PRUNE_CHECKPOINTS = "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id < ?"
 PRUNE_WRITES = "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id < ?"
 
+# What LangGraph Server asks of a custom checkpointer beyond reads and writes (its warnings name
+# them): pruning threads (keep their latest checkpoint, or delete them) and deleting a cancelled
+# run's checkpoints (multitask_strategy='rollback'). "delete_all" is the server's name of "delete".
+KEEP_LATEST, DELETE_STRATEGIES = "keep_latest", ("delete", "delete_all")
+PRUNE_OLDER_CHECKPOINTS = (
+    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < (SELECT MAX(latest.checkpoint_id) "
+    "FROM checkpoints AS latest WHERE latest.thread_id = checkpoints.thread_id "
+    "AND latest.checkpoint_ns = checkpoints.checkpoint_ns)"
+)
+PRUNE_ORPHAN_WRITES = (
+    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS (SELECT 1 FROM checkpoints AS kept "
+    "WHERE kept.thread_id = writes.thread_id AND kept.checkpoint_ns = writes.checkpoint_ns "
+    "AND kept.checkpoint_id = writes.checkpoint_id)"
+)
+RUN_CHECKPOINTS = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
+    "WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') = ?"
+)
+_ONE = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+DELETE_CHECKPOINT, DELETE_CHECKPOINT_WRITES = f"DELETE FROM checkpoints {_ONE}", f"DELETE FROM writes {_ONE}"
+
+
+def prune_strategy(thread_ids: Sequence[str], strategy: str) -> bool:
+    """Whether ``strategy`` deletes the threads (else it keeps their latest checkpoints); a
+    strategy LangGraph does not define, or one thread id given as a string, is a caller's error."""
+    if isinstance(thread_ids, str):
+        raise TypeError("thread_ids must be a sequence of thread ids, not a str")
+    if strategy != KEEP_LATEST and strategy not in DELETE_STRATEGIES:
+        raise ValueError(f"unknown prune strategy {strategy!r}: use {KEEP_LATEST} or delete")
+    return strategy in DELETE_STRATEGIES
+
+
 LOCK_REOPENS = 5  # times a lock file removed under an attempt is opened again within that attempt
 
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
@@ -194,6 +226,35 @@ class SqliteCheckpointer(SqliteSaver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._in_thread(self.delete_thread, thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """Delete the threads (``delete``), or keep each one's latest checkpoint per namespace
+        (``keep_latest``: what every save already leaves) and its writes."""
+        deleting = prune_strategy(thread_ids, strategy)
+        for thread in map(str, thread_ids):
+            if deleting:
+                self.delete_thread(thread)
+                continue
+            with self.cursor() as cursor:
+                cursor.execute(PRUNE_OLDER_CHECKPOINTS, (thread,))
+                cursor.execute(PRUNE_ORPHAN_WRITES, (thread,))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        await self._in_thread(self.prune, thread_ids, strategy=strategy)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints the runs ``run_ids`` saved (their metadata's ``run_id``) and their
+        writes. A thread keeps its latest checkpoint only, so a thread whose latest came from one
+        of these runs is left with none: it starts again empty."""
+        with self.cursor() as cursor:
+            for run in map(str, run_ids):
+                saved = cursor.execute(RUN_CHECKPOINTS, (run,)).fetchall()
+                for where in saved:
+                    cursor.execute(DELETE_CHECKPOINT_WRITES, where)
+                    cursor.execute(DELETE_CHECKPOINT, where)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._in_thread(self.delete_for_runs, list(run_ids))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +29,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from runner import sdk
+from runner.store.checkpointers import KEEP_LATEST, prune_strategy
 from runner.store.postgres import POOL_WAIT
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,23 @@ PRUNE = (
     "DELETE FROM checkpoint_blobs AS blobs USING unnest(%(channels)s::text[], %(versions)s::text[]) "
     "AS kept(channel, version) WHERE blobs.thread_id = %(thread)s AND blobs.checkpoint_ns = %(ns)s "
     "AND blobs.channel = kept.channel AND blobs.version < kept.version",
+)
+
+
+# A run's checkpoints and their writes, deleted; the threads they were of, returned.
+RUN_CHECKPOINTS = (
+    "WITH gone AS (DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%(runs)s) "
+    "RETURNING thread_id, checkpoint_ns, checkpoint_id), "
+    "writes AS (DELETE FROM checkpoint_writes AS w USING gone WHERE w.thread_id = gone.thread_id "
+    "AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id) "
+    "SELECT DISTINCT thread_id, checkpoint_ns FROM gone"
+)
+# The blobs of one thread that none of its remaining checkpoints names.
+UNNAMED_BLOBS = (
+    "DELETE FROM checkpoint_blobs AS blobs WHERE blobs.thread_id = %(thread)s "
+    "AND blobs.checkpoint_ns = %(ns)s AND NOT EXISTS (SELECT 1 FROM checkpoints AS kept "
+    "WHERE kept.thread_id = blobs.thread_id AND kept.checkpoint_ns = blobs.checkpoint_ns "
+    "AND kept.checkpoint -> 'channel_versions' ->> blobs.channel = blobs.version)"
 )
 
 
@@ -76,6 +95,23 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             for statement in PRUNE:
                 await cursor.execute(statement, values)
         return saved
+
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """LangGraph's pruning, also under the name LangGraph Server gives ``delete`` (``delete_all``)."""
+        deleting = prune_strategy(thread_ids, strategy)
+        await super().aprune(thread_ids, strategy="delete" if deleting else KEEP_LATEST)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints the runs ``run_ids`` saved (their metadata's ``run_id``), their
+        writes, and the blobs no checkpoint of their threads names any longer. A thread keeps its
+        latest checkpoint only, so a thread whose latest came from one of these runs is left with
+        none: it starts again empty."""
+        async with sdk.saver_cursor(self) as cursor:
+            await cursor.execute(RUN_CHECKPOINTS, {"runs": [str(run) for run in run_ids]})
+            threads = sorted({(row["thread_id"], row["checkpoint_ns"]) for row in await cursor.fetchall()})
+            for thread, ns in threads:
+                await cursor.execute(UNNAMED_BLOBS, {"thread": thread, "ns": ns})
 
 
 class AdvisoryLocks:

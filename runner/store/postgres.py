@@ -70,7 +70,7 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
             f"its tables were still being created after {SETUP_WAIT:g}s"
         ) from exc
     except psycopg.Error as exc:  # its messages name host and user, never the password
-        raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}") from exc
+        raise CheckpointerError(f"cannot open the postgres checkpointer: {exc}{password_hint(exc)}") from exc
     # The pool checks a connection before lending it, so one the server closed is replaced.
     # connection_class types the pool's rows as the dicts row_factory makes (psycopg_pool's way).
     pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_MAX_SIZE, open=False, kwargs=settings,
@@ -90,6 +90,25 @@ async def open_postgres_saver(url: str) -> AsyncIterator[Any]:
             await locks.aclose()
     finally:
         await pool.close()
+
+
+# libpq's words when the server asks for a password and none was given, or refuses the one given.
+NO_PASSWORD, WRONG_PASSWORD = "no password supplied", "password authentication failed"
+PASSWORD_SOURCES = (
+    "the URL (postgresql://USER:PASSWORD@HOST/DB; percent-encode special characters), the PGPASSWORD "
+    "variable, or the password file ~/.pgpass (or the file PGPASSFILE names; "
+    "a line HOST:PORT:DB:USER:PASSWORD, mode 0600)"
+)
+
+
+def password_hint(error: Exception) -> str:
+    """What to do when libpq's ``error`` is about the password: where a password can come from."""
+    text = str(error)
+    if NO_PASSWORD in text:
+        return f" (the server asks for a password and none was given: give it in {PASSWORD_SOURCES})"
+    if WRONG_PASSWORD in text:
+        return f" (the server refused the password: check the one in {PASSWORD_SOURCES})"
+    return ""
 
 
 def store_failures() -> tuple[type[Exception], ...]:

@@ -171,6 +171,19 @@ def test_completion_offers_manifests_for_config_and_json_configs_for_import(
     assert complete("mcp-run import ", tmp_path, monkeypatch) == ["plain,mcp.json", "dir,sub/"]
 
 
+def test_the_first_word_completes_to_manifest_files_and_folders_beside_the_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("agent.yaml", "agenda.txt", "sandbox.yml"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "agents").mkdir()
+    assert complete("mcp-run ag", tmp_path, monkeypatch) == ["plain,agent.yaml", "dir,agents/"]
+    assert complete("mcp-run s", tmp_path, monkeypatch) == [
+        "plain,schema", "plain,serve", "plain,sandbox.yml"]
+    (tmp_path / "agents" / "main.yaml").write_text("")
+    assert complete("mcp-run agents/", tmp_path, monkeypatch) == ["plain,agents/main.yaml"]
+
+
 def test_completion_offers_server_keys_of_the_manifest_without_starting_anything(
     manifest: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

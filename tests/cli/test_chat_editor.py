@@ -16,7 +16,15 @@ from typing import Any
 
 import pexpect
 import pytest
-from builders import asking_agent, chat_in_a_terminal, copy_bundled_agent, server, write_manifest
+from builders import (
+    ask_the_sub_agent_to_delete_a_note,
+    asking_agent,
+    chat_in_a_terminal,
+    copy_bundled_agent,
+    main_agent_serving_the_bundled_one,
+    server,
+    write_manifest,
+)
 from fixtures.openai_stub import OpenAIStub, StubReply
 from mcp_servers.loopback import serve_app
 
@@ -75,6 +83,26 @@ def test_tab_completes_a_chat_command_and_a_tool_name(agent_dir: Path) -> None:
         session.send("/summary st\t")  # a prompt command's argument name
         session.expect("yle=")
         session.send("short\r")
+        session.expect("> ")
+
+
+def test_tab_then_enter_typed_at_once_in_a_new_chat_sends_the_completed_command(agent_dir: Path) -> None:
+    with chat(agent_dir) as session:
+        session.send("/to\t\r")  # no waiting between the keys: the first Tab of the chat
+        assert session.expect(["unknown command", "notes__delete_note"]) == 1
+        session.expect("> ")
+        session.send("notes__calc\t" + ' {"expression": "2*6"}\r')  # a tool at the start of a line
+        session.expect("→ notes__calculate")
+        session.expect(r"\b12\b")
+        session.expect("> ")
+
+
+def test_tab_completes_the_choices_of_a_served_sub_agents_question(tmp_path: Path) -> None:
+    main_agent_serving_the_bundled_one(tmp_path)
+    with chat(tmp_path) as session:
+        ask_the_sub_agent_to_delete_a_note(session)
+        session.send("ye\t\r")  # "yes": the tool runs, and no reason is asked
+        session.expect("no note titled 'ghost'")
         session.expect("> ")
 
 

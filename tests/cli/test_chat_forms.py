@@ -5,12 +5,16 @@ asked again."""
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
 from rich.console import Console
 
 from runner.cli.answering import answer_question
+from runner.cli.completion import ChoiceCompleter
 from runner.cli.terminal import TerminalView
 
 pytestmark = pytest.mark.anyio
@@ -43,8 +47,12 @@ class ScriptedReader:
         self.answers = answers
         self.prompts: list[str] = []
 
-    async def read(self, prompt: str, **_: Any) -> str:
+        self.choices: dict[str, list[str]] = {}  # what Tab completes, by prompt
+
+    async def read(self, prompt: str, *, choices: Sequence[str] = (), **_: Any) -> str:
         self.prompts.append(prompt)
+        if choices:
+            self.choices[prompt] = list(choices)
         return self.answers.pop(0)
 
 
@@ -84,3 +92,26 @@ async def test_the_form_shows_choices_by_title_and_constraints_and_refuses_bad_v
                  "Nickname: must be at least 2 characters long"):
         assert line in text, line
     assert "invalid literal" not in text and "is not valid under" not in text
+
+
+async def test_tab_completes_a_fields_choices_by_title_and_yes_or_no_for_a_boolean() -> None:
+    schema = {"type": "object", "properties": {
+        "colour": SCHEMA["properties"]["colour"], "toppings": SCHEMA["properties"]["toppings"],
+        "sure": {"type": "boolean", "title": "Sure?"}, "note": {"type": "string"}}}
+    reader = ScriptedReader(["a", "Red", "Ham", "yes", "hi"])
+    view = TerminalView(Console(file=io.StringIO(), width=200, color_system=None), reader)
+    await answer_question(view, {"type": "elicitation", "server": "s", "message": "Order",
+                                 "mode": "form", "schema": schema})
+    assert list(reader.choices.values()) == [["Red", "Green"], ["Ham", "Egg"], ["yes", "no"]]
+
+
+def completed(choices: list[str], typed: str) -> list[str]:
+    completer = ChoiceCompleter(choices)
+    found = completer.get_completions(Document(typed), CompleteEvent(completion_requested=True))
+    return [typed[:len(typed) + completion.start_position] + completion.text for completion in found]
+
+
+def test_a_choice_completes_from_any_case_and_after_a_comma_the_next_one() -> None:
+    assert completed(["Red", "Green"], "gr") == ["Green"]
+    assert completed(["Ham", "Egg"], "Ham, e") == ["Ham, Egg"]
+    assert completed(["yes", "no"], "") == ["yes", "no"]

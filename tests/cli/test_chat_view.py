@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
-from runner.events import ChatCommandRow, ChatReady, HelpShown, Interrupted, PromptRow
+from runner.events import (
+    ChatCommandRow,
+    ChatReady,
+    HelpShown,
+    Interrupted,
+    PromptRow,
+    ToolProgress,
+    ToolResult,
+)
 
 
 def shown(*events: object) -> str:
@@ -41,3 +50,14 @@ def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
 def test_the_chat_and_call_ask_for_approval_in_the_same_words() -> None:
     assert approval_question(edit=True) == "approve? [y]es / [n]o / [e]dit: "
     assert approval_question(edit=False) == "approve? [y]es / [n]o: "
+
+
+def test_a_calls_progress_notices_leave_one_line_with_the_last_printed_before_its_result() -> None:
+    console = SafeConsole(file=io.StringIO(), width=200)
+    view = TerminalView(console, reader=SimpleNamespace(waiting_prompt=None))
+    for step, token in enumerate(["notes ", "deleted ", "'x'"], start=1):
+        view.show(ToolProgress(type="progress", tool="sub__ask", server="sub", progress=step, total=None,
+                               message=token))
+    view.show(ToolResult(type="tool_result", name="sub__ask", id="1", status="success", text="done"))
+    assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
+        "… sub__ask: 3 'x' (3 progress notices)", "← done"]

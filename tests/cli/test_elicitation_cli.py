@@ -3,13 +3,21 @@ as JSON lines); one-shot runs and `call` decline at once, never hang."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from builders import asking_agent, chat_in_a_terminal, mcp_run
+from builders import (
+    ask_the_sub_agent_to_delete_a_note,
+    asking_agent,
+    chat_in_a_terminal,
+    main_agent_serving_the_bundled_one,
+    mcp_run,
+)
 
 
 def test_a_one_shot_run_declines_the_servers_question_and_the_model_hears_it(tmp_path: Path) -> None:
@@ -75,13 +83,42 @@ def test_the_chat_shows_a_url_request_and_its_answer_reaches_the_server(tmp_path
         chat.expect("> ")
 
 
-def test_the_chat_shows_progress_lines_of_a_running_call(tmp_path: Path) -> None:
+def test_the_chat_prints_one_line_of_a_running_calls_progress_when_it_ends(tmp_path: Path) -> None:
     asking_agent(tmp_path, legacy=True)
     with chat_in_a_terminal(tmp_path) as chat:
+        chat.logfile_read = transcript = io.StringIO()
         chat.sendline('asking__slow {"steps": 2, "interval": 0.01}')
-        chat.expect(r"… asking__slow: 1/2 \(50%\) step 1")
-        chat.expect(r"… asking__slow: 2/2 \(100%\) step 2")
+        chat.expect(r"… asking__slow: 2/2 \(100%\) step 2 \(2 progress notices\)")
         chat.expect("slow done 2")
+        chat.expect("> ")
+    assert "… asking__slow: 1/2" not in transcript.getvalue()
+
+
+def test_a_served_sub_agents_streamed_answer_is_one_progress_line_and_a_yes_asks_no_reason(
+    tmp_path: Path,
+) -> None:
+    main_agent_serving_the_bundled_one(tmp_path)
+    with chat_in_a_terminal(tmp_path) as chat:
+        chat.logfile_read = transcript = io.StringIO()
+        ask_the_sub_agent_to_delete_a_note(chat)
+        chat.sendline("y")
+        # The sub-agent streams its answer as one progress notice a token: one line stays of them.
+        shown = chat.expect([r"Reason \(when refusing\)", r"← notes__delete_note failed"])
+        assert shown == 1, "a reason was asked after yes"
+        chat.expect("> ")
+    printed = re.findall(r"… sub__ask: [^\r\n]*", transcript.getvalue())
+    assert len(printed) == 1, printed
+    assert "progress notices)" in printed[0], printed
+
+
+def test_a_refusal_of_a_served_sub_agents_approval_is_asked_its_reason(tmp_path: Path) -> None:
+    main_agent_serving_the_bundled_one(tmp_path)
+    with chat_in_a_terminal(tmp_path) as chat:
+        ask_the_sub_agent_to_delete_a_note(chat)
+        chat.sendline("n")
+        chat.expect(r"Reason \(when refusing\) \(text\): ")
+        chat.sendline("not today")
+        chat.expect("not today")
         chat.expect("> ")
 
 

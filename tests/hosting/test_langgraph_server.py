@@ -55,12 +55,15 @@ class LangGraphDev:
         return self.log.read_text(errors="replace")[-3000:]
 
 
-def start_langgraph_dev(folder: Path) -> LangGraphDev:
-    """``langgraph dev`` in ``folder`` on a free loopback port, once it answers ``/ok``."""
+def start_langgraph_dev(folder: Path, manifest: str | None = None) -> LangGraphDev:
+    """``langgraph dev`` in ``folder`` on a free loopback port, once it answers ``/ok``
+    (``manifest``: given in the shell as ``MCP_RUN_MANIFEST``)."""
     port = free_port()
     environ = {key: value for key, value in os.environ.items()
-               if not key.startswith(("LANGSMITH", "LANGCHAIN"))}  # no tracing: loopback only
-    environ["LANGSMITH_TRACING"] = "false"
+               if not key.startswith(("LANGSMITH", "LANGCHAIN")) and key != "MCP_RUN_MANIFEST"}
+    environ["LANGSMITH_TRACING"] = "false"  # no tracing: loopback only
+    if manifest is not None:
+        environ["MCP_RUN_MANIFEST"] = manifest
     log = folder / "langgraph-dev.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -154,6 +157,9 @@ def test_with_the_manifests_checkpointer_a_thread_started_under_langgraph_dev_co
     finally:
         assert running.stop() == 0
     assert said(first["messages"], "tool")
+    log = running.log.read_text(errors="replace")
+    assert "Using custom checkpointer" in log
+    assert "missing aprune" not in log and "missing adelete_for_runs" not in log  # its warnings
 
     later = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "-p", "hello", "--thread", thread],
                            capture_output=True, text=True, timeout=120, cwd=agent_folder,
@@ -161,6 +167,30 @@ def test_with_the_manifests_checkpointer_a_thread_started_under_langgraph_dev_co
     assert later.returncode == 0, later.stderr
     humans = anyio.run(human_messages, agent_folder / ".mcp-run", thread)
     assert humans == ["demo__pid", "demo__pid", "hello"]
+
+
+def test_mcp_run_manifest_given_in_the_shell_chooses_the_manifest_langgraph_dev_serves(
+    agent_folder: Path,
+) -> None:
+    write_manifest(agent_folder / "other", {"mine": server("demo")}, name="other", model="offline")
+    (agent_folder / "other" / "agent.yaml").rename(agent_folder / "other.yaml")
+    running = start_langgraph_dev(agent_folder, manifest="other.yaml")
+    try:
+        state = anyio.run(one_run, running.url, "mine__pid")
+    finally:
+        assert running.stop() == 0
+    [pid] = said(state["messages"], "tool")  # the tool of other.yaml ran: agent.yaml has none such
+    assert pid.isdigit(), state["messages"]
+
+
+async def one_run(url: str, message: str) -> dict[str, Any]:
+    client = get_client(url=url)
+    thread = await client.threads.create()
+    with anyio.fail_after(60):
+        state = await client.runs.wait(thread["thread_id"], "agent",
+                                       input={"messages": [{"role": "user", "content": message}]})
+    assert isinstance(state, dict)
+    return state
 
 
 async def human_messages(state_dir: Path, thread: str) -> list[str]:

@@ -5,40 +5,16 @@ same conversation goes on once the database is back."""
 from __future__ import annotations
 
 import queue
-import subprocess
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
-import pytest
 from builders import write_manifest
-from services import (
-    POSTGRES_SETTINGS,
-    START_WAIT,
-    STOP_WAIT,
-    PostgresServer,
-    _as_user,
-    postgres_or_skip,
-)
+from services import PostgresServer, pg_ctl
 from serving import ServedProcess, http_agent, http_client, text_of
 
 LIMIT = 90
-STORE_WAIT = 15.0  # the pool waits POOL_WAIT (5 s) for a connection; far less than psycopg's 30 s
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[PostgresServer]:
-    """A PostgreSQL of this test alone: the test stops and restarts it."""
-    yield from postgres_or_skip()
-
-
-def pg_ctl(server: PostgresServer, *action: str) -> None:
-    options = f"-p {server.port} -k {server.folder} {POSTGRES_SETTINGS}"
-    command = [str(server.bin_dir / "pg_ctl"), "-D", str(server.folder / "data"), "-l",
-               str(server.folder / "postgres.log"), "-o", options, "-w", "-t", str(int(START_WAIT)), *action]
-    subprocess.run(_as_user(server.user, command), capture_output=True, timeout=STOP_WAIT + START_WAIT,
-                   check=True, stdin=subprocess.DEVNULL)
 
 
 def logged_lines(served: ServedProcess) -> list[str]:
@@ -50,29 +26,52 @@ def logged_lines(served: ServedProcess) -> list[str]:
             return lines
 
 
-async def test_a_database_that_goes_down_is_named_as_the_unreachable_store_and_serving_recovers(
+def test_a_database_that_goes_down_is_named_as_the_unreachable_store_and_serving_recovers(
     tmp_path: Path, own_postgres: PostgresServer
 ) -> None:
     url = own_postgres.create_database().replace("postgres@", "postgres:s3cret-pw@")
+    with turns_across_a_restart(tmp_path, own_postgres, url, ask_while_down=True) as served:
+        pass
+    logged = "\n".join(logged_lines(served))
+    assert "Traceback" not in logged and "raised" not in logged
+    assert "s3cret-pw" not in logged
+
+
+def test_the_first_turn_after_the_database_was_restarted_unseen_is_answered(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    # Stopped and started between two turns: every connection the agent held is gone.
+    with turns_across_a_restart(tmp_path, own_postgres, own_postgres.create_database(), ask_while_down=False):
+        pass
+
+
+@contextmanager
+def turns_across_a_restart(tmp_path: Path, server: PostgresServer, url: str, *,
+                           ask_while_down: bool) -> Iterator[ServedProcess]:
+    """An agent served on ``url``: a turn, PostgreSQL stopped (``ask_while_down``: a turn then
+    fails, naming the unreachable store, without the password) and started, and a turn of the
+    same thread answered."""
     manifest = write_manifest(tmp_path, {}, name="stored", model="offline", checkpointer=url)
     with http_agent(manifest) as served:
-        with anyio.fail_after(LIMIT):
-            async with http_client(served.url) as client:
-                first = await client.call_tool("ask", {"message": "hello"})
-                assert not first.is_error, text_of(first)
-                thread = first.structured_content["thread"]
+        anyio.run(_turns_across_a_restart, served, server, ask_while_down)
+        yield served
 
-                pg_ctl(own_postgres, "-m", "immediate", "stop")
-                started = time.monotonic()
+
+async def _turns_across_a_restart(
+    served: ServedProcess, server: PostgresServer, ask_while_down: bool
+) -> None:
+    with anyio.fail_after(LIMIT):
+        async with http_client(served.url) as client:
+            first = await client.call_tool("ask", {"message": "hello"})
+            assert not first.is_error, text_of(first)
+            thread = first.structured_content["thread"]
+            pg_ctl(server, "-m", "immediate", "stop")
+            if ask_while_down:
                 down = await client.call_tool("ask", {"message": "still there?", "thread": thread})
-                assert time.monotonic() - started < STORE_WAIT
                 assert down.is_error
                 assert "the conversation store is unreachable" in text_of(down)
                 assert "s3cret-pw" not in text_of(down)
-
-                pg_ctl(own_postgres, "start")
-                back = await client.call_tool("ask", {"message": "back again", "thread": thread})
-                assert not back.is_error, text_of(back)
-        logged = "\n".join(logged_lines(served))
-        assert "Traceback" not in logged and "raised" not in logged
-        assert "s3cret-pw" not in logged
+            pg_ctl(server, "start")
+            back = await client.call_tool("ask", {"message": "back again", "thread": thread})
+            assert not back.is_error, text_of(back)
+            assert back.structured_content["thread"] == thread

@@ -23,7 +23,10 @@ pytestmark = pytest.mark.anyio
 
 CRASHES = 100
 CALLS_PER_CRASH = 3  # through the catalog (with a fallback) and as many straight to the connection
-CALL_TIMEOUT = 5.0
+# Far beyond any wait the test allows a call (CALL_WAIT): a call on a killed server must end
+# because it died, not because its timeout fired.
+CALL_TIMEOUT = 600.0
+CALL_WAIT = 60.0  # a generous bound on waiting for one call to end, on a loaded machine
 BACKOFF, MAX_BACKOFF = 0.02, 0.08
 START_ALLOWANCE = 5.0  # spawning a Python process and the handshake, on a loaded CI machine
 
@@ -35,24 +38,22 @@ def restart_delay(attempt: int) -> float:
 
 @dataclass
 class Round:
-    """The calls of one crash: what each ended with, and how long it took."""
+    """The calls of one crash: what each ended with (each within CALL_WAIT)."""
 
     outcomes: dict[str, object] = field(default_factory=dict)
-    durations: list[float] = field(default_factory=list)
 
     async def through_catalog(self, runtime: Runtime, text: str) -> None:
-        began = anyio.current_time()
-        output = await runtime.caller.call("crashy__echo", {"text": text})
-        self.durations.append(anyio.current_time() - began)
+        with anyio.fail_after(CALL_WAIT):
+            output = await runtime.caller.call("crashy__echo", {"text": text})
         self.outcomes[text] = output.content
 
     async def straight(self, runtime: Runtime, text: str) -> None:
-        began = anyio.current_time()
         try:
-            await runtime.fleet.connections["crashy"].call_tool("echo", {"text": text}, timeout=CALL_TIMEOUT)
+            with anyio.fail_after(CALL_WAIT):
+                await runtime.fleet.connections["crashy"].call_tool("echo", {"text": text},
+                                                                    timeout=CALL_TIMEOUT)
         except ServerError as exc:
             self.outcomes[text] = exc
-        self.durations.append(anyio.current_time() - began)
 
 
 async def crash_during_calls(runtime: Runtime, requests: ServerRequests, crash: int) -> Round:
@@ -88,7 +89,6 @@ async def test_a_hundred_kills_during_calls_lose_no_call_and_answer_none_twice(t
         "backup": wire("--name", "backup", expose=False),
     })
     answered_by_backup = closed_errors = 0
-    slowest = 0.0
     with server_requests("crashy") as requests, server_requests("backup") as backup_requests:
         async with load_agent(path) as runtime:
             for crash in range(1, CRASHES + 1):
@@ -102,7 +102,6 @@ async def test_a_hundred_kills_during_calls_lose_no_call_and_answer_none_twice(t
                     else:
                         assert outcome == f"backup: {text}", (crash, text, outcome)
                         answered_by_backup += 1
-                slowest = max(slowest, *calls.durations)
                 later = await runtime.caller.call("crashy__echo", {"text": "later", "delay_ms": 0})
                 assert later.content == "crashy: later"
             # One fallback request per call that lost its primary: none was sent twice.
@@ -111,5 +110,4 @@ async def test_a_hundred_kills_during_calls_lose_no_call_and_answer_none_twice(t
             assert backup_requests.counts["tools/call"] == answered_by_backup
             crashy = runtime.fleet.connections["crashy"]
             assert (crashy.restarts, crashy.sessions) == (CRASHES, CRASHES + 1)
-    assert slowest <= CALL_TIMEOUT + 1
     assert answered_by_backup == closed_errors == CALLS_PER_CRASH * CRASHES

@@ -10,9 +10,11 @@ import anyio
 import pytest
 from builders import copy_bundled_agent, mcp_run
 from langgraph.checkpoint.base import empty_checkpoint
-from services import PostgresServer, free_port
+from services import PostgresServer, free_port, pg_ctl
 from thread_turns import take_turns, wait_in_vain
 
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
 from runner.errors import CheckpointerError
 from runner.store.checkpointers import open_checkpointer
 
@@ -162,3 +164,23 @@ async def test_two_savers_on_one_postgresql_take_turns_on_a_thread(tmp_path: Pat
 
 async def test_a_wait_for_a_thread_busy_in_postgresql_is_bounded(tmp_path: Path, postgres_url: str) -> None:
     await wait_in_vain(postgres_url, tmp_path)
+
+
+async def test_a_conversation_goes_on_at_its_first_turn_after_postgresql_was_stopped_and_started(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    folder = copy_bundled_agent(tmp_path)
+    manifest = with_checkpointer(folder, own_postgres.create_database())
+    turn = 'notes__calculate {"expression": "6*7"}'
+    with anyio.fail_after(120):
+        async with load_agent(manifest, thread_id="kept") as runtime:
+            first = [event async for event in stream_turn(runtime, turn)]
+            assert first[-1]["type"] == "final", first
+            pg_ctl(own_postgres, "-m", "immediate", "stop")  # every pooled connection is dropped
+            pg_ctl(own_postgres, "start")
+            again = [event async for event in stream_turn(runtime, turn)]
+            assert again[-1]["type"] == "final", again
+            assert "42" in again[-1]["text"]
+            state = await runtime.checkpointer.aget({"configurable": {"thread_id": "kept"}})
+    assert state is not None
+    assert [m.content for m in state["channel_values"]["messages"] if m.type == "human"] == [turn, turn]
