@@ -24,6 +24,7 @@ from runner import telemetry
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
 from runner.manifest.loading import LoadedManifest, load_manifest
+from runner.models.pricing import unpriced_budget_warnings
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
 
 if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
@@ -92,6 +93,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         raise ManifestError(problems)
     if loaded.manifest.prompts.system is not None:
         templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    warnings += unpriced_budget_warnings(loaded)
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded))
 

@@ -52,6 +52,7 @@ from runner.agent.nodes import (
     ToolNode,
     ToolsProvider,
 )
+from runner.agent.spending import Spending
 from runner.events import ElicitationAsked
 from runner.models import ModelChain, as_model_chain
 from runner.store.checkpointers import turn_durability
@@ -137,6 +138,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
+    spending: Spending | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -148,7 +150,7 @@ def build_graph(
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,
-                                    max_steps, tool_search))
+                                    max_steps, tool_search, spending))
     graph.add_node(APPROVE, ApprovalNode(tools_provider, approvals))
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]

@@ -249,6 +249,8 @@ class Runtime:
         graph = None
         if model is not None:
             from runner.agent.graph import build_graph
+            from runner.agent.spending import Spending
+            from runner.models.pricing import Pricer
 
             graph = build_graph(
                 model,
@@ -260,6 +262,7 @@ class Runtime:
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
+                spending=Spending(Pricer(manifest.model), model.primary),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search)

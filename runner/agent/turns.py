@@ -18,6 +18,7 @@ from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
+from runner.agent.spending import turn_started, usage_events
 from runner.agent.turn_stream import StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 from runner.store.thread_locks import thread_turn
@@ -60,6 +61,8 @@ async def stream_turn(
     """
     config = runtime.config(thread_id)
     async with thread_turn(runtime.checkpointer, config["configurable"]["thread_id"]):
+        resumed = isinstance(message, Command)
+        config = await turn_started(runtime.graph, config, runtime.manifest.limits, resumed=resumed)
         async with aclosing(_turn_events(runtime, message, config)) as events:
             async for event in events:
                 yield event
@@ -91,6 +94,8 @@ async def _turn_events(
                         yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
+                for spent in usage_events(node, update, config):
+                    yield clock.seen(spent)
                 if node == "__interrupt__":
                     for pending in update:
                         yield clock.seen(question(pending.value))

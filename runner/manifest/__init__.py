@@ -57,6 +57,7 @@ from runner.manifest.servers import (
     ServerSpec,
     StdioServerSpec,
 )
+from runner.manifest.spending import BudgetSpec, LimitsSpec, PricingSpec
 
 
 class ModelSpec(Spec):
@@ -71,6 +72,7 @@ class ModelSpec(Spec):
     base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server.")
     api_key_env: EnvName | None = Field(None, description="Variable holding the API key.")
     script: str | None = Field(None, description="Turns file of the 'scripted' model.")
+    pricing: PricingSpec | None = Field(None, description="Prices of this model (else the price library's).")
 
     @model_validator(mode="after")
     def _script_for_scripted(self) -> ModelSpec:
@@ -246,6 +248,7 @@ class Manifest(Spec):
     )
     telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
         default_factory=TelemetrySpec)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Budgets of a turn and a thread.")
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -359,17 +362,20 @@ __all__ = [
     "TEMPLATE_SUFFIXES",
     "AgentSpec",
     "AuthSpec",
+    "BudgetSpec",
     "ContainerSpec",
     "DefaultsSpec",
     "Duration",
     "EnvName",
     "HttpServerSpec",
     "ImportPath",
+    "LimitsSpec",
     "Manifest",
     "McpPromptSpec",
     "ModelSpec",
     "NameFilterSpec",
     "PositiveInt",
+    "PricingSpec",
     "PromptsSpec",
     "SandboxSpec",
     "ServerBase",

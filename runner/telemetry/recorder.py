@@ -16,7 +16,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -76,6 +76,8 @@ class Recorder:
         self.tokens = meter.create_histogram(
             "gen_ai.client.token.usage", "{token}", "Tokens of a model step, by gen_ai.token.type",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
+        self.cost = meter.create_counter(
+            "mcp_run.model.cost", "USD", "Cost of the model steps, from model.pricing or the price library")
         self.restarts = meter.create_counter(
             "mcp_run.server.restarts", "{restart}", "Lost sessions restarted (ready) or given up (failed)")
         self.downtime = meter.create_histogram(
@@ -146,6 +148,12 @@ class Recorder:
                     span.set_attribute(f"gen_ai.usage.{kind}_tokens", count)
                     self.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
             return reply
+
+    def model_cost(self, model: Any, response: Mapping[str, Any], cost: float) -> None:
+        provider, requested = _model_names(model) if model is not None else (BUILTIN_PROVIDER, "unknown")
+        answered = response.get("model_name") or response.get("model") or requested
+        self.cost.add(cost, {"gen_ai.provider.name": provider, "gen_ai.request.model": requested,
+                             "gen_ai.response.model": str(answered)})
 
     # -- tool calls -----------------------------------------------------------------------
 
