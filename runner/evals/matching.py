@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 
 from runner.evals.cases import AnswerSpec, ExpectedCall, ExpectSpec, MatchMode, is_regex_matcher
+from runner.events import UsageTotals
 
 EXCERPT_CHARS = 200
 
@@ -36,6 +37,7 @@ class Observation:
     calls: list[ObservedCall] = field(default_factory=list)
     answer: str = ""
     steps: int = 0
+    usage: UsageTotals | None = None  # what the case's thread spent (None: not known)
 
 
 def call_matches(expected: ExpectedCall, call: ObservedCall) -> bool:
