@@ -104,8 +104,8 @@ def test_validate_warns_at_a_cost_limit_over_a_model_with_no_known_price(tmp_pat
     path = write_manifest(tmp_path, {}, model="offline", limits={"per_thread": {"max_cost": 1}})
     result = invoke("validate", str(path))
     assert result.exit_code == 0
-    assert re.search(r"agent\.yaml:\d+:\d+: limits\.per_thread\.max_cost: warning: no price is known for model "
-                     r"'offline'", result.output), result.output
+    assert re.search(r"agent\.yaml:\d+:\d+: limits\.per_thread\.max_cost: warning: no price is known "
+                     r"for model 'offline'", result.output), result.output
     priced = write_manifest(tmp_path, {}, model={"id": "offline", "pricing": {
         "input_per_mtok": 1, "output_per_mtok": 2}}, limits={"per_thread": {"max_cost": 1}})
     assert "max_cost" not in invoke("validate", str(priced)).output
