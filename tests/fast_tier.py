@@ -31,6 +31,7 @@ FAST_FILES = frozenset({
     "cli/test_chat_view.py",
     "evals/test_evals_cases.py",
     "evals/test_evals_matching.py",
+    "models/test_pricing.py",
     "prompts/test_prompts_commands.py",
     "prompts/test_prompts_messages.py",
     "prompts/test_prompts_system.py",
