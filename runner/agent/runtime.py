@@ -262,7 +262,7 @@ class Runtime:
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
-                spending=Spending(Pricer(manifest.model), model.primary),
+                spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search)

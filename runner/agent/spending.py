@@ -260,12 +260,18 @@ class Spending:
 
     pricer: Pricer
     primary: Any = None  # the chain's primary chat model, for the cost metric's attributes
+    limits: LimitsSpec | None = None  # for runs without a turn's ledger (LangGraph Server)
 
     def stop_before_step(self, state: Mapping[str, Any], config: RunnableConfig) -> AIMessage | None:
-        """The message ending the turn at a reached limit instead of this model step, or None."""
+        """The message ending the turn at a reached limit instead of this model step, or None.
+
+        A run no ledger was made for (LangGraph Server runs the graph itself) has the thread's
+        totals in its state: its ``per_thread`` limits of tokens and cost still hold."""
         ledger = turn_ledger(config)
         if ledger is None:
-            return None
+            spent = thread_totals(state.get("usage"))
+            hit = None if self.limits is None else _over(self.limits.per_thread, "thread", spent, calls=False)
+            return None if hit is None else limit_message(hit, {}, spent)
         ledger.seed(state.get("usage"))
         hit = ledger.before_model_step()
         return None if hit is None else limit_message(hit, ledger.turn(), ledger.thread())

@@ -197,3 +197,18 @@ async def test_the_turns_state_is_checkpointed_when_a_limit_ends_it(tmp_path: Pa
     assert messages[-1].response_metadata["finish_reason"] == "limit"
     assert state.values["usage"]["main"]["input_tokens"] == 1000
     assert not state.next  # the turn is over, nothing pending
+
+
+async def test_a_graph_run_without_a_turn_ledger_still_keeps_the_threads_cap(tmp_path: Path) -> None:
+    """As LangGraph Server (or the Python API) runs the graph: the thread's totals are in its state."""
+    script = [step(700, 100, text="one"), step(10, 10, text="never reached")]
+    path = agent(tmp_path, script, limits={"per_thread": {"max_tokens": 800}})
+    async with load_agent(path, thread_id="direct") as runtime:
+        with anyio.fail_after(LIMIT):
+            first = await runtime.graph.ainvoke({"messages": [("user", "a")]}, runtime.config())
+            second = await runtime.graph.ainvoke({"messages": [("user", "b")]}, runtime.config())
+    assert first["messages"][-1].content == "one"
+    assert first["usage"]["main"]["input_tokens"] == 700
+    stopped = second["messages"][-1]
+    assert stopped.response_metadata["finish_reason"] == "limit"
+    assert "limits.per_thread.max_tokens" in stopped.content
