@@ -121,3 +121,13 @@ def test_validate_locates_a_bad_limit_and_a_bad_price(tmp_path: Path) -> None:
                      result.output), result.output
     assert re.search(r"agent\.yaml:\d+:\d+: limits\.per_turn\.max_tokns: .*max_tokens", result.output), \
         result.output
+
+
+def test_config_shows_the_limits_and_prices_with_where_each_comes_from(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, {}, model={"id": "offline", "pricing": {
+        "input_per_mtok": 1, "output_per_mtok": 2}}, limits={"per_turn": {"max_duration": "2m"}})
+    result = invoke("config", str(path))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"input_per_mtok: 1\.0  # manifest \S*agent\.yaml:\d+:\d+", result.output)
+    assert re.search(r"max_duration: 120s  # manifest \S*agent\.yaml:\d+:\d+", result.output)
+    assert "max_cost: null  # built-in" in result.output
