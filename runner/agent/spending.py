@@ -86,7 +86,7 @@ def totals(spent: Mapping[str, float]) -> UsageTotals:
     return UsageTotals(
         **counts,  # type: ignore[typeddict-item]
         total_tokens=counts["input_tokens"] + counts["output_tokens"],
-        cost=None if steps and unpriced == steps or not steps else round(spent.get("cost", 0), 8),
+        cost=None if unpriced >= steps else round(spent.get("cost", 0), 8),
         unpriced_steps=unpriced, model_steps=steps, tool_calls=int(spent.get("tool_calls", 0)),
         seconds=round(spent.get("seconds", 0), 3),
     )
@@ -130,7 +130,7 @@ def describe(name: LimitName, value: float) -> str:
     if name == "max_tokens":
         return f"{int(value):,} tokens"
     if name == "max_cost":
-        return f"${value:.4f}".rstrip("0").rstrip(".") if value >= 0.01 else f"${value:.6f}"
+        return "$" + f"{value:.6f}".rstrip("0").rstrip(".")
     if name == "max_tool_calls":
         return f"{int(value)} tool call{'s' if value != 1 else ''}"
     return f"{value:g} s"
