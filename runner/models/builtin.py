@@ -129,8 +129,7 @@ class OfflineChatModel(_BuiltinChatModel):
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         reply = self._answer(messages, tools)
-        reply.usage_metadata = _estimated_usage(messages, tools, reply)
-        return reply
+        return reply.model_copy(update={"usage_metadata": _estimated_usage(messages, tools, reply)})
 
     def _answer(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         if messages and isinstance(messages[-1], ToolMessage):
