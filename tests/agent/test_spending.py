@@ -152,11 +152,12 @@ async def test_max_duration_ends_the_turn_at_the_step_after_it_passed(tmp_path: 
               step(10, 10, text="never reached")]
     path = agent(tmp_path, script, limits={"per_turn": {"max_duration": "10ms"}})
     [events] = await run(path, "sleep")
-    # the call was started within the limit... or refused if the first step took longer: either
-    # way the turn ends at the limit without a second model step
+    # the call runs if the first step came within the limit (else the step is not taken at all):
+    # either way the turn ends at the limit, and no model step follows it
     [limit] = of(events, "limit")
     assert limit["limit"] == "max_duration" and limit["spent"] >= 0.01
-    assert len(of(events, "usage")) == 1
+    assert len(of(events, "usage")) <= 1  # no step after the limit
+    assert [final["reason"] for final in of(events, "final")] == ["limit"]
 
 
 async def test_a_thread_at_its_cap_says_so_at_its_next_turn_without_calling_the_model(tmp_path: Path) -> None:
