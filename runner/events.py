@@ -184,6 +184,48 @@ class ModelFallback(TypedDict):
     reason: str
 
 
+class UsageTotals(TypedDict):
+    """Tokens (input includes cached; output includes reasoning), cost in US dollars (null: no
+    price known for any step; ``unpriced_steps`` of ``model_steps`` had none), tool calls, seconds."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    total_tokens: int
+    cost: float | None
+    unpriced_steps: int
+    model_steps: int
+    tool_calls: int
+    seconds: float
+
+
+class UsageReported(TypedDict):
+    """A model step's usage (``step``), with the turn's and the thread's totals so far; ``agent``
+    is the agent that took the step (``main``), ``model`` the model that answered, if known."""
+
+    type: Literal["usage"]
+    agent: str
+    model: str | None
+    step: UsageTotals
+    turn: UsageTotals
+    thread: UsageTotals
+
+
+class LimitReached(TypedDict):
+    """A budget (``limits.per_turn`` or ``per_thread``) ended the turn: which ``limit``, its
+    ``max``, what was ``spent`` against it, and the turn's and thread's totals. A ``final``
+    event naming it follows."""
+
+    type: Literal["limit"]
+    scope: Literal["turn", "thread"]
+    limit: Literal["max_tokens", "max_cost", "max_tool_calls", "max_duration"]
+    max: float
+    spent: float
+    turn: UsageTotals
+    thread: UsageTotals
+
+
 class MediaSaved(TypedDict):
     """An image, audio or file from a tool's result, saved at ``path``."""
 
@@ -278,6 +320,15 @@ class ThreadShown(TypedDict):
     note: str
 
 
+class UsageShown(TypedDict):
+    """``/usage``: the thread's totals, per agent and all together (read from the checkpoint)."""
+
+    type: Literal["usage_totals"]
+    thread: str
+    agents: dict[str, UsageTotals]
+    total: UsageTotals
+
+
 class CaseSaved(TypedDict):
     """``/save``: the case written."""
 
@@ -351,7 +402,7 @@ Event = (
     | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
     | ToolsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
-    | CatalogueChanged | Interrupted | ChatError
+    | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown
 )
 EventSink = Callable[[Event], None]
 ReloadEvent = Reloaded | ReloadFailed

@@ -35,6 +35,7 @@ FAST_FILES = frozenset({
     "models/test_retry_rules.py",
     "evals/test_evals_matching.py",
     "hosting/test_callers_parts.py",
+    "models/test_pricing.py",
     "prompts/test_prompts_commands.py",
     "prompts/test_prompts_messages.py",
     "prompts/test_prompts_system.py",

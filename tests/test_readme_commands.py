@@ -40,6 +40,7 @@ RUN_ELSEWHERE = {
     "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
     "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
     "Several agents": "tests/examples/test_agent_examples.py",
+    "Usage, cost and budgets": "tests/cli/test_usage_cli.py::test_the_readme_budget_example_runs_as_written",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

@@ -34,6 +34,7 @@ from runner.manifest import (
     did_you_mean,
 )
 from runner.manifest.loading import LoadedManifest, load_manifest
+from runner.models.pricing import unpriced_budget_warnings
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
 
 if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
@@ -117,6 +118,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         from runner.prompts.system import template_files  # Jinja: only for templates
 
         templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
+    warnings += unpriced_budget_warnings(loaded)
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded),
                         agent_templates=agent_templates, output=contract)

@@ -52,6 +52,7 @@ from runner.agent.nodes import (
     ToolNode,
     ToolsProvider,
 )
+from runner.agent.spending import Spending
 from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent
 from runner.events import ElicitationAsked
@@ -142,6 +143,7 @@ def build_graph(
     direct_call: DirectToolCall | None = None,
     name: str = "mcp-run",
     output: StructuredOutput | None = None,
+    spending: Spending | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -153,7 +155,7 @@ def build_graph(
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,
-                                    max_steps, tool_search, output))
+                                    max_steps, tool_search, output, spending))
     graph.add_node(APPROVE, ApprovalNode(tools_provider, approvals))
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]

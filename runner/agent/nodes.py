@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.sampling import counted, metered, sampling_calls
+from runner.agent.spending import TOOL_CALL_USAGE, Spending, add_usage, refused_call
 from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent
 from runner.errors import RunnerError, ToolError
@@ -74,6 +75,8 @@ class AgentState(TypedDict):
     found_tools: NotRequired[Annotated[list[str], remember_found]]
     # Ids of tool calls that had started when their turn was stopped (runner.agent.call_ledger).
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
+    # What the thread spent, per agent: tokens, cost, tool calls, seconds (runner.agent.spending).
+    usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -143,6 +146,7 @@ class ModelNode:
     max_steps: int
     tool_search: ToolSearch | None = None
     output: StructuredOutput | None = None  # the final answer is an object (``output:``)
+    spending: Spending | None = None
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
@@ -151,6 +155,8 @@ class ModelNode:
         if calls >= self.max_steps:
             logger.info("turn stopped after %d model call(s) (agent.max_steps)", self.max_steps)
             return {"messages": [max_steps_message(self.max_steps)]}
+        if self.spending is not None and (stop := self.spending.stop_before_step(state, config)):
+            return {"messages": [stop]}
         system_prompt = self.system_prompt_provider()
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
@@ -168,7 +174,8 @@ class ModelNode:
             if output.answers(reply) and reply.response_metadata.get("finish_reason") != MAX_STEPS_REASON:
                 reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
                     conversation, tools=tools, config=config, options=output.options()))
-        return {"messages": [reply], "model_calls": calls + 1}
+        spent = {} if self.spending is None else self.spending.after_step(reply, config)
+        return {"messages": [reply], "model_calls": calls + 1, **spent}
 
 
 @dataclass(frozen=True)
@@ -222,9 +229,11 @@ class ToolNode:
     direct_call: DirectToolCall | None = None
 
     async def __call__(self, task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        if (refused := refused_call(task["call"], config)) is not None:  # a limit is reached
+            return {"messages": [refused]}
         step = self.started.begin(task["call"]["id"], config)
         try:
-            return await self._run(task, config)
+            return {**await self._run(task, config), **TOOL_CALL_USAGE}
         except asyncio.CancelledError:
             await self.started.stopped(step)
             raise

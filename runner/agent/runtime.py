@@ -277,7 +277,9 @@ class Runtime:
         graph = None
         if model is not None:
             from runner.agent.graph import build_graph
+            from runner.agent.spending import Spending
             from runner.agent.structured import structured_output
+            from runner.models.pricing import Pricer
 
             tools_provider = self._team_tools(checked, catalog, model, agent_models)
             graph = build_graph(
@@ -291,6 +293,7 @@ class Runtime:
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
                 output=structured_output(checked.output, manifest.model),
+                spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models)
@@ -302,7 +305,9 @@ class Runtime:
         manifest = checked.loaded.manifest
         if not manifest.agents:
             return lambda: self.catalog.tools
+        from runner.agent.spending import Spending
         from runner.agent.team import TeamParts, build_team
+        from runner.models.pricing import Pricer
 
         def model_for(spec: ModelSpec) -> ModelChain:
             return model if spec == manifest.model else next(c for s, c in agent_models if s == spec)
@@ -324,6 +329,8 @@ class Runtime:
             needs_approval=catalog.needs_approval,
             arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
             model_for=model_for, system_prompt_for=system_prompt_for,
+            spending_for=lambda name, spec: Spending(Pricer(spec), model_for(spec).primary, manifest.limits,
+                                                     agent=name),
         ))
         offered = team.tools_of(manifest.agent.agents)
         return lambda: [*catalog.tools, *offered]

@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from runner.agent.nodes import ApprovalPredicate, ArgumentsCheck, DirectToolCall, SystemPromptProvider
+from runner.agent.spending import Spending
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import BuildError
 from runner.events import Event
@@ -54,6 +55,8 @@ class TeamParts:
     model_for: ModelMaker
     # An agent's system prompt, by its name and the tools it is given.
     system_prompt_for: Callable[[str, Callable[[], Sequence[BaseTool]]], SystemPromptProvider]
+    # What an agent's model steps spend, by its name and model (the turn's budgets are shared).
+    spending_for: Callable[[str, ModelSpec], Spending]
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ def _model_agent(
         return parts.needs_approval(tool_name) or any(
             fnmatch.fnmatchcase(tool_name, glob) for glob in spec.approve)
 
-    model = parts.model_for(spec.model or manifest.model)
+    model_spec = spec.model or manifest.model
+    model = parts.model_for(model_spec)
     return build_graph(
         model,
         tools_provider=given,
@@ -155,6 +159,7 @@ def _model_agent(
         checkpointer=None,  # run inside a tool call: the caller's checkpointer, under its thread
         direct_call=direct_call,
         name=name,
+        spending=parts.spending_for(name, model_spec),
     )
 
 

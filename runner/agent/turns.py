@@ -18,6 +18,7 @@ from langgraph.types import Command, StreamMode
 
 from runner import telemetry
 from runner.agent.runtime import Runtime
+from runner.agent.spending import turn_started, usage_events
 from runner.agent.structured import answer_object
 from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
@@ -63,6 +64,8 @@ async def stream_turn(
     """
     config = runtime.config(thread_id)
     async with thread_turn(runtime.checkpointer, config["configurable"]["thread_id"]):
+        resumed = isinstance(message, Command)
+        config = await turn_started(runtime.graph, config, runtime.manifest.limits, resumed=resumed)
         async with aclosing(_turn_events(runtime, message, config)) as events:
             async for event in events:
                 yield event
@@ -107,6 +110,8 @@ async def _turn_events(
                         yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
+                for spent in usage_events(node, update, config):
+                    yield clock.seen(spent)
                 if node == "__interrupt__":
                     if not namespace:  # a subgraph's interrupt reaches the turn's own graph too
                         for pending in update:

@@ -25,7 +25,7 @@ from runner.redaction import looks_like_credential, redact_urls
 
 HIDDEN = "(hidden)"
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
-                        "max_backoff", "debounce", "initial_delay", "max_delay"})
+                        "max_backoff", "debounce", "initial_delay", "max_delay", "max_duration"})
 _SECRET_MAPS = ("env", "headers")
 _CONNECTION = ("transport", "command", "args", "env", "env_passthrough", "cwd", "url", "headers")
 

@@ -30,6 +30,7 @@ from runner.agent.host import Host
 from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import Runtime, load_agent
+from runner.agent.spending import LIMIT_REASON
 from runner.agent.turns import stream_turn
 from runner.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, stderr, stdout
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
@@ -123,7 +124,7 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             return EXIT_FAILURE
         if not as_json:  # the answer object (``output:``) as JSON, ASCII-escaped: nothing to render
             click.echo(json.dumps(final["output"], indent=2) if "output" in final else visible(final["text"]))
-        return EXIT_FAILURE if final.get("reason") == MAX_STEPS_REASON else EXIT_OK
+        return EXIT_FAILURE if final.get("reason") in (MAX_STEPS_REASON, LIMIT_REASON) else EXIT_OK
 
 
 def _show_change(change: CatalogueChange, *, as_json: bool) -> None:

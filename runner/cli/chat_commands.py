@@ -12,6 +12,7 @@ import os
 import uuid
 
 from runner.agent.reload import reload_runtime
+from runner.agent.spending import thread_totals, totals
 from runner.cli.chat_session import ChatSession, chat_command
 from runner.cli.completion import resolve_thread
 from runner.cli.media import media_blocks
@@ -39,6 +40,7 @@ from runner.events import (
     ToolResult,
     ToolRow,
     ToolsListed,
+    UsageShown,
 )
 from runner.manifest import CHAT_COMMANDS
 from runner.tools.suggest import unknown_tool_line
@@ -57,6 +59,7 @@ CHAT_COMMAND_HELP = {
     "media": ("/media", "the images, audio and files tools returned in this thread, saved as files"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
     "quit": ("/quit", "leave the chat"),
+    "usage": ("/usage", "what this thread has spent: tokens, cost, tool calls (see limits:)"),
 }
 
 
@@ -175,6 +178,17 @@ async def _call(session: ChatSession, line: str) -> None:
         thread = session.runtime.thread_id
         for saved in session.media.save(thread, name, call_id, media_blocks(output.content)):
             session.view.show(saved.event())
+
+
+@chat_command("usage")
+async def _usage(session: ChatSession, line: str) -> None:
+    """``/usage``: the thread's totals as its checkpoint keeps them (they survive restarts)."""
+    runtime = session.runtime
+    state = await runtime.graph.aget_state(runtime.config())
+    usage = state.values.get("usage") or {}
+    session.view.show(UsageShown(type="usage_totals", thread=runtime.thread_id,
+                                 agents={agent: totals(spent) for agent, spent in usage.items()},
+                                 total=totals(thread_totals(usage))))
 
 
 @chat_command("media")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from runner.agent.runtime import Runtime
-from runner.events import Event, ToolProgress
+from runner.events import Event, ToolProgress, UsageShown, UsageTotals
 from runner.tools.caller import progress_summary, progress_text
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -77,3 +77,39 @@ class ChatStatus:
 def progress_line(event: ToolProgress) -> str:
     """``… tool: 2/4 (50%) message`` for a progress event."""
     return f"… {progress_summary(event)}"
+
+
+def spent_text(totals: UsageTotals) -> str:
+    """``2,310 tokens (2,200 in, 200 cached, 110 out) · $0.0010 · 1 tool call``; the cost is
+    ``cost unknown`` where no price is known (never a guess), and says when some steps had none."""
+    parts = [f"{totals['input_tokens']:,} in"]
+    if totals["cached_tokens"]:
+        parts.append(f"{totals['cached_tokens']:,} cached")
+    parts.append(f"{totals['output_tokens']:,} out")
+    if totals["reasoning_tokens"]:
+        parts.append(f"{totals['reasoning_tokens']:,} reasoning")
+    cost = totals["cost"]
+    if cost is None:
+        money = "cost unknown"
+    else:
+        money = f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.6f}"
+        if totals["unpriced_steps"]:
+            money += f" (+ {totals['unpriced_steps']} step(s) of unknown cost)"
+    calls = totals["tool_calls"]
+    return (f"{totals['total_tokens']:,} tokens ({', '.join(parts)}) · {money} · "
+            f"{calls} tool call{'s' if calls != 1 else ''}")
+
+
+def usage_line(turn: UsageTotals, thread: UsageTotals) -> str:
+    """What the chat prints after a turn whose model reported usage."""
+    return f"turn: {spent_text(turn)} | thread: {thread['total_tokens']:,} tokens, " + (
+        "cost unknown" if thread["cost"] is None else f"${thread['cost']:.4f}")
+
+
+def usage_rows(event: UsageShown) -> list[str]:
+    """``/usage``: the thread's totals, then each agent's when there are several."""
+    rows = [f"thread {event['thread']}: {spent_text(event['total'])}, "
+            f"{event['total']['model_steps']} model step(s), {event['total']['seconds']:.1f} s"]
+    if len(event["agents"]) > 1:
+        rows += [f"  {agent}: {spent_text(totals)}" for agent, totals in sorted(event["agents"].items())]
+    return rows

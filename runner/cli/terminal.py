@@ -24,7 +24,7 @@ from rich.console import Console
 from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
-from runner.cli.status import ChatStatus, progress_line
+from runner.cli.status import ChatStatus, progress_line, usage_line, usage_rows
 from runner.events import (
     ApprovalAsked,
     CatalogueChanged,
@@ -34,6 +34,7 @@ from runner.events import (
     ToolCall,
     ToolProgress,
     ToolResult,
+    UsageReported,
 )
 from runner.models.retries import model_call_line
 from runner.tools.caller import unlisted_warning
@@ -175,6 +176,7 @@ class TerminalView:
         self._held = ""
         # The last progress of each running call (by tool name) and how many notices it sent.
         self._progress: dict[str, tuple[ToolProgress, int]] = {}
+        self._last_usage: UsageReported | None = None  # the running turn's latest
 
     async def read(self) -> str | None:
         self._end_answer_line()
@@ -195,6 +197,7 @@ class TerminalView:
         if prompt is not None:  # output while the person is at the prompt (a reload, a change)
             self.reader.write("\r\x1b[2K" if self.console.is_terminal else "\n")
         self._render(event, in_full)
+        self._spent(event)
         if prompt is not None:
             self.reader.write(prompt)
 
@@ -272,6 +275,18 @@ class TerminalView:
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":
             say(event["message"], style="red", markup=False)
+
+    def _spent(self, event: Event) -> None:
+        """After a turn, what it spent (from its last ``usage`` event); ``/usage``'s totals."""
+        if event["type"] == "usage":
+            self._last_usage = event
+        elif event["type"] == "final" and self._last_usage is not None:
+            self._end_answer_line()
+            usage, self._last_usage = self._last_usage, None
+            self.console.print(usage_line(usage["turn"], usage["thread"]), style="dim", markup=False)
+        elif event["type"] == "usage_totals":
+            for row in usage_rows(event):
+                self.console.print(row, markup=False)
 
     def _stream(self, text: str) -> None:
         """Print a token; for a reader that keeps whole lines only (the line editor), a line is

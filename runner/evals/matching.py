@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 
 from runner.evals.cases import AnswerSpec, ExpectedCall, ExpectSpec, MatchMode, is_regex_matcher
+from runner.events import UsageTotals
 
 EXCERPT_CHARS = 200
 
@@ -37,6 +38,7 @@ class Observation:
     answer: str = ""
     steps: int = 0
     output: dict[str, Any] | None = None  # the answer object, with ``output:`` in the manifest
+    usage: UsageTotals | None = None  # what the case's thread spent (None: not known)
 
 
 def call_matches(expected: ExpectedCall, call: ObservedCall) -> bool:

@@ -38,17 +38,42 @@ def summary_line(results: list[CaseResult]) -> str:
     parts = [f"{count} {status}" for status, count in counts.items() if count]
     seconds = sum(result.seconds for result in results)
     return f"{len(results)} case{'s' if len(results) != 1 else ''}: {', '.join(parts) or 'none run'}" \
-           f" ({seconds:.2f} s of case time)"
+           f" ({seconds:.2f} s of case time{spent_summary(results)})"
+
+
+def spent_summary(results: list[CaseResult]) -> str:
+    """``, 2,310 tokens, $0.0010``: what the cases' models reported; cost unknown when a case's
+    was (never a guess)."""
+    spent = [result.observed.usage for result in results if result.observed.usage is not None]
+    if not spent:
+        return ""
+    tokens = sum(usage["total_tokens"] for usage in spent)
+    costs = [usage["cost"] for usage in spent]
+    known = all(cost is not None for cost in costs) and not any(usage["unpriced_steps"] for usage in spent)
+    money = f"${sum(cost or 0 for cost in costs):.4f}" if known else "cost unknown"
+    return f", {tokens:,} tokens, {money}"
+
+
+def _cost_cell(result: CaseResult) -> str:
+    usage = result.observed.usage
+    if usage is None:
+        return ""
+    if usage["cost"] is None:
+        return "unknown"
+    return f"${usage['cost']:.4f}" + ("+?" if usage["unpriced_steps"] else "")
 
 
 def print_results(console: Console, results: list[CaseResult]) -> None:
     """The table, then the first difference of each case that did not pass."""
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("case", "result", "steps", "tool calls", "time"):
-        table.add_column(column, justify="right" if column in ("steps", "tool calls", "time") else "left")
+    numbers = ("steps", "tool calls", "tokens", "cost", "time")
+    for column in ("case", "result", *numbers):
+        table.add_column(column, justify="right" if column in numbers else "left")
     for result in results:
+        usage = result.observed.usage
         table.add_row(Text(result.name), Text(result.status, style=STYLES[result.status]),
                       str(result.observed.steps), str(len(result.observed.calls)),
+                      "" if usage is None else f"{usage['total_tokens']:,}", _cost_cell(result),
                       f"{result.seconds:.2f}s")
     console.print(table)
     for result in results:
@@ -82,6 +107,7 @@ def results_json(results: list[CaseResult]) -> dict[str, Any]:
                     for call in result.observed.calls
                 ],
                 "answer": result.observed.answer,
+                "usage": result.observed.usage,
                 "differences": result.differences,
                 "judge": None if result.verdict is None else
                 {"passed": result.verdict.passed, "reasoning": result.verdict.reasoning},

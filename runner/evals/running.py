@@ -25,6 +25,7 @@ from langgraph.types import Command
 
 from runner.agent.reload import reload_runtime
 from runner.agent.runtime import Runtime, load_agent
+from runner.agent.spending import thread_totals, totals
 from runner.agent.turns import stream_turn
 from runner.agent.watching import WatchedFiles, watch_changes
 from runner.errors import CassetteDrift, CassetteMissing, ManifestError, RunnerError
@@ -34,7 +35,7 @@ from runner.evals.cassettes import Cassette, Verdict, read_cassette, write_casse
 from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
-from runner.events import ApprovalAsked, FinalAnswer
+from runner.events import ApprovalAsked, FinalAnswer, UsageTotals
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
@@ -167,16 +168,25 @@ async def run_case(
         status, differences = "error", [f"{type(exc).__name__}: {exc}"]
     finally:
         sessions.runs.pop(thread_id, None)
-    observed = _observation(calls, finals, run.model_calls)
+    observed = _observation(calls, finals, run.model_calls, await _spent(runtime, thread_id))
     result = CaseResult(case, status, time.perf_counter() - began, observed, differences, verdict)
     if recording is not None and status in ("passed", "failed"):
         write_cassette(case.cassette_path, recording.model_copy(update={"judge": verdict}), sessions.secrets)
     return result
 
 
-def _observation(calls: list[ObservedCall], finals: list[FinalAnswer], steps: int = 0) -> Observation:
+def _observation(calls: list[ObservedCall], finals: list[FinalAnswer], steps: int = 0,
+                 usage: UsageTotals | None = None) -> Observation:
     last = finals[-1] if finals else None
-    return Observation(calls, last["text"] if last else "", steps, last.get("output") if last else None)
+    return Observation(calls, last["text"] if last else "", steps, last.get("output") if last else None,
+                       usage)
+
+
+async def _spent(runtime: Runtime, thread_id: str) -> UsageTotals | None:
+    """What the case's thread spent, from its checkpoint (None: no model step reported any)."""
+    state = await runtime.graph.aget_state(runtime.config(thread_id))
+    usage = state.values.get("usage")
+    return totals(thread_totals(usage)) if usage else None
 
 
 class CaseApprovals:

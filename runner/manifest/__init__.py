@@ -75,6 +75,7 @@ from runner.manifest.servers import (
     ServerSpec,
     StdioServerSpec,
 )
+from runner.manifest.spending import BudgetSpec, LimitsSpec, PricingSpec
 
 
 class McpPromptSpec(Spec):
@@ -246,6 +247,7 @@ class Manifest(Spec):
         default_factory=TelemetrySpec)
     output: OutputSpec | None = Field(
         None, description="The final answer is an object valid against this JSON Schema.")
+    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Budgets of a turn and a thread.")
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -376,18 +378,21 @@ __all__ = [
     "TEMPLATE_SUFFIXES",
     "AgentSpec",
     "AuthSpec",
+    "BudgetSpec",
     "ContainerSpec",
     "DefaultsSpec",
     "Duration",
     "EnvName",
     "HttpServerSpec",
     "ImportPath",
+    "LimitsSpec",
     "Manifest",
     "McpPromptSpec",
     "ModelSpec",
     "NameFilterSpec",
     "OutputSpec",
     "PositiveInt",
+    "PricingSpec",
     "PromptsSpec",
     "RetrySpec",
     "SandboxSpec",

@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from runner.manifest.basics import Duration, EnvName, Spec
 from runner.manifest.model_calls import DEFAULT_TIMEOUT, RetrySpec
+from runner.manifest.spending import PricingSpec
 
 
 class ModelSpec(Spec):
@@ -28,6 +29,7 @@ class ModelSpec(Spec):
                     "piece of a streamed answer; then it is retried.",
     )
     retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of a failed request.")
+    pricing: PricingSpec | None = Field(None, description="Prices of this model (else the price library's).")
 
     @model_validator(mode="after")
     def _script_for_scripted(self) -> ModelSpec:

@@ -131,7 +131,7 @@ def _as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[part]))
     # The last chunk says why the reply ended (and its token usage), as a provider's does.
     yield ChatGenerationChunk(message=AIMessageChunk(
-        content="", response_metadata={"finish_reason": _finish_reason(message)},
+        content="", response_metadata={**message.response_metadata, "finish_reason": _finish_reason(message)},
         usage_metadata=message.usage_metadata))
 
 
@@ -151,6 +151,11 @@ class OfflineChatModel(_BuiltinChatModel):
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]],
                schema: dict[str, Any] | None = None) -> AIMessage:
+        reply = self._answer(messages, tools, schema)
+        return reply.model_copy(update={"usage_metadata": _estimated_usage(messages, tools, reply)})
+
+    def _answer(self, messages: list[BaseMessage], tools: list[dict[str, Any]],
+                schema: dict[str, Any] | None = None) -> AIMessage:
         offered = [tool for tool in tools if tool["name"] != FINAL_ANSWER_TOOL]
         final_tool = next((tool for tool in tools if tool["name"] == FINAL_ANSWER_TOOL), None)
         answer_schema = schema or (final_tool or {}).get("parameters")
@@ -175,6 +180,21 @@ class OfflineChatModel(_BuiltinChatModel):
         name, args = request
         call = {"name": name, "args": args, "id": f"offline_{len(messages)}", "type": "tool_call"}
         return AIMessage(content="", tool_calls=[call])
+
+
+def _estimated_tokens(text: str) -> int:
+    """About four characters a token, as providers' tokenizers average on English text."""
+    return (len(text) + 3) // 4
+
+
+def _estimated_usage(messages: list[BaseMessage], tools: list[dict[str, Any]], reply: AIMessage) -> Any:
+    """The offline model's usage: what a provider would count for this request and reply, estimated
+    from their sizes (the request: every message and the offered tools' definitions)."""
+    asked = sum(_estimated_tokens(str(m.content)) + 4 for m in messages)
+    asked += sum(_estimated_tokens(json.dumps(tool, separators=(",", ":"))) for tool in tools)
+    answered = _estimated_tokens(str(reply.content)) + sum(
+        _estimated_tokens(call["name"] + json.dumps(call["args"])) for call in reply.tool_calls)
+    return {"input_tokens": asked, "output_tokens": answered, "total_tokens": asked + answered}
 
 
 def _report_results(messages: list[BaseMessage]) -> str:
@@ -273,17 +293,40 @@ class TokenUsage(_ScriptSpec):
 
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
+    cached_tokens: int = Field(0, ge=0, description="Input tokens read from the provider's cache.")
+    reasoning_tokens: int = Field(0, ge=0, description="Output tokens spent reasoning.")
+
+
+def _usage_metadata(usage: TokenUsage) -> Any:
+    """``usage`` as a provider's reply reports it (LangChain's ``usage_metadata``)."""
+    metadata: dict[str, Any] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                                "total_tokens": usage.input_tokens + usage.output_tokens}
+    if usage.cached_tokens:
+        metadata["input_token_details"] = {"cache_read": usage.cached_tokens}
+    if usage.reasoning_tokens:
+        metadata["output_token_details"] = {"reasoning": usage.reasoning_tokens}
+    return metadata
+
+
+def _answered_by(model: str | None) -> dict[str, Any]:
+    """The response metadata naming the model a scripted turn says answered (``provider:model``)."""
+    if model is None:
+        return {}
+    provider, _, name = model.rpartition(":")
+    return {"model_name": name, **({"model_provider": provider} if provider else {})}
 
 
 class TextTurn(_ScriptSpec):
     text: str
     usage: TokenUsage | None = None
+    model: str | None = Field(None, min_length=1, description="provider:model the reply says it is from.")
 
 
 class ToolCallsTurn(_ScriptSpec):
     tool_calls: list[ScriptedToolCall] = Field(min_length=1)
     text: str = ""
     usage: TokenUsage | None = None
+    model: str | None = Field(None, min_length=1, description="provider:model the reply says it is from.")
 
 
 class OutputTurn(_ScriptSpec):
@@ -292,6 +335,7 @@ class OutputTurn(_ScriptSpec):
 
     output: dict[str, Any]
     usage: TokenUsage | None = None
+    model: str | None = Field(None, min_length=1, description="provider:model the reply says it is from.")
 
 
 _KINDS = {ToolCallsTurn: "tool_call_turn", OutputTurn: "output_turn"}
@@ -378,20 +422,20 @@ class ScriptedChatModel(_BuiltinChatModel):
             )
         index, turn = self._next, self.turns[self._next]
         self._next += 1
-        usage = None
-        if turn.usage is not None:
-            counts = turn.usage.model_dump()
-            usage = {**counts, "total_tokens": counts["input_tokens"] + counts["output_tokens"]}
+        usage = None if turn.usage is None else _usage_metadata(turn.usage)
+        metadata = _answered_by(turn.model)
         if isinstance(turn, TextTurn):
-            return AIMessage(content=turn.text, usage_metadata=usage)
+            return AIMessage(content=turn.text, usage_metadata=usage, response_metadata=metadata)
         if isinstance(turn, OutputTurn):
             answer = _as_answer(turn.output, tools, schema, f"call_{index}_0")
-            return answer.model_copy(update={"usage_metadata": usage})
+            return answer.model_copy(update={"usage_metadata": usage,
+                                             "response_metadata": {**answer.response_metadata, **metadata}})
         calls = [
             {"name": c.name, "args": c.args, "id": c.id or f"call_{index}_{n}", "type": "tool_call"}
             for n, c in enumerate(turn.tool_calls)
         ]
-        return AIMessage(content=turn.text, tool_calls=calls, usage_metadata=usage)
+        return AIMessage(content=turn.text, tool_calls=calls, usage_metadata=usage,
+                         response_metadata=metadata)
 
 
 def load_script(path: Path) -> list[TextTurn | ToolCallsTurn | OutputTurn]:

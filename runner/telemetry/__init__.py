@@ -54,8 +54,8 @@ _Result = TypeVar("_Result")
 __all__ = [
     "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed", "installed",
     "package_problems",
-    "http_request_hooks", "join_trace", "mcp_tool_call", "model_retry", "model_step", "recording",
-    "relisted", "reloaded",
+    "http_request_hooks", "join_trace", "mcp_tool_call", "model_cost", "model_retry", "model_step",
+    "recording", "relisted", "reloaded",
     "server_status", "session", "tool_hook", "trace_meta", "wanted",
 ]
 
@@ -214,6 +214,14 @@ def model_retry(event: Mapping[str, Any]) -> Iterator[None]:
         return
     with recorder.model_retry(event):
         yield
+
+
+def model_cost(model: Any, response: Mapping[str, Any], cost: float) -> None:
+    """A model step's cost in US dollars (``model``: the chain's primary chat model; ``response``:
+    the reply's metadata, naming the model that answered), added to ``mcp_run.model.cost``."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.model_cost(model, response, cost)
 
 
 # --------------------------------------------------------------------------- tools

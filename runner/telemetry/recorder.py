@@ -76,6 +76,8 @@ class Recorder:
         self.tokens = meter.create_histogram(
             "gen_ai.client.token.usage", "{token}", "Tokens of a model step, by gen_ai.token.type",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
+        self.cost = meter.create_counter(
+            "mcp_run.model.cost", "USD", "Cost of the model steps, from model.pricing or the price library")
         self.restarts = meter.create_counter(
             "mcp_run.server.restarts", "{restart}", "Lost sessions restarted (ready) or given up (failed)")
         self.downtime = meter.create_histogram(
@@ -157,6 +159,12 @@ class Recorder:
             attributes["http.response.status_code"] = event["status"]
         with self._span(f"retry {event['model']}", SpanKind.INTERNAL, attributes):
             yield
+
+    def model_cost(self, model: Any, response: Mapping[str, Any], cost: float) -> None:
+        provider, requested = _model_names(model) if model is not None else (BUILTIN_PROVIDER, "unknown")
+        answered = response.get("model_name") or response.get("model") or requested
+        self.cost.add(cost, {"gen_ai.provider.name": provider, "gen_ai.request.model": requested,
+                             "gen_ai.response.model": str(answered)})
 
     # -- tool calls -----------------------------------------------------------------------
 

@@ -35,7 +35,9 @@ def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [event["type"] for event in events]
-    assert kinds[:2] == ["ready", "tool_call"] and "tool_result" in kinds and kinds[-1] == "final"
+    # each model step reports its usage (the offline model counts its tokens) before its calls
+    assert kinds[:3] == ["ready", "usage", "tool_call"] and "tool_result" in kinds and kinds[-1] == "final"
+    assert kinds.count("usage") == 2
     assert events[kinds.index("tool_result")]["status"] == "success"
 
 

@@ -301,6 +301,14 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
         chat.wait_for("tool_call")
         chat.process.send_signal(signal.SIGINT)
         assert chat.wait_for("interrupted")["what"] == "/call"  # not a turn: the model was not asked
+        chat.send({"text": "/usage"})
+        assert chat.wait_for("usage_totals")["total"]["model_steps"] > 0
+        manifest.write_text(good + "limits: {per_turn: {max_tool_calls: 0}}\n")
+        chat.send({"text": "/reload"})
+        chat.wait_for("reload")
+        chat.send({"text": 'notes__calculate {"expression": "1+1"}'})
+        assert chat.wait_for("limit")["limit"] == "max_tool_calls"
+        assert chat.wait_for("final")["reason"] == "limit"
         chat.send({"text": "/exit"})
         assert chat.process.wait(timeout=60) == 0
     finally:

@@ -579,3 +579,21 @@ def test_a_bad_telemetry_value_is_one_clear_located_line(tmp_path: Path, block: 
         parse_manifest(path.read_text(), file=str(path), path=path)
     (problem,) = raised.value.problems
     assert f"{problem.path}: {problem.message}" == expected
+
+
+async def test_the_cost_of_each_model_step_adds_to_the_cost_counter_by_the_model_that_answered(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "demo__echo", "args": {"text": "hi"}}],
+         "usage": {"input_tokens": 1000, "output_tokens": 100}, "model": "openai:gpt-4.1-mini"},
+        {"text": "done", "usage": {"input_tokens": 2000, "output_tokens": 10}, "model": "ollama:llama3.1"},
+    ])
+    path = write_manifest(tmp_path, {"demo": server("demo")}, name="costly", defaults=FAST,
+                          checkpointer="memory", model={"id": "scripted", "script": script})
+    events = await run_turn(path, otel_environ(receiver))
+    assert events[-1]["text"] == "done"
+    # gpt-4.1-mini's price from genai-prices; llama3.1 on ollama has none: nothing is added for it
+    assert receiver.metric_total("mcp_run.model.cost", {"gen_ai.response.model": "gpt-4.1-mini"}) == \
+        pytest.approx((1000 * 0.4 + 100 * 1.6) / 1e6)
+    assert receiver.metric_total("mcp_run.model.cost", {"gen_ai.response.model": "llama3.1"}) == 0

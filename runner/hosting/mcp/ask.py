@@ -40,6 +40,7 @@ from starlette.requests import Request
 from runner import telemetry
 from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.runtime import Runtime
+from runner.agent.spending import LIMIT_REASON, TurnSpending
 from runner.agent.turns import stream_turn
 from runner.errors import AskError, RunnerError
 from runner.events import Event, FinalAnswer, Question, is_question, question
@@ -402,11 +403,13 @@ class AskHandler:
         progress = Progress(ctx, start=progress_from)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
         stored = thread_in_space(caller, thread)
+        spent = TurnSpending()
         async with progress.coalescing(), self.scheduler.turn(stored, waiting=progress.note):
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
                 async for event in stream_turn(self.runtime, message, thread_id=stored):
+                    spent.see(event)
                     if is_question(event):
                         pending = event
                     elif event["type"] == "final":
@@ -441,7 +444,8 @@ class AskHandler:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=structured,
-            is_error=final["reason"] == MAX_STEPS_REASON,
+            is_error=final["reason"] in (MAX_STEPS_REASON, LIMIT_REASON),
+            _meta=spent.meta(),
         )
 
     async def _ask_caller(self, ctx: ServerRequestContext[Any], pending: Question) -> dict[str, Any]:

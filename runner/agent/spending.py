@@ -1,0 +1,357 @@
+"""What a turn and a thread spend (tokens, cost, tool calls, time), and the budgets that stop them.
+
+Usage is taken per model step from the provider's own report (``AIMessage.usage_metadata``),
+priced by :class:`runner.models.pricing.Pricer`, and kept in two places:
+
+- the graph state's ``usage`` (per agent, summed by :func:`add_usage`): the thread's totals, saved
+  with every checkpoint, so they survive a restart;
+- a :class:`TurnLedger` in the run's ``RunnableConfig`` (:data:`LEDGER_KEY`), made by
+  :func:`runner.agent.turns.stream_turn`: the turn's totals, live. Everything working on the turn
+  (its tool calls running at once, later a sub-agent invoked with the same config) adds to it and
+  is stopped by it.
+
+The budgets (``limits.per_turn`` and ``limits.per_thread``) are checked before each model step
+(:meth:`TurnLedger.before_model_step`) and each tool call (:meth:`TurnLedger.take_tool_call`), so a
+turn overshoots by at most the step in flight. A refused tool call ends the turn at the next model
+step, which then answers with :func:`limit_message` instead of calling the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from runner import telemetry
+from runner.events import LimitReached, UsageReported, UsageTotals
+from runner.manifest import BudgetSpec, LimitsSpec
+from runner.models.pricing import Pricer, TokenCounts
+
+LEDGER_KEY = "mcp_run_turn_ledger"
+MAIN_AGENT = "main"  # the manifest's own agent; those of 'agents:' go by their names
+LIMIT_REASON = "limit"  # the finish reason of the message that ends a turn at a limit
+
+Spent = dict[str, float]  # input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, ...
+Scope = Literal["turn", "thread"]
+LimitName = Literal["max_tokens", "max_cost", "max_tool_calls", "max_duration"]
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
+
+
+def add_usage(known: Mapping[str, Spent] | None, more: Mapping[str, Spent] | None) -> dict[str, Spent]:
+    """The state's reducer of ``usage`` (agent -> totals): each number is added to its total."""
+    merged = {agent: dict(spent) for agent, spent in (known or {}).items()}
+    for agent, spent in (more or {}).items():
+        merged[agent] = _plus(merged.get(agent, {}), spent)
+    return merged
+
+
+def _plus(a: Mapping[str, float], b: Mapping[str, float]) -> Spent:
+    return {key: a.get(key, 0) + b.get(key, 0) for key in (*a, *(k for k in b if k not in a))}
+
+
+def thread_totals(usage: Mapping[str, Spent] | None) -> Spent:
+    """Every agent's totals summed."""
+    total: Spent = {}
+    for spent in (usage or {}).values():
+        total = _plus(total, spent)
+    return total
+
+
+def step_spent(reply: AIMessage, pricer: Pricer) -> Spent:
+    """One model step: its tokens (none when the provider reported none) and its cost, if known."""
+    spent: Spent = {"model_steps": 1}
+    tokens = TokenCounts.of(reply.usage_metadata)
+    if tokens is None:
+        spent["unpriced_steps"] = 1
+        return spent
+    spent.update(input_tokens=tokens.input, output_tokens=tokens.output, cached_tokens=tokens.cached,
+                 reasoning_tokens=tokens.reasoning)
+    cost = pricer.cost(tokens, reply.response_metadata)
+    if cost is None:
+        spent["unpriced_steps"] = 1
+    else:
+        spent["cost"] = cost
+    return spent
+
+
+def totals(spent: Mapping[str, float]) -> UsageTotals:
+    """``spent`` as the events show it: cost null when no step of it has a known price."""
+    steps = int(spent.get("model_steps", 0))
+    unpriced = int(spent.get("unpriced_steps", 0))
+    counts = {key: int(spent.get(key, 0)) for key in TOKEN_KEYS}
+    return UsageTotals(
+        **counts,  # type: ignore[typeddict-item]
+        total_tokens=counts["input_tokens"] + counts["output_tokens"],
+        cost=None if unpriced >= steps else round(spent.get("cost", 0), 8),
+        unpriced_steps=unpriced, model_steps=steps, tool_calls=int(spent.get("tool_calls", 0)),
+        seconds=round(spent.get("seconds", 0), 3),
+    )
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+@dataclass(frozen=True)
+class LimitHit:
+    """A budget reached: which one, its value, and what was spent against it."""
+
+    scope: Scope
+    name: LimitName
+    limit: float
+    spent: float
+
+    def event(self, turn: Spent, thread: Spent) -> LimitReached:
+        return LimitReached(type="limit", scope=self.scope, limit=self.name, max=self.limit,
+                            spent=self.spent, turn=totals(turn), thread=totals(thread))
+
+
+def limit_message(hit: LimitHit, turn: Spent, thread: Spent) -> AIMessage:
+    """The final message of a turn stopped by ``hit``: the limit and what was spent."""
+    setting = f"limits.per_{hit.scope}.{hit.name}"
+    what = "this turn" if hit.scope == "turn" else "this conversation (thread)"
+    spent = turn if hit.scope == "turn" else thread
+    advice = ("Say 'continue' to go on in a new turn, or raise it in the agent's manifest."
+              if hit.scope == "turn" else
+              "Start a new thread to go on, or raise it in the agent's manifest.")
+    return AIMessage(
+        content=(f"I stopped: {what} reached its limit of {describe(hit.name, hit.limit)} ({setting}). "
+                 f"Spent: {summary(spent)}. {advice}"),
+        response_metadata={"finish_reason": LIMIT_REASON,
+                           "limit": {"scope": hit.scope, "name": hit.name, "max": hit.limit,
+                                     "spent": hit.spent}},
+    )
+
+
+def describe(name: LimitName, value: float) -> str:
+    if name == "max_tokens":
+        return f"{int(value):,} tokens"
+    if name == "max_cost":
+        return "$" + f"{value:.6f}".rstrip("0").rstrip(".")
+    if name == "max_tool_calls":
+        return f"{int(value)} tool call{'s' if value != 1 else ''}"
+    return f"{value:g} s"
+
+
+def summary(spent: Mapping[str, float]) -> str:
+    """``1,234 tokens (1,000 in, 234 out), $0.0012, 2 tool calls, 3.4 s``."""
+    shown = totals(spent)
+    tokens = shown["total_tokens"]
+    parts = [f"{tokens:,} tokens ({shown['input_tokens']:,} in, {shown['output_tokens']:,} out)"]
+    cost = shown["cost"]
+    if cost is None:
+        parts.append("cost unknown")
+    else:
+        unpriced = shown["unpriced_steps"]
+        parts.append(f"${cost:.4f}" + (f" + {unpriced} step(s) of unknown cost" if unpriced else ""))
+    parts.append(f"{shown['tool_calls']} tool call{'s' if shown['tool_calls'] != 1 else ''}")
+    parts.append(f"{shown['seconds']:.1f} s")
+    return ", ".join(parts)
+
+
+def _over(budget: BudgetSpec, scope: Scope, spent: Mapping[str, float], *, calls: bool) -> LimitHit | None:
+    """The first of ``budget``'s limits ``spent`` has reached (tool calls only when ``calls``)."""
+    tokens = spent.get("input_tokens", 0) + spent.get("output_tokens", 0)
+    checks: list[tuple[LimitName, float | None, float]] = [
+        ("max_tokens", budget.max_tokens, tokens),
+        ("max_cost", budget.max_cost, spent.get("cost", 0)),
+        ("max_duration", budget.max_duration, spent.get("seconds", 0)),
+    ]
+    if calls:
+        checks.append(("max_tool_calls", budget.max_tool_calls, spent.get("tool_calls", 0)))
+    for name, limit, value in checks:
+        if limit is not None and value >= limit:
+            return LimitHit(scope, name, float(limit), float(value))
+    return None
+
+
+class TurnLedger:
+    """The turn's totals, shared by everything that works on the turn, and its budgets.
+
+    The thread's totals before the turn are read from the state at the turn's first model step
+    (:meth:`seed`); the turn's own are added as they happen. The turn's time counts from the
+    ledger's creation (for a resumed turn: from the resume)."""
+
+    def __init__(self, limits: LimitsSpec, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._began = clock()
+        self._recorded_until = self._began
+        self._turn: Spent = {}
+        self._before: Spent | None = None
+        self.hit: LimitHit | None = None  # the limit that stopped a tool call
+
+    def seed(self, usage: Mapping[str, Spent] | None) -> None:
+        """The thread's totals before this turn (the state's, at the first step; later calls do nothing)."""
+        if self._before is None:
+            self._before = thread_totals(usage)
+
+    def turn(self) -> Spent:
+        return {**self._turn, "seconds": self._clock() - self._began}
+
+    def thread(self) -> Spent:
+        before = self._before or {}
+        return _plus(before, self.turn())
+
+    def record(self, spent: Mapping[str, float]) -> Spent:
+        """Add a model step's spending; what to write to the state (the time since the last write too)."""
+        now = self._clock()
+        written = {**spent, "seconds": now - self._recorded_until}
+        self._recorded_until = now
+        self._turn = _plus(self._turn, {key: value for key, value in spent.items() if key != "seconds"})
+        return written
+
+    def before_model_step(self) -> LimitHit | None:
+        """The limit that ends the turn instead of this model step, if any."""
+        if self.hit is not None:
+            return self.hit
+        return self._over(calls=False)
+
+    def take_tool_call(self) -> LimitHit | None:
+        """Count a tool call in, or the limit that refuses it (it then ends the turn)."""
+        hit = self._over(calls=True)
+        if hit is not None:
+            self.hit = self.hit or hit
+            return hit
+        self._turn = _plus(self._turn, {"tool_calls": 1})
+        return None
+
+    def _over(self, *, calls: bool) -> LimitHit | None:
+        for scope, budget, spent in (("turn", self.limits.per_turn, self.turn()),
+                                     ("thread", self.limits.per_thread, self.thread())):
+            hit = _over(budget, scope, spent, calls=calls)  # type: ignore[arg-type]
+            if hit is not None:
+                return hit
+        return None
+
+
+def turn_ledger(config: RunnableConfig | None) -> TurnLedger | None:
+    """The ledger of the turn ``config`` runs in (None: a run not started by stream_turn)."""
+    ledger = ((config or {}).get("configurable") or {}).get(LEDGER_KEY)
+    return ledger if isinstance(ledger, TurnLedger) else None
+
+
+def with_ledger(config: RunnableConfig, ledger: TurnLedger) -> RunnableConfig:
+    return {**config, "configurable": {**config.get("configurable", {}), LEDGER_KEY: ledger}}
+
+
+def refused_text(hit: LimitHit) -> str:
+    return (f"This call did not run: the {hit.scope}'s limit of {describe(hit.name, hit.limit)} "
+            f"(limits.per_{hit.scope}.{hit.name}) was reached.")
+
+
+def usage_update(spent: Mapping[str, float], agent: str = MAIN_AGENT) -> dict[str, Any]:
+    """The state update adding ``spent`` to ``agent``'s totals."""
+    return {"usage": {agent: dict(spent)}}
+
+
+# --------------------------------------------------------------------------- the graph's use
+
+
+TOOL_CALL_USAGE = usage_update({"tool_calls": 1})
+
+
+@dataclass(frozen=True)
+class Spending:
+    """What the graph's nodes need: the model chain's prices, and whether the budgets are on."""
+
+    pricer: Pricer
+    primary: Any = None  # the chain's primary chat model, for the cost metric's attributes
+    limits: LimitsSpec | None = None  # for runs without a turn's ledger (LangGraph Server)
+    agent: str = MAIN_AGENT  # whose steps these are (an agent of 'agents:' works for the same turn)
+
+    def stop_before_step(self, state: Mapping[str, Any], config: RunnableConfig) -> AIMessage | None:
+        """The message ending the turn at a reached limit instead of this model step, or None.
+
+        A run no ledger was made for (LangGraph Server runs the graph itself) has the thread's
+        totals in its state: its ``per_thread`` limits of tokens and cost still hold."""
+        ledger = turn_ledger(config)
+        if ledger is None:
+            spent = thread_totals(state.get("usage"))
+            hit = None if self.limits is None else _over(self.limits.per_thread, "thread", spent, calls=False)
+            return None if hit is None else limit_message(hit, {}, spent)
+        ledger.seed(state.get("usage"))
+        hit = ledger.before_model_step()
+        return None if hit is None else limit_message(hit, ledger.turn(), ledger.thread())
+
+    def after_step(self, reply: AIMessage, config: RunnableConfig) -> dict[str, Any]:
+        """The state update of a model step's spending (added to the turn's ledger too)."""
+        spent = step_spent(reply, self.pricer)
+        if "cost" in spent:
+            telemetry.model_cost(self.primary, reply.response_metadata, spent["cost"])
+        ledger = turn_ledger(config)
+        return usage_update(spent if ledger is None else ledger.record(spent), self.agent)
+
+
+def refused_call(call: Mapping[str, Any], config: RunnableConfig) -> ToolMessage | None:
+    """An error result for a tool call a reached limit refuses (None: it may run, and is counted)."""
+    ledger = turn_ledger(config)
+    hit = None if ledger is None else ledger.take_tool_call()
+    if hit is None:
+        return None
+    return ToolMessage(content=refused_text(hit), tool_call_id=call["id"], name=call["name"], status="error")
+
+
+# --------------------------------------------------------------------------- a turn's events
+
+
+async def turn_started(
+    graph: Any, config: RunnableConfig, limits: LimitsSpec, *, resumed: bool
+) -> RunnableConfig:
+    """``config`` with a new turn's ledger. A resumed turn (an approval answered) may run tool
+    calls before any model step: the thread's totals are read from its checkpoint first."""
+    ledger = TurnLedger(limits)
+    if resumed and limits.per_thread.is_set():
+        state = await graph.aget_state(config)
+        ledger.seed(state.values.get("usage"))
+    return with_ledger(config, ledger)
+
+
+def usage_events(node: str, update: Any, config: RunnableConfig) -> list[UsageReported | LimitReached]:
+    """The events of one node's state update: a model step's ``usage``, a turn stopped at a ``limit``."""
+    ledger = turn_ledger(config)
+    if node != "model" or not isinstance(update, Mapping) or ledger is None:
+        return []
+    events: list[UsageReported | LimitReached] = []
+    for agent, spent in (update.get("usage") or {}).items():
+        reply = next((m for m in update.get("messages", ()) if isinstance(m, AIMessage)), None)
+        model = reply.response_metadata.get("model_name") if reply is not None else None
+        events.append(UsageReported(
+            type="usage", agent=agent, model=model if isinstance(model, str) else None,
+            step=totals(spent), turn=totals(ledger.turn()), thread=totals(ledger.thread())))
+    for message in update.get("messages", ()):
+        limit = isinstance(message, AIMessage) and message.response_metadata.get("limit")
+        if limit:
+            hit = LimitHit(limit["scope"], limit["name"], limit["max"], limit["spent"])
+            events.append(hit.event(ledger.turn(), ledger.thread()))
+    return events
+
+
+class TurnSpending:
+    """What a caller of a whole turn reports (serve's ``ask`` result, in its ``_meta``): the last
+    ``usage`` totals seen and the ``limit`` that ended the turn, from the turn's events."""
+
+    META_KEY = "mcp-run/usage"
+
+    def __init__(self) -> None:
+        self.usage: UsageReported | None = None
+        self.limit: LimitReached | None = None
+
+    def see(self, event: Any) -> None:
+        if event["type"] == "usage":
+            self.usage = event
+        elif event["type"] == "limit":
+            self.limit = event
+
+    def meta(self) -> dict[str, Any] | None:
+        """``{"mcp-run/usage": {turn, thread, limit?}}``, or None when no step reported usage."""
+        latest = self.limit or self.usage
+        if latest is None:
+            return None
+        report: dict[str, Any] = {"turn": latest["turn"], "thread": latest["thread"]}
+        if self.limit is not None:
+            report["limit"] = {key: self.limit[key] for key in ("scope", "limit", "max", "spent")}
+        return {self.META_KEY: report}

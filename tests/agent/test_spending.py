@@ -1,0 +1,215 @@
+"""What a turn and a thread spend (tokens, cost, tool calls) and the budgets that end them, with
+the scripted model reporting usage and the demo MCP server's real tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from builders import scripted_model, server, write_manifest
+
+from runner.agent.runtime import load_agent
+from runner.agent.turns import stream_turn
+
+LIMIT = 60  # seconds a turn may take on a busy machine
+
+
+def agent(folder: Path, script: list[Any], *, model: dict[str, Any] | None = None,
+          checkpointer: str = "memory", **top: Any) -> Path:
+    return write_manifest(folder, {"demo": server("demo", timeout="20s")},
+                          model={**scripted_model(folder, script), **(model or {})},
+                          checkpointer=checkpointer, **top)
+
+
+def step(tokens_in: int, tokens_out: int, *, calls: list[dict[str, Any]] | None = None,
+         text: str = "", model: str | None = None, cached: int = 0) -> dict[str, Any]:
+    turn: dict[str, Any] = {"usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
+                                      "cached_tokens": cached}}
+    if calls:
+        turn["tool_calls"] = calls
+    turn["text"] = text
+    if model is not None:
+        turn["model"] = model
+    return turn
+
+
+ADD = {"name": "demo__add", "args": {"a": 2, "b": 3}}
+
+
+async def run(path: Path, *messages: str, thread: str = "t1") -> list[list[dict[str, Any]]]:
+    """Each message's events, one turn after another, in one process."""
+    turns = []
+    async with load_agent(path, thread_id=thread) as runtime:
+        for message in messages:
+            with anyio.fail_after(LIMIT):
+                turns.append([dict(event) async for event in stream_turn(runtime, message)])
+    return turns
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [event for event in events if event["type"] == kind]
+
+
+# --------------------------------------------------------------------------- usage and cost
+
+
+async def test_each_model_step_reports_its_usage_and_the_turn_and_thread_totals_priced_by_genai_prices(
+    tmp_path: Path,
+) -> None:
+    script = [step(1000, 100, calls=[ADD], model="openai:gpt-4.1-mini", cached=200),
+              step(1200, 10, text="5", model="openai:gpt-4.1-mini")]
+    [events] = await run(agent(tmp_path, script), "add")
+    first, second = of(events, "usage")
+    assert first["agent"] == "main" and first["model"] == "gpt-4.1-mini"
+    # gpt-4.1-mini: $0.40 per million input tokens, $0.10 cached, $1.60 output (genai-prices' data)
+    assert first["step"]["cost"] == pytest.approx((800 * 0.4 + 200 * 0.1 + 100 * 1.6) / 1e6)
+    assert first["step"]["cached_tokens"] == 200
+    assert second["step"]["cost"] == pytest.approx((1200 * 0.4 + 10 * 1.6) / 1e6)
+    assert second["turn"]["input_tokens"] == 2200 and second["turn"]["output_tokens"] == 110
+    assert second["turn"]["total_tokens"] == 2310
+    assert second["turn"]["model_steps"] == 2 and second["turn"]["tool_calls"] == 1
+    assert second["turn"]["cost"] == pytest.approx(first["step"]["cost"] + second["step"]["cost"])
+    assert second["thread"]["total_tokens"] == 2310
+    assert of(events, "final")[0]["text"] == "5"
+
+
+async def test_model_pricing_in_the_manifest_prices_a_private_model(tmp_path: Path) -> None:
+    pricing = {"input_per_mtok": 2.0, "output_per_mtok": 10.0, "cached_input_per_mtok": 0.5}
+    script = [step(1000, 100, text="hi", cached=400)]
+    [events] = await run(agent(tmp_path, script, model={"pricing": pricing}), "hello")
+    [usage] = of(events, "usage")
+    assert usage["step"]["cost"] == pytest.approx((600 * 2.0 + 400 * 0.5 + 100 * 10.0) / 1e6)
+    assert usage["step"]["unpriced_steps"] == 0
+
+
+async def test_a_model_no_price_is_known_for_shows_its_tokens_and_no_cost(tmp_path: Path) -> None:
+    script = [step(1000, 100, text="hi", model="ollama:llama3.1")]
+    [events] = await run(agent(tmp_path, script), "hello")
+    [usage] = of(events, "usage")
+    assert usage["step"]["total_tokens"] == 1100
+    assert usage["step"]["cost"] is None and usage["turn"]["unpriced_steps"] == 1
+
+
+async def test_the_offline_model_reports_the_tokens_it_counts(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, {"demo": server("demo", timeout="20s")}, model="offline",
+                          checkpointer="memory")
+    [events] = await run(path, 'demo__add {"a": 1, "b": 2}')
+    steps = of(events, "usage")
+    assert len(steps) == 2  # the call, then the report of its result
+    assert all(usage["step"]["input_tokens"] > 0 and usage["step"]["output_tokens"] > 0 for usage in steps)
+    assert steps[-1]["turn"]["tool_calls"] == 1
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+async def test_a_turn_at_max_tokens_refuses_its_next_tool_call_and_ends_naming_the_limit(
+    tmp_path: Path,
+) -> None:
+    # Had the model been called a second time the script would have run out (a model error).
+    script = [step(1000, 100, calls=[ADD])]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_tokens": 500}})
+    [events] = await run(path, "add")
+    [result] = of(events, "tool_result")
+    assert result["status"] == "error" and "limits.per_turn.max_tokens" in result["text"]
+    [limit] = of(events, "limit")
+    assert (limit["scope"], limit["limit"], limit["max"], limit["spent"]) == ("turn", "max_tokens", 500, 1100)
+    [final] = of(events, "final")
+    assert final["reason"] == "limit"
+    assert "limit of 500 tokens (limits.per_turn.max_tokens)" in final["text"]
+    assert "1,100 tokens" in final["text"]
+    assert [event["type"] for event in events][-2:] == ["limit", "final"]
+
+
+async def test_max_tool_calls_lets_that_many_calls_run_and_refuses_the_rest(tmp_path: Path) -> None:
+    calls = [{**ADD, "id": "c1"}, {"name": "demo__echo", "args": {"text": "x"}, "id": "c2"},
+             {"name": "demo__echo", "args": {"text": "y"}, "id": "c3"}]
+    script = [step(10, 10, calls=calls)]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_tool_calls": 2}})
+    [events] = await run(path, "three calls")
+    statuses = sorted(result["status"] for result in of(events, "tool_result"))
+    assert statuses == ["error", "success", "success"]
+    [limit] = of(events, "limit")
+    assert (limit["limit"], limit["max"], limit["spent"]) == ("max_tool_calls", 2, 2)
+    assert limit["turn"]["tool_calls"] == 2
+    assert of(events, "final")[0]["reason"] == "limit"
+
+
+async def test_max_cost_ends_the_turn_once_its_steps_cost_that_much(tmp_path: Path) -> None:
+    pricing = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $1 per thousand tokens
+    script = [step(1000, 100, calls=[ADD]), step(10, 10, text="never reached")]
+    path = agent(tmp_path, script, model={"pricing": pricing}, limits={"per_turn": {"max_cost": 1.0}})
+    [events] = await run(path, "add")
+    [limit] = of(events, "limit")
+    assert (limit["limit"], limit["max"], limit["spent"]) == ("max_cost", 1.0, pytest.approx(1.1))
+    assert "limit of $1 (limits.per_turn.max_cost)" in of(events, "final")[0]["text"]
+
+
+async def test_max_duration_ends_the_turn_at_the_step_after_it_passed(tmp_path: Path) -> None:
+    script = [step(10, 10, calls=[{"name": "demo__sleep", "args": {"seconds": 0.05}}]),
+              step(10, 10, text="never reached")]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_duration": "10ms"}})
+    [events] = await run(path, "sleep")
+    # the call runs if the first step came within the limit (else the step is not taken at all):
+    # either way the turn ends at the limit, and no model step follows it
+    [limit] = of(events, "limit")
+    assert limit["limit"] == "max_duration" and limit["spent"] >= 0.01
+    assert len(of(events, "usage")) <= 1  # no step after the limit
+    assert [final["reason"] for final in of(events, "final")] == ["limit"]
+
+
+async def test_a_thread_at_its_cap_says_so_at_its_next_turn_without_calling_the_model(tmp_path: Path) -> None:
+    script = [step(400, 200, text="one"), step(400, 200, text="two")]  # a third call would fail
+    path = agent(tmp_path, script, limits={"per_thread": {"max_tokens": 1000}})
+    first, second, third = await run(path, "a", "b", "c")
+    assert of(first, "final")[0]["text"] == "one"
+    assert of(second, "final")[0]["text"] == "two"  # 1200 tokens: over by the step in flight
+    assert not of(third, "usage")
+    [limit] = of(third, "limit")
+    assert (limit["scope"], limit["limit"], limit["spent"]) == ("thread", "max_tokens", 1200)
+    assert "this conversation (thread) reached its limit" in of(third, "final")[0]["text"]
+
+
+async def test_thread_totals_survive_a_restart_and_its_cap_still_holds(tmp_path: Path) -> None:
+    script = [step(700, 100, text="one"), step(10, 10, text="never reached")]
+    checkpointer = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    path = agent(tmp_path, script, checkpointer=checkpointer, limits={"per_thread": {"max_tokens": 800}})
+    [first] = await run(path, "a", thread="kept")
+    assert of(first, "usage")[0]["thread"]["total_tokens"] == 800
+    [after] = await run(path, "b", thread="kept")  # a new process: a new model, the same thread
+    [limit] = of(after, "limit")
+    assert (limit["scope"], limit["spent"]) == ("thread", 800)
+    assert limit["thread"]["total_tokens"] == 800 and limit["thread"]["model_steps"] == 1
+    [other] = await run(path, "c", thread="another")  # another thread has its own totals
+    assert of(other, "final")[0]["text"] == "one"
+
+
+async def test_the_turns_state_is_checkpointed_when_a_limit_ends_it(tmp_path: Path) -> None:
+    script = [step(1000, 100, calls=[ADD])]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_tokens": 500}})
+    async with load_agent(path, thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            [_ async for _ in stream_turn(runtime, "add")]
+        state = await runtime.graph.aget_state(runtime.config())
+    messages = state.values["messages"]
+    assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert messages[-1].response_metadata["finish_reason"] == "limit"
+    assert state.values["usage"]["main"]["input_tokens"] == 1000
+    assert not state.next  # the turn is over, nothing pending
+
+
+async def test_a_graph_run_without_a_turn_ledger_still_keeps_the_threads_cap(tmp_path: Path) -> None:
+    """As LangGraph Server (or the Python API) runs the graph: the thread's totals are in its state."""
+    script = [step(700, 100, text="one"), step(10, 10, text="never reached")]
+    path = agent(tmp_path, script, limits={"per_thread": {"max_tokens": 800}})
+    async with load_agent(path, thread_id="direct") as runtime:
+        with anyio.fail_after(LIMIT):
+            first = await runtime.graph.ainvoke({"messages": [("user", "a")]}, runtime.config())
+            second = await runtime.graph.ainvoke({"messages": [("user", "b")]}, runtime.config())
+    assert first["messages"][-1].content == "one"
+    assert first["usage"]["main"]["input_tokens"] == 700
+    stopped = second["messages"][-1]
+    assert stopped.response_metadata["finish_reason"] == "limit"
+    assert "limits.per_thread.max_tokens" in stopped.content

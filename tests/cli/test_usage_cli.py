@@ -1,0 +1,133 @@
+"""Usage and budgets from the command line: `-p` (its exit code at a limit), `--json`, the chat's
+line after a turn and `/usage`, the README's example as written, and `validate`'s warning."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from builders import (
+    COMMAND_LIMIT,
+    MCP_RUN,
+    ROOT,
+    copy_bundled_agent,
+    invoke,
+    mcp_run,
+    scripted_model,
+    server,
+    write_manifest,
+)
+
+CALCULATE = 'notes__calculate {"expression": "2+3"}'
+
+
+def usage_turn(text: str, tokens_in: int, tokens_out: int, **more: Any) -> dict[str, Any]:
+    return {"text": text, "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}, **more}
+
+
+def events_of(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_the_readme_budget_example_runs_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Usage, cost and budgets\n", 1)[1].split("\n## ", 1)[0]
+    manifest, commands = re.findall(r"^```(?:yaml|sh)\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    folder = copy_bundled_agent(tmp_path)
+    (folder / "budget.yaml").write_text(manifest)
+    lines = [line.split("  #", 1)[0].strip() for line in commands.splitlines() if line.startswith("mcp-run ")]
+    assert len(lines) == 2
+    first = subprocess.run(["bash", "-c", lines[0].replace("mcp-run", str(MCP_RUN), 1)], cwd=folder,
+                           capture_output=True, text=True, timeout=COMMAND_LIMIT)
+    assert first.returncode == 0, first.stderr
+    usage = [event for event in events_of(first.stdout) if event["type"] == "usage"]
+    assert len(usage) == 2 and usage[-1]["turn"]["tool_calls"] == 1
+    assert usage[-1]["turn"]["cost"] > 0  # the offline model's counts at the manifest's prices
+    second = subprocess.run(["bash", "-c", lines[1].replace("mcp-run", str(MCP_RUN), 1)], cwd=folder,
+                            capture_output=True, text=True, timeout=COMMAND_LIMIT)
+    assert second.returncode == 0, second.stderr
+    assert "notes__calculate returned: 5" in second.stdout
+    # the refusal the README quotes, from the same agent with no tool call left
+    document = yaml.safe_load(manifest)
+    document["limits"]["per_turn"]["max_tool_calls"] = 0
+    (folder / "budget.yaml").write_text(yaml.safe_dump(document))
+    refused = mcp_run("budget.yaml", "-p", CALCULATE, cwd=folder)
+    assert refused.returncode == 1, refused.stderr
+    assert ("I stopped: this turn reached its limit of 0 tool calls (limits.per_turn.max_tool_calls)."
+            in refused.stdout)
+
+
+def test_p_exits_1_at_a_limit_with_a_limit_event_and_the_answer_naming_it(tmp_path: Path) -> None:
+    script = [{"tool_calls": [{"name": "demo__add", "args": {"a": 1, "b": 2}}],
+               "usage": {"input_tokens": 900, "output_tokens": 200}}]
+    write_manifest(tmp_path, {"demo": server("demo")}, model=scripted_model(tmp_path, script),
+                   checkpointer="memory", limits={"per_turn": {"max_tokens": 1000}})
+    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    events = events_of(result.stdout)
+    assert [event["type"] for event in events][-2:] == ["limit", "final"]
+    assert events[-2]["limit"] == "max_tokens" and events[-2]["spent"] == 1100
+    assert events[-1]["reason"] == "limit"
+    assert "Traceback" not in result.stderr
+
+
+def test_the_chat_shows_what_a_turn_spent_and_usage_shows_the_threads_totals(tmp_path: Path) -> None:
+    script = [usage_turn("one", 1000, 100, model="openai:gpt-4.1-mini"),
+              usage_turn("two", 2000, 200, model="openai:gpt-4.1-mini")]
+    write_manifest(tmp_path, {}, model=scripted_model(tmp_path, script), checkpointer="memory")
+    lines = "".join(json.dumps({"text": text}) + "\n" for text in ("a", "b", "/usage"))
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], input=lines,
+                            capture_output=True, text=True, cwd=tmp_path, timeout=COMMAND_LIMIT)
+    assert result.returncode == 0, result.stderr
+    [totals] = [event for event in events_of(result.stdout) if event["type"] == "usage_totals"]
+    assert totals["total"]["total_tokens"] == 3300 and totals["total"]["model_steps"] == 2
+    assert totals["total"]["cost"] == round((3000 * 0.4 + 300 * 1.6) / 1e6, 8)
+    assert set(totals["agents"]) == {"main"}
+
+
+def test_the_chat_on_a_terminal_prints_the_turns_usage_after_its_answer(tmp_path: Path) -> None:
+    script = [usage_turn("one", 1000, 100, model="ollama:llama3.1")]
+    write_manifest(tmp_path, {}, model=scripted_model(tmp_path, script), checkpointer="memory")
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml"], input="hello\n/usage\n",
+                            capture_output=True, text=True, cwd=tmp_path, timeout=COMMAND_LIMIT)
+    assert result.returncode == 0, result.stderr
+    assert "turn: 1,100 tokens (1,000 in, 100 out) · cost unknown · 0 tool calls" in result.stdout
+    assert re.search(r"thread \w+: 1,100 tokens \(1,000 in, 100 out\) · cost unknown", result.stdout)
+
+
+def test_validate_warns_at_a_cost_limit_over_a_model_with_no_known_price(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, {}, model="offline", limits={"per_thread": {"max_cost": 1}})
+    result = invoke("validate", str(path))
+    assert result.exit_code == 0
+    assert re.search(r"agent\.yaml:\d+:\d+: limits\.per_thread\.max_cost: warning: no price is known "
+                     r"for model 'offline'", result.output), result.output
+    priced = write_manifest(tmp_path, {}, model={"id": "offline", "pricing": {
+        "input_per_mtok": 1, "output_per_mtok": 2}}, limits={"per_thread": {"max_cost": 1}})
+    assert "max_cost" not in invoke("validate", str(priced)).output
+
+
+def test_validate_locates_a_bad_limit_and_a_bad_price(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, {}, model={"id": "offline", "pricing": {"input_per_mtok": -1,
+                                                                             "output_per_mtok": 1}},
+                          limits={"per_turn": {"max_tokns": 5}})
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert re.search(r"agent\.yaml:\d+:\d+: model\.pricing\.input_per_mtok: .*greater than or equal to 0",
+                     result.output), result.output
+    assert re.search(r"agent\.yaml:\d+:\d+: limits\.per_turn\.max_tokns: .*max_tokens", result.output), \
+        result.output
+
+
+def test_config_shows_the_limits_and_prices_with_where_each_comes_from(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, {}, model={"id": "offline", "pricing": {
+        "input_per_mtok": 1, "output_per_mtok": 2}}, limits={"per_turn": {"max_duration": "2m"}})
+    result = invoke("config", str(path))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"input_per_mtok: 1\.0  # manifest \S*agent\.yaml:\d+:\d+", result.output)
+    assert re.search(r"max_duration: 120s  # manifest \S*agent\.yaml:\d+:\d+", result.output)
+    assert "max_cost: null  # built-in" in result.output
