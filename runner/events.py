@@ -54,6 +54,20 @@ class ToolResult(TypedDict):
     ms: NotRequired[float]
 
 
+class PolicyDecided(TypedDict):
+    """A ``policy`` rule decided a tool call about to run (``allow``, ``ask`` once approved) or
+    refused (``deny``): ``rule`` is its index in ``policy`` (null for a server's
+    ``tools.approve`` entry), ``source`` where it is written; ``id`` the model's call, when it is one."""
+
+    type: Literal["policy"]
+    tool: str
+    action: Literal["allow", "deny", "ask"]
+    rule: int | None
+    source: str
+    reason: str | None
+    id: NotRequired[str]
+
+
 class ApprovalAsked(TypedDict):
     """A tool call waits for the user's approval (approve, deny, or edit its arguments)."""
 
@@ -305,7 +319,7 @@ Event = (
     ChatReady | Token | ToolCall | ApprovalAsked | ElicitationAsked | SamplingAsked | ToolProgress
     | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown | ToolsListed
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
-    | CatalogueChanged | Interrupted | ChatError
+    | CatalogueChanged | Interrupted | ChatError | PolicyDecided
 )
 EventSink = Callable[[Event], None]
 ReloadEvent = Reloaded | ReloadFailed

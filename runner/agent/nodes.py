@@ -43,6 +43,9 @@ ApprovalPredicate = Callable[[str], bool]
 # Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
 # that does not is not put to the user; the tool node answers the model with the problems.
 ArgumentsCheck = Callable[[str, dict[str, Any]], bool]
+# What the manifest's policy says of a call (ToolCaller.decide): "ask" puts it to the user, others
+# run without asking (a denied call is refused by the tool layer, with its reason).
+PolicyCheck = Callable[[str, dict[str, Any]], Any]
 
 MAX_STEPS_REASON = "max_steps"
 NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
@@ -121,10 +124,16 @@ class Approvals:
 
     needs_approval: ApprovalPredicate
     arguments_fit: ArgumentsCheck
+    policy: PolicyCheck | None = None  # set: it decides, by name and arguments, instead of needs_approval
 
     def asks(self, call: Mapping[str, Any]) -> bool:
+        if self.policy is not None:
+            decision = self.policy(call["name"], call["args"])
+            asked = decision is not None and decision.action == "ask"
+        else:
+            asked = self.needs_approval(call["name"])
         # Invalid arguments would be refused once approved: the model fixes them first.
-        return self.needs_approval(call["name"]) and self.arguments_fit(call["name"], call["args"])
+        return asked and self.arguments_fit(call["name"], call["args"])
 
 
 # --------------------------------------------------------------------------- nodes

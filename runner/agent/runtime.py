@@ -53,6 +53,7 @@ from runner.store.state_folder import state_folder
 from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
+from runner.tools.policy import PolicyDecision
 from runner.tools.search import ToolSearch
 
 if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
@@ -257,6 +258,7 @@ class Runtime:
                 max_steps=manifest.agent.max_steps,
                 needs_approval=lambda name: self.catalog.needs_approval(name),
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
+                policy=self.caller.decide,
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
@@ -279,7 +281,10 @@ class Runtime:
         """A completion for server ``server`` from the manifest's model."""
         from runner.agent.sampling import complete
 
-        return await complete(self.model, request, provider=self.catalog.provider)
+        def policy(tool: str, arguments: dict[str, Any]) -> tuple[str, PolicyDecision | None]:
+            return self.caller.decide_offered(server, tool, arguments)
+
+        return await complete(self.model, request, provider=self.catalog.provider, policy=policy)
 
     def use_thread(self, thread_id: str) -> None:
         """Make ``thread_id`` the conversation ``config()`` names when given none (the chat's

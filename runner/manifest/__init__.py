@@ -44,6 +44,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.policy import PolicyRuleSpec, PolicySpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -246,6 +247,11 @@ class Manifest(Spec):
     )
     telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
         default_factory=TelemetrySpec)
+    policy: PolicySpec = Field(
+        default_factory=list,
+        description="Ordered rules (tool glob, optional argument matchers, allow | deny | ask); "
+        "the first that matches a call decides.",
+    )
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -369,6 +375,8 @@ __all__ = [
     "McpPromptSpec",
     "ModelSpec",
     "NameFilterSpec",
+    "PolicyRuleSpec",
+    "PolicySpec",
     "PositiveInt",
     "PromptsSpec",
     "SandboxSpec",

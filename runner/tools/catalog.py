@@ -29,10 +29,10 @@ from runner.tools.filters import (
     apply_filter_function,
     filter_problems,
     load_import_path,
-    needs_approval,
     select_names,
 )
 from runner.tools.naming import NameTable, Origin, generate_name
+from runner.tools.policy import Policy
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
 from runner.tools.schemas import listing_problem
 
@@ -88,6 +88,7 @@ class ToolCatalog:
         self.base_dir = base_dir
         self.source = source
         self.provider = provider_for_model(manifest.model.id)
+        self.policy = Policy(manifest)  # the manifest's policy rules, then its tools.approve entries
         # Converted schemas by definition; the catalog of the next reload may take this one's over.
         self.schema_cache = schema_cache if schema_cache is not None else {}
         self.entries: dict[str, CatalogEntry] = {}
@@ -154,10 +155,12 @@ class ToolCatalog:
         return self._schema_for(entry.definition)
 
     def needs_approval(self, name: str) -> bool:
+        """Whether some call of tool ``name`` is put to the user first (a policy ``ask`` rule or
+        a ``tools.approve`` entry matches it, at least for some arguments)."""
         entry = self.entries.get(name)
-        if entry is None or entry.origin.server is None:
+        if entry is None:
             return False
-        return needs_approval(entry.origin.name, self.manifest.servers[entry.origin.server].tools)
+        return self.policy.may_ask(name, entry.origin)
 
     def rebuild(self) -> list[str]:
         """Rebuild every entry from the connections as they are now; returns new warnings."""
