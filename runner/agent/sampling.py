@@ -17,8 +17,10 @@ The manifest's ``policy`` judges the calls the model makes of the request's tool
 agent would give them (``server__tool``) and their arguments (:class:`ToolPolicy`): a denied call
 is sent back to the model as a failed tool result with the reason, and it is asked again (at most
 :data:`POLICY_ROUNDS` times; calls still refused then are left out of the answer); an ``ask`` call
-is put to the user as a tool approval (in a graph run; elsewhere it is refused), and an edit of
-its arguments is judged again.
+is put to the user as a tool approval where the completion runs in the calling tool's task
+(``sampling: ask``; a ``policy`` event goes to the turn's stream there too), and is refused where
+no one can be asked (``sampling: allow`` completes in the server's request, outside the graph run);
+an edit of its arguments is judged again.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ def _judged(call: dict[str, Any], names: _ToolNames, policy: ToolPolicy) -> tupl
         if decision is None:
             return call, None
         telemetry.policy_decided(decision.action, decision.rule, decision.source, decision.reason)
-        if (sink := stream_writer()) is not None:
+        if (sink := stream_writer()) is not None:  # in the call's task (sampling: ask), not the SDK's
             sink(decision.event(name, call["id"]))
         if decision.action == "allow":
             return call, None
