@@ -25,6 +25,7 @@ from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import OFFLINE_ID, PYTHON_COMMANDS, SCRIPTED_ID, Manifest, StdioServerSpec, did_you_mean
 from runner.manifest.loading import LoadedManifest, load_manifest
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
+from runner.tools.policy import rule_warnings
 
 if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
     from runner.prompts.system import SourceLocation, SystemTemplate
@@ -207,6 +208,7 @@ def glob_warnings(loaded: LoadedManifest) -> list[Problem]:
                     if (defect := glob_defect(entry, kind)) is not None:
                         warnings.append(loaded.source.problem(("servers", key, part, name, index),
                                                               f"'{entry}' {defect}"))
+    warnings += [loaded.source.problem(path, message) for path, message in rule_warnings(loaded.manifest)]
     return warnings
 
 

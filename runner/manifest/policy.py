@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_serializer, model_validator
 
 from runner.manifest.basics import Spec
 
@@ -40,6 +40,11 @@ class ArgumentMatchSpec(Spec):
             except re.error as exc:
                 raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
+
+    @model_serializer
+    def _as_written(self) -> str | dict[str, str]:
+        # Shown (``mcp-run config``) as a manifest writes it: the glob's text, or {regex: ...}.
+        return self.glob if self.glob is not None else {"regex": self.regex or ""}
 
     @model_validator(mode="after")
     def _one_way(self) -> ArgumentMatchSpec:

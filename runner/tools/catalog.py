@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
-from runner.manifest import Manifest, ServerBase
+from runner.manifest import Manifest, ServerBase, did_you_mean
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
 from runner.tools.caller import READ_RESOURCE, RESOURCE_TOOLS, Connection, FallbackEvent, ToolCall, ToolCaller
@@ -221,6 +221,7 @@ class ToolCatalog:
             entries[name] = CatalogEntry(name, Origin(None, local.name), local.description,
                                          local.model_copy(update={"name": name}))
         warnings += self._fallback_warnings(offered)
+        warnings += self._policy_warnings(entries)
         for origin in table.unused_renames():
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
@@ -231,6 +232,20 @@ class ToolCatalog:
             if warning not in self.warnings:
                 logger.warning("%s", warning)
         self.warnings = warnings
+        return warnings
+
+    def _policy_warnings(self, entries: Mapping[str, CatalogEntry]) -> list[str]:
+        """``policy`` rules whose tool glob matches no tool, once every exposed server is running
+        (while one is down, its tools are not known, and a rule may be meant for them)."""
+        if any(self._live(key) is None for key, spec in self.manifest.servers.items() if spec.expose):
+            return []
+        warnings = []
+        for index in self.policy.unmatched(list(entries)):
+            glob = self.manifest.policy[index].tool
+            message = f"'{glob}' matches no tool the servers offer{did_you_mean(glob, entries)}"
+            where = ("policy", index, "tool")
+            warnings.append(str(self.source.problem(where, message)) if self.source is not None
+                            else f"{format_path(where)}: {message}")
         return warnings
 
     def _name_table(self, origins: list[tuple[str | None, str]]) -> NameTable:

@@ -30,8 +30,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from runner.events import PolicyDecided
-from runner.manifest import Manifest
+from runner.manifest import Manifest, did_you_mean
 from runner.manifest.policy import ArgumentMatchSpec, PolicyAction
+from runner.tools.filters import glob_defect
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,26 @@ class Policy:
         servers offer now, local tools included)."""
         return [rule.index for rule in self.rules[: self.declared]
                 if rule.index is not None and not any(rule.names(name, (None, name)) for name in names)]
+
+
+def rule_warnings(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
+    """``policy`` rules that can match no tool whatever the servers offer, known without starting
+    them: a blank or malformed glob, or one whose fixed start names a server the manifest lacks
+    (``fss__*`` without a server ``fss``). Each with its path; the rest is checked once the
+    servers list their tools (:meth:`Policy.unmatched`)."""
+    separator = manifest.agent.tool_separator
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for index, rule in enumerate(manifest.policy):
+        where = ("policy", index, "tool")
+        if (defect := glob_defect(rule.tool)) is not None:
+            found.append((where, f"'{rule.tool}' {defect}"))
+            continue
+        fixed = re.split(r"[*?\[]", rule.tool, maxsplit=1)[0]
+        key, separated, _ = fixed.partition(separator)
+        if separated and key not in manifest.servers and not manifest.local_tools:
+            found.append((where, f"'{rule.tool}' matches no tool: no server is called '{key}'"
+                                 f"{did_you_mean(key, manifest.servers)}"))
+    return found
 
 
 def _matcher(path: str, match: ArgumentMatchSpec) -> _Matcher:

@@ -53,15 +53,17 @@ def results(events: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return {event["id"]: (event["status"], event["text"]) for event in of_type(events, "tool_result")}
 
 
-async def test_a_call_whose_arguments_a_deny_rule_matches_is_a_tool_error_with_the_reason(tmp_path: Path) -> None:
-    script = [calls(("secret", "demo__echo", {"text": "/etc/passwd"}), ("plain", "demo__echo", {"text": "hi"})),
-              "done"]
+async def test_a_call_whose_arguments_a_deny_rule_matches_is_a_tool_error_with_the_reason(
+        tmp_path: Path) -> None:
+    script = [calls(("secret", "demo__echo", {"text": "/etc/passwd"}),
+                    ("plain", "demo__echo", {"text": "hi"})), "done"]
     async with load_agent(write_agent(tmp_path, script, [ETC_DENIED])) as runtime:
         events = await turn(runtime, "echo things")
         received = runtime.model.primary.received
     assert not of_type(events, "approval")
     status, text = results(events)["secret"]
-    assert status == "error" and "denied by the manifest's policy (policy[0]): system files stay private" in text
+    assert status == "error"
+    assert "denied by the manifest's policy (policy[0]): system files stay private" in text
     assert results(events)["plain"] == ("success", "hi")
     [decided] = of_type(events, "policy")  # no rule matches the plain call: no decision to tell
     assert decided == {"type": "policy", "tool": "demo__echo", "action": "deny", "rule": 0,
@@ -71,9 +73,10 @@ async def test_a_call_whose_arguments_a_deny_rule_matches_is_a_tool_error_with_t
 
 
 async def test_an_ask_rule_on_arguments_is_the_approval_interrupt(tmp_path: Path) -> None:
-    script = [calls(("big", "demo__add", {"a": 500, "b": 1})), calls(("small", "demo__add", {"a": 5, "b": 1})),
-              "done"]
-    policy = [{"tool": "demo__add", "args": {"a": {"regex": "^[0-9]{3,}$"}}, "action": "ask", "reason": "big"}]
+    script = [calls(("big", "demo__add", {"a": 500, "b": 1})),
+              calls(("small", "demo__add", {"a": 5, "b": 1})), "done"]
+    policy = [{"tool": "demo__add", "args": {"a": {"regex": "^[0-9]{3,}$"}}, "action": "ask",
+               "reason": "big"}]
     async with load_agent(write_agent(tmp_path, script, policy)) as runtime:
         first = await turn(runtime, "add")
         second = await turn(runtime, Command(resume={"action": "approve"}))
@@ -84,22 +87,23 @@ async def test_an_ask_rule_on_arguments_is_the_approval_interrupt(tmp_path: Path
 
 
 async def test_an_allow_rule_before_a_tools_approve_entry_runs_without_asking(tmp_path: Path) -> None:
-    script = [calls(("safe", "demo__echo", {"text": "safe words"})), calls(("other", "demo__echo", {"text": "x"})),
-              "done"]
+    script = [calls(("safe", "demo__echo", {"text": "safe words"})),
+              calls(("other", "demo__echo", {"text": "x"})), "done"]
     policy = [{"tool": "demo__echo", "args": {"text": "safe *"}, "action": "allow"}]
     async with load_agent(write_agent(tmp_path, script, policy, approve=["echo"])) as runtime:
         events = await turn(runtime, "echo")
     assert results(events) == {"safe": ("success", "safe words")}
     assert [event["id"] for event in of_type(events, "approval")] == ["other"]  # tools.approve still asks
-    assert of_type(events, "policy")[0] == {"type": "policy", "tool": "demo__echo", "action": "allow", "rule": 0,
-                                            "source": "policy[0]", "reason": None, "id": "safe"}
+    assert of_type(events, "policy")[0] == {"type": "policy", "tool": "demo__echo", "action": "allow",
+                                            "rule": 0, "source": "policy[0]", "reason": None, "id": "safe"}
 
 
 @pytest.mark.parametrize(("policy", "echoed"), [
     ([{"tool": "demo__echo", "action": "allow"}, {"tool": "demo__*", "action": "deny"}], "success"),
     ([{"tool": "demo__*", "action": "deny"}, {"tool": "demo__echo", "action": "allow"}], "error"),
 ])
-async def test_the_first_matching_rule_decides(tmp_path: Path, policy: list[dict[str, Any]], echoed: str) -> None:
+async def test_the_first_matching_rule_decides(
+        tmp_path: Path, policy: list[dict[str, Any]], echoed: str) -> None:
     script = [calls(("e", "demo__echo", {"text": "hi"}), ("a", "demo__add", {"a": 1, "b": 2})), "done"]
     async with load_agent(write_agent(tmp_path, script, policy)) as runtime:
         events = await turn(runtime, "go")

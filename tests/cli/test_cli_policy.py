@@ -11,7 +11,8 @@ import pytest
 from builders import JsonChat, mcp_run, server, write_manifest
 
 POLICY = [
-    {"tool": "demo__echo", "args": {"text": "/etc/*"}, "action": "deny", "reason": "system files stay private"},
+    {"tool": "demo__echo", "args": {"text": "/etc/*"}, "action": "deny",
+     "reason": "system files stay private"},
     {"tool": "demo__add", "args": {"a": {"regex": "^[0-9]{3,}$"}}, "action": "ask", "reason": "big sums"},
 ]
 
@@ -32,12 +33,14 @@ def test_call_refuses_a_denied_call_with_the_rule_and_its_reason_even_with_yes(a
     assert plain.returncode == 0 and plain.stdout.strip() == "/home/me"
 
 
-def test_call_refuses_an_ask_call_without_a_terminal_naming_the_rule_and_runs_it_with_yes(agent: Path) -> None:
+def test_call_refuses_an_ask_call_without_a_terminal_naming_the_rule_and_runs_it_with_yes(
+        agent: Path) -> None:
     refused = mcp_run("call", "agent.yaml", "demo__add", '{"a": 500, "b": 1}', cwd=agent)
     assert refused.returncode == 1
     assert ("denied demo__add: needs approval (policy[1]: big sums) and no one can answer here "
             "(pass --yes to allow)") in refused.stderr
-    assert mcp_run("call", "agent.yaml", "demo__add", '{"a": 500, "b": 1}', "--yes", cwd=agent).stdout.strip() == "501"
+    approved = mcp_run("call", "agent.yaml", "demo__add", '{"a": 500, "b": 1}', "--yes", cwd=agent)
+    assert approved.returncode == 0 and approved.stdout.strip() == "501"
     small = mcp_run("call", "agent.yaml", "demo__add", '{"a": 5, "b": 1}', cwd=agent)  # no rule matches
     assert small.returncode == 0 and small.stdout.strip() == "6"
 
@@ -76,7 +79,28 @@ def test_validate_locates_a_bad_regex_an_unknown_field_and_an_unknown_action(tmp
     lines = result.stderr.splitlines()
     assert any(line.startswith("agent.yaml:5:") and "policy[0].args.options.mode.regex: not a valid regular "
                "expression" in line for line in lines), result.stderr
-    assert any(line.startswith("agent.yaml:8:") and "policy[1].action: must be 'allow', 'deny' or 'ask'" in line
+    assert any(line.startswith("agent.yaml:8:")
+               and "policy[1].action: must be 'allow', 'deny' or 'ask'" in line
                for line in lines), result.stderr
     assert any(line.startswith("agent.yaml:9:") and "policy[1].reson: unknown key 'reson'" in line
                for line in lines), result.stderr
+
+
+def test_a_rule_matching_no_tool_is_warned_at_its_line_by_validate_and_once_the_servers_list_tools(
+        tmp_path: Path) -> None:
+    write_manifest(tmp_path, {"demo": server("demo")}, name="policed", model="offline", checkpointer="memory",
+                   policy=[{"tool": "dmeo__*", "action": "deny"}, {"tool": "demo__ech", "action": "ask"},
+                           {"tool": "demo__echo", "action": "ask"}])
+    lines = (tmp_path / "agent.yaml").read_text().splitlines()
+    row = {name: next(n for n, line in enumerate(lines, 1) if f"tool: {name}" in line)
+           for name in ("dmeo__*", "demo__ech")}
+    validated = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert validated.returncode == 0
+    assert (f"agent.yaml:{row['dmeo__*']}:9: policy[0].tool: warning: 'dmeo__*' matches no tool: "
+            "no server is called 'dmeo' (did you mean 'demo'?)") in validated.stderr
+    assert "demo__ech'" not in validated.stderr  # which tools demo offers is not known before it runs
+    listed = mcp_run("tools", "agent.yaml", cwd=tmp_path)
+    assert listed.returncode == 0
+    assert (f"agent.yaml:{row['demo__ech']}:9: policy[1].tool: 'demo__ech' matches no tool the servers offer "
+            "(did you mean 'demo__echo'?)") in listed.stderr
+    assert "policy[2]" not in listed.stderr

@@ -32,7 +32,8 @@ async def test_the_served_agents_calls_are_decided_by_the_policy_on_their_argume
 
     with anyio.fail_after(LIMIT):
         async with stdio_agent(manifest, mode="legacy", elicitation_callback=accept) as client:
-            denied = await client.call_tool("ask", {"message": call_message("gates__note", text="secret plan")})
+            secret = call_message("gates__note", text="secret plan")
+            denied = await client.call_tool("ask", {"message": secret})
             plain = await client.call_tool("ask", {"message": call_message("gates__note", text="plain")})
             approved = await client.call_tool("ask", {"message": call_message("gates__note", text="ask me")})
     assert "denied by the manifest's policy (policy[0]): no secrets in notes" in text_of(denied)
