@@ -5,10 +5,14 @@ call to the user. ``validate`` locates a bad rule."""
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
-from builders import JsonChat, mcp_run, server, write_manifest
+from builders import JsonChat, copy_bundled_agent, mcp_run, server, write_manifest
+from test_readme_commands import commands_in, readme_sections
 
 POLICY = [
     {"tool": "demo__echo", "args": {"text": "/etc/*"}, "action": "deny",
@@ -104,3 +108,25 @@ def test_a_rule_matching_no_tool_is_warned_at_its_line_by_validate_and_once_the_
     assert (f"agent.yaml:{row['demo__ech']}:9: policy[1].tool: 'demo__ech' matches no tool the servers offer "
             "(did you mean 'demo__echo'?)") in listed.stderr
     assert "policy[2]" not in listed.stderr
+
+
+def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
+    section = readme_sections()["Policy"]
+    rules, commands = re.findall(r"^```[a-z]*\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    agent = copy_bundled_agent(tmp_path)
+    manifest = agent / "agent.yaml"
+    manifest.write_text(manifest.read_text() + rules)
+    shown = commands_in(f"```\n{commands}```\n")
+    denied_in_turn, refused, allowed, asked = [shlex.split(command) for command in shown]
+    turn = mcp_run(*denied_in_turn, cwd=agent)
+    assert turn.returncode == 0
+    assert "denied by the manifest's policy (policy[0]): notes marked keep are never deleted" in turn.stdout
+    call = mcp_run(*refused, cwd=agent)
+    assert call.returncode == 1 and "(policy[0]): notes marked keep are never deleted" in call.stderr
+    events = [json.loads(line) for line in mcp_run(*allowed, cwd=agent).stdout.splitlines()]
+    assert not [event for event in events if event["type"] == "approval"]
+    [decided] = [event for event in events if event["type"] == "policy"]
+    assert (decided["action"], decided["rule"]) == ("allow", 1)
+    secret = mcp_run(*asked, cwd=agent)
+    assert secret.returncode == 1
+    assert "needs approval (policy[2]: it looks like a secret) and no one can answer here" in secret.stderr
