@@ -579,7 +579,8 @@ def test_a_bad_telemetry_value_is_one_clear_located_line(tmp_path: Path, block: 
     assert f"{problem.path}: {problem.message}" == expected
 
 
-async def test_a_policy_decision_is_recorded_on_the_tool_calls_span(tmp_path: Path, receiver: OtlpReceiver) -> None:
+async def test_a_policy_decision_is_recorded_on_the_tool_calls_span(
+        tmp_path: Path, receiver: OtlpReceiver) -> None:
     denied = {"name": "local__echo", "args": {"text": "secret"}, "id": "d"}
     script = write_script(tmp_path, [{"tool_calls": [denied]}, "ok"])
     policy = [{"tool": "local__echo", "args": {"text": "secret*"}, "action": "deny", "reason": "no secrets"}]
