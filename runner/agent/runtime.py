@@ -256,7 +256,6 @@ class Runtime:
                 tools_provider=lambda: self.catalog.tools,
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
-                needs_approval=lambda name: self.catalog.needs_approval(name),
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
                 policy=self.caller.decide,
                 checkpointer=self.checkpointer,

@@ -29,7 +29,7 @@ from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, ca
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
-from runner.tools.filters import is_selected, needs_approval
+from runner.tools.filters import is_selected
 from runner.tools.naming import generate_name
 from runner.tools.policy import PolicyDecision
 from runner.tools.suggest import close_names, unknown_tool_text
@@ -118,7 +118,6 @@ class UnlistedTool:
     name: str  # as asked for: <server><separator><tool>
     server: str
     tool: str  # the server's name for it
-    approval: bool  # the server's tools.approve matches it
 
     def warning(self) -> str:
         return unlisted_warning(self.name)
@@ -265,7 +264,7 @@ class ToolCaller:
             listed = [offered.name for offered in connection.tools]
             if tool in listed or close_names(tool, listed) or not is_selected(tool, spec.tools):
                 return None
-            return UnlistedTool(name, key, tool, needs_approval(tool, spec.tools))
+            return UnlistedTool(name, key, tool)
         return None
 
     async def call_unlisted(self, tool: UnlistedTool, arguments: dict[str, Any]) -> ToolOutput:
