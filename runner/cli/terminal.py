@@ -237,6 +237,10 @@ class TerminalView:
                 say(f"no media saved in thread {event['thread']}", style="dim", markup=False)
             for path in event["files"]:
                 say(path, markup=False)
+        elif event["type"] == "policy":  # a denial's reason is in the result that follows
+            verb = {"allow": "allows", "ask": "asked about", "deny": "denies"}[event["action"]]
+            because = f": {event['reason']}" if event["reason"] and event["action"] != "deny" else ""
+            say(f"{event['source']} {verb} {event['tool']}{because}", style="dim", markup=False)
         elif event["type"] == "interrupted":
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":

@@ -7,7 +7,7 @@ import io
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
-from runner.events import ChatCommandRow, ChatReady, HelpShown, Interrupted, PromptRow
+from runner.events import ChatCommandRow, ChatReady, HelpShown, Interrupted, PolicyDecided, PromptRow
 
 
 def shown(*events: object) -> str:
@@ -41,3 +41,12 @@ def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
 def test_the_chat_and_call_ask_for_approval_in_the_same_words() -> None:
     assert approval_question(edit=True) == "approve? [y]es / [n]o / [e]dit: "
     assert approval_question(edit=False) == "approve? [y]es / [n]o: "
+
+
+def test_a_policy_decision_is_one_dim_line_naming_the_rule() -> None:
+    allowed = PolicyDecided(type="policy", tool="fs__read", action="allow", rule=1, source="policy[1]",
+                            reason="drafts are fine", id="c1")
+    denied = PolicyDecided(type="policy", tool="fs__read", action="deny", rule=0, source="policy[0]",
+                           reason="private")
+    assert shown(allowed).strip() == "policy[1] allows fs__read: drafts are fine"
+    assert shown(denied).strip() == "policy[0] denies fs__read"  # its reason is in the result shown next
