@@ -68,13 +68,23 @@ class PolicyDecided(TypedDict):
     id: NotRequired[str]
 
 
+class PolicyReference(TypedDict):
+    """The ``policy`` rule that asks: its index, where it is written, its reason."""
+
+    rule: int
+    source: str
+    reason: str | None
+
+
 class ApprovalAsked(TypedDict):
-    """A tool call waits for the user's approval (approve, deny, or edit its arguments)."""
+    """A tool call waits for the user's approval (approve, deny, or edit its arguments);
+    ``policy``: the rule of ``policy`` that asks (absent for a ``tools.approve`` entry)."""
 
     type: Literal["approval"]
     tool: str
     args: dict[str, Any]
     id: str
+    policy: NotRequired[PolicyReference]
 
 
 class ElicitationAsked(TypedDict):
@@ -335,6 +345,7 @@ class ToolApprovalRequest(TypedDict):
     tool: str
     args: dict[str, Any]
     id: str
+    policy: NotRequired[PolicyReference]
 
 
 def is_question(event: Event) -> TypeIs[Question]:

@@ -30,6 +30,7 @@ from runner.agent.sampling import counted, metered, sampling_calls
 from runner.errors import RunnerError, ToolError
 from runner.events import ToolApprovalRequest
 from runner.models import ModelChain
+from runner.tools.policy import PolicyDecision
 from runner.tools.search import ToolSearch, remember_found
 from runner.tools.suggest import unknown_tool_text
 
@@ -45,7 +46,7 @@ ApprovalPredicate = Callable[[str], bool]
 ArgumentsCheck = Callable[[str, dict[str, Any]], bool]
 # What the manifest's policy says of a call (ToolCaller.decide): "ask" puts it to the user, others
 # run without asking (a denied call is refused by the tool layer, with its reason).
-PolicyCheck = Callable[[str, dict[str, Any]], Any]
+PolicyCheck = Callable[[str, dict[str, Any]], PolicyDecision | None]
 
 MAX_STEPS_REASON = "max_steps"
 NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
@@ -100,17 +101,21 @@ class Edit(BaseModel):
 Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
 
 
-def approval_request(call: dict[str, Any]) -> ToolApprovalRequest:
-    """The interrupt payload for one tool call waiting for approval."""
-    return ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
+def approval_request(call: dict[str, Any], decision: PolicyDecision | None = None) -> ToolApprovalRequest:
+    """The interrupt payload for one tool call waiting for approval (``decision``: the policy's,
+    named in it when a rule of ``policy`` asks, not a ``tools.approve`` entry)."""
+    request = ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
+    if decision is not None and decision.rule is not None:
+        request["policy"] = decision.reference()
+    return request
 
 
-def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
+def _ask_approval(call: dict[str, Any], decision: PolicyDecision | None = None) -> Approve | Deny | Edit:
     """Interrupt for one call; the resume value is validated by LangGraph, and an invalid one is
     not saved, so the same question can be answered again."""
     try:
         # LangGraph validates any type form; its overloads take only a class, not this annotated union.
-        return interrupt(approval_request(call), response_schema=Decision)  # type: ignore[call-overload]
+        return interrupt(approval_request(call, decision), response_schema=Decision)  # type: ignore[call-overload]
     except ValidationError as exc:
         raise ToolError(
             "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
@@ -125,6 +130,10 @@ class Approvals:
     needs_approval: ApprovalPredicate
     arguments_fit: ArgumentsCheck
     policy: PolicyCheck | None = None  # set: it decides, by name and arguments, instead of needs_approval
+
+    def decided(self, call: Mapping[str, Any]) -> PolicyDecision | None:
+        """The policy's decision on ``call`` (None without a policy, or when no rule matches)."""
+        return self.policy(call["name"], call["args"]) if self.policy is not None else None
 
     def asks(self, call: Mapping[str, Any]) -> bool:
         if self.policy is not None:
@@ -187,7 +196,7 @@ class ApprovalNode:
         for call in calls:
             if call["name"] not in available or not self.approvals.asks(call):
                 continue
-            decision = _ask_approval(call)
+            decision = _ask_approval(call, self.approvals.decided(call))
             if isinstance(decision, Deny):
                 messages.append(_denied(call, decision.reason))
             elif isinstance(decision, Edit):

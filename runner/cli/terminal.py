@@ -282,6 +282,9 @@ class TerminalView:
         self._end_answer_line()
         self.console.print(f"{approval['tool']} wants to run with {json.dumps(approval['args'])}",
                            style="yellow", markup=False)
+        if (rule := approval.get("policy")) is not None:
+            because = f": {rule['reason']}" if rule["reason"] else ""
+            self.console.print(f"asked by {rule['source']}{because}", style="yellow", markup=False)
         while True:
             answer = (await self.reader.read(approval_question(edit=True)) or "").strip().lower()
             if answer in YES:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from runner.events import PolicyDecided
+from runner.events import PolicyDecided, PolicyReference
 from runner.manifest import Manifest, did_you_mean
 from runner.manifest.policy import ArgumentMatchSpec, PolicyAction
 from runner.tools.filters import glob_defect
@@ -54,6 +54,11 @@ class PolicyDecision:
         """Why an ``ask`` call is refused where no one can be asked."""
         because = f": {self.reason}" if self.reason else ""
         return f"needs approval ({self.source}{because}) and no one can answer here"
+
+    def reference(self) -> PolicyReference:
+        """The rule, for an approval question (a rule of ``policy``: ``rule`` is set)."""
+        assert self.rule is not None
+        return PolicyReference(rule=self.rule, source=self.source, reason=self.reason)
 
     def event(self, tool: str, call_id: str | None = None) -> PolicyDecided:
         event = PolicyDecided(type="policy", tool=tool, action=self.action, rule=self.rule,

@@ -80,7 +80,8 @@ async def test_an_ask_rule_on_arguments_is_the_approval_interrupt(tmp_path: Path
     async with load_agent(write_agent(tmp_path, script, policy)) as runtime:
         first = await turn(runtime, "add")
         second = await turn(runtime, Command(resume={"action": "approve"}))
-    assert [event["id"] for event in of_type(first, "approval")] == ["big"]
+    [asked] = of_type(first, "approval")
+    assert asked["id"] == "big" and asked["policy"] == {"rule": 0, "source": "policy[0]", "reason": "big"}
     assert not of_type(second, "approval")  # the small sum matches no rule: it runs without asking
     assert results(second) == {"big": ("success", "501"), "small": ("success", "6")}
     assert [(e["id"], e["action"]) for e in of_type(second, "policy")] == [("big", "ask")]
@@ -93,7 +94,8 @@ async def test_an_allow_rule_before_a_tools_approve_entry_runs_without_asking(tm
     async with load_agent(write_agent(tmp_path, script, policy, approve=["echo"])) as runtime:
         events = await turn(runtime, "echo")
     assert results(events) == {"safe": ("success", "safe words")}
-    assert [event["id"] for event in of_type(events, "approval")] == ["other"]  # tools.approve still asks
+    [asked] = of_type(events, "approval")  # tools.approve still asks (its question names no rule)
+    assert asked["id"] == "other" and "policy" not in asked
     assert of_type(events, "policy")[0] == {"type": "policy", "tool": "demo__echo", "action": "allow",
                                             "rule": 0, "source": "policy[0]", "reason": None, "id": "safe"}
 

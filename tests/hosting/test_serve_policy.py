@@ -15,7 +15,7 @@ from serving import call_message, stdio_agent, text_of, write_served_agent
 LIMIT = 90
 POLICY = [
     {"tool": "gates__note", "args": {"text": "secret*"}, "action": "deny", "reason": "no secrets in notes"},
-    {"tool": "gates__note", "args": {"text": {"regex": "^ask"}}, "action": "ask"},
+    {"tool": "gates__note", "args": {"text": {"regex": "^ask"}}, "action": "ask", "reason": "asked for"},
 ]
 
 
@@ -40,5 +40,6 @@ async def test_the_served_agents_calls_are_decided_by_the_policy_on_their_argume
     assert text_of(plain) == "gates__note returned: noted plain"
     assert text_of(approved) == "gates__note returned: noted ask me"
     assert [question.message for question in asked] == [
-        'The agent wants to call the tool gates__note with {"text": "ask me"}. Allow it?']
+        'The agent wants to call the tool gates__note with {"text": "ask me"}. (policy[1]: asked for) '
+        'Allow it?']
     assert log.log == ["note plain", "note ask me"]
