@@ -143,3 +143,18 @@ async def test_a_denied_call_of_a_sampling_requests_tool_goes_back_to_the_model_
     assert "denied by the manifest's policy (policy[0]): not Paris" in str(refused.content)
     *_, answered = model.received[3]  # the allowed call went to the server, which ran it
     assert isinstance(answered, ToolMessage) and answered.content == "sunny in Oslo"
+
+
+async def test_a_local_tool_is_judged_by_its_own_name_and_arguments(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text(
+        "def shout(text: str) -> str:\n    \"\"\"Say it loud.\"\"\"\n    return text.upper()\n")
+    script = [calls(("s", "shout", {"text": "my secret"}), ("p", "shout", {"text": "hello"})), "done"]
+    policy = [{"tool": "shout", "args": {"text": "*secret*"}, "action": "deny", "reason": "keep it down"}]
+    path = write_manifest(tmp_path, {}, name="local", checkpointer="memory",
+                          model=scripted_model(tmp_path, script), local_tools=["helpers:shout"], policy=policy)
+    async with load_agent(path) as runtime:
+        events = await turn(runtime, "shout")
+    status, text = results(events)["s"]
+    assert status == "error" and "(policy[0]): keep it down" in text
+    assert results(events)["p"] == ("success", "HELLO")
+    assert [(e["id"], e["action"]) for e in of_type(events, "policy")] == [("s", "deny")]
