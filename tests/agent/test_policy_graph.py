@@ -151,7 +151,8 @@ async def test_a_local_tool_is_judged_by_its_own_name_and_arguments(tmp_path: Pa
     script = [calls(("s", "shout", {"text": "my secret"}), ("p", "shout", {"text": "hello"})), "done"]
     policy = [{"tool": "shout", "args": {"text": "*secret*"}, "action": "deny", "reason": "keep it down"}]
     path = write_manifest(tmp_path, {}, name="local", checkpointer="memory",
-                          model=scripted_model(tmp_path, script), local_tools=["helpers:shout"], policy=policy)
+                          model=scripted_model(tmp_path, script), local_tools=["helpers:shout"],
+                          policy=policy)
     async with load_agent(path) as runtime:
         events = await turn(runtime, "shout")
     status, text = results(events)["s"]
