@@ -363,8 +363,11 @@ class JsonLinesView:
                                 message=pending + 'expected {"text": "a message or a /command"}'))
 
     async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
-        self.show(ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
-                                id=approval["id"]))
+        asked = ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
+                              id=approval["id"])
+        if "policy" in approval:  # the rule of ``policy`` that asks
+            asked["policy"] = approval["policy"]
+        self.show(asked)
         while True:
             value = await self.next_object()
             if value is None:

@@ -57,7 +57,9 @@ def test_call_in_the_chat_shows_a_denial_and_asks_about_an_ask_call(agent: Path)
         denied = chat.wait_for("tool_result")
         assert denied["status"] == "error" and "system files stay private" in denied["text"]
         chat.send({"text": '/call demo__add {"a": 500, "b": 1}'})
-        assert chat.wait_for("approval")["args"] == {"a": 500, "b": 1}
+        asked = chat.wait_for("approval")
+        assert asked["args"] == {"a": 500, "b": 1}
+        assert asked["policy"] == {"rule": 1, "source": "policy[1]", "reason": "big sums"}
         chat.send({"action": "edit", "args": {"a": 600, "b": 1}})
         assert chat.wait_for("tool_result")["text"].startswith("601\n")
         chat.send({"text": '/call demo__echo {"text": "fine"}'})
