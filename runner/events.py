@@ -67,14 +67,38 @@ class ToolResult(TypedDict):
     agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
+class PolicyDecided(TypedDict):
+    """A ``policy`` rule decided a tool call about to run (``allow``, ``ask`` once approved) or
+    refused (``deny``): ``rule`` is its index in ``policy`` (null for a server's
+    ``tools.approve`` entry), ``source`` where it is written; ``id`` the model's call, when it is one."""
+
+    type: Literal["policy"]
+    tool: str
+    action: Literal["allow", "deny", "ask"]
+    rule: int | None
+    source: str
+    reason: str | None
+    id: NotRequired[str]
+
+
+class PolicyReference(TypedDict):
+    """The ``policy`` rule that asks: its index, where it is written, its reason."""
+
+    rule: int
+    source: str
+    reason: str | None
+
+
 class ApprovalAsked(TypedDict):
-    """A tool call waits for the user's approval (approve, deny, or edit its arguments)."""
+    """A tool call waits for the user's approval (approve, deny, or edit its arguments);
+    ``policy``: the rule of ``policy`` that asks (absent for a ``tools.approve`` entry)."""
 
     type: Literal["approval"]
     tool: str
     args: dict[str, Any]
     id: str
     agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
+    policy: NotRequired[PolicyReference]
 
 
 class ElicitationAsked(TypedDict):
@@ -402,7 +426,7 @@ Event = (
     | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
     | ToolsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
-    | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown
+    | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown | PolicyDecided
 )
 EventSink = Callable[[Event], None]
 ReloadEvent = Reloaded | ReloadFailed
@@ -419,6 +443,7 @@ class ToolApprovalRequest(TypedDict):
     args: dict[str, Any]
     id: str
     agent: NotRequired[str]
+    policy: NotRequired[PolicyReference]
 
 
 def is_question(event: Event) -> TypeIs[Question]:

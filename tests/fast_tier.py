@@ -46,6 +46,7 @@ FAST_FILES = frozenset({
     "tools/test_tools_content.py",
     "tools/test_tools_naming.py",
     "store/test_sqlite_growth.py",
+    "tools/test_tools_policy.py",
     "tools/test_tools_ranking.py",
     "tools/test_tools_schemas.py",
     "hosting/test_a2a_answers.py",

@@ -41,6 +41,8 @@ RUN_ELSEWHERE = {
     "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
     "Several agents": "tests/examples/test_agent_examples.py",
     "Usage, cost and budgets": "tests/cli/test_usage_cli.py::test_the_readme_budget_example_runs_as_written",
+    # Its rules are added to the bundled agent, and some of its commands are refused (exit 1).
+    "Policy": "tests/cli/test_cli_policy.py::test_the_readme_example_runs_as_written",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

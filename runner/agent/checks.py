@@ -36,6 +36,7 @@ from runner.manifest import (
 from runner.manifest.loading import LoadedManifest, load_manifest
 from runner.models.pricing import unpriced_budget_warnings
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
+from runner.tools.policy import rule_warnings
 
 if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
     from runner.prompts.system import SourceLocation, SystemTemplate
@@ -283,6 +284,7 @@ def glob_warnings(loaded: LoadedManifest) -> list[Problem]:
                     if (defect := glob_defect(entry, kind)) is not None:
                         warnings.append(loaded.source.problem(("servers", key, part, name, index),
                                                               f"'{entry}' {defect}"))
+    warnings += [loaded.source.problem(path, message) for path, message in rule_warnings(loaded.manifest)]
     return warnings
 
 

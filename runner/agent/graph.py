@@ -47,6 +47,7 @@ from runner.agent.nodes import (
     DirectToolCall,
     ModelNode,
     ModelRoute,
+    PolicyCheck,
     SearchNode,
     SystemPromptProvider,
     ToolNode,
@@ -138,6 +139,7 @@ def build_graph(
     max_steps: int,
     needs_approval: ApprovalPredicate = lambda name: False,
     arguments_fit: ArgumentsCheck = lambda name, arguments: True,
+    policy: PolicyCheck | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
@@ -148,10 +150,13 @@ def build_graph(
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
 
+    With ``policy`` (ToolCaller.decide), a call is put to the user when the manifest's policy says
+    ``ask`` for its name and arguments (``needs_approval`` is then not asked).
+
     With ``tool_search``, each model step is offered what it selects (``search_tools``, pinned and
     found tools, or everything below its threshold); ``search_tools`` calls run in the ``search``
     node, which remembers the tools found in the thread's ``found_tools``."""
-    approvals = Approvals(needs_approval, arguments_fit)
+    approvals = Approvals(needs_approval, arguments_fit, policy)
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,

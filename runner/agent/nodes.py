@@ -33,6 +33,7 @@ from runner.agent.turn_stream import naming_agent
 from runner.errors import RunnerError, ToolError
 from runner.events import ToolApprovalRequest
 from runner.models import ModelChain
+from runner.tools.policy import PolicyDecision
 from runner.tools.search import ToolSearch, remember_found
 from runner.tools.suggest import unknown_tool_text
 
@@ -46,6 +47,9 @@ ApprovalPredicate = Callable[[str], bool]
 # Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
 # that does not is not put to the user; the tool node answers the model with the problems.
 ArgumentsCheck = Callable[[str, dict[str, Any]], bool]
+# What the manifest's policy says of a call (ToolCaller.decide): "ask" puts it to the user, others
+# run without asking (a denied call is refused by the tool layer, with its reason).
+PolicyCheck = Callable[[str, dict[str, Any]], PolicyDecision | None]
 
 MAX_STEPS_REASON = "max_steps"
 NOT_RUN_TEXT = "This call did not run: the turn ended before it was executed."
@@ -102,18 +106,21 @@ class Edit(BaseModel):
 Decision = Annotated[Approve | Deny | Edit, Field(discriminator="action")]
 
 
-def approval_request(call: dict[str, Any]) -> ToolApprovalRequest:
-    """The interrupt payload for one tool call waiting for approval."""
-    return naming_agent(ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"],
-                                            id=call["id"]))
+def approval_request(call: dict[str, Any], decision: PolicyDecision | None = None) -> ToolApprovalRequest:
+    """The interrupt payload for one tool call waiting for approval (``decision``: the policy's,
+    named in it when a rule of ``policy`` asks, not a ``tools.approve`` entry)."""
+    request = ToolApprovalRequest(type="tool_approval", tool=call["name"], args=call["args"], id=call["id"])
+    if decision is not None and decision.rule is not None:
+        request["policy"] = decision.reference()
+    return naming_agent(request)
 
 
-def _ask_approval(call: dict[str, Any]) -> Approve | Deny | Edit:
+def _ask_approval(call: dict[str, Any], decision: PolicyDecision | None = None) -> Approve | Deny | Edit:
     """Interrupt for one call; the resume value is validated by LangGraph, and an invalid one is
     not saved, so the same question can be answered again."""
     try:
         # LangGraph validates any type form; its overloads take only a class, not this annotated union.
-        return interrupt(approval_request(call), response_schema=Decision)  # type: ignore[call-overload]
+        return interrupt(approval_request(call, decision), response_schema=Decision)  # type: ignore[call-overload]
     except ValidationError as exc:
         raise ToolError(
             "an approval is resumed with {'action': 'approve'}, {'action': 'deny', 'reason': ...} "
@@ -127,10 +134,20 @@ class Approvals:
 
     needs_approval: ApprovalPredicate
     arguments_fit: ArgumentsCheck
+    policy: PolicyCheck | None = None  # set: it decides, by name and arguments, instead of needs_approval
+
+    def decided(self, call: Mapping[str, Any]) -> PolicyDecision | None:
+        """The policy's decision on ``call`` (None without a policy, or when no rule matches)."""
+        return self.policy(call["name"], call["args"]) if self.policy is not None else None
 
     def asks(self, call: Mapping[str, Any]) -> bool:
+        if self.policy is not None:
+            decision = self.policy(call["name"], call["args"])
+            asked = decision is not None and decision.action == "ask"
+        else:
+            asked = self.needs_approval(call["name"])
         # Invalid arguments would be refused once approved: the model fixes them first.
-        return self.needs_approval(call["name"]) and self.arguments_fit(call["name"], call["args"])
+        return asked and self.arguments_fit(call["name"], call["args"])
 
 
 # --------------------------------------------------------------------------- nodes
@@ -196,7 +213,7 @@ class ApprovalNode:
         for call in calls:
             if call["name"] not in available or not self.approvals.asks(call):
                 continue
-            decision = _ask_approval(call)
+            decision = _ask_approval(call, self.approvals.decided(call))
             if isinstance(decision, Deny):
                 messages.append(_denied(call, decision.reason))
             elif isinstance(decision, Edit):

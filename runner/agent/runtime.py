@@ -53,6 +53,7 @@ from runner.store.state_folder import state_folder
 from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
+from runner.tools.policy import PolicyDecision
 from runner.tools.search import ToolSearch
 
 if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
@@ -287,8 +288,8 @@ class Runtime:
                 tools_provider=tools_provider,
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
-                needs_approval=lambda name: self.catalog.needs_approval(name),
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
+                policy=self.caller.decide,
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
@@ -326,7 +327,7 @@ class Runtime:
             manifest=manifest, base_dir=checked.loaded.base_dir,
             catalog_tools=lambda: catalog.tools, server_of=server_of,
             direct_call=self.caller.run_tool_call,
-            needs_approval=catalog.needs_approval,
+            policy=self.caller.decide,
             arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
             model_for=model_for, system_prompt_for=system_prompt_for,
             spending_for=lambda name, spec: Spending(Pricer(spec), model_for(spec).primary, manifest.limits,
@@ -350,7 +351,10 @@ class Runtime:
         """A completion for server ``server`` from the manifest's model."""
         from runner.agent.sampling import complete
 
-        return await complete(self.model, request, provider=self.catalog.provider)
+        def policy(tool: str, arguments: dict[str, Any]) -> tuple[str, PolicyDecision | None]:
+            return self.caller.decide_offered(server, tool, arguments)
+
+        return await complete(self.model, request, provider=self.catalog.provider, policy=policy)
 
     def use_thread(self, thread_id: str) -> None:
         """Make ``thread_id`` the conversation ``config()`` names when given none (the chat's

@@ -12,12 +12,21 @@ left (:func:`metered`; more are refused to the server), and the next model step 
 (:func:`sampling_calls`). In the graph, ``sampling: ask`` first
 interrupts with a ``sampling`` request showing what the server asks (:func:`approve_by_interrupt`),
 resumed with ``{"action": "approve"}`` or ``{"action": "deny"}``.
+
+The manifest's ``policy`` judges the calls the model makes of the request's tools, by the name the
+agent would give them (``server__tool``) and their arguments (:class:`ToolPolicy`): a denied call
+is sent back to the model as a failed tool result with the reason, and it is asked again (at most
+:data:`POLICY_ROUNDS` times; calls still refused then are left out of the answer); an ``ask`` call
+is put to the user as a tool approval where the completion runs in the calling tool's task
+(``sampling: ask``; a ``policy`` event goes to the turn's stream there too), and is refused where
+no one can be asked (``sampling: allow`` completes in the server's request, outside the graph run);
+an edit of its arguments is judged again.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -27,14 +36,21 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
-from runner.agent.turn_stream import naming_agent
-from runner.events import SampledMessage, SamplingAsked
+from runner import telemetry
+from runner.agent.turn_stream import naming_agent, stream_writer
+from runner.events import SampledMessage, SamplingAsked, ToolApprovalRequest
 from runner.models import ModelChain
 from runner.servers.inbound_requests import SamplingBudget, sampling_budget
 from runner.tools.naming import NAME_PATTERN, generate_name
+from runner.tools.policy import PolicyDecision
 from runner.tools.provider_schemas import schema_for_provider
 
 SAMPLING_CALLS = "sampling_calls"  # a tool message's response_metadata key: completions it took
+POLICY_ROUNDS = 2  # times the model is asked again after the policy refused a call it made
+
+# What the manifest's policy says of calling a request's tool (its name on the server) with these
+# arguments: the generated name it is judged by, and the decision (None: no rule matches).
+ToolPolicy = Callable[[str, dict[str, Any]], tuple[str, PolicyDecision | None]]
 
 
 @contextmanager
@@ -97,9 +113,11 @@ def approve_by_interrupt(server: str, request: types.CreateMessageRequestParams)
 
 
 async def complete(
-    model: ModelChain, request: types.CreateMessageRequestParams, *, provider: str = "openai"
+    model: ModelChain, request: types.CreateMessageRequestParams, *, provider: str = "openai",
+    policy: ToolPolicy | None = None,
 ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
-    """The model's answer to a sampling request (``provider`` decides the form of tool schemas)."""
+    """The model's answer to a sampling request (``provider`` decides the form of tool schemas;
+    ``policy`` judges the model's calls of the request's tools)."""
     names = _ToolNames(request.tools or [])
     messages: list[BaseMessage] = [SystemMessage(request.system_prompt)] if request.system_prompt else []
     for message in request.messages:
@@ -109,9 +127,21 @@ async def complete(
         options["stop"] = list(request.stop_sequences)
     choice = request.tool_choice.mode if request.tool_choice is not None else None
     tools = [] if choice == "none" else names.definitions(provider)
-    reply = await model.ainvoke(
-        messages, tools=tools, options=options, tool_choice="any" if tools and choice == "required" else None
-    )
+    tool_choice = "any" if tools and choice == "required" else None
+    reply = await model.ainvoke(messages, tools=tools, options=options, tool_choice=tool_choice)
+    for rounds in range(POLICY_ROUNDS + 1):
+        if policy is None or not reply.tool_calls:
+            break
+        judged = [_judged(call, names, policy) for call in reply.tool_calls]
+        if rounds == POLICY_ROUNDS or not any(refusal for _, refusal in judged):
+            # What may go to the server: the calls not refused (as the user edited them).
+            kept = [call for call, refusal in judged if refusal is None]
+            reply = reply.model_copy(update={"tool_calls": kept})
+            break
+        messages += [reply, *(ToolMessage(refusal or "Not run: another call of this reply was refused.",
+                                          tool_call_id=call["id"], status="error")
+                              for call, refusal in judged)]
+        reply = await model.ainvoke(messages, tools=tools, options=options, tool_choice=tool_choice)
     finish = reply.response_metadata.get("finish_reason")
     model_name = str(reply.response_metadata.get("model_name") or model.primary.__class__.__name__)
     if request.tools is None:
@@ -130,6 +160,42 @@ async def complete(
     stop = "toolUse" if reply.tool_calls else ("maxTokens" if finish == "length" else "endTurn")
     return types.CreateMessageResultWithTools(role="assistant", content=content, model=model_name,
                                               stop_reason=stop)
+
+
+class _ToolDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["approve", "deny", "edit"]
+    reason: str | None = None
+    args: dict[str, Any] | None = None
+
+
+def _judged(call: dict[str, Any], names: _ToolNames, policy: ToolPolicy) -> tuple[dict[str, Any], str | None]:
+    """The model's ``call`` of a request's tool as it may go to the server (its arguments edited
+    by the user), and why it may not (None: it may)."""
+    tool = names.original(call["name"])
+    while True:
+        name, decision = policy(tool, call["args"])
+        if decision is None:
+            return call, None
+        telemetry.policy_decided(decision.action, decision.rule, decision.source, decision.reason)
+        if (sink := stream_writer()) is not None:  # in the call's task (sampling: ask), not the SDK's
+            sink(decision.event(name, call["id"]))
+        if decision.action == "allow":
+            return call, None
+        if decision.action == "deny":
+            return call, decision.denial(name)
+        try:
+            get_config()
+        except RuntimeError:  # a direct call (the chat's /call, `mcp-run call`): no one to ask
+            return call, f"The call to {name} {decision.unanswered()}"
+        answer = interrupt(ToolApprovalRequest(type="tool_approval", tool=name, args=call["args"],
+                                               id=call["id"] or name), response_schema=_ToolDecision)
+        if answer.action == "approve":
+            return call, None
+        if answer.action == "deny":
+            because = f": {answer.reason}" if answer.reason else "."
+            return call, f"The user denied this call to {name}{because}"
+        call = {**call, "args": answer.args or {}}  # edited: judged again
 
 
 class _ToolNames:

@@ -21,7 +21,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from runner.agent.nodes import ApprovalPredicate, ArgumentsCheck, DirectToolCall, SystemPromptProvider
+from runner.agent.nodes import ArgumentsCheck, DirectToolCall, PolicyCheck, SystemPromptProvider
 from runner.agent.spending import Spending
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import BuildError
@@ -29,6 +29,7 @@ from runner.events import Event
 from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.agents import called_agents
 from runner.models import ModelChain
+from runner.tools.policy import PolicyDecision
 
 TASK_DESCRIPTION = (
     "Everything the agent needs to do the task: it does not see this conversation, only this text."
@@ -50,7 +51,7 @@ class TeamParts:
     catalog_tools: Callable[[], Sequence[BaseTool]]  # every tool of the catalog, as it is now
     server_of: Callable[[str], str | None]  # a catalog tool's server key (None: a local tool)
     direct_call: DirectToolCall
-    needs_approval: ApprovalPredicate
+    policy: PolicyCheck  # the manifest's policy (and the servers' tools.approve), as for the main agent
     arguments_fit: ArgumentsCheck
     model_for: ModelMaker
     # An agent's system prompt, by its name and the tools it is given.
@@ -143,9 +144,14 @@ def _model_agent(
         # node then answers that no such tool is offered.
         return await parts.direct_call(call) if allowed(call["name"]) else None
 
-    def needs_approval(tool_name: str) -> bool:
-        return parts.needs_approval(tool_name) or any(
-            fnmatch.fnmatchcase(tool_name, glob) for glob in spec.approve)
+    def policy(tool_name: str, arguments: dict[str, Any]) -> PolicyDecision | None:
+        # The manifest's policy first: a deny or an ask of its own stands; the agent's own
+        # 'approve' asks about what it would let run.
+        decision = parts.policy(tool_name, arguments)
+        asked = any(fnmatch.fnmatchcase(tool_name, glob) for glob in spec.approve)
+        if asked and (decision is None or decision.action == "allow"):
+            return PolicyDecision("ask", None, f"agents.{name}.approve", None)
+        return decision
 
     model_spec = spec.model or manifest.model
     model = parts.model_for(model_spec)
@@ -154,7 +160,7 @@ def _model_agent(
         tools_provider=given,
         system_prompt_provider=parts.system_prompt_for(name, given),
         max_steps=spec.max_steps or manifest.agent.max_steps,
-        needs_approval=needs_approval,
+        policy=policy,
         arguments_fit=parts.arguments_fit,
         checkpointer=None,  # run inside a tool call: the caller's checkpointer, under its thread
         direct_call=direct_call,

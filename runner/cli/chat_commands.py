@@ -155,8 +155,12 @@ async def _call(session: ChatSession, line: str) -> None:
         session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id))
     else:  # the view warns that the server does not list it
         session.view.show(ToolCall(type="tool_call", name=name, args=args, id=call_id, unlisted=True))
-    if unlisted.approval if unlisted is not None else catalog.needs_approval(name):
-        answer = await session.approve(ApprovalAsked(type="approval", tool=name, args=args, id=call_id))
+    decision = session.runtime.caller.decide(name, args)  # a denial is the call's own error, below
+    if decision is not None and decision.action == "ask":
+        asked = ApprovalAsked(type="approval", tool=name, args=args, id=call_id)
+        if decision.rule is not None:  # a rule of ``policy`` asks (not a tools.approve entry)
+            asked["policy"] = decision.reference()
+        answer = await session.approve(asked)
         if answer["action"] == "deny":
             session.view.show(ToolResult(type="tool_result", name=name, id=call_id, status="error",
                                          text=f"denied: {answer['reason']}"), in_full=True)

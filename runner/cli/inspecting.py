@@ -127,7 +127,8 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
     """Call tool NAME with ARGUMENTS (a JSON object) exactly as the agent would; print the result.
 
     Arguments that do not fit the tool's input schema exit 2 before anything is asked or called.
-    A tool under tools.approve asks first on a terminal, and is denied otherwise unless --yes.
+    A call the manifest's policy (or tools.approve) asks about asks first on a terminal, and is
+    denied otherwise unless --yes; a call it denies is refused with the rule and its reason.
     """
     try:
         parsed = json.loads(arguments)
@@ -154,10 +155,12 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
                 stderr.print(unlisted.warning(), markup=False, style="yellow")
             elif problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
                 return refused_arguments(name, problems)
-            asks = unlisted.approval if unlisted is not None else catalog.needs_approval(name)
+            decision = runtime.caller.decide(name, parsed)  # a denial is the call's own error, below
+            asks = decision is not None and decision.action == "ask"
             answer = await _ask_approval(name, parsed) if asks and not yes else True
             if not answer:
-                reason = "by you" if answer is False else "needs approval (pass --yes to allow)"
+                assert decision is not None
+                reason = "by you" if answer is False else f"{decision.unanswered()} (pass --yes to allow)"
                 stderr.print(f"denied {name}: {reason}", markup=False, style="yellow")
                 raise SystemExit(EXIT_FAILURE)
             try:

@@ -271,6 +271,10 @@ class TerminalView:
                 say(f"no media saved in thread {event['thread']}", style="dim", markup=False)
             for path in event["files"]:
                 say(path, markup=False)
+        elif event["type"] == "policy":  # a denial's reason is in the result that follows
+            verb = {"allow": "allows", "ask": "asked about", "deny": "denies"}[event["action"]]
+            because = f": {event['reason']}" if event["reason"] and event["action"] != "deny" else ""
+            say(f"{event['source']} {verb} {event['tool']}{because}", style="dim", markup=False)
         elif event["type"] == "interrupted":
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":
@@ -332,6 +336,9 @@ class TerminalView:
         self._end_answer_line()
         asking = f"{by_agent(approval)}{approval['tool']} wants to run with {json.dumps(approval['args'])}"
         self.console.print(asking, style="yellow", markup=False)
+        if (rule := approval.get("policy")) is not None:
+            because = f": {rule['reason']}" if rule["reason"] else ""
+            self.console.print(f"asked by {rule['source']}{because}", style="yellow", markup=False)
         while True:
             answer = (await self.reader.read(approval_question(edit=True)) or "").strip().lower()
             if answer in YES:
@@ -411,11 +418,13 @@ class JsonLinesView:
                                 message=pending + 'expected {"text": "a message or a /command"}'))
 
     async def ask_approval(self, approval: ApprovalAsked) -> dict[str, Any]:
-        shown = ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
+        asked = ApprovalAsked(type="approval", tool=approval["tool"], args=approval["args"],
                               id=approval["id"])
         if "agent" in approval:
-            shown["agent"] = approval["agent"]
-        self.show(shown)
+            asked["agent"] = approval["agent"]
+        if "policy" in approval:  # the rule of ``policy`` that asks
+            asked["policy"] = approval["policy"]
+        self.show(asked)
         while True:
             value = await self.next_object()
             if value is None:

@@ -62,6 +62,7 @@ from runner.manifest.basics import (
 from runner.manifest.model import ModelField, ModelSpec
 from runner.manifest.model_calls import RetrySpec
 from runner.manifest.output import OutputSpec
+from runner.manifest.policy import PolicyRuleSpec, PolicySpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -248,6 +249,11 @@ class Manifest(Spec):
     output: OutputSpec | None = Field(
         None, description="The final answer is an object valid against this JSON Schema.")
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Budgets of a turn and a thread.")
+    policy: PolicySpec = Field(
+        default_factory=list,
+        description="Ordered rules (tool glob, optional argument matchers, allow | deny | ask); "
+        "the first that matches a call decides.",
+    )
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -391,6 +397,8 @@ __all__ = [
     "ModelSpec",
     "NameFilterSpec",
     "OutputSpec",
+    "PolicyRuleSpec",
+    "PolicySpec",
     "PositiveInt",
     "PricingSpec",
     "PromptsSpec",

@@ -251,6 +251,14 @@ def fallback(event: Any) -> None:
         recorder.fallback(event)
 
 
+def policy_decided(action: str, rule: int | None, source: str, reason: str | None) -> None:
+    """A policy rule decided the tool call of the current span (``rule``: its index in
+    ``policy``, -1 for a server's ``tools.approve`` entry)."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.policy_decided(action, rule, source, reason)
+
+
 def trace_meta() -> dict[str, Any] | None:
     """``traceparent`` / ``tracestate`` of the current span for a request's ``_meta`` (None: off)."""
     recorder = _current.get()

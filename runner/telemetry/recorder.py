@@ -229,6 +229,13 @@ class Recorder:
                 span.set_status(Status(StatusCode.ERROR, "tool_error"))
             return result
 
+    def policy_decided(self, action: str, rule: int | None, source: str, reason: str | None) -> None:
+        span = trace.get_current_span()
+        span.set_attributes({"mcp_run.policy.action": action, "mcp_run.policy.source": source,
+                             "mcp_run.policy.rule": -1 if rule is None else rule})
+        if reason is not None:
+            span.set_attribute("mcp_run.policy.reason", reason)
+
     def fallback(self, event: Any) -> None:
         span = trace.get_current_span()
         span.set_attribute("mcp_run.fallback.server", event.fallback)

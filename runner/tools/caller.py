@@ -29,7 +29,9 @@ from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, ca
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answered, call_answering
 from runner.tools.content import ToolOutput, convert_result
-from runner.tools.filters import is_selected, needs_approval
+from runner.tools.filters import is_selected
+from runner.tools.naming import generate_name
+from runner.tools.policy import PolicyDecision
 from runner.tools.suggest import close_names, unknown_tool_text
 
 if TYPE_CHECKING:
@@ -100,6 +102,9 @@ class Connection(Protocol):
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
 
+# The id of the model's tool call being answered (run_tool_call), for the events of its policy decision.
+_call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("policy_call_id", default=None)
+
 ToolCall = Callable[[str, dict[str, Any]], Awaitable[ToolOutput]]
 # Wraps every call the model makes: gets the tool's name, the arguments and the catalog's own call.
 ToolCallHook = Callable[[str, dict[str, Any], ToolCall], Awaitable[ToolOutput]]
@@ -113,7 +118,6 @@ class UnlistedTool:
     name: str  # as asked for: <server><separator><tool>
     server: str
     tool: str  # the server's name for it
-    approval: bool  # the server's tools.approve matches it
 
     def warning(self) -> str:
         return unlisted_warning(self.name)
@@ -171,11 +175,23 @@ class ToolCaller:
         per-call machinery (callback managers, config merging, signature inspection), which costs
         more than the server call itself; None for a tool that is not a server's (a local tool, or
         none): those go through their LangChain tool. Raises what the tool would raise."""
-        entry = self._catalog().entries.get(call["name"])
-        if entry is None or entry.origin.server is None:
+        catalog = self._catalog()
+        entry = catalog.entries.get(call["name"])
+        if entry is None:
+            return None
+        if entry.origin.server is None:  # a local tool: refused here when denied, else run by LangChain
+            token = _call_id.set(call.get("id"))
+            try:
+                self._apply(catalog.policy.decide(entry.name, entry.origin, call["args"]), entry.name)
+            finally:
+                _call_id.reset(token)
             return None
         message = _tool_message or _import_tool_message()
-        output = await self.model_call(entry.name, dict(call["args"]))
+        token = _call_id.set(call.get("id"))
+        try:
+            output = await self.model_call(entry.name, dict(call["args"]))
+        finally:
+            _call_id.reset(token)
         content: str | list[str | dict[Any, Any]] = (
             output.content if isinstance(output.content, str) else list(output.content)
         )
@@ -198,6 +214,39 @@ class ToolCaller:
         schema = entry.definition.input_schema
         return validate_arguments(schema, fill_defaults(schema, arguments))
 
+    def decide(self, name: str, arguments: dict[str, Any]) -> PolicyDecision | None:
+        """What the manifest's ``policy`` (and ``tools.approve``) says of calling ``name`` with
+        ``arguments`` as they will be sent (a server tool's defaults filled in); None: no rule
+        matches, the call runs. A name the catalog lacks is judged as an unlisted tool's."""
+        catalog = self._catalog()
+        entry = catalog.entries.get(name)
+        if entry is None:
+            unlisted = self.unlisted(name)
+            origin: tuple[str | None, str] = (unlisted.server, unlisted.tool) if unlisted else (None, name)
+            return catalog.policy.decide(name, origin, arguments)
+        if entry.definition is not None:
+            arguments = fill_defaults(entry.definition.input_schema, arguments)
+        return catalog.policy.decide(name, entry.origin, arguments)
+
+    def decide_offered(self, server: str, tool: str, arguments: dict[str, Any]
+                       ) -> tuple[str, PolicyDecision | None]:
+        """What the policy says of a call of tool ``tool`` that server ``server`` offers in a
+        sampling request (not the catalog's: judged by the name the agent would give it)."""
+        catalog = self._catalog()
+        name = generate_name(server, tool, separator=catalog.manifest.agent.tool_separator)
+        return name, catalog.policy.decide(name, (server, tool), arguments)
+
+    def _apply(self, decision: PolicyDecision | None, name: str) -> None:
+        """Refuse a call the policy denies (whoever makes it), and say what decided it: the
+        caller's events and the current span (a ``deny`` raises ToolError with its reason)."""
+        if decision is None:
+            return
+        telemetry.policy_decided(decision.action, decision.rule, decision.source, decision.reason)
+        if (sink := self._host.progress_sink()) is not None:
+            sink(decision.event(name, _call_id.get()))
+        if decision.action == "deny":
+            raise ToolError(decision.denial(name))
+
     def unlisted(self, name: str) -> UnlistedTool | None:
         """The tool ``name`` stands for when the catalog lacks it because its server, running,
         does not list it; None when the name is the catalog's, names no running server, or names
@@ -215,31 +264,37 @@ class ToolCaller:
             listed = [offered.name for offered in connection.tools]
             if tool in listed or close_names(tool, listed) or not is_selected(tool, spec.tools):
                 return None
-            return UnlistedTool(name, key, tool, needs_approval(tool, spec.tools))
+            return UnlistedTool(name, key, tool)
         return None
 
     async def call_unlisted(self, tool: UnlistedTool, arguments: dict[str, Any]) -> ToolOutput:
         """Call a tool its server does not list (``mcp-run call``, ``/call``): as :meth:`call`
         does, with no schema to check the arguments against."""
+        self._apply(self.decide(tool.name, arguments), tool.name)
         return await self._server_call(self._catalog(), tool.name, tool.server, tool.tool, arguments)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        """Call tool ``name`` the way the agent does; raises ToolError with text for the model."""
+        """Call tool ``name`` the way the agent does; raises ToolError with text for the model.
+
+        A call the manifest's policy denies is refused here, with its reason; one it says to
+        ask about is asked by whoever runs the call (the approval node, ``/call``, ``mcp-run
+        call``) before calling."""
         catalog = self._catalog()
         entry = catalog.entries.get(name)
         if entry is None:
             down = "".join(f" Server '{key}' is down ({why})." for key, why in sorted(self.down().items()))
             raise ToolError(unknown_tool_text(name, catalog.entries) + down)
         server, original = entry.origin
+        if entry.definition is not None:  # invalid arguments are refused before any policy
+            arguments = fill_defaults(entry.definition.input_schema, arguments)
+            if problems := validate_arguments(entry.definition.input_schema, arguments):
+                raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
+        self._apply(catalog.policy.decide(name, entry.origin, arguments), name)
         if server is None:
             content = await entry.tool.ainvoke(arguments)
             return ToolOutput(content if isinstance(content, str | list) else str(content), None, False)
         if original in RESOURCE_TOOLS and entry.definition is None:
             return await self._resource_call(catalog, server, original, arguments)
-        assert entry.definition is not None
-        arguments = fill_defaults(entry.definition.input_schema, arguments)
-        if problems := validate_arguments(entry.definition.input_schema, arguments):
-            raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
         return await self._server_call(catalog, name, server, original, arguments)
 
     async def _server_call(self, catalog: ToolCatalog, name: str, server: str, original: str,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
-from runner.manifest import Manifest, ServerBase
+from runner.manifest import Manifest, ServerBase, did_you_mean
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
 from runner.tools.caller import READ_RESOURCE, RESOURCE_TOOLS, Connection, FallbackEvent, ToolCall, ToolCaller
@@ -29,10 +29,10 @@ from runner.tools.filters import (
     apply_filter_function,
     filter_problems,
     load_import_path,
-    needs_approval,
     select_names,
 )
 from runner.tools.naming import NameTable, Origin, generate_name
+from runner.tools.policy import Policy
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
 from runner.tools.schemas import listing_problem
 
@@ -88,6 +88,7 @@ class ToolCatalog:
         self.base_dir = base_dir
         self.source = source
         self.provider = provider_for_model(manifest.model.id)
+        self.policy = Policy(manifest)  # the manifest's policy rules, then its tools.approve entries
         # Converted schemas by definition; the catalog of the next reload may take this one's over.
         self.schema_cache = schema_cache if schema_cache is not None else {}
         self.entries: dict[str, CatalogEntry] = {}
@@ -154,10 +155,12 @@ class ToolCatalog:
         return self._schema_for(entry.definition)
 
     def needs_approval(self, name: str) -> bool:
+        """Whether some call of tool ``name`` is put to the user first (a policy ``ask`` rule or
+        a ``tools.approve`` entry matches it, at least for some arguments)."""
         entry = self.entries.get(name)
-        if entry is None or entry.origin.server is None:
+        if entry is None:
             return False
-        return needs_approval(entry.origin.name, self.manifest.servers[entry.origin.server].tools)
+        return self.policy.may_ask(name, entry.origin)
 
     def rebuild(self) -> list[str]:
         """Rebuild every entry from the connections as they are now; returns new warnings."""
@@ -218,6 +221,7 @@ class ToolCatalog:
             entries[name] = CatalogEntry(name, Origin(None, local.name), local.description,
                                          local.model_copy(update={"name": name}))
         warnings += self._fallback_warnings(offered)
+        warnings += self._policy_warnings(entries)
         for origin in table.unused_renames():
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
@@ -228,6 +232,20 @@ class ToolCatalog:
             if warning not in self.warnings:
                 logger.warning("%s", warning)
         self.warnings = warnings
+        return warnings
+
+    def _policy_warnings(self, entries: Mapping[str, CatalogEntry]) -> list[str]:
+        """``policy`` rules whose tool glob matches no tool, once every exposed server is running
+        (while one is down, its tools are not known, and a rule may be meant for them)."""
+        if any(self._live(key) is None for key, spec in self.manifest.servers.items() if spec.expose):
+            return []
+        warnings = []
+        for index in self.policy.unmatched(list(entries)):
+            glob = self.manifest.policy[index].tool
+            message = f"'{glob}' matches no tool the servers offer{did_you_mean(glob, entries)}"
+            where = ("policy", index, "tool")
+            warnings.append(str(self.source.problem(where, message)) if self.source is not None
+                            else f"{format_path(where)}: {message}")
         return warnings
 
     def _name_table(self, origins: list[tuple[str | None, str]]) -> NameTable:

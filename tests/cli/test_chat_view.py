@@ -13,6 +13,7 @@ from runner.events import (
     ChatReady,
     HelpShown,
     Interrupted,
+    PolicyDecided,
     PromptRow,
     ToolProgress,
     ToolResult,
@@ -61,3 +62,12 @@ def test_a_calls_progress_notices_leave_one_line_with_the_last_printed_before_it
     view.show(ToolResult(type="tool_result", name="sub__ask", id="1", status="success", text="done"))
     assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
         "… sub__ask: 3 'x' (3 progress notices)", "← done"]
+
+
+def test_a_policy_decision_is_one_dim_line_naming_the_rule() -> None:
+    allowed = PolicyDecided(type="policy", tool="fs__read", action="allow", rule=1, source="policy[1]",
+                            reason="drafts are fine", id="c1")
+    denied = PolicyDecided(type="policy", tool="fs__read", action="deny", rule=0, source="policy[0]",
+                           reason="private")
+    assert shown(allowed).strip() == "policy[1] allows fs__read: drafts are fine"
+    assert shown(denied).strip() == "policy[0] denies fs__read"  # its reason is in the result shown next

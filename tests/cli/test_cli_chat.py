@@ -228,7 +228,10 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
                                "asking": server("asking", "--legacy"), "tasks": server("tasks"),
                                "answers": server("answers")},
-                   name="events", model="offline", checkpointer="memory")
+                   name="events", model="offline", checkpointer="memory",
+                   # the approval of "x" names this rule; the edited call runs with a policy event
+                   policy=[{"tool": "notes__delete_note", "args": {"title": "x"}, "action": "ask",
+                            "reason": "x marks a note"}])
     chat = JsonChat(agent_dir)
     try:
         assert "notes__calculate" in chat.wait_for("ready")["tools"]

@@ -75,7 +75,8 @@ def test_call_exits_1_when_the_tool_itself_fails(agent: Path) -> None:
 def test_call_of_a_tool_needing_approval_is_denied_without_a_terminal_unless_yes(agent: Path) -> None:
     denied = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', cwd=agent)
     assert denied.returncode == 1 and denied.stdout == ""
-    assert "denied demo__echo: needs approval (pass --yes to allow)" in denied.stderr
+    assert ("denied demo__echo: needs approval (servers.demo.tools.approve[0]) and no one can answer "
+            "here (pass --yes to allow)") in denied.stderr
     allowed = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', "--yes", cwd=agent)
     assert allowed.returncode == 0 and allowed.stdout.strip() == "hi"
 

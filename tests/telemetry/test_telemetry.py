@@ -597,3 +597,19 @@ async def test_the_cost_of_each_model_step_adds_to_the_cost_counter_by_the_model
     assert receiver.metric_total("mcp_run.model.cost", {"gen_ai.response.model": "gpt-4.1-mini"}) == \
         pytest.approx((1000 * 0.4 + 100 * 1.6) / 1e6)
     assert receiver.metric_total("mcp_run.model.cost", {"gen_ai.response.model": "llama3.1"}) == 0
+
+
+async def test_a_policy_decision_is_recorded_on_the_tool_calls_span(
+        tmp_path: Path, receiver: OtlpReceiver) -> None:
+    denied = {"name": "local__echo", "args": {"text": "secret"}, "id": "d"}
+    script = write_script(tmp_path, [{"tool_calls": [denied]}, "ok"])
+    policy = [{"tool": "local__echo", "args": {"text": "secret*"}, "action": "deny", "reason": "no secrets"}]
+    path = write_manifest(tmp_path, {"local": server("traced")}, checkpointer="memory",
+                          model={"id": "scripted", "script": script}, policy=policy)
+    await run_turn(path, otel_environ(receiver))
+    tool = only(receiver.spans(), "execute_tool local__echo")
+    assert {key: value for key, value in tool.attributes.items() if key.startswith("mcp_run.policy.")} == {
+        "mcp_run.policy.action": "deny", "mcp_run.policy.rule": 0, "mcp_run.policy.source": "policy[0]",
+        "mcp_run.policy.reason": "no secrets"}
+    assert tool.attributes["error.type"] == "tool_error"
+    assert not by_name(receiver.spans(), "tools/call echo")  # refused before the server was asked

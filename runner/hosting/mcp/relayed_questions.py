@@ -48,8 +48,10 @@ def elicitation_for(event: Question) -> types.ElicitRequestParams:
     """The elicitation that asks the caller's user what the event asks."""
     if event["type"] == "approval":
         args = json.dumps(event.get("args", {}), sort_keys=True)
+        rule = event.get("policy")
+        why = f" ({rule['source']}: {rule['reason']})" if rule and rule["reason"] else ""
         return types.ElicitRequestFormParams(
-            message=f"The agent wants to call the tool {event['tool']} with {args}. Allow it?",
+            message=f"The agent wants to call the tool {event['tool']} with {args}.{why} Allow it?",
             requested_schema=_DECISION_SCHEMA,
         )
     if event["type"] == "sampling":
