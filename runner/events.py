@@ -139,6 +139,23 @@ class FinalAnswer(TypedDict):
     trace_id: NotRequired[str | None]
 
 
+class ContextFitted(TypedDict):
+    """A model request was made to fit ``context.max_tokens`` (the thread keeps every message):
+    ``summarized`` oldest messages sent as a summary (``written``: computed at this step, else
+    the thread's own), ``left_out`` more not sent, ``shortened`` old tool results sent as a
+    reference; ``tokens`` it carries (approximately), ``whole`` the whole thread's request."""
+
+    type: Literal["context"]
+    action: Literal["trim", "summarize"]
+    tokens: int
+    limit: int
+    whole: int
+    summarized: int
+    written: bool
+    left_out: int
+    shortened: int
+
+
 class MediaSaved(TypedDict):
     """An image, audio or file from a tool's result, saved at ``path``."""
 
@@ -233,6 +250,22 @@ class ThreadShown(TypedDict):
     note: str
 
 
+class ContextShown(TypedDict):
+    """``/context``: what the thread's next model request carries against the limit (``limit``
+    null: none); ``sent`` of its ``messages`` go whole or shortened, ``summarized`` as the summary."""
+
+    type: Literal["context_window"]
+    thread: str
+    tokens: int
+    limit: int | None
+    strategy: Literal["trim", "summarize"]
+    messages: int
+    sent: int
+    summarized: int
+    summary: bool
+    shortened: int
+
+
 class CaseSaved(TypedDict):
     """``/save``: the case written."""
 
@@ -305,7 +338,7 @@ Event = (
     ChatReady | Token | ToolCall | ApprovalAsked | ElicitationAsked | SamplingAsked | ToolProgress
     | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown | ToolsListed
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
-    | CatalogueChanged | Interrupted | ChatError
+    | CatalogueChanged | Interrupted | ChatError | ContextFitted | ContextShown
 )
 EventSink = Callable[[Event], None]
 ReloadEvent = Reloaded | ReloadFailed

@@ -22,6 +22,7 @@ from runner.tools.search import ToolSearch
 if TYPE_CHECKING:  # the model and the graph are imported when a model is used
     from langgraph.graph.state import CompiledStateGraph
 
+    from runner.agent.context import ContextWindow
     from runner.models import ModelChain
 
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
@@ -38,6 +39,7 @@ class Generation:
     logins: Mapping[str, Path] = field(default_factory=dict)  # token file of each OAuth server, resolved
     graph: CompiledStateGraph | None = None
     tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
+    context: ContextWindow | None = None  # what each model request carries (runner.agent.context)
 
     @property
     def loaded(self) -> LoadedManifest:

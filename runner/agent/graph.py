@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from runner import sdk
 from runner.agent.call_ledger import StartedCalls
+from runner.agent.context import ContextWindow
 from runner.agent.nodes import (
     APPROVE,
     MODEL,
@@ -137,6 +138,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     tool_search: ToolSearch | None = None,
     direct_call: DirectToolCall | None = None,
+    context: ContextWindow | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -148,7 +150,7 @@ def build_graph(
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,
-                                    max_steps, tool_search))
+                                    max_steps, tool_search, context))
     graph.add_node(APPROVE, ApprovalNode(tools_provider, approvals))
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]

@@ -26,6 +26,7 @@ from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.agent.call_ledger import StartedCalls, remember_stopped
+from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
 from runner.errors import RunnerError, ToolError
 from runner.events import ToolApprovalRequest
@@ -72,6 +73,8 @@ class AgentState(TypedDict):
     found_tools: NotRequired[Annotated[list[str], remember_found]]
     # Ids of tool calls that had started when their turn was stopped (runner.agent.call_ledger).
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
+    # What the requests carry instead of the thread's oldest messages (runner.agent.context).
+    context_summary: NotRequired[ContextSummary]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -139,6 +142,7 @@ class ModelNode:
     system_prompt_provider: SystemPromptProvider
     max_steps: int
     tool_search: ToolSearch | None = None
+    context: ContextWindow | None = None
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
@@ -151,13 +155,18 @@ class ModelNode:
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
-        prompt += close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
+        history = close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
         if self.tool_search is None:
             tools = list(self.tools_provider())
         else:  # search_tools, pinned and found tools past the threshold; every tool below it
             tools = self.tool_search.offered(state.get("found_tools", []))
-        reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
-        return {"messages": [reply], "model_calls": calls + 1}
+        kept: dict[str, Any] = {}
+        if self.context is not None:  # within context.max_tokens; a new summary is kept in the thread
+            history, summary = await self.context.fit(system_prompt, tools, history,
+                                                      state.get("context_summary"), config)
+            kept = {"context_summary": summary} if summary is not None else {}
+        reply = await self.chain.ainvoke(prompt + history, tools=tools, config=config)
+        return {"messages": [reply], "model_calls": calls + 1, **kept}
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, ManifestError, ModelError, RunnerError
 from runner.events import EventSink
-from runner.manifest import Manifest
+from runner.manifest import Manifest, ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import (
     PromptCatalog,
@@ -246,9 +246,14 @@ class Runtime:
                               warned=previous.catalog.warnings if previous is not None else (),
                               source=checked.loaded.source)
         tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
-        graph = None
+        graph = context = None
         if model is not None:
+            from runner.agent.context import context_window
             from runner.agent.graph import build_graph
+
+            base_dir = checked.loaded.base_dir
+            context = context_window(manifest.context, model,
+                                     lambda model_id: self.host.model(ModelSpec(id=model_id), base_dir))
 
             graph = build_graph(
                 model,
@@ -260,9 +265,10 @@ class Runtime:
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
                 direct_call=self.caller.run_tool_call,
+                context=context,
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
-                                      graph=graph, tool_search=tool_search)
+                                      graph=graph, tool_search=tool_search, context=context)
 
     async def answer(self, server: str, request: Question) -> Reply:
         """A server's question during a tool call, answered by the host (sampling: the host

@@ -25,7 +25,15 @@ from runner.cli import counted
 from runner.cli.media import inline_preview
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus, progress_line
-from runner.events import ApprovalAsked, CatalogueChanged, ChatError, Event, HelpShown, ToolCall
+from runner.events import (
+    ApprovalAsked,
+    CatalogueChanged,
+    ChatError,
+    ContextShown,
+    Event,
+    HelpShown,
+    ToolCall,
+)
 from runner.tools.caller import unlisted_warning
 
 PREVIEW_CHARS = 160
@@ -75,6 +83,21 @@ def change_line(event: CatalogueChanged) -> str:
     changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                + [f"~{n}" for n in event["changed"]])
     return f"{event['server']} {event['kind']}: {' '.join(changes)}"
+
+
+def context_line(event: ContextShown) -> str:
+    """``context: 2,410 of 3,000 tokens (80%) · 12 of 40 messages sent, 26 summarized``."""
+    if event["limit"] is None:
+        used = f"context: {event['tokens']:,} tokens, no limit (set context.max_tokens)"
+    else:
+        share = round(100 * event["tokens"] / event["limit"])
+        used = f"context: {event['tokens']:,} of {event['limit']:,} tokens ({share}%, {event['strategy']})"
+    parts = [f"{event['sent']} of {counted(event['messages'], 'message')} sent"]
+    if event["summary"]:
+        parts.append(f"{event['summarized']} in the summary")
+    if event["shortened"]:
+        parts.append(f"{counted(event['shortened'], 'old tool result')} as a reference")
+    return f"{used} · {', '.join(parts)}"
 
 
 def preview(text: str) -> str:
@@ -237,6 +260,8 @@ class TerminalView:
                 say(f"no media saved in thread {event['thread']}", style="dim", markup=False)
             for path in event["files"]:
                 say(path, markup=False)
+        elif event["type"] == "context_window":
+            say(context_line(event), markup=False)
         elif event["type"] == "interrupted":
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":

@@ -44,6 +44,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.context import ContextSpec
 from runner.manifest.servers import (
     _TRANSPORT_ALIASES,
     AuthSpec,
@@ -246,6 +247,10 @@ class Manifest(Spec):
     )
     telemetry: Annotated[TelemetrySpec, BeforeValidator(_telemetry_block)] = Field(
         default_factory=TelemetrySpec)
+    context: ContextSpec = Field(
+        default_factory=ContextSpec,
+        description="What each model request carries: max_tokens, strategy, keep_last_turns, summarize_with.",
+    )
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -360,6 +365,7 @@ __all__ = [
     "AgentSpec",
     "AuthSpec",
     "ContainerSpec",
+    "ContextSpec",
     "DefaultsSpec",
     "Duration",
     "EnvName",
