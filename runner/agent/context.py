@@ -35,14 +35,13 @@ from langchain_core.tools import BaseTool
 from runner.agent.turn_stream import stream_writer
 from runner.errors import ModelError
 from runner.events import ContextFitted
-from runner.manifest.context import ContextSpec
+from runner.manifest.context import WINDOW_SHARE, ContextSpec
 
 if TYPE_CHECKING:
     from runner.models import ModelChain
 
 logger = logging.getLogger(__name__)
 
-WINDOW_SHARE = 0.85  # of a model's input window, when max_tokens is unset: the counts are approximate
 LARGE_RESULT_SHARE = 20  # a tool result over limit / 20 tokens (at least 50) counts as large
 CACHE_LIMIT = 50_000  # message counts kept before the cache starts again
 SUMMARY_PREFIX = "Summary of the earlier conversation (written to save context; the full history is kept):"

@@ -13,6 +13,9 @@ from pydantic import Field, model_validator
 
 from runner.manifest.basics import SCRIPTED_ID, PositiveInt, Spec
 
+# max_tokens unset: this share of the model's input window (the counts are approximate).
+WINDOW_SHARE = 0.85
+
 
 class ContextSpec(Spec):
     """How much of the conversation each model request carries."""

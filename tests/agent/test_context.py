@@ -253,3 +253,28 @@ async def test_a_summary_not_found_in_the_history_is_not_used() -> None:
     sent, _ = await trim_window(1500).fit("", [fetch], history, stale, {})
     assert not any("from elsewhere" in str(m.content) for m in sent)
     assert trim_window(1500).measure("", [fetch], history, stale).summarized == 0
+
+
+async def test_the_agents_own_model_summarizes_and_the_summary_is_not_streamed_as_its_answer(
+    tmp_path: Path,
+) -> None:
+    script = [f"r{n}x" for n in range(40)]  # each reply is its own word: streamed or not, it shows
+    path = write_manifest(tmp_path, {}, model=scripted_model(tmp_path, script), checkpointer="memory",
+                          context={"max_tokens": 1200, "strategy": "summarize", "keep_last_turns": 2})
+    events: list[dict[str, Any]] = []
+    async with load_agent(path) as runtime:
+        model = runtime.model.primary
+        assert isinstance(model, ScriptedChatModel)
+        for message in chatty_turns(12):
+            with anyio.fail_after(TURN_LIMIT):
+                events += [event async for event in stream_turn(runtime, str(message.content))]
+        state = (await runtime.graph.aget_state(runtime.config())).values
+    finals = [event["text"] for event in events if event["type"] == "final"]
+    summaries = [text for text in script[:len(model.received)] if text not in finals]
+    assert len(finals) == 12 and summaries  # the other calls wrote summaries
+    assert state["context_summary"]["text"] == summaries[-1]
+    fitted = [event for event in events if event["type"] == "context"]
+    assert [event["written"] for event in fitted].count(True) == len(summaries)
+    assert all(event["action"] == "summarize" and event["summarized"] > 0 for event in fitted)
+    streamed = "".join(event["text"] for event in events if event["type"] == "token")
+    assert not any(summary in streamed for summary in summaries)

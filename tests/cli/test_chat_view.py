@@ -41,3 +41,16 @@ def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
 def test_the_chat_and_call_ask_for_approval_in_the_same_words() -> None:
     assert approval_question(edit=True) == "approve? [y]es / [n]o / [e]dit: "
     assert approval_question(edit=False) == "approve? [y]es / [n]o: "
+
+
+def test_context_says_how_full_the_window_is_and_what_was_left_out() -> None:
+    from runner.events import ContextShown
+
+    full = ContextShown(type="context_window", thread="t", tokens=2410, limit=3000, strategy="summarize",
+                        messages=40, sent=12, summarized=26, summary=True, shortened=1)
+    assert shown(full).strip() == ("context: 2,410 of 3,000 tokens (80%, summarize) · 12 of 40 messages "
+                                   "sent, 26 in the summary, 1 old tool result as a reference")
+    unlimited = ContextShown(type="context_window", thread="t", tokens=900, limit=None, strategy="trim",
+                             messages=1, sent=1, summarized=0, summary=False, shortened=0)
+    assert shown(unlimited).strip() == ("context: 900 tokens, no limit (set context.max_tokens) · "
+                                        "1 of 1 message sent")
