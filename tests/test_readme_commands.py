@@ -39,6 +39,7 @@ RUN_ELSEWHERE = {
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
     "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
     "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
+    "Context management": "tests/cli/test_context_readme.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

@@ -3,6 +3,7 @@ and ``scripted`` (replays a list of turns, for tests and demos)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -139,8 +140,16 @@ class OfflineChatModel(_BuiltinChatModel):
         if isinstance(request, str):
             return AIMessage(content=request)
         name, args = request
-        call = {"name": name, "args": args, "id": f"offline_{len(messages)}", "type": "tool_call"}
+        call = {"name": name, "args": args, "id": _call_id(messages), "type": "tool_call"}
         return AIMessage(content="", tool_calls=[call])
+
+
+def _call_id(messages: list[BaseMessage]) -> str:
+    """A call id unique in the thread, the same for the same request: from what the request
+    carries (the messages' ids too), not its length, which a request fitted to the context
+    window (runner.agent.context) can repeat."""
+    digest = hashlib.sha256(repr([(m.type, m.id, m.content) for m in messages]).encode()).hexdigest()
+    return f"offline_{digest[:12]}"
 
 
 def _report_results(messages: list[BaseMessage]) -> str:
