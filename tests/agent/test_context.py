@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 from builders import scripted_model, server, write_manifest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from context_requests import assert_calls_have_their_results
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from runner import load_agent
@@ -34,19 +35,6 @@ def anyio_backend() -> str:
 def request_tokens(request: list[BaseMessage], tools: list[Any]) -> int:
     """The request's size as LangChain counts it, whole (not from the window's per-message cache)."""
     return count_tokens_approximately(request, tools=tools)
-
-
-def assert_calls_have_their_results(request: list[BaseMessage]) -> None:
-    """Every tool call of a request is answered right after it, and every result has its call."""
-    for index, message in enumerate(request):
-        if isinstance(message, AIMessage) and message.tool_calls:
-            following = request[index + 1:index + 1 + len(message.tool_calls)]
-            assert [m.tool_call_id for m in following if isinstance(m, ToolMessage)] == [
-                call["id"] for call in message.tool_calls], f"call split from its result at {index}"
-        if isinstance(message, ToolMessage):
-            asked = [m for m in request[:index] if isinstance(m, AIMessage)
-                     and any(call["id"] == message.tool_call_id for call in m.tool_calls)]
-            assert asked, f"a result without its call at {index}"
 
 
 # --------------------------------------------------------------------------- a long thread

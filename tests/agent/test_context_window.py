@@ -5,6 +5,7 @@ whatever the limit, counts are kept per message, the default limit comes from th
 from __future__ import annotations
 
 import pytest
+from context_requests import assert_calls_have_their_results
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
@@ -19,19 +20,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def assert_calls_have_their_results(request: list[BaseMessage]) -> None:
-    """Every tool call of a request is answered right after it, and every result has its call."""
-    for index, message in enumerate(request):
-        if isinstance(message, AIMessage) and message.tool_calls:
-            following = request[index + 1:index + 1 + len(message.tool_calls)]
-            assert [m.tool_call_id for m in following if isinstance(m, ToolMessage)] == [
-                call["id"] for call in message.tool_calls], f"call split from its result at {index}"
-        if isinstance(message, ToolMessage):
-            asked = [m for m in request[:index] if isinstance(m, AIMessage)
-                     and any(call["id"] == message.tool_call_id for call in m.tool_calls)]
-            assert asked, f"a result without its call at {index}"
 
 
 
