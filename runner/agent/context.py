@@ -75,15 +75,17 @@ class ContextReport:
 
 
 def window_limit(spec: ContextSpec, model: ModelChain) -> int | None:
-    """``max_tokens``, else the primary model's input window (LangChain's model profile) less a
-    margin, else None: no limit."""
+    """``max_tokens``, else the smallest input window LangChain's model profiles give the chain's
+    models (a fallback gets the same request) less a margin, else None: no limit."""
     if spec.max_tokens is not None:
         return spec.max_tokens
-    profile = getattr(model.primary, "profile", None)
-    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-        return int(window * WINDOW_SHARE)
-    return None
+    windows = []
+    for member in (model.primary, *model.fallbacks):
+        profile = getattr(member, "profile", None)
+        window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            windows.append(window)
+    return int(min(windows) * WINDOW_SHARE) if windows else None
 
 
 def context_window(spec: ContextSpec, model: ModelChain,

@@ -91,6 +91,10 @@ def test_the_limit_is_the_models_window_less_a_margin_else_none() -> None:
     assert window_limit(ContextSpec(), profiled) == 85_000
     assert window_limit(ContextSpec(max_tokens=500), profiled) == 500
     assert window_limit(ContextSpec(), ModelChain(OfflineChatModel())) is None
+    smaller = OfflineChatModel(profile={"max_input_tokens": 10_000})
+    smaller_fallback = ModelChain(OfflineChatModel(profile={"max_input_tokens": 100_000}),
+                                  [smaller, OfflineChatModel()])
+    assert window_limit(ContextSpec(), smaller_fallback) == 8_500
     unlimited = context_window(ContextSpec(strategy="summarize"), ModelChain(OfflineChatModel()),
                                lambda model_id: pytest.fail("no other model"))
     assert unlimited.limit is None
