@@ -262,6 +262,9 @@ class TerminalView:
                 say(path, markup=False)
         elif event["type"] == "context_window":
             say(context_line(event), markup=False)
+        elif event["type"] == "context" and event["written"]:  # once per summary; trims are silent
+            say(f"(summarized {counted(event['summarized'], 'earlier message')} to fit "
+                f"{event['limit']:,} tokens; the thread keeps them all)", style="dim", markup=False)
         elif event["type"] == "interrupted":
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":

@@ -54,3 +54,13 @@ def test_context_says_how_full_the_window_is_and_what_was_left_out() -> None:
                              messages=1, sent=1, summarized=0, summary=False, shortened=0)
     assert shown(unlimited).strip() == ("context: 900 tokens, no limit (set context.max_tokens) · "
                                         "1 of 1 message sent")
+
+
+def test_a_written_summary_is_said_once_and_trimmed_requests_are_not_shown() -> None:
+    from runner.events import ContextFitted
+
+    written = ContextFitted(type="context", action="summarize", tokens=700, limit=8000, whole=9000,
+                            summarized=24, written=True, left_out=0, shortened=0)
+    said = "(summarized 24 earlier messages to fit 8,000 tokens; the thread keeps them all)"
+    assert shown(written).strip() == said
+    assert shown({**written, "written": False}, {**written, "action": "trim", "written": False}) == ""
