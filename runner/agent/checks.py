@@ -101,11 +101,14 @@ def _order(problem: Problem) -> tuple[str, int, int, str]:
 
 
 def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
-    """(problems, warnings) of every model id: a provider init_chat_model does not know is a
-    problem; its package not installed or its API key variable not set is a warning."""
+    """(problems, warnings) of every model id (fallbacks and ``context.summarize_with`` too): a
+    provider init_chat_model does not know is a problem; its package not installed or its API key
+    variable not set is a warning."""
     model = loaded.manifest.model
     ids: list[tuple[tuple[str | int, ...], str, bool]] = [(model_id_path(loaded), model.id, True)]
     ids += [(("model", "fallbacks", index), other, False) for index, other in enumerate(model.fallbacks)]
+    if (summarizer := loaded.manifest.context.summarize_with) is not None:
+        ids.append((("context", "summarize_with"), summarizer, False))
     ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
     problems: list[Problem] = []
     warnings: list[Problem] = []
