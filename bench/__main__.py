@@ -62,7 +62,7 @@ SUITE_ROWS = {
     "calls": ("1", "2"), "scale": ("4a", "4b"), "agent": ("5", "6a", "6b", "6c"),
     "serving": ("7a", "7b"), "scale-out": ("7c",), "search": ("4c",), "adapters": ("1", "2"),
     "langchain.mcp": ("1", "2", "4a"), "start": ("3",), "command": ("3b",), "telemetry": ("8",),
-    "threads": ("9",),
+    "threads": ("9",), "context": ("4d",),
 }
 
 
@@ -105,6 +105,7 @@ async def run(settings: Settings, *, peers: list[str],
               rows: tuple[str, ...] | None = None) -> tuple[list[CaseResult], dict[str, Any]]:
     from bench.agent import agent_suite
     from bench.calls import call_suite
+    from bench.context import context_suite
     from bench.launch import http_server
     from bench.scale import scale_suite
     from bench.scaleout import scale_out_suite
@@ -130,6 +131,7 @@ async def run(settings: Settings, *, peers: list[str],
             "serving": lambda: serving_suite(settings, folder),
             "scale-out": lambda: scale_out_suite(settings, folder),
             "search": lambda: search_suite(settings),
+            "context": lambda: context_suite(settings),
             "threads": lambda: long_thread_suite(settings, folder),
         }
         suites: list[AbstractAsyncContextManager[Any]] = [

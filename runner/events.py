@@ -250,6 +250,23 @@ class LimitReached(TypedDict):
     thread: UsageTotals
 
 
+class ContextFitted(TypedDict):
+    """A model request was made to fit ``context.max_tokens`` (the thread keeps every message):
+    ``summarized`` oldest messages sent as a summary (``written``: computed at this step, else
+    the thread's own), ``left_out`` more not sent, ``shortened`` old tool results sent as a
+    reference; ``tokens`` it carries (approximately), ``whole`` the whole thread's request."""
+
+    type: Literal["context"]
+    action: Literal["trim", "summarize"]
+    tokens: int
+    limit: int
+    whole: int
+    summarized: int
+    written: bool
+    left_out: int
+    shortened: int
+
+
 class MediaSaved(TypedDict):
     """An image, audio or file from a tool's result, saved at ``path``."""
 
@@ -353,6 +370,22 @@ class UsageShown(TypedDict):
     total: UsageTotals
 
 
+class ContextShown(TypedDict):
+    """``/context``: what the thread's next model request carries against the limit (``limit``
+    null: none); ``sent`` of its ``messages`` go whole or shortened, ``summarized`` as the summary."""
+
+    type: Literal["context_window"]
+    thread: str
+    tokens: int
+    limit: int | None
+    strategy: Literal["trim", "summarize"]
+    messages: int
+    sent: int
+    summarized: int
+    summary: bool
+    shortened: int
+
+
 class CaseSaved(TypedDict):
     """``/save``: the case written."""
 
@@ -427,6 +460,7 @@ Event = (
     | ToolsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
     | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown | PolicyDecided
+    | ContextFitted | ContextShown
 )
 EventSink = Callable[[Event], None]
 ReloadEvent = Reloaded | ReloadFailed

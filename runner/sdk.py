@@ -322,6 +322,22 @@ def _providers_in(tree: Any) -> dict[str, str]:
     return {}
 
 
+def partner_model_profile(package: str, model_name: str) -> dict[str, Any] | None:
+    """LangChain's profile of ``model_name`` (what ``model.profile`` of the created model starts
+    from), read without creating the model (which would need its API key): the private
+    ``<package>.data._profiles._PROFILES`` table of the partner package (``langchain_openai``).
+    None where the package ships no such table or it has no entry for the model."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"{package}.data._profiles")
+    except ImportError:
+        return None
+    profiles = getattr(module, "_PROFILES", None)
+    found = profiles.get(model_name) if isinstance(profiles, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def inferred_provider(model_id: str) -> str:
     """The provider ``init_chat_model`` reads from ``model_id`` (a prefix, or inferred from the model
     name); ValueError when none. Private ``_parse_model``: the public ``init_chat_model`` would create

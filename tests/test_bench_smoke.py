@@ -41,7 +41,7 @@ ROW_PREFIXES = (
     "1. call latency, stdio", "1. call latency, http",
     "2. throughput, stdio, c=1", "2. throughput, stdio, c=8", "2. throughput, stdio, c=32",
     "2. throughput, http, c=1", "2. throughput, http, c=8", "2. throughput, http, c=32",
-    "3. cold start", "3b. start-up", "4a.", "4b.", "4c.", "5.", "6a.", "6b.", "6c.",
+    "3. cold start", "3b. start-up", "4a.", "4b.", "4c.", "4d.", "5.", "6a.", "6b.", "6c.",
     "7a. served turn", "7b. served turns/s, c=1", "7b. served turns/s, c=8", "7b. served turns/s, c=32",
     "8. tool call with telemetry", "9. long thread",
 )

@@ -43,6 +43,7 @@ RUN_ELSEWHERE = {
     "Usage, cost and budgets": "tests/cli/test_usage_cli.py::test_the_readme_budget_example_runs_as_written",
     # Its rules are added to the bundled agent, and some of its commands are refused (exit 1).
     "Policy": "tests/cli/test_cli_policy.py::test_the_readme_example_runs_as_written",
+    "Context management": "tests/cli/test_context_readme.py",
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

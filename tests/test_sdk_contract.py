@@ -94,6 +94,7 @@ CALLABLES: list[tuple[str, str, str, tuple[str, ...] | None]] = [
      "saver_cursor", ("self", "pipeline")),
     ("jinja2.environment:Environment._parse", "jinja2", "TemplateParseSteps.parsed_template",
      ("self", "source", "name", "filename")),
+    ("langchain_openai.data._profiles:_PROFILES", "langchain-openai", "partner_model_profile", None),
 ]
 
 # Attributes an SDK object gets in its __init__ (no instance is made: read from the source).

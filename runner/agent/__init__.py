@@ -8,6 +8,7 @@ servers), ``reconcile`` (the servers brought to a new manifest, the reload's rep
 ``turn_stream`` (where a tool call's events go during a turn), ``graph`` (the LangGraph graph:
 model node, tool node, approvals as interrupts), ``turns`` (one turn as a stream of events), ``sampling`` (a
 server's completion request answered by the agent's model), ``call_ledger`` (which tool calls of a
-stopped turn had started), ``reload`` (watch, load, reconcile, swap), ``watching`` (the file watcher
-of watch mode and ``test --watch``).
+stopped turn had started), ``context`` (what each model request carries of the thread:
+``context.max_tokens``, trimming and summaries), ``reload`` (watch, load, reconcile, swap),
+``watching`` (the file watcher of watch mode and ``test --watch``).
 """

@@ -176,12 +176,15 @@ def _order(problem: Problem) -> tuple[str, int, int, str]:
 
 
 def model_findings(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[list[Problem], list[Problem]]:
-    """(problems, warnings) of every model id: a provider init_chat_model does not know is a
-    problem; its package not installed or its API key variable not set is a warning."""
+    """(problems, warnings) of every model id (fallbacks, the agents' and ``context.summarize_with``
+    too): a provider init_chat_model does not know is a problem; its package not installed or its
+    API key variable not set is a warning."""
     ids: list[tuple[tuple[str | int, ...], str, ModelSpec | None]] = []
     for place, model in model_specs(loaded.manifest):
         ids.append((model_id_path(loaded, place), model.id, model))
         ids += [((*place, "fallbacks", index), other, None) for index, other in enumerate(model.fallbacks)]
+    if (summarizer := loaded.manifest.context.summarize_with) is not None:
+        ids.append((("context", "summarize_with"), summarizer, None))
     ids = [entry for entry in ids if entry[1] not in (OFFLINE_ID, SCRIPTED_ID)]
     problems: list[Problem] = []
     warnings: list[Problem] = []

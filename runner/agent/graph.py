@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from runner import sdk
 from runner.agent.call_ledger import StartedCalls
+from runner.agent.context import ContextWindow
 from runner.agent.nodes import (
     APPROVE,
     MODEL,
@@ -146,6 +147,7 @@ def build_graph(
     name: str = "mcp-run",
     output: StructuredOutput | None = None,
     spending: Spending | None = None,
+    context: ContextWindow | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -160,7 +162,7 @@ def build_graph(
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
     graph.add_node(MODEL, ModelNode(as_model_chain(model), tools_provider, system_prompt_provider,
-                                    max_steps, tool_search, output, spending))
+                                    max_steps, tool_search, output, spending, context))
     graph.add_node(APPROVE, ApprovalNode(tools_provider, approvals))
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]

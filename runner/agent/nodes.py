@@ -26,6 +26,7 @@ from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.agent.call_ledger import StartedCalls, remember_stopped
+from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
 from runner.agent.spending import TOOL_CALL_USAGE, Spending, add_usage, refused_call
 from runner.agent.structured import StructuredOutput
@@ -81,6 +82,8 @@ class AgentState(TypedDict):
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
     # What the thread spent, per agent: tokens, cost, tool calls, seconds (runner.agent.spending).
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
+    # What the requests carry instead of the thread's oldest messages (runner.agent.context).
+    context_summary: NotRequired[ContextSummary]
 
 
 # --------------------------------------------------------------------------- approvals
@@ -164,6 +167,7 @@ class ModelNode:
     tool_search: ToolSearch | None = None
     output: StructuredOutput | None = None  # the final answer is an object (``output:``)
     spending: Spending | None = None
+    context: ContextWindow | None = None
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
@@ -178,11 +182,17 @@ class ModelNode:
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
         prompt: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
-        prompt += close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
+        history = close_dangling_tool_calls(messages, state.get("stopped_calls", ()))
         if self.tool_search is None:
             tools = list(self.tools_provider())
         else:  # search_tools, pinned and found tools past the threshold; every tool below it
             tools = self.tool_search.offered(state.get("found_tools", []))
+        kept: dict[str, Any] = {}
+        if self.context is not None:  # within context.max_tokens; a new summary is kept in the thread
+            history, summary = await self.context.fit(system_prompt, tools, history,
+                                                      state.get("context_summary"), config)
+            kept = {"context_summary": summary} if summary is not None else {}
+        prompt = prompt + history
         if self.output is None:
             reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
         else:  # offered final_answer or asked with response_format; the answer checked, retried
@@ -192,7 +202,7 @@ class ModelNode:
                 reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
                     conversation, tools=tools, config=config, options=output.options()))
         spent = {} if self.spending is None else self.spending.after_step(reply, config)
-        return {"messages": [reply], "model_calls": calls + 1, **spent}
+        return {"messages": [reply], "model_calls": calls + 1, **spent, **kept}
 
 
 @dataclass(frozen=True)

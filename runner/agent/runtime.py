@@ -275,12 +275,17 @@ class Runtime:
                               warned=previous.catalog.warnings if previous is not None else (),
                               source=checked.loaded.source)
         tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
-        graph = None
+        graph = context = None
         if model is not None:
+            from runner.agent.context import context_window
             from runner.agent.graph import build_graph
             from runner.agent.spending import Spending
             from runner.agent.structured import structured_output
             from runner.models.pricing import Pricer
+
+            base_dir = checked.loaded.base_dir
+            context = context_window(manifest.context, model,
+                                     lambda model_id: self.host.model(ModelSpec(id=model_id), base_dir))
 
             tools_provider = self._team_tools(checked, catalog, model, agent_models)
             graph = build_graph(
@@ -295,9 +300,11 @@ class Runtime:
                 direct_call=self.caller.run_tool_call,
                 output=structured_output(checked.output, manifest.model),
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
+                context=context,
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
-                                      graph=graph, tool_search=tool_search, agent_models=agent_models)
+                                      graph=graph, tool_search=tool_search, agent_models=agent_models,
+                                      context=context)
 
     def _team_tools(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,
                     agent_models: tuple[tuple[ModelSpec, ModelChain], ...]) -> Callable[[], list[BaseTool]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import yaml
 from runner.authoring.importing import yaml_flow, yaml_scalar
 from runner.authoring.secrets import secret_env, secret_header
 from runner.manifest import ServerSettings
+from runner.manifest.context import WINDOW_SHARE
 from runner.manifest.expansion import expand_variables, variable_references
 from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
 from runner.redaction import looks_like_credential, redact_urls
@@ -35,10 +36,12 @@ class Provenance:
     origin: str  # server | defaults | manifest | built-in
     at: str | None = None  # file:line:col of the value that was used
     merged: bool = False  # came into the server through a YAML merge key (<<: *anchor)
+    note: str | None = None  # what a built-in value means here (context.max_tokens unset)
 
     def describe(self) -> str:
         text = self.origin + (" via <<" if self.merged else "")
-        return f"{text} {self.at}" if self.at else text
+        text = f"{text} {self.at}" if self.at else text
+        return f"{text}: {self.note}" if self.note else text
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,23 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
     data["servers"] = {key: _connection_first(server) for key, server in data["servers"].items()}
     sources: dict[Path_, Provenance] = {}
     explained = _explain(data, (), loaded.source, raw, sources)
+    if loaded.manifest.context.max_tokens is None:
+        where = ("context", "max_tokens")
+        sources[where] = replace(sources[where], note=_window_note(loaded.manifest.model.id))
     variables = [VariableUse(name, name in environ, name not in required, tuple(paths))
                  for name, paths in sorted(uses.items())]
     return EffectiveManifest(loaded.source.file, explained, sources, variables)
+
+
+def _window_note(model_id: str) -> str:
+    """What an unset ``context.max_tokens`` means for the manifest's model."""
+    from runner.models.registry import profile_window
+
+    window = profile_window(model_id)
+    if window is None:
+        return f"no limit ('{model_id}' has no input window in LangChain's model profiles)"
+    return (f"{int(window * WINDOW_SHARE)} tokens, {WINDOW_SHARE:.0%} of the {window}-token input "
+            f"window LangChain's model profile gives '{model_id}'")
 
 
 def _connection_first(server: dict[str, Any]) -> dict[str, Any]:
@@ -269,7 +286,8 @@ def as_json(effective: EffectiveManifest) -> dict[str, Any]:
     return {
         "file": effective.file,
         "manifest": effective.data,
-        "sources": {format_path(path): {"from": p.origin, "at": p.at, "merged": p.merged}
+        "sources": {format_path(path): {"from": p.origin, "at": p.at, "merged": p.merged,
+                                        **({"note": p.note} if p.note else {})}
                     for path, p in effective.sources.items()},
         "variables": [{"name": u.name, "set": u.set, "has_default": u.has_default,
                        "used_at": list(u.used_at)} for u in effective.variables],

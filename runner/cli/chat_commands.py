@@ -11,6 +11,7 @@ import json
 import os
 import uuid
 
+from runner.agent.nodes import close_dangling_tool_calls
 from runner.agent.reload import reload_runtime
 from runner.agent.spending import thread_totals, totals
 from runner.cli.chat_session import ChatSession, chat_command
@@ -31,6 +32,7 @@ from runner.events import (
     ApprovalAsked,
     CaseSaved,
     ChatCommandRow,
+    ContextShown,
     HelpShown,
     MediaListed,
     PromptsListed,
@@ -57,6 +59,7 @@ CHAT_COMMAND_HELP = {
     "reload": ("/reload", "reload the manifest, templates and modules now"),
     "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
     "media": ("/media", "the images, audio and files tools returned in this thread, saved as files"),
+    "context": ("/context", "how full the model's context window is for this thread"),
     "exit": ("/exit", "leave the chat (or Ctrl-D)"),
     "quit": ("/quit", "leave the chat"),
     "usage": ("/usage", "what this thread has spent: tokens, cost, tool calls (see limits:)"),
@@ -201,3 +204,24 @@ async def _media(session: ChatSession, line: str) -> None:
     files = [str(path) for path in session.media.files(thread)]
     session.view.show(MediaListed(type="media_list", thread=thread, folder=str(session.media.folder(thread)),
                                   files=files))
+
+
+@chat_command("context")
+async def _context(session: ChatSession, line: str) -> None:
+    """``/context``: what the thread's next model request would carry (runner.agent.context)."""
+    runtime = session.runtime
+    generation = runtime.generation
+    window = generation.context
+    if window is None:
+        session.error("/context needs the agent's model, which this chat has not started")
+        return
+    values = (await runtime.graph.aget_state(runtime.config())).values
+    history = close_dangling_tool_calls(values.get("messages", []), values.get("stopped_calls", ()))
+    found = values.get("found_tools", [])
+    tools = generation.tool_search.offered(found) if generation.tool_search else runtime.catalog.tools
+    report = window.measure(await runtime.settled_system_prompt(), tools, history,
+                            values.get("context_summary"))
+    session.view.show(ContextShown(
+        type="context_window", thread=runtime.thread_id, tokens=report.tokens, limit=report.limit,
+        strategy=window.spec.strategy, messages=report.messages, sent=report.sent,
+        summarized=report.summarized, summary=report.summarized > 0, shortened=report.shortened))

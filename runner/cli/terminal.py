@@ -29,6 +29,7 @@ from runner.events import (
     ApprovalAsked,
     CatalogueChanged,
     ChatError,
+    ContextShown,
     Event,
     HelpShown,
     ToolCall,
@@ -91,6 +92,21 @@ def change_line(event: CatalogueChanged) -> str:
     changes = ([f"+{n}" for n in event["added"]] + [f"−{n}" for n in event["removed"]]
                + [f"~{n}" for n in event["changed"]])
     return f"{event['server']} {event['kind']}: {' '.join(changes)}"
+
+
+def context_line(event: ContextShown) -> str:
+    """``context: 2,410 of 3,000 tokens (80%) · 12 of 40 messages sent, 26 summarized``."""
+    if event["limit"] is None:
+        used = f"context: {event['tokens']:,} tokens, no limit (set context.max_tokens)"
+    else:
+        share = round(100 * event["tokens"] / event["limit"])
+        used = f"context: {event['tokens']:,} of {event['limit']:,} tokens ({share}%, {event['strategy']})"
+    parts = [f"{event['sent']} of {counted(event['messages'], 'message')} sent"]
+    if event["summary"]:
+        parts.append(f"{event['summarized']} in the summary")
+    if event["shortened"]:
+        parts.append(f"{counted(event['shortened'], 'old tool result')} as a reference")
+    return f"{used} · {', '.join(parts)}"
 
 
 def preview(text: str) -> str:
@@ -275,6 +291,11 @@ class TerminalView:
             verb = {"allow": "allows", "ask": "asked about", "deny": "denies"}[event["action"]]
             because = f": {event['reason']}" if event["reason"] and event["action"] != "deny" else ""
             say(f"{event['source']} {verb} {event['tool']}{because}", style="dim", markup=False)
+        elif event["type"] == "context_window":
+            say(context_line(event), markup=False)
+        elif event["type"] == "context" and event["written"]:  # once per summary; trims are silent
+            say(f"(summarized {counted(event['summarized'], 'earlier message')} to fit "
+                f"{event['limit']:,} tokens; the thread keeps them all)", style="dim", markup=False)
         elif event["type"] == "interrupted":
             say(f"({event['what']} interrupted)", style="yellow", markup=False)
         elif event["type"] == "error":

@@ -59,6 +59,7 @@ from runner.manifest.basics import (
     _unique,
     restart_fields,
 )
+from runner.manifest.context import ContextSpec
 from runner.manifest.model import ModelField, ModelSpec
 from runner.manifest.model_calls import RetrySpec
 from runner.manifest.output import OutputSpec
@@ -254,6 +255,10 @@ class Manifest(Spec):
         description="Ordered rules (tool glob, optional argument matchers, allow | deny | ask); "
         "the first that matches a call decides.",
     )
+    context: ContextSpec = Field(
+        default_factory=ContextSpec,
+        description="What each model request carries: max_tokens, strategy, keep_last_turns, summarize_with.",
+    )
 
     @model_validator(mode="after")
     def _inherit_and_check(self, info: ValidationInfo) -> Manifest:
@@ -386,6 +391,7 @@ __all__ = [
     "AuthSpec",
     "BudgetSpec",
     "ContainerSpec",
+    "ContextSpec",
     "DefaultsSpec",
     "Duration",
     "EnvName",

@@ -3,6 +3,7 @@ and ``scripted`` (replays a list of turns, for tests and demos)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -178,7 +179,7 @@ class OfflineChatModel(_BuiltinChatModel):
         if isinstance(request, str):
             return AIMessage(content=request)
         name, args = request
-        call = {"name": name, "args": args, "id": f"offline_{len(messages)}", "type": "tool_call"}
+        call = {"name": name, "args": args, "id": _call_id(messages), "type": "tool_call"}
         return AIMessage(content="", tool_calls=[call])
 
 
@@ -195,6 +196,14 @@ def _estimated_usage(messages: list[BaseMessage], tools: list[dict[str, Any]], r
     answered = _estimated_tokens(str(reply.content)) + sum(
         _estimated_tokens(call["name"] + json.dumps(call["args"])) for call in reply.tool_calls)
     return {"input_tokens": asked, "output_tokens": answered, "total_tokens": asked + answered}
+
+
+def _call_id(messages: list[BaseMessage]) -> str:
+    """A call id unique in the thread, the same for the same request: from what the request
+    carries (the messages' ids too), not its length, which a request fitted to the context
+    window (runner.agent.context) can repeat."""
+    digest = hashlib.sha256(repr([(m.type, m.id, m.content) for m in messages]).encode()).hexdigest()
+    return f"offline_{digest[:12]}"
 
 
 def _report_results(messages: list[BaseMessage]) -> str:

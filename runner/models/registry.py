@@ -131,3 +131,20 @@ def model_requirements(
         missing.append(f"model '{model_id}' reads its API key from {' or '.join(variables)}, {unset}: "
                        f"export {variables[0]}=…{other}")
     return missing
+
+
+def profile_window(model_id: str) -> int | None:
+    """The input window (tokens) LangChain's model profile gives ``model_id``, read without
+    creating the model; None for the built-in models and where the profile does not say."""
+    if model_id in (OFFLINE_ID, SCRIPTED_ID):
+        return None
+    try:
+        provider = provider_of(model_id)
+    except ModelError:
+        return None
+    package = _registry()[provider].split(".", 1)[0]
+    if importlib.util.find_spec(package) is None:
+        return None
+    profile = sdk.partner_model_profile(package, model_id.split(":", 1)[-1] if ":" in model_id else model_id)
+    window = (profile or {}).get("max_input_tokens")
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None

@@ -266,3 +266,27 @@ def test_passwords_and_secret_query_values_of_urls_are_hidden_beside_their_harml
         "url: https://ann:(hidden)@${MCP_RUN_TEST_HOST:-example.invalid}/mcp?key=${MCP_RUN_TEST_TOKEN}"
         "  # server")
     assert "CANARY" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("model", "said"), [
+    ("offline", "max_tokens: null  # built-in: no limit ('offline' has no input window in LangChain's "
+                "model profiles)"),
+    ("openai:gpt-4.1-mini", "max_tokens: null  # built-in: 890439 tokens, 85% of the 1047576-token input "
+                            "window LangChain's model profile gives 'openai:gpt-4.1-mini'"),
+])
+def test_an_unset_context_limit_says_what_it_is_for_the_model(tmp_path: Path, model: str, said: str) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"version: 1\nname: a\nmodel: {model}\ncontext: {{strategy: summarize}}\n")
+    result = config(str(path))
+    assert result.exit_code == 0, result.stderr
+    assert f"  {said}\n" in result.stdout
+    assert f"  strategy: summarize  # manifest {path}:4:21\n" in result.stdout
+    sources = json.loads(config(str(path), "--json").stdout)["sources"]
+    assert sources["context.max_tokens"]["note"] == said.split("# built-in: ", 1)[1]
+
+
+def test_a_set_context_limit_is_shown_as_the_manifests_own(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\ncontext:\n  max_tokens: 8000\n")
+    result = config(str(path))
+    assert f"  max_tokens: 8000  # manifest {path}:4:15\n" in result.stdout

@@ -71,3 +71,26 @@ def test_a_policy_decision_is_one_dim_line_naming_the_rule() -> None:
                            reason="private")
     assert shown(allowed).strip() == "policy[1] allows fs__read: drafts are fine"
     assert shown(denied).strip() == "policy[0] denies fs__read"  # its reason is in the result shown next
+
+
+def test_context_says_how_full_the_window_is_and_what_was_left_out() -> None:
+    from runner.events import ContextShown
+
+    full = ContextShown(type="context_window", thread="t", tokens=2410, limit=3000, strategy="summarize",
+                        messages=40, sent=12, summarized=26, summary=True, shortened=1)
+    assert shown(full).strip() == ("context: 2,410 of 3,000 tokens (80%, summarize) · 12 of 40 messages "
+                                   "sent, 26 in the summary, 1 old tool result as a reference")
+    unlimited = ContextShown(type="context_window", thread="t", tokens=900, limit=None, strategy="trim",
+                             messages=1, sent=1, summarized=0, summary=False, shortened=0)
+    assert shown(unlimited).strip() == ("context: 900 tokens, no limit (set context.max_tokens) · "
+                                        "1 of 1 message sent")
+
+
+def test_a_written_summary_is_said_once_and_trimmed_requests_are_not_shown() -> None:
+    from runner.events import ContextFitted
+
+    written = ContextFitted(type="context", action="summarize", tokens=700, limit=8000, whole=9000,
+                            summarized=24, written=True, left_out=0, shortened=0)
+    said = "(summarized 24 earlier messages to fit 8,000 tokens; the thread keeps them all)"
+    assert shown(written).strip() == said
+    assert shown({**written, "written": False}, {**written, "action": "trim", "written": False}) == ""

@@ -343,9 +343,23 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
         if failing.process.poll() is None:
             failing.process.terminate()
             failing.process.wait(timeout=60)
+    # A chat whose requests pass a small context limit: its context events, and /context.
+    write_manifest(agent_dir / "limited", {"demo": server("demo")}, name="limited", model="offline",
+                   checkpointer="memory", context={"max_tokens": 2000, "keep_last_turns": 1})
+    limited = JsonChat(agent_dir / "limited")
+    try:
+        limited.wait_for("ready")
+        for _ in range(3):
+            limited.send({"text": 'demo__big_output {"chars": 3000}'})
+            limited.wait_for("final")
+        limited.send({"text": "/context"})
+        limited.wait_for("context_window")
+    finally:
+        limited.process.terminate()
+        limited.process.wait(timeout=60)
     documented = documented_events()
     emitted: dict[str, set[str]] = {}
-    for event in [*chat.seen, watching, *failing.seen]:
+    for event in [*chat.seen, watching, *failing.seen, *limited.seen]:
         emitted.setdefault(event["type"], set()).update(event)
     assert emitted == documented
 
