@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the model and the graph are imported when a model is used
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
+    from runner.agent.team import Team
     from runner.models import ModelChain
 
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
@@ -43,6 +44,7 @@ class Generation:
     tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
     # The models of the agents of 'agents:' that have their own (kept across reloads when unchanged).
     agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = ()
+    team: Team | None = None  # the agents of 'agents:', built (None: there are none, or no model)
 
     @property
     def loaded(self) -> LoadedManifest:
