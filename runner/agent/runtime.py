@@ -58,7 +58,7 @@ from runner.tools.search import ToolSearch
 if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
     # commands that only list or call (tools, call, prompts) start without them
     from langchain_core.messages import BaseMessage
-    from langchain_core.runnables import Runnable, RunnableConfig
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
@@ -168,7 +168,7 @@ class Runtime:
         return self.generation.graph
 
     @property
-    def agents(self) -> Mapping[str, Runnable[Any, Any]]:
+    def agents(self) -> Mapping[str, CompiledStateGraph]:
         """Every agent's graph to serve on its own, by name: ``main`` (:attr:`graph`) first, then
         those of ``agents:`` (:func:`runner.agent.team.hosted_graph`), as the generation built them."""
         team = self.generation.team

@@ -14,7 +14,7 @@ import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -28,6 +28,9 @@ from runner.events import Event
 from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.agents import called_agents
 from runner.models import ModelChain
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
 
 TASK_DESCRIPTION = (
     "Everything the agent needs to do the task: it does not see this conversation, only this text."
@@ -64,7 +67,7 @@ class Team:
 
     graphs: Mapping[str, Runnable[Any, Any]]
     tools: Mapping[str, BaseTool]
-    hosted: Mapping[str, Runnable[Any, Any]]
+    hosted: Mapping[str, CompiledStateGraph]
 
     def tools_of(self, names: Sequence[str]) -> list[BaseTool]:
         return [self.tools[name] for name in names if name in self.tools]
@@ -185,7 +188,8 @@ async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: Run
     return final_answer(result)
 
 
-def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any) -> Runnable[Any, Any]:
+def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any
+                 ) -> CompiledStateGraph:
     """Agent ``name`` served on its own (``serve``'s tool of that name, the OpenAI API's model):
     a turn's last user message is its task, and its final answer the turn's reply. Its graph runs
     as a subgraph of this one, exactly as inside a caller's tool call, so a question it raises

@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from runner.agent.runtime import Runtime
 from runner.errors import AskError, BusyError, CheckpointerError
+from runner.manifest import MAIN_AGENT
 from runner.store.postgres import store_failures
 
 THREAD_SCHEME = "mcp-run://threads/"
@@ -108,12 +109,12 @@ async def thread_messages(runtime: Runtime, thread_id: str) -> list[dict[str, An
     return [message_json(message) for message in messages]
 
 
-async def thread_started(runtime: Runtime, thread_id: str) -> bool:
-    """Whether the thread has messages: :func:`thread_messages` without building the state or the
-    messages' JSON (an ``ask`` on a thread reads this before every turn)."""
+async def thread_started(runtime: Runtime, thread_id: str, agent: str = MAIN_AGENT) -> bool:
+    """Whether ``agent``'s thread has messages: :func:`thread_messages` without building the state
+    or the messages' JSON (an ``ask`` on a thread reads this before every turn)."""
     if runtime.checkpointer is None:
         return False
-    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id))
+    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id, agent=agent))
     return saved is not None and bool(saved.checkpoint["channel_values"].get("messages"))
 
 
