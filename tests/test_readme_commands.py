@@ -39,7 +39,8 @@ RUN_ELSEWHERE = {
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
     "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
     "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
-    "Several agents": "tests/examples/test_agent_examples.py",
+    "Several agents": ("tests/examples/test_agent_examples.py; its serve command "
+                       "tests/hosting/test_serve_agents.py"),
 }
 # Commands of the other sections that need what the bundled agent lacks (an http server that asks
 # for a login), by their first words; the test named runs them as written.

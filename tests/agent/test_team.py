@@ -211,3 +211,29 @@ async def test_the_runtime_offers_every_agent_by_name_to_serve_each_on_its_own_t
         assert [m.text for m in second["messages"]] == [
             "What is 6*7?", "It is 42.", "And again?", "Again 42."]
         assert not (await runtime.graph.aget_state(runtime.config("t1"))).values
+
+
+def test_agents_in_the_chat_lists_each_agents_kind_description_and_callers(tmp_path: Path) -> None:
+    team(tmp_path, ["Main: done."],
+         {"researcher": {"description": "Finds facts."},
+          "writer": {"description": "Writes.", "agents": ["researcher"]},
+          "pipeline": {"description": "Research, then write.", "chain": ["researcher", "writer"]}},
+         scripts={"researcher": ["Owls."], "writer": ["An essay."]},
+         agent={"agents": ["pipeline", "writer"]}, description="The desk.")
+    chat = JsonChat(tmp_path)
+    try:
+        ready = chat.wait_for("ready")
+        assert ready["agents"] == ["pipeline", "writer"]
+        chat.send({"text": "/agents"})
+        listed = chat.wait_for("agents")["agents"]
+        assert listed == [
+            {"name": "main", "kind": "model", "description": "The desk.", "callers": []},
+            {"name": "pipeline", "kind": "chain", "description": "Research, then write.",
+             "callers": ["main"]},
+            {"name": "researcher", "kind": "model", "description": "Finds facts.",
+             "callers": ["pipeline", "writer"]},
+            {"name": "writer", "kind": "model", "description": "Writes.", "callers": ["main", "pipeline"]},
+        ]
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
