@@ -34,6 +34,9 @@ async def test_a_client_calls_an_agent_of_agents_directly_by_its_name_over_stdio
             # The same thread id names another conversation for the main agent: still new there.
             asked = await client.call_tool("ask", {"message": "hello", "thread": thread})
             assert asked.structured_content is not None and asked.structured_content["new"] is True
+            # The threads listed and read are the main agent's.
+            listed = [resource.uri for resource in (await client.list_resources()).resources]
+            assert listed == [f"mcp-run://threads/{thread}"]
 
             wrong = await client.call_tool("researcher", {"message": "What is 6*7?"})
             assert wrong.is_error

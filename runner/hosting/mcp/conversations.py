@@ -27,6 +27,7 @@ import mcp_types as types
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from runner.agent.runtime import Runtime
+from runner.agent.team import AGENT_THREAD_SEPARATOR
 from runner.errors import AskError, BusyError, CheckpointerError
 from runner.manifest import MAIN_AGENT
 from runner.store.postgres import store_failures
@@ -78,13 +79,14 @@ def thread_of(uri: str) -> str:
 
 
 async def listed_threads(runtime: Runtime) -> list[str]:
-    """Thread ids with a checkpoint, newest first (those among the last LISTED_CHECKPOINTS)."""
+    """The main agent's thread ids with a checkpoint, newest first (those among the last
+    LISTED_CHECKPOINTS); the threads of the agents of ``agents:`` served on their own are not its."""
     if runtime.checkpointer is None:
         return []
     seen: dict[str, None] = {}
     async for saved in runtime.checkpointer.alist(None, limit=LISTED_CHECKPOINTS):
         thread_id = saved.config.get("configurable", {}).get("thread_id")
-        if isinstance(thread_id, str) and thread_id not in seen:
+        if isinstance(thread_id, str) and AGENT_THREAD_SEPARATOR not in thread_id and thread_id not in seen:
             seen[thread_id] = None
     return list(seen)
 
