@@ -290,13 +290,14 @@ class Interrupted(TypedDict):
 
 class ChatReady(TypedDict):
     """The chat has started (or a ``-p --json`` turn, its first event): agent name, model id,
-    thread id, tool names."""
+    thread id, tool names, the agents of ``agents:`` the main agent may call."""
 
     type: Literal["ready"]
     name: str
     model: str
     thread: str
     tools: list[str]
+    agents: list[str]
 
 
 class ChatCommandRow(TypedDict):
@@ -350,6 +351,23 @@ class PromptsListed(TypedDict):
 
     type: Literal["prompts"]
     prompts: list[PromptRow]
+
+
+class AgentRow(TypedDict):
+    """An agent in ``/agents``: ``main`` or one of ``agents:``; ``callers``: the agents that may
+    call it (as a tool, or as a step of their workflow)."""
+
+    name: str
+    kind: Literal["model", "chain", "parallel", "router", "loop"]
+    description: str
+    callers: list[str]
+
+
+class AgentsListed(TypedDict):
+    """``/agents``: the main agent, then each agent of ``agents:``."""
+
+    type: Literal["agents"]
+    agents: list[AgentRow]
 
 
 class ThreadShown(TypedDict):
@@ -457,7 +475,7 @@ Question = ApprovalAsked | ElicitationAsked | SamplingAsked
 Event = (
     ChatReady | Token | ToolCall | AgentStarted | ApprovalAsked | ElicitationAsked | SamplingAsked
     | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
-    | ToolsListed | ModelRetry | ModelFallback
+    | ToolsListed | AgentsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
     | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown | PolicyDecided
     | ContextFitted | ContextShown

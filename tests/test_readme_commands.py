@@ -39,7 +39,8 @@ RUN_ELSEWHERE = {
     # Its case file is evals/notes.yaml; its commands run there, --record and --replay included.
     "Testing your agent": "tests/evals/test_evals_cli.py::test_the_readme_example_runs_as_written",
     "Serving": "tests/hosting/test_serve_readme.py; its scale-out recipe tests/hosting/test_scale_out.py",
-    "Several agents": "tests/examples/test_agent_examples.py",
+    "Several agents": ("tests/examples/test_agent_examples.py; its serve command "
+                       "tests/hosting/test_serve_agents.py"),
     "Usage, cost and budgets": "tests/cli/test_usage_cli.py::test_the_readme_budget_example_runs_as_written",
     # Its rules are added to the bundled agent, and some of its commands are refused (exit 1).
     "Policy": "tests/cli/test_cli_policy.py::test_the_readme_example_runs_as_written",

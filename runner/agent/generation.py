@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the model and the graph are imported when a model is used
     from langgraph.graph.state import CompiledStateGraph
 
     from runner.agent.context import ContextWindow
+    from runner.agent.team import Team
     from runner.models import ModelChain
 
 DEFAULT_SYSTEM_PROMPT = "You are {name}, an assistant that uses tools to help the user.{description}"
@@ -45,6 +46,7 @@ class Generation:
     # The models of the agents of 'agents:' that have their own (kept across reloads when unchanged).
     agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = ()
     context: ContextWindow | None = None  # what each model request carries (runner.agent.context)
+    team: Team | None = None  # the agents of 'agents:', built (None: there are none, or no model)
 
     @property
     def loaded(self) -> LoadedManifest:

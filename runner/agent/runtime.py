@@ -39,7 +39,7 @@ from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, ManifestError, ModelError, RunnerError
 from runner.events import EventSink
-from runner.manifest import Manifest, ModelSpec
+from runner.manifest import MAIN_AGENT, Manifest, ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import (
     PromptCatalog,
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a mode
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
+    from runner.agent.team import Team
     from runner.models import ModelChain
 
 logger = logging.getLogger(__name__)
@@ -166,6 +167,13 @@ class Runtime:
         if self.generation.graph is None:
             raise RunnerError(WITHOUT_MODEL)
         return self.generation.graph
+
+    @property
+    def agents(self) -> Mapping[str, CompiledStateGraph]:
+        """Every agent's graph to serve on its own, by name: ``main`` (:attr:`graph`) first, then
+        those of ``agents:`` (:func:`runner.agent.team.hosted_graph`), as the generation built them."""
+        team = self.generation.team
+        return {MAIN_AGENT: self.graph, **(team.hosted if team is not None else {})}
 
     async def apply(self, checked: CheckedAgent, *, changed_files: Set[Path] = frozenset()) -> ReloadReport:
         """Bring the servers and the generation to ``checked``; report what changed.
@@ -276,6 +284,7 @@ class Runtime:
                               source=checked.loaded.source)
         tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         graph = context = None
+        team = None
         if model is not None:
             from runner.agent.context import context_window
             from runner.agent.graph import build_graph
@@ -287,10 +296,11 @@ class Runtime:
             context = context_window(manifest.context, model,
                                      lambda model_id: self.host.model(ModelSpec(id=model_id), base_dir))
 
-            tools_provider = self._team_tools(checked, catalog, model, agent_models)
+            team = self._team(checked, catalog, model, agent_models)
+            offered = team.tools_of(manifest.agent.agents) if team is not None else []
             graph = build_graph(
                 model,
-                tools_provider=tools_provider,
+                tools_provider=lambda: [*catalog.tools, *offered],
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
@@ -304,15 +314,15 @@ class Runtime:
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models,
-                                      context=context)
+                                      context=context, team=team)
 
-    def _team_tools(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,
-                    agent_models: tuple[tuple[ModelSpec, ModelChain], ...]) -> Callable[[], list[BaseTool]]:
-        """What the main agent is offered: the catalog's tools, and the agents of ``agents:`` it
-        may call (built here, over the same catalog and caller: one fleet for every agent)."""
+    def _team(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,
+              agent_models: tuple[tuple[ModelSpec, ModelChain], ...]) -> Team | None:
+        """The agents of ``agents:`` (None: there are none), built over the same catalog and
+        caller as the main agent: one fleet for every agent."""
         manifest = checked.loaded.manifest
         if not manifest.agents:
-            return lambda: self.catalog.tools
+            return None
         from runner.agent.spending import Spending
         from runner.agent.team import TeamParts, build_team
         from runner.models.pricing import Pricer
@@ -330,18 +340,16 @@ class Runtime:
             entry = catalog.entries.get(name)
             return entry.origin.server if entry is not None else None
 
-        team = build_team(TeamParts(
+        return build_team(TeamParts(
             manifest=manifest, base_dir=checked.loaded.base_dir,
             catalog_tools=lambda: catalog.tools, server_of=server_of,
             direct_call=self.caller.run_tool_call,
             policy=self.caller.decide,
             arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
-            model_for=model_for, system_prompt_for=system_prompt_for,
+            model_for=model_for, system_prompt_for=system_prompt_for, checkpointer=self.checkpointer,
             spending_for=lambda name, spec: Spending(Pricer(spec), model_for(spec).primary, manifest.limits,
                                                      agent=name),
         ))
-        offered = team.tools_of(manifest.agent.agents)
-        return lambda: [*catalog.tools, *offered]
 
     async def answer(self, server: str, request: Question) -> Reply:
         """A server's question during a tool call, answered by the host (sampling: the host
@@ -368,8 +376,12 @@ class Runtime:
         ``/thread``, a resumed ``--thread``)."""
         self.thread_id = thread_id
 
-    def config(self, thread_id: str | None = None) -> RunnableConfig:
-        return {"configurable": {"thread_id": thread_id or self.thread_id}}
+    def config(self, thread_id: str | None = None, *, agent: str = MAIN_AGENT) -> RunnableConfig:
+        """The config of thread ``thread_id`` of ``agent``: an agent of ``agents:`` served on its
+        own keeps its threads apart from the main agent's (:func:`runner.agent.team.agent_thread`)."""
+        from runner.agent.team import agent_thread
+
+        return {"configurable": {"thread_id": agent_thread(agent, thread_id or self.thread_id)}}
 
     async def follow_changes(self) -> None:
         """Apply the fleet's catalogue changes as they arrive, until cancelled."""

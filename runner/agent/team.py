@@ -14,7 +14,7 @@ import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -30,6 +30,9 @@ from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.agents import called_agents
 from runner.models import ModelChain
 from runner.tools.policy import PolicyDecision
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
 
 TASK_DESCRIPTION = (
     "Everything the agent needs to do the task: it does not see this conversation, only this text."
@@ -58,14 +61,17 @@ class TeamParts:
     system_prompt_for: Callable[[str, Callable[[], Sequence[BaseTool]]], SystemPromptProvider]
     # What an agent's model steps spend, by its name and model (the turn's budgets are shared).
     spending_for: Callable[[str, ModelSpec], Spending]
+    checkpointer: Any = None  # what an agent served on its own keeps its threads in
 
 
 @dataclass(frozen=True)
 class Team:
-    """The built agents: each one's runnable graph and the tool that runs it."""
+    """The built agents: each one's runnable graph, the tool that runs it, and the graph that
+    serves it on its own (:func:`hosted_graph`)."""
 
     graphs: Mapping[str, Runnable[Any, Any]]
     tools: Mapping[str, BaseTool]
+    hosted: Mapping[str, CompiledStateGraph]
 
     def tools_of(self, names: Sequence[str]) -> list[BaseTool]:
         return [self.tools[name] for name in names if name in self.tools]
@@ -90,7 +96,8 @@ def build_team(parts: TeamParts) -> Team:
         graphs[name] = graph
         description = spec.description or f"The {name} workflow."
         tools[name] = agent_tool(name, description, graph)
-    return Team(graphs, tools)
+    hosted = {name: hosted_graph(name, graph, parts.checkpointer) for name, graph in graphs.items()}
+    return Team(graphs, tools, hosted)
 
 
 def build_order(agents: Mapping[str, Any]) -> list[str]:
@@ -190,6 +197,36 @@ async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: Run
     inner: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), AGENT_KEY: name}}
     result = await graph.ainvoke({"messages": [HumanMessage(task)]}, inner)
     return final_answer(result)
+
+
+def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any
+                 ) -> CompiledStateGraph:
+    """Agent ``name`` served on its own (``serve``'s tool of that name, the OpenAI API's model):
+    a turn's last user message is its task, and its final answer the turn's reply. Its graph runs
+    as a subgraph of this one, exactly as inside a caller's tool call, so a question it raises
+    interrupts the turn and is resumed on the thread (kept in ``checkpointer``). The thread keeps
+    the tasks and answers; the agent sees only the task at hand, as when another agent calls it."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    async def model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        task = state["messages"][-1].text
+        return {"messages": [AIMessage(await run_agent(name, graph, task, config))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)  # the node the turn's final answer is read from
+    builder.add_edge(START, "model")
+    builder.add_edge("model", END)
+    return builder.compile(checkpointer=checkpointer, name=name)
+
+
+AGENT_THREAD_SEPARATOR = "@"  # never in a thread id a caller gives (THREAD_PATTERN)
+
+
+def agent_thread(agent: str, thread_id: str) -> str:
+    """The checkpointer's thread id of ``agent``'s thread ``thread_id``: the main agent's is the
+    thread id itself, another agent's is ``thread_id@agent``, so serving it on the thread a
+    caller names never reads or adds to the main agent's conversation of that name."""
+    return thread_id if agent == MAIN_AGENT else f"{thread_id}{AGENT_THREAD_SEPARATOR}{agent}"
 
 
 def final_answer(state: Mapping[str, Any]) -> str:

@@ -40,7 +40,8 @@ def turn_input(message: str | list[BaseMessage] | Command) -> Any:
 
 
 async def stream_turn(
-    runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None
+    runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None,
+    agent: str = MAIN_AGENT,
 ) -> AsyncGenerator[Event, None]:
     """Run one turn (or resume one) and yield its events (:mod:`runner.events`):
 
@@ -61,24 +62,28 @@ async def stream_turn(
     One turn at a time runs on a thread, in this process and across the processes sharing its
     checkpointer (:func:`runner.store.thread_locks.thread_turn`): a turn started while another of
     its thread runs waits for it (saying so), and starts from what that one wrote.
+
+    ``agent`` names the agent the turn runs (``serve``'s tool or model of that name): one of
+    ``agents:`` gets the message as its task, on its own thread of that id
+    (:func:`runner.agent.team.agent_thread`); its events name it, as when another agent calls it.
     """
-    config = runtime.config(thread_id)
+    config = runtime.config(thread_id, agent=agent)
     async with thread_turn(runtime.checkpointer, config["configurable"]["thread_id"]):
         resumed = isinstance(message, Command)
-        config = await turn_started(runtime.graph, config, runtime.manifest.limits, resumed=resumed)
-        async with aclosing(_turn_events(runtime, message, config)) as events:
+        config = await turn_started(runtime.agents[agent], config, runtime.manifest.limits, resumed=resumed)
+        async with aclosing(_turn_events(runtime, message, config, agent)) as events:
             async for event in events:
                 yield event
 
 
 async def _turn_events(
-    runtime: Runtime, message: str | list[BaseMessage] | Command, config: RunnableConfig
+    runtime: Runtime, message: str | list[BaseMessage] | Command, config: RunnableConfig, served: str
 ) -> AsyncGenerator[Event, None]:
     names: dict[tuple[str | None, str], str] = {}
     # The agents of 'agents:' running in this turn, by the namespace their graph's events come from.
     agents: dict[tuple[str, ...], str] = {}
     modes: list[StreamMode] = ["messages", "updates", "custom"]
-    stream = runtime.graph.astream(turn_input(message), config, stream_mode=modes, subgraphs=True)
+    stream = runtime.agents[served].astream(turn_input(message), config, stream_mode=modes, subgraphs=True)
     assert isinstance(stream, AsyncGenerator)  # typed as an AsyncIterator; _run_graph closes it
     send, receive = anyio.create_memory_object_stream[tuple[tuple[str, ...], str, Any]]()
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
@@ -96,6 +101,8 @@ async def _turn_events(
                     data = {**data, "caller": agent or MAIN_AGENT}
                     inner = data.pop(NAMESPACE)
                     agents[tuple(inner.split("|")) if inner else ()] = data["agent"]
+                    if agent is None and served != MAIN_AGENT:
+                        continue  # the served agent itself, started by this turn, not by an agent
                 elif agent is not None:
                     data = {**data, "agent": agent}
                 yield clock.seen(data)

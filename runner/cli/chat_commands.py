@@ -18,6 +18,7 @@ from runner.cli.chat_session import ChatSession, chat_command
 from runner.cli.completion import resolve_thread
 from runner.cli.media import media_blocks
 from runner.cli.rows import (
+    agent_rows,
     offered_tools,
     output_limit,
     output_text,
@@ -29,6 +30,7 @@ from runner.errors import CaseSaveError, ManifestError, ToolError
 from runner.evals.cassettes import Secrets
 from runner.evals.saving import save_case
 from runner.events import (
+    AgentsListed,
     ApprovalAsked,
     CaseSaved,
     ChatCommandRow,
@@ -53,6 +55,7 @@ CHAT_COMMAND_HELP = {
     "help": ("/help", "this list"),
     "tools": ("/tools", "the tools the model sees"),
     "prompts": ("/prompts", "the prompt commands"),
+    "agents": ("/agents", "the agents: each one's kind, description and the agents that may call it"),
     "call": ("/call NAME {json}",
              "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
@@ -85,6 +88,11 @@ async def _tools(session: ChatSession, line: str) -> None:
 @chat_command("prompts")
 async def _prompts(session: ChatSession, line: str) -> None:
     session.view.show(PromptsListed(type="prompts", prompts=prompt_rows(session.runtime)))
+
+
+@chat_command("agents")
+async def _agents(session: ChatSession, line: str) -> None:
+    session.view.show(AgentsListed(type="agents", agents=agent_rows(session.runtime.manifest)))
 
 
 @chat_command("thread")

@@ -56,7 +56,8 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
 def ready_event(runtime: Runtime) -> ChatReady:
     """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, tool names."""
     return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
-                     thread=runtime.thread_id, tools=sorted(runtime.catalog.entries))
+                     thread=runtime.thread_id, tools=sorted(runtime.catalog.entries),
+                     agents=list(runtime.manifest.agent.agents))
 
 
 def change_event(change: CatalogueChange) -> CatalogueChanged:

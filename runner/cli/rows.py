@@ -4,10 +4,12 @@ prompt commands and a tool's output (cut to the server's ``max_output_chars``, a
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, cast
 
 from runner.agent.runtime import Runtime
-from runner.events import PromptRow
+from runner.events import AgentRow, PromptRow
+from runner.manifest import MAIN_AGENT, Manifest
+from runner.manifest.agents import agent_kind, called_agents
 from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
 
@@ -69,6 +71,22 @@ def prompt_rows(runtime: Runtime) -> list[PromptRow]:
         )
         for command in runtime.prompt_catalog
     ]
+
+
+def agent_rows(manifest: Manifest) -> list[AgentRow]:
+    """``main``, then each agent of ``agents:``: its kind, description and who may call it."""
+    callers: dict[str, list[str]] = {name: [] for name in manifest.agents}
+    for name in manifest.agent.agents:
+        callers.setdefault(name, []).append(MAIN_AGENT)
+    for caller, spec in sorted(manifest.agents.items()):
+        for callee in dict.fromkeys(callee for _, callee in called_agents(spec)):
+            callers.setdefault(callee, []).append(caller)
+    rows = [AgentRow(name=MAIN_AGENT, kind="model", description=manifest.description or "", callers=[])]
+    for name, spec in sorted(manifest.agents.items()):
+        kind = cast(Literal["model", "chain", "parallel", "router", "loop"], agent_kind(spec))
+        rows.append(AgentRow(name=name, kind=kind, description=spec.description or "",
+                             callers=callers[name]))
+    return rows
 
 
 def first_line(text: str | None) -> str:

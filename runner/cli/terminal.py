@@ -257,6 +257,11 @@ class TerminalView:
             for row in event["prompts"]:
                 usage = f"{row['command']} {row['arguments']}".strip()
                 say(f"{usage}  ({row['server']}: {row['original']})", markup=False)
+        elif event["type"] == "agents":
+            for agent in event["agents"]:
+                called = f"  (called by {', '.join(agent['callers'])})" if agent["callers"] else ""
+                about = agent["description"].partition("\n")[0]
+                say(f"{agent['name']}  [{agent['kind']}]  {about}{called}", markup=False)
         elif event["type"] == "thread":
             say(event.get("note") or f"thread {event['thread']}", markup=False)
         elif event["type"] == "saved":

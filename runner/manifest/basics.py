@@ -30,7 +30,7 @@ PYTHON_COMMANDS = ("python", "python3")
 OFFLINE_ID = "offline"
 SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
-CHAT_COMMANDS = ("help", "tools", "prompts", "call", "thread", "reload", "save", "media", "usage",
+CHAT_COMMANDS = ("help", "tools", "prompts", "agents", "call", "thread", "reload", "save", "media", "usage",
                  "context", "exit", "quit")
 
 

@@ -188,3 +188,52 @@ def test_validate_locates_an_agent_prompt_template_error_at_the_agents_prompt(tm
     assert result.returncode == 2
     assert "agents.helper.prompt" in result.stdout + result.stderr
     assert "did you mean 'name'" in result.stdout + result.stderr
+
+
+async def test_the_runtime_offers_every_agent_by_name_to_serve_each_on_its_own_thread(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessage
+
+    from runner.agent.runtime import load_agent
+
+    path = team(tmp_path, ["Main answers."],
+                {"researcher": {"description": "Does arithmetic.", "tools": ["notes"]}},
+                scripts={"researcher": [call("notes__calculate", expression="6*7"), "It is 42.",
+                                        "Again 42."]})
+    async with load_agent(path) as runtime:
+        assert list(runtime.agents) == ["main", "researcher"]
+        assert runtime.agents["main"] is runtime.graph
+        hosted = runtime.agents["researcher"]
+        config = runtime.config("t1", agent="researcher")
+        first = await hosted.ainvoke({"messages": [("user", "What is 6*7?")]}, config)
+        assert isinstance(first["messages"][-1], AIMessage) and first["messages"][-1].text == "It is 42."
+        second = await hosted.ainvoke({"messages": [("user", "And again?")]}, config)
+        # The thread keeps the tasks and answers; the main agent's graph never saw them.
+        assert [m.text for m in second["messages"]] == [
+            "What is 6*7?", "It is 42.", "And again?", "Again 42."]
+        assert not (await runtime.graph.aget_state(runtime.config("t1"))).values
+
+
+def test_agents_in_the_chat_lists_each_agents_kind_description_and_callers(tmp_path: Path) -> None:
+    team(tmp_path, ["Main: done."],
+         {"researcher": {"description": "Finds facts."},
+          "writer": {"description": "Writes.", "agents": ["researcher"]},
+          "pipeline": {"description": "Research, then write.", "chain": ["researcher", "writer"]}},
+         scripts={"researcher": ["Owls."], "writer": ["An essay."]},
+         agent={"agents": ["pipeline", "writer"]}, description="The desk.")
+    chat = JsonChat(tmp_path)
+    try:
+        ready = chat.wait_for("ready")
+        assert ready["agents"] == ["pipeline", "writer"]
+        chat.send({"text": "/agents"})
+        listed = chat.wait_for("agents")["agents"]
+        assert listed == [
+            {"name": "main", "kind": "model", "description": "The desk.", "callers": []},
+            {"name": "pipeline", "kind": "chain", "description": "Research, then write.",
+             "callers": ["main"]},
+            {"name": "researcher", "kind": "model", "description": "Finds facts.",
+             "callers": ["pipeline", "writer"]},
+            {"name": "writer", "kind": "model", "description": "Writes.", "callers": ["main", "pipeline"]},
+        ]
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)

@@ -236,7 +236,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
     try:
         assert "notes__calculate" in chat.wait_for("ready")["tools"]
         for command, kind in (("/help", "help"), ("/tools", "tools"), ("/prompts", "prompts"),
-                              ("/thread", "thread"), ("/reload", "reload"), ("/bogus", "error")):
+                              ("/agents", "agents"), ("/thread", "thread"), ("/reload", "reload"),
+                              ("/bogus", "error")):
             chat.send({"text": command})
             chat.wait_for(kind)
         chat.send("not json")

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import openai
 import pytest
+import yaml
 from builders import scripted_model, write_manifest
 from mcp_servers import gates as gates_server
 from serving import call_message, http_agent, http_client, openai_api, write_served_agent
@@ -242,3 +243,31 @@ async def test_a_streamed_turn_running_when_the_agent_stops_hears_why_and_the_st
             assert "the agent is stopping" in stopped.value.message
             assert await anyio.to_thread.run_sync(served.process.wait) == 128 + signal.SIGTERM
     assert "cancelled s" in log.log
+
+
+@pytest.mark.usefixtures("closed_openai_clients")
+async def test_each_agent_of_agents_is_a_model_and_a_request_runs_the_one_it_names(tmp_path: Path) -> None:
+    (tmp_path / "helper.yaml").write_text(yaml.safe_dump(["Helper here.", "Helper streams."]))
+    manifest = write_manifest(tmp_path, {}, name="desk", model=scripted_model(tmp_path, ["Main here."]),
+                              checkpointer="memory",
+                              agents={"helper": {"description": "Helps.",
+                                                 "model": {"id": "scripted", "script": "helper.yaml"}}})
+    with http_agent(manifest) as served:
+        with anyio.fail_after(LIMIT):
+            client = openai_api(served.url)
+            assert [model.id for model in (await client.models.list()).data] == ["desk", "helper"]
+            assert (await client.models.retrieve("helper")).id == "helper"
+            reply = await client.chat.completions.create(
+                model="helper", messages=[{"role": "user", "content": "Help."}], extra_headers={THREAD: "t"})
+            assert (reply.model, reply.choices[0].message.content) == ("helper", "Helper here.")
+            stream = await client.chat.completions.create(
+                model="helper", stream=True, extra_headers={THREAD: "t"},
+                messages=[{"role": "user", "content": "Help."},
+                          {"role": "assistant", "content": "Helper here."},
+                          {"role": "user", "content": "Again."}])
+            chunks = [chunk async for chunk in stream]
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Helper streams."
+            # The main agent's thread of that id is its own: the helper's turns are not in it.
+            main = await client.chat.completions.create(
+                model="desk", messages=[{"role": "user", "content": "Hi."}], extra_headers={THREAD: "t"})
+            assert main.choices[0].message.content == "Main here."

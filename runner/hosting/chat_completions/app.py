@@ -16,13 +16,16 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from langchain_core.runnables import RunnableConfig
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.agent.runtime import Runtime
+from runner.agent.team import agent_thread
 from runner.errors import BusyError, CheckpointerError, RunnerError
 from runner.hosting.callers import caller_of, thread_in_space
 from runner.hosting.chat_completions.requests import (
@@ -35,6 +38,7 @@ from runner.hosting.chat_completions.requests import (
 )
 from runner.hosting.chat_completions.turns import Answer, answer
 from runner.hosting.mcp.conversations import TurnScheduler, conversation_store
+from runner.manifest import MAIN_AGENT
 from runner.task_groups import background_tasks
 
 logger = logging.getLogger(__name__)
@@ -45,8 +49,24 @@ FORGET_LIMIT = 5.0  # seconds a throwaway conversation's thread gets to be delet
 STOPPING = "the agent is stopping: this turn was cancelled; ask again when it is back"
 OWNER = "mcp-run"
 
-Agents = Callable[[], Mapping[str, Runtime]]
+@dataclass(frozen=True)
+class ServedAgent:
+    """One agent of a runtime served as a model: ``main`` or one of its ``agents:``."""
+
+    runtime: Runtime
+    agent: str = MAIN_AGENT
+
+
+Agents = Callable[[], Mapping[str, ServedAgent]]
 """The served agents by model name, as they are now (a reload may rename one)."""
+
+
+def served_agents(runtime: Runtime) -> dict[str, ServedAgent]:
+    """The models ``runtime`` serves: the main agent under the manifest's name, then each agent of
+    ``agents:`` under its own (one named as the manifest is reached only through its callers)."""
+    name = runtime.manifest.name
+    return {name: ServedAgent(runtime), **{agent: ServedAgent(runtime, agent)
+                                           for agent in sorted(runtime.manifest.agents) if agent != name}}
 
 
 def unauthorized() -> ASGIApp:
@@ -86,7 +106,7 @@ class ChatCompletions:
             elif path.startswith("/v1/models/"):
                 _allow(method, "GET")
                 name = path.removeprefix("/v1/models/")
-                self._runtime(name, param=None)
+                self._served(name, param=None)
                 await _json(send, 200, self._model(name))
             elif path == "/v1/chat/completions":
                 _allow(method, "POST")
@@ -100,14 +120,14 @@ class ChatCompletions:
     def _model(self, name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": self.created, "owned_by": OWNER}
 
-    def _runtime(self, name: str, *, param: str | None = "model") -> Runtime:
-        runtime = self.agents().get(name)
-        if runtime is None:
+    def _served(self, name: str, *, param: str | None = "model") -> ServedAgent:
+        served = self.agents().get(name)
+        if served is None:
             known = ", ".join(self.agents()) or "none"
             raise ApiRequestError(f"the model {json.dumps(name)[:80]} does not exist: the models here are "
                                   f"the agents served ({known})", status=404, code="model_not_found",
                                   param=param)
-        return runtime
+        return served
 
     async def _complete(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = await _body(receive)
@@ -115,7 +135,8 @@ class ChatCompletions:
             return
         header = dict(scope["headers"]).get(THREAD_HEADER.encode())
         request = parse_chat_request(raw, None if header is None else header.decode("latin-1"))
-        runtime = self._runtime(request.model)
+        served = self._served(request.model)
+        runtime = served.runtime
         if self._stopping:
             raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
         thread = thread_in_space(caller_of(scope), request.thread or f"chat-{uuid.uuid4().hex}")
@@ -131,31 +152,32 @@ class ChatCompletions:
             try:
                 async with background_tasks() as watching:
                     watching.start_soon(_cancel_when_gone, receive, call)
-                    await self._turn(runtime, thread, request, sending)
+                    await self._turn(served, thread, request, sending)
             finally:
                 self._calls.discard(call)
                 if not self._calls:
                     self._no_calls.set()
                     self._no_calls = anyio.Event()
                 if request.thread is None:  # the request's own conversation: nobody comes back to it
-                    await _forget(runtime, thread)
+                    await _forget(runtime, runtime.config(thread, agent=served.agent))
         if call.cancelled_caught and self._stopping and not started:
             raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
 
-    async def _turn(self, runtime: Runtime, thread: str, request: ChatRequest, send: Send) -> None:
+    async def _turn(self, served: ServedAgent, thread: str, request: ChatRequest, send: Send) -> None:
         try:
-            async with self.scheduler.turn(thread, queue_on_thread=False):
+            async with self.scheduler.turn(agent_thread(served.agent, thread), queue_on_thread=False):
                 if request.stream:
-                    await _Stream(send, request, runtime.manifest.name).run(runtime, thread)
+                    await _Stream(send, request, request.model).run(served, thread)
                     return
                 with conversation_store():
-                    result = await answer(runtime, thread, request.messages, _ignore)
+                    result = await answer(served.runtime, thread, request.messages, _ignore,
+                                          agent=served.agent)
         except BusyError as exc:
             raise ApiRequestError(str(exc), status=429, type="rate_limit_error",
                                   code="rate_limit_exceeded") from exc
         except RunnerError as exc:  # the model or the checkpointer failed
             raise ApiRequestError(str(exc), status=500, type="server_error") from exc
-        await _json(send, 200, _completion(request, runtime.manifest.name, result),
+        await _json(send, 200, _completion(request, request.model, result),
                     thread=request.thread)
 
 
@@ -170,7 +192,7 @@ class _Stream:
         self.created = int(time.time())
         self._ended = False
 
-    async def run(self, runtime: Runtime, thread: str) -> None:
+    async def run(self, served: ServedAgent, thread: str) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
         if self.request.thread is not None:
             headers.append((THREAD_HEADER.encode(), self.request.thread.encode()))
@@ -179,7 +201,8 @@ class _Stream:
         try:
             try:
                 with conversation_store():
-                    result = await answer(runtime, thread, self.request.messages, self._text)
+                    result = await answer(served.runtime, thread, self.request.messages, self._text,
+                                          agent=served.agent)
             except RunnerError as exc:  # after the headers: the error is an event the client raises
                 await self._event(error_body(str(exc), type="server_error"))
                 return
@@ -272,13 +295,13 @@ async def _cancel_when_gone(receive: Receive, call: anyio.CancelScope) -> None:
     call.cancel()
 
 
-async def _forget(runtime: Runtime, thread: str) -> None:
+async def _forget(runtime: Runtime, config: RunnableConfig) -> None:
     """Delete a throwaway conversation's thread (bounded, whatever ended the turn)."""
     if runtime.checkpointer is None:
         return
     with anyio.CancelScope(shield=True), anyio.move_on_after(FORGET_LIMIT):
         try:
             with conversation_store():
-                await runtime.checkpointer.adelete_thread(thread)
+                await runtime.checkpointer.adelete_thread(config["configurable"]["thread_id"])
         except CheckpointerError as exc:  # the answer is given: the store is the operator's to fix
             logger.warning("a throwaway conversation was not deleted: %s", exc)

@@ -140,9 +140,14 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                 else:
                     # The OpenAI-compatible API beside MCP: the agent is the model of its name. It
                     # uses this package's conversations: imported here, where both are loaded.
-                    from runner.hosting.chat_completions import API_PREFIX, ChatCompletions, unauthorized
+                    from runner.hosting.chat_completions import (
+                        API_PREFIX,
+                        ChatCompletions,
+                        served_agents,
+                        unauthorized,
+                    )
 
-                    api = ChatCompletions(lambda: {runtime.manifest.name: runtime}, service.scheduler)
+                    api = ChatCompletions(lambda: served_agents(runtime), service.scheduler)
                     also: dict[str, ASGIApp] = {API_PREFIX: api}
                     stops = [service.stop, api.stop]
                     if options.a2a:

@@ -41,6 +41,7 @@ from runner import telemetry
 from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.runtime import Runtime
 from runner.agent.spending import LIMIT_REASON, TurnSpending
+from runner.agent.team import TASK_DESCRIPTION, agent_thread
 from runner.agent.turns import stream_turn
 from runner.errors import AskError, RunnerError
 from runner.events import Event, FinalAnswer, Question, is_question, question
@@ -61,6 +62,7 @@ from runner.hosting.mcp.relayed_questions import (
     refusal,
     resume_value,
 )
+from runner.manifest import MAIN_AGENT
 from runner.models.retries import model_call_line
 from runner.task_groups import background_tasks
 from runner.tools.caller import progress_summary
@@ -84,6 +86,18 @@ ASK_INPUT_SCHEMA: dict[str, Any] = {
                                   "a new conversation without it."},
     },
     "required": ["message"],
+    "additionalProperties": False,
+}
+# An agent of 'agents:' served under its own name: the task it gets, as when another agent calls it.
+AGENT_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "minLength": 1, "description": TASK_DESCRIPTION},
+        "thread": {"type": "string", "pattern": THREAD_PATTERN,
+                   "description": "The agent's thread to continue (the thread id of an earlier answer); "
+                                  "a new one without it. Its threads are its own, apart from ask's."},
+    },
+    "required": ["task"],
     "additionalProperties": False,
 }
 ASK_OUTPUT_SCHEMA: dict[str, Any] = {
@@ -126,25 +140,52 @@ def ask_output_schema(output: dict[str, Any] | None) -> dict[str, Any]:
     return schema
 
 
+def agent_tools(runtime: Runtime, output: dict[str, Any] | None = None) -> list[types.Tool]:
+    """The tools ``serve`` offers: ``ask`` (the main agent), then each agent of ``agents:`` under
+    its own name (one named ``ask`` is reached only through the agents that call it)."""
+    manifest = runtime.manifest
+    tools = [ask_tool(manifest.name, manifest.description, output)]
+    for name in sorted(manifest.agents):
+        if name == ASK_TOOL:
+            continue
+        about = f" ({description})" if (description := manifest.agents[name].description) else ""
+        tools.append(types.Tool(
+            name=name,
+            description=(f"Give the agent '{name}' of '{manifest.name}'{about} a task. Returns its answer "
+                         "and the thread id; pass the thread id back to continue on the same thread."),
+            input_schema=AGENT_INPUT_SCHEMA, output_schema=ASK_OUTPUT_SCHEMA))
+    return tools
+
+
+def served_agent(runtime: Runtime, tool: str) -> str | None:
+    """The agent a call of ``tool`` runs: ``main`` for ``ask``, an agent of ``agents:`` under its
+    own name, None for any other name."""
+    if tool == ASK_TOOL:
+        return MAIN_AGENT
+    return tool if tool in runtime.manifest.agents else None
+
+
 @dataclass(frozen=True)
 class AskRequest:
     message: str
     thread: str | None
 
 
-def parse_ask(arguments: dict[str, Any] | None) -> AskRequest:
-    """The checked arguments of ``ask``; AskError names what is wrong."""
+def parse_ask(arguments: dict[str, Any] | None, agent: str = MAIN_AGENT) -> AskRequest:
+    """The checked arguments of ``ask`` (``message``), or of agent ``agent``'s tool (``task``);
+    AskError names what is wrong."""
     arguments = arguments or {}
-    unknown = sorted(set(arguments) - {"message", "thread"})
+    tool, said = (ASK_TOOL, "message") if agent == MAIN_AGENT else (agent, "task")
+    unknown = sorted(set(arguments) - {said, "thread"})
     if unknown:
-        raise AskError(f"unknown argument {', '.join(unknown)}: ask takes message and thread")
-    if "message" not in arguments:
-        raise AskError("message is missing: say something to the agent")
-    message = arguments["message"]
+        raise AskError(f"unknown argument {', '.join(unknown)}: {tool} takes {said} and thread")
+    if said not in arguments:
+        raise AskError(f"{said} is missing: say something to the agent")
+    message = arguments[said]
     if not isinstance(message, str):
-        raise AskError(f"message must be a string, got {_json_type(message)}")
+        raise AskError(f"{said} must be a string, got {_json_type(message)}")
     if not message.strip():
-        raise AskError("message is empty: say something to the agent")
+        raise AskError(f"{said} is empty: say something to the agent")
     thread = arguments.get("thread")
     if thread is not None and not isinstance(thread, str):
         raise AskError(
@@ -321,8 +362,8 @@ class AskHandler:
         if self._calls:
             await self._no_calls.wait()
 
-    async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-                       ) -> types.CallToolResult | types.InputRequiredResult:
+    async def __call__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams,
+                       agent: str = MAIN_AGENT) -> types.CallToolResult | types.InputRequiredResult:
         if self._stopping:
             return error_result(STOPPING)
         with anyio.CancelScope() as call:
@@ -331,7 +372,7 @@ class AskHandler:
                 async with anyio.create_task_group() as watching:
                     watching.start_soon(_cancel_when_gone, ctx, call)
                     try:
-                        return await self._answer(ctx, params)
+                        return await self._answer(ctx, params, agent)
                     finally:
                         watching.cancel_scope.cancel()
             finally:
@@ -343,10 +384,10 @@ class AskHandler:
         # then nobody hears this).
         return error_result(STOPPING if self._stopping else CALLER_GONE)
 
-    async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    async def _answer(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, agent: str
                       ) -> types.CallToolResult | types.InputRequiredResult:
         try:
-            request = parse_ask(params.arguments)
+            request = parse_ask(params.arguments, agent)
             message: str | Command
             caller = caller_of(ctx.request.scope if isinstance(ctx.request, Request) else None)
             with conversation_store():
@@ -354,20 +395,20 @@ class AskHandler:
                 if params.input_responses or params.request_state:
                     state = QuestionState.read(params.request_state)
                     thread, progress_from = state.thread, state.progress
-                    message = await self._answered(params, state, caller)
+                    message = await self._answered(params, state, caller, agent)
                     new = False
                 elif request.thread is None:
                     thread, message, new = uuid.uuid4().hex, request.message, True
                 else:
                     thread, message = request.thread, request.message
-                    new = not await thread_started(self.runtime, thread_in_space(caller, thread))
-                return await self._turn(ctx, thread, message, new=new, caller=caller,
+                    new = not await thread_started(self.runtime, thread_in_space(caller, thread), agent)
+                return await self._turn(ctx, thread, message, new=new, caller=caller, agent=agent,
                                         progress_from=progress_from)
         except RunnerError as exc:  # a bad request, busy, or the turn failed (model, checkpointer)
             return error_result(str(exc))
 
     async def _answered(self, params: types.CallToolRequestParams, asked: QuestionState,
-                        caller: str | None) -> Command:
+                        caller: str | None, agent: str) -> Command:
         """The resume command of a retried call carrying the caller's answer to question ``asked``
         (the thread it names is looked up among the caller's own)."""
         thread, key = asked.thread, asked.question
@@ -379,7 +420,8 @@ class AskHandler:
             answer = types.ElicitResult.model_validate(response.model_dump(by_alias=True))
         except ValidationError as exc:
             raise AskError("the retried call's answer is no answer to a question (elicitation)") from exc
-        state = await self.runtime.graph.aget_state(self.runtime.config(thread_in_space(caller, thread)))
+        config = self.runtime.config(thread_in_space(caller, thread), agent=agent)
+        state = await self.runtime.agents[agent].aget_state(config)
         for pending in state.interrupts:
             event = question(pending.value)
             if question_key(event) == key:
@@ -398,17 +440,18 @@ class AskHandler:
         self._asked[token] = now
 
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool,
-                    caller: str | None, progress_from: int = 0
+                    caller: str | None, agent: str, progress_from: int = 0
                     ) -> types.CallToolResult | types.InputRequiredResult:
         progress = Progress(ctx, start=progress_from)
         telemetry.join_trace(ctx.meta)  # a caller that traces sees the turn in its own trace
         stored = thread_in_space(caller, thread)
         spent = TurnSpending()
-        async with progress.coalescing(), self.scheduler.turn(stored, waiting=progress.note):
+        turn = self.scheduler.turn(agent_thread(agent, stored), waiting=progress.note)
+        async with progress.coalescing(), turn:
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
-                async for event in stream_turn(self.runtime, message, thread_id=stored):
+                async for event in stream_turn(self.runtime, message, thread_id=stored, agent=agent):
                     spent.see(event)
                     if is_question(event):
                         pending = event

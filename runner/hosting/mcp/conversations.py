@@ -27,7 +27,9 @@ import mcp_types as types
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from runner.agent.runtime import Runtime
+from runner.agent.team import AGENT_THREAD_SEPARATOR
 from runner.errors import AskError, BusyError, CheckpointerError
+from runner.manifest import MAIN_AGENT
 from runner.store.postgres import store_failures
 
 THREAD_SCHEME = "mcp-run://threads/"
@@ -77,13 +79,14 @@ def thread_of(uri: str) -> str:
 
 
 async def listed_threads(runtime: Runtime) -> list[str]:
-    """Thread ids with a checkpoint, newest first (those among the last LISTED_CHECKPOINTS)."""
+    """The main agent's thread ids with a checkpoint, newest first (those among the last
+    LISTED_CHECKPOINTS); the threads of the agents of ``agents:`` served on their own are not its."""
     if runtime.checkpointer is None:
         return []
     seen: dict[str, None] = {}
     async for saved in runtime.checkpointer.alist(None, limit=LISTED_CHECKPOINTS):
         thread_id = saved.config.get("configurable", {}).get("thread_id")
-        if isinstance(thread_id, str) and thread_id not in seen:
+        if isinstance(thread_id, str) and AGENT_THREAD_SEPARATOR not in thread_id and thread_id not in seen:
             seen[thread_id] = None
     return list(seen)
 
@@ -108,12 +111,12 @@ async def thread_messages(runtime: Runtime, thread_id: str) -> list[dict[str, An
     return [message_json(message) for message in messages]
 
 
-async def thread_started(runtime: Runtime, thread_id: str) -> bool:
-    """Whether the thread has messages: :func:`thread_messages` without building the state or the
-    messages' JSON (an ``ask`` on a thread reads this before every turn)."""
+async def thread_started(runtime: Runtime, thread_id: str, agent: str = MAIN_AGENT) -> bool:
+    """Whether ``agent``'s thread has messages: :func:`thread_messages` without building the state
+    or the messages' JSON (an ``ask`` on a thread reads this before every turn)."""
     if runtime.checkpointer is None:
         return False
-    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id))
+    saved = await runtime.checkpointer.aget_tuple(runtime.config(thread_id, agent=agent))
     return saved is not None and bool(saved.checkpoint["channel_values"].get("messages"))
 
 

@@ -35,12 +35,13 @@ from runner.agent.runtime import Runtime
 from runner.errors import PromptError, RunnerError, ServeError
 from runner.hosting.callers import caller_of, thread_in_space, thread_seen_by
 from runner.hosting.mcp.ask import (
+    AGENT_INPUT_SCHEMA,
     ASK_INPUT_SCHEMA,
-    ASK_TOOL,
     DEFAULT_ANSWER_WITHIN,
     AskHandler,
-    ask_tool,
+    agent_tools,
     error_result,
+    served_agent,
 )
 from runner.hosting.mcp.change_notices import AnnouncingServer, LegacySessions
 from runner.hosting.mcp.conversations import (
@@ -52,6 +53,7 @@ from runner.hosting.mcp.conversations import (
     thread_resource,
     thread_template,
 )
+from runner.manifest import MAIN_AGENT
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 
@@ -98,7 +100,7 @@ class AgentService:
             on_subscriptions_listen=self._listening,
             # What tools/list says of ask's input: looked up here, the HTTP transport checks a
             # call's Mcp-Param headers without running a whole tools/list for every call.
-            get_tool_input_schema=lambda name: ASK_INPUT_SCHEMA if name == ASK_TOOL else None,
+            get_tool_input_schema=self._input_schema,
         )
         if not stateless:  # stateless, a 2025-11-25 caller's connection ends with each request
             self.server.middleware.append(self.sessions)
@@ -143,15 +145,18 @@ class AgentService:
         """What a change is measured on: the listed prompts with what stands behind each, and the tool."""
         prompts = [(prompt.model_dump(), command.server, command.prompt.name, dict(command.fixed_arguments))
                    for command, prompt in zip(self.runtime.prompt_catalog, self._prompts(), strict=True)]
-        manifest = self.runtime.manifest
-        return prompts, [ask_tool(manifest.name, manifest.description, self._output_schema()).model_dump()]
+        return prompts, [tool.model_dump() for tool in agent_tools(self.runtime, self._output_schema())]
 
     # ------------------------------------------------------------------ tools
 
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        agent = served_agent(self.runtime, name)
+        if agent is None:
+            return None
+        return ASK_INPUT_SCHEMA if agent == MAIN_AGENT else AGENT_INPUT_SCHEMA
+
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        manifest = self.runtime.manifest
-        tool = ask_tool(manifest.name, manifest.description, self._output_schema())
-        return types.ListToolsResult(tools=[tool])
+        return types.ListToolsResult(tools=agent_tools(self.runtime, self._output_schema()))
 
     def _output_schema(self) -> dict[str, Any] | None:
         """The answer object's schema (``output:``), or None."""
@@ -160,9 +165,13 @@ class AgentService:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
-        if params.name != ASK_TOOL:
-            return error_result(f"unknown tool '{params.name}': this agent has one tool, '{ASK_TOOL}'")
-        return await self.ask(ctx, params)
+        agent = served_agent(self.runtime, params.name)
+        if agent is None:
+            offered = [f"'{tool.name}'" for tool in agent_tools(self.runtime)]
+            if len(offered) == 1:
+                return error_result(f"unknown tool '{params.name}': this agent has one tool, {offered[0]}")
+            return error_result(f"unknown tool '{params.name}': this agent's tools are {', '.join(offered)}")
+        return await self.ask(ctx, params, agent)
 
     # ------------------------------------------------------------------ prompts
 
