@@ -188,6 +188,7 @@ class TerminalView:
         self.reader = reader  # a LineReader or a ChatEditor
         self.status = status
         self._midline = False  # tokens were streamed and their line is not finished
+        self._streamed = False  # the model's text since the last tool call was streamed (not to print again)
         # The streamed answer's unfinished line, where the reader keeps whole lines only.
         self._held = ""
         # The last progress of each running call (by tool name) and how many notices it sent.
@@ -223,9 +224,13 @@ class TerminalView:
             if "agent" not in event:  # an agent working for another answers in that call's result
                 self._stream(event["text"])
             return
+        if event["type"] == "usage":  # between the streamed answer and its final event: keeps the line
+            return
         if self._midline:
             self._end_answer_line()
-            if event["type"] == "final":
+        if event["type"] in ("final", "tool_call"):
+            streamed, self._streamed = self._streamed, False
+            if event["type"] == "final" and streamed:
                 return
         if event["type"] in ("interrupted", "error"):
             self._end_progress()
@@ -321,7 +326,7 @@ class TerminalView:
     def _stream(self, text: str) -> None:
         """Print a token; for a reader that keeps whole lines only (the line editor), a line is
         printed once complete or once the answer ends, in one write with its newline."""
-        self._midline = True
+        self._midline = self._streamed = True
         if self.reader.keeps_partial_lines:
             self.console.print(text, end="", markup=False)
             return

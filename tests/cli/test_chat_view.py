@@ -94,3 +94,17 @@ def test_a_written_summary_is_said_once_and_trimmed_requests_are_not_shown() -> 
     said = "(summarized 24 earlier messages to fit 8,000 tokens; the thread keeps them all)"
     assert shown(written).strip() == said
     assert shown({**written, "written": False}, {**written, "action": "trim", "written": False}) == ""
+
+
+def test_a_streamed_answer_is_printed_once_though_its_usage_comes_before_its_final_event() -> None:
+    console = SafeConsole(file=io.StringIO(), width=200)
+    view = TerminalView(console, reader=SimpleNamespace(waiting_prompt=None, keeps_partial_lines=True))
+    totals = {"input_tokens": 1, "output_tokens": 1, "cached_tokens": 0, "reasoning_tokens": 0,
+              "total_tokens": 2, "cost": None, "unpriced_steps": 1, "model_steps": 1, "tool_calls": 0,
+              "seconds": 0.0}
+    for event in ({"type": "token", "text": "All "}, {"type": "token", "text": "done."},
+                  {"type": "usage", "agent": "main", "model": None, "step": totals, "turn": totals,
+                   "thread": totals},
+                  {"type": "final", "text": "All done.", "reason": "stop"}):
+        view.show(event)  # type: ignore[arg-type]
+    assert console.file.getvalue().count("All done.") == 1  # type: ignore[attr-defined]
