@@ -160,6 +160,14 @@ class ChatSession:
         await self._interruptible(partial(self._turn, messages))
 
     async def _turn(self, message: Any) -> None:
+        """One turn and the questions it asks; a turn that fails (the model, after its retries and
+        fallbacks; an answer object that never validated) is an error line, and the chat goes on."""
+        try:
+            await self._turn_until_answered(message)
+        except RunnerError as exc:
+            self.error(f"the turn failed: {exc}")
+
+    async def _turn_until_answered(self, message: Any) -> None:
         while True:
             pending: Question | None = None  # a tool call to approve, or a server's question
             results: list[ToolResult] = []

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from builders import chat_in_a_terminal, mcp_run, server, write_manifest
+from builders import JsonChat, chat_in_a_terminal, mcp_run, server, write_manifest
 from provider_server import Failure, ProviderServer, Reply
 
 QUICK = {"initial_delay": "10ms", "max_delay": "1s"}
@@ -130,3 +130,23 @@ def test_ctrl_c_during_a_backoff_wait_stops_at_once_with_exit_130_and_no_orphan(
     assert len(provider_server.completions()) == 1
     assert not [pid for pid in children if psutil.pid_exists(pid)
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_turn_whose_model_fails_for_good_is_an_error_event_and_the_chat_goes_on(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Failure(500), Reply("Back again."))
+    agent(tmp_path, provider_server, retries={"max_attempts": 1})
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "hi"})
+        failed = chat.wait_for("error")
+        assert failed["message"].startswith("the turn failed: ") and "HTTP 500" in failed["message"]
+        chat.send({"text": "hi again"})
+        assert chat.wait_for("final")["text"] == "Back again."
+        chat.send({"text": "/exit"})
+        assert chat.process.wait(timeout=EVENT_LIMIT) == 0
+    finally:
+        if chat.process.poll() is None:
+            chat.process.terminate()
+            chat.process.wait(timeout=EVENT_LIMIT)
