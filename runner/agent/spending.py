@@ -182,6 +182,9 @@ class TurnLedger:
         self._recorded_until = self._began
         self._turn: Spent = {}
         self._before: Spent | None = None
+        # What agents of 'agents:' spent in this turn and the thread's state has not had yet: they
+        # run as subgraphs with states of their own; the main agent's next step writes it.
+        self._unsaved: dict[str, Spent] = {}
         self.hit: LimitHit | None = None  # the limit that stopped a tool call
 
     def seed(self, usage: Mapping[str, Spent] | None) -> None:
@@ -196,13 +199,20 @@ class TurnLedger:
         before = self._before or {}
         return _plus(before, self.turn())
 
-    def record(self, spent: Mapping[str, float]) -> Spent:
+    def record(self, spent: Mapping[str, float], agent: str = MAIN_AGENT) -> Spent:
         """Add a model step's spending; what to write to the state (the time since the last write too)."""
         now = self._clock()
         written = {**spent, "seconds": now - self._recorded_until}
         self._recorded_until = now
         self._turn = _plus(self._turn, {key: value for key, value in spent.items() if key != "seconds"})
+        if agent != MAIN_AGENT:
+            self._unsaved[agent] = _plus(self._unsaved.get(agent, {}), written)
         return written
+
+    def take_unsaved(self) -> dict[str, Spent]:
+        """What the agents of 'agents:' spent since the last call, for the thread's state."""
+        unsaved, self._unsaved = self._unsaved, {}
+        return unsaved
 
     def before_model_step(self) -> LimitHit | None:
         """The limit that ends the turn instead of this model step, if any."""
@@ -283,7 +293,12 @@ class Spending:
         if "cost" in spent:
             telemetry.model_cost(self.primary, reply.response_metadata, spent["cost"])
         ledger = turn_ledger(config)
-        return usage_update(spent if ledger is None else ledger.record(spent), self.agent)
+        if ledger is None:
+            return usage_update(spent, self.agent)
+        update = usage_update(ledger.record(spent, self.agent), self.agent)
+        if self.agent == MAIN_AGENT and (others := ledger.take_unsaved()):
+            update["usage"] = add_usage(update["usage"], others)  # the thread's totals include theirs
+        return update
 
 
 def refused_call(call: Mapping[str, Any], config: RunnableConfig) -> ToolMessage | None:
@@ -310,17 +325,22 @@ async def turn_started(
     return with_ledger(config, ledger)
 
 
-def usage_events(node: str, update: Any, config: RunnableConfig) -> list[UsageReported | LimitReached]:
-    """The events of one node's state update: a model step's ``usage``, a turn stopped at a ``limit``."""
+def usage_events(node: str, update: Any, config: RunnableConfig, agent: str = MAIN_AGENT
+                 ) -> list[UsageReported | LimitReached]:
+    """The events of one node's state update: ``agent``'s model step's ``usage`` (the main agent's
+    update also carries what the agents it called spent: reported at their own steps), a turn
+    stopped at a ``limit``."""
     ledger = turn_ledger(config)
     if node != "model" or not isinstance(update, Mapping) or ledger is None:
         return []
     events: list[UsageReported | LimitReached] = []
-    for agent, spent in (update.get("usage") or {}).items():
+    for stepper, spent in (update.get("usage") or {}).items():
+        if stepper != agent:
+            continue
         reply = next((m for m in update.get("messages", ()) if isinstance(m, AIMessage)), None)
         model = reply.response_metadata.get("model_name") if reply is not None else None
         events.append(UsageReported(
-            type="usage", agent=agent, model=model if isinstance(model, str) else None,
+            type="usage", agent=stepper, model=model if isinstance(model, str) else None,
             step=totals(spent), turn=totals(ledger.turn()), thread=totals(ledger.thread())))
     for message in update.get("messages", ()):
         limit = isinstance(message, AIMessage) and message.response_metadata.get("limit")

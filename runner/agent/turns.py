@@ -117,7 +117,7 @@ async def _turn_events(
                         yield Token(type="token", text=text)
                 continue
             for node, update in data.items():
-                for spent in usage_events(node, update, config):
+                for spent in usage_events(node, update, config, agent or MAIN_AGENT):
                     yield clock.seen(spent)
                 if node == "__interrupt__":
                     if not namespace:  # a subgraph's interrupt reaches the turn's own graph too

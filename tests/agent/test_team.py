@@ -237,3 +237,27 @@ def test_agents_in_the_chat_lists_each_agents_kind_description_and_callers(tmp_p
     finally:
         chat.process.terminate()
         chat.process.wait(timeout=60)
+
+
+def test_what_an_agent_of_agents_spends_counts_in_the_threads_totals(tmp_path: Path) -> None:
+    spent = {"input_tokens": 100, "output_tokens": 10}
+    team(tmp_path, [{**call("researcher", task="Sum it"), "usage": spent}, {"text": "Done.", "usage": spent}],
+         {"researcher": {"description": "Does arithmetic.", "tools": ["notes"]}},
+         scripts={"researcher": [{**call("notes__calculate", expression="1+1"), "usage": spent},
+                                 {"text": "2", "usage": spent}]},
+         agent={"agents": ["researcher"]})
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "go"})
+        chat.wait_for("final")
+        steps = [(e["agent"], e["step"]["input_tokens"]) for e in chat.seen if e["type"] == "usage"]
+        assert steps == [("main", 100), ("researcher", 100), ("researcher", 100), ("main", 100)]
+        chat.send({"text": "/usage"})
+        totals = chat.wait_for("usage_totals")
+        assert totals["agents"]["researcher"]["input_tokens"] == 200
+        assert totals["agents"]["main"]["input_tokens"] == 200
+        assert totals["total"]["input_tokens"] == 400
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
