@@ -141,6 +141,9 @@ def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None,
             seen.append(line)
             if match := LISTENING.search(line):
                 break
+        # The listening line's second one names the OpenAI-compatible API's address: part of it.
+        api_line = lines.get(timeout=START_LIMIT)
+        assert api_line.startswith("  and the OpenAI-compatible API on "), api_line
         yield ServedProcess(process, match.group(1), lines)
     finally:
         if process.poll() is None:

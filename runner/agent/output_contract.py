@@ -2,7 +2,8 @@
 the object checked against it: what :mod:`runner.agent.checks` reports at load and what
 :mod:`runner.agent.structured` tells the model when its answer does not validate.
 
-Kept light (jsonschema and YAML only) so ``mcp-run validate`` stays quick.
+Kept light (jsonschema, imported for a manifest with ``output:`` only, and YAML) so ``mcp-run
+validate`` stays quick.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import jsonschema
 
 from runner.errors import ManifestError, Problem
 from runner.manifest import OFFLINE_ID, SCRIPTED_ID, ModelSpec, OutputSpec, did_you_mean
@@ -35,6 +34,8 @@ class OutputContract:
     _validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        import jsonschema  # a manifest with ``output:`` only: listing and calling tools go without it
+
         cls = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft202012Validator)
         object.__setattr__(self, "_validator", cls(self.schema, format_checker=cls.FORMAT_CHECKER))
 
@@ -101,6 +102,8 @@ def schema_problems(schema: Any, source: SourceMap, root: tuple[str | int, ...])
     structured content)."""
     if not isinstance(schema, dict):
         return [source.problem(root, "a JSON Schema is a mapping")]
+    import jsonschema  # a manifest with ``output:`` only: listing and calling tools go without it
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)

@@ -107,7 +107,8 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
             "agent.schema.json, and .mcp-run/ in .gitignore.",
     "prompt": "Render prompt NAME with key=value ARGUMENTS and print its messages.",
     "prompts": "List the prompt commands: alias or namespaced name, server, original name, arguments.",
-    "serve": "Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads.",
+    "serve": "Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads "
+             "(over --http, also the OpenAI Chat Completions API under /v1).",
     "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
     "tools": "List the tools the agent can call: generated name, server, original name, description.",
     "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",

@@ -267,12 +267,10 @@ async def test_a_signal_during_a_turn_tells_the_caller_the_agent_stops_then_stop
 
 
 def _rest_of(served: ServedProcess) -> list[str]:
-    """The stderr lines of an ended serve after its listening line (and the line after it naming
-    the OpenAI-compatible API's address)."""
+    """The stderr lines of an ended serve after its listening lines."""
     lines = []
     while line := served.lines.get(timeout=10):
-        if not line.startswith("  and the OpenAI-compatible API on "):
-            lines.append(line)
+        lines.append(line)
     return lines
 
 

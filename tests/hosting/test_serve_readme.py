@@ -127,7 +127,9 @@ async def test_the_openai_api_commands_run_as_written(bundled: Path) -> None:
             streamed = await anyio.run_process([sys.executable, "-c", on_port(snippet, served.url)])
     reply = json.loads(answered.stdout)
     assert reply["choices"][0]["message"]["content"] == "notes__calculate returned: 42"
-    assert streamed.stdout.decode().splitlines() == ["notes__calculate returned: 42", "0 tokens"]
+    answer, usage = streamed.stdout.decode().splitlines()
+    assert answer == "notes__calculate returned: 42"
+    assert usage.endswith(" tokens") and int(usage.split()[0]) > 0  # the offline model's estimate
     assert served_options[:2] == ["mcp-run", "serve"]
 
 
