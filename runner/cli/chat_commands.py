@@ -159,7 +159,7 @@ async def _call(session: ChatSession, line: str) -> None:
         session.error("the arguments of /call must be a JSON object")
         return
     if problems := session.runtime.caller.argument_problems(name, args):  # refused before anyone is asked
-        session.error(refused_arguments(name, problems))
+        session.error(refused_arguments(name, problems, str(session.runtime.loaded.path)))
         return
     call_id = session.next_direct_call_id()
     if unlisted is None:

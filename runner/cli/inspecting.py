@@ -154,7 +154,7 @@ def call(file: str, name: str, arguments: str, yes: bool) -> None:
             if unlisted is not None:
                 stderr.print(unlisted.warning(), markup=False, style="yellow")
             elif problems := runtime.caller.argument_problems(name, parsed):  # refused before anyone is asked
-                return refused_arguments(name, problems)
+                return refused_arguments(name, problems, file)
             decision = runtime.caller.decide(name, parsed)  # a denial is the call's own error, below
             asks = decision is not None and decision.action == "ask"
             answer = await _ask_approval(name, parsed) if asks and not yes else True

@@ -4,6 +4,7 @@ prompt commands and a tool's output (cut to the server's ``max_output_chars``, a
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any, Literal, cast
 
 from runner.agent.runtime import Runtime
@@ -121,7 +122,8 @@ def output_text(output: ToolOutput, limit: int) -> tuple[str, str | None]:
     return guard_text(text, limit), structured
 
 
-def refused_arguments(name: str, problems: list[str]) -> str:
-    """Why ``mcp-run call`` and the chat's ``/call`` refuse arguments for ``name``, for a person."""
-    return (f"invalid arguments for {name} (see its input_schema in `mcp-run tools FILE --json`):\n"
-            + problem_lines(problems))
+def refused_arguments(name: str, problems: list[str], manifest: str) -> str:
+    """Why ``mcp-run call`` and the chat's ``/call`` refuse arguments for ``name``, for a person
+    (``manifest``: the manifest's path, as the command that shows the schema takes it)."""
+    return (f"invalid arguments for {name} (see its input_schema in "
+            f"`mcp-run tools {shlex.quote(manifest)} --json`):\n" + problem_lines(problems))

@@ -116,6 +116,7 @@ def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_
     assert unapproved.returncode == 2 and unapproved.stdout == ""
     assert "- a: 'one' is not of type 'integer'" in unapproved.stderr
     assert "- (arguments): 'b' is a required property" in unapproved.stderr
+    assert "see its input_schema in `mcp-run tools agent.yaml --json`" in unapproved.stderr
     assert "call the tool again" not in unapproved.stderr
 
 
