@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from runner.agent.nodes import ArgumentsCheck, DirectToolCall, PolicyCheck, SystemPromptProvider
 from runner.agent.spending import Spending
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
-from runner.errors import BuildError
+from runner.errors import BuildError, ToolError
 from runner.events import Event
 from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.agents import called_agents
@@ -95,7 +95,7 @@ def build_team(parts: TeamParts) -> Team:
             graph = build_workflow(name, spec, graphs, parts)
         graphs[name] = graph
         description = spec.description or f"The {name} workflow."
-        tools[name] = agent_tool(name, description, graph)
+        tools[name] = agent_tool(name, description, graph, parts.policy)
     hosted = {name: hosted_graph(name, graph, parts.checkpointer) for name, graph in graphs.items()}
     return Team(graphs, tools, hosted)
 
@@ -176,10 +176,14 @@ def _model_agent(
     )
 
 
-def agent_tool(name: str, description: str, graph: Runnable[Any, Any]) -> BaseTool:
-    """The tool that runs agent ``name`` on a task and answers with its final answer."""
+def agent_tool(name: str, description: str, graph: Runnable[Any, Any], policy: PolicyCheck) -> BaseTool:
+    """The tool that runs agent ``name`` on a task and answers with its final answer. The manifest's
+    policy judges a call of it as any tool's (an ``ask`` is put to the user before any call runs)."""
 
     async def run(task: str, config: RunnableConfig) -> str:
+        decision = policy(name, {"task": task})
+        if decision is not None and decision.action == "deny":
+            raise ToolError(decision.denial(name))
         return await run_agent(name, graph, task, config)
 
     return StructuredTool(name=name, description=description, args_schema=AgentTask, coroutine=run)

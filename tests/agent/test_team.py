@@ -261,3 +261,16 @@ def test_what_an_agent_of_agents_spends_counts_in_the_threads_totals(tmp_path: P
     finally:
         chat.process.terminate()
         chat.process.wait(timeout=60)
+
+
+def test_a_policy_rule_denies_or_asks_about_calling_an_agent(tmp_path: Path) -> None:
+    team(tmp_path, [call("helper", task="Secret plans"), call("helper", task="Weather"), "Done."],
+         {"helper": {"description": "Helps."}}, scripts={"helper": ["Sunny."]},
+         agent={"agents": ["helper"]},
+         policy=[{"tool": "helper", "args": {"task": "Secret*"}, "action": "deny", "reason": "not that"}])
+    events = one_shot(tmp_path)
+    answers = [(e["status"], e["text"]) for e in events
+               if e["type"] == "tool_result" and e["name"] == "helper"]
+    assert answers[0][0] == "error" and "not that" in answers[0][1]
+    assert answers[1] == ("success", "Sunny.")
+    assert [e["task"] for e in events if e["type"] == "agent"] == ["Weather"]
