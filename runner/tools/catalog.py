@@ -240,7 +240,8 @@ class ToolCatalog:
         if any(self._live(key) is None for key, spec in self.manifest.servers.items() if spec.expose):
             return []
         warnings = []
-        for index in self.policy.unmatched(list(entries)):
+        # The agents of 'agents:' are tools too (of the agents that call them).
+        for index in self.policy.unmatched([*entries, *self.manifest.agents]):
             glob = self.manifest.policy[index].tool
             message = f"'{glob}' matches no tool the servers offer{did_you_mean(glob, entries)}"
             where = ("policy", index, "tool")
