@@ -274,3 +274,11 @@ def test_a_policy_rule_denies_or_asks_about_calling_an_agent(tmp_path: Path) -> 
     assert answers[0][0] == "error" and "not that" in answers[0][1]
     assert answers[1] == ("success", "Sunny.")
     assert [e["task"] for e in events if e["type"] == "agent"] == ["Weather"]
+
+
+def test_a_policy_rule_naming_an_agent_is_not_warned_as_matching_no_tool(tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"helper": {"description": "Helps."}}, scripts={"helper": ["Hi."]},
+         agent={"agents": ["helper"]}, policy=[{"tool": "helper", "action": "ask"}])
+    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "matches no tool" not in result.stderr
