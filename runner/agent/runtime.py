@@ -282,9 +282,9 @@ class Runtime:
                               schema_cache=schema_cache,
                               warned=previous.catalog.warnings if previous is not None else (),
                               source=checked.loaded.source)
-        tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         graph = context = None
         team = None
+        tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search)
         if model is not None:
             from runner.agent.context import context_window
             from runner.agent.graph import build_graph
@@ -298,6 +298,7 @@ class Runtime:
 
             team = self._team(checked, catalog, model, agent_models)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
+            tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered)
             graph = build_graph(
                 model,
                 tools_provider=lambda: [*catalog.tools, *offered],

@@ -118,9 +118,11 @@ class ToolSearch:
     and the threshold decision are rebuilt only when its entries changed.
     """
 
-    def __init__(self, catalog: Callable[[], ToolCatalog], spec: ToolSearchSpec) -> None:
+    def __init__(self, catalog: Callable[[], ToolCatalog], spec: ToolSearchSpec,
+                 beside: Sequence[BaseTool] = ()) -> None:
         self._catalog = catalog
         self.spec = spec
+        self._beside = list(beside)  # not the catalog's (the agents the model may call): always offered
         self._entries: dict[str, CatalogEntry] | None = None
         self._index: ToolIndex | None = None
         self._active = False
@@ -138,7 +140,7 @@ class ToolSearch:
         """The tools a model step binds, given the names found so far in the thread."""
         catalog = self._catalog()
         if not self.active():
-            return catalog.tools
+            return [*catalog.tools, *self._beside]
         entries = catalog.entries
         always = self._always
         pinned = set(always)
@@ -147,7 +149,7 @@ class ToolSearch:
         if limit is not None:  # the provider's cap: the tools found longest ago give way
             room = max(limit - 1 - len(always), 0)
             recent = recent[len(recent) - room:] if room else []
-        return [self.search_tool(), *catalog.tools_named((*always, *recent))]
+        return [self.search_tool(), *catalog.tools_named((*always, *recent)), *self._beside]
 
     def answers(self, name: str) -> bool:
         """Whether a call to ``name`` is a search this object answers: only while search is on

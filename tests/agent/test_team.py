@@ -282,3 +282,16 @@ def test_a_policy_rule_naming_an_agent_is_not_warned_as_matching_no_tool(tmp_pat
     result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "matches no tool" not in result.stderr
+
+
+def test_the_main_model_is_offered_the_agents_it_may_call(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "examples" / "notes_server.py", tmp_path / "notes_server.py")
+    document = {"version": 1, "name": "team", "model": "offline", "checkpointer": "memory",
+                "servers": {"notes": NOTES}, "agent": {"agents": ["helper"]},
+                "agents": {"helper": {"description": "Does sums.", "model": "offline", "tools": ["notes"]}}}
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(document))
+    # The offline model calls a tool it is offered when asked to by name: the agent is one.
+    events = one_shot(tmp_path, 'helper {"task": "notes__calculate {\\"expression\\": \\"2+2\\"}"}')
+    assert [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"] == [
+        ("notes__calculate", "success"), ("helper", "success")]
+    assert results(events, "helper") == {"notes__calculate": "4"}
