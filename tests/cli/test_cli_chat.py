@@ -358,18 +358,21 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
     finally:
         limited.process.terminate()
         limited.process.wait(timeout=60)
-    documented = only_one_agent(documented_events())
+    documented = plain_agent(documented_events())
     emitted: dict[str, set[str]] = {}
     for event in [*chat.seen, watching, *failing.seen, *limited.seen]:
         emitted.setdefault(event["type"], set()).update(event)
     assert emitted == documented
 
 
-def only_one_agent(documented: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The events and fields of an agent without ``agents:``: no ``agent`` event, and no ``agent``
-    field naming one of its agents (tests/agent/test_team.py checks those)."""
-    return {kind: fields - {"agent"} if kind in NAMING_AN_AGENT else fields
-            for kind, fields in documented.items() if kind != "agent"}
+def plain_agent(documented: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The events and fields of an agent without ``agents:`` and ``output:``: no ``agent`` event, no
+    ``agent`` field naming one of its agents (tests/agent/test_team.py checks those), no answer
+    object in ``final`` (tests/cli/test_structured_output_cli.py checks it)."""
+    plain = {kind: fields - {"agent"} if kind in NAMING_AN_AGENT else fields
+             for kind, fields in documented.items() if kind != "agent"}
+    plain["final"] = plain["final"] - {"output"}
+    return plain
 
 
 NAMING_AN_AGENT = ("token", "tool_call", "tool_result", "approval", "elicitation", "sampling", "progress")
