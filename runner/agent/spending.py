@@ -28,11 +28,10 @@ from langchain_core.runnables import RunnableConfig
 
 from runner import telemetry
 from runner.events import LimitReached, UsageReported, UsageTotals
-from runner.manifest import BudgetSpec, LimitsSpec
+from runner.manifest import MAIN_AGENT, BudgetSpec, LimitsSpec
 from runner.models.pricing import Pricer, TokenCounts
 
 LEDGER_KEY = "mcp_run_turn_ledger"
-MAIN_AGENT = "main"  # the manifest's own agent; those of 'agents:' go by their names
 LIMIT_REASON = "limit"  # the finish reason of the message that ends a turn at a limit
 
 Spent = dict[str, float]  # input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, ...

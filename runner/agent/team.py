@@ -122,11 +122,13 @@ def selected_tools(tools: Sequence[BaseTool], entries: Sequence[str],
                    server_of: Callable[[str], str | None]) -> list[BaseTool]:
     """The tools an agent is given: all of a named server's, the one named exactly, and those
     whose name matches a glob."""
-    names = {entry for entry in entries if not _is_glob(entry)}
-    globs = [entry for entry in entries if _is_glob(entry)]
-    return [tool for tool in tools
-            if tool.name in names or server_of(tool.name) in names
-            or any(fnmatch.fnmatchcase(tool.name, glob) for glob in globs)]
+    return [tool for tool in tools if is_given(tool.name, entries, server_of)]
+
+
+def is_given(name: str, entries: Sequence[str], server_of: Callable[[str], str | None]) -> bool:
+    """Whether the tool ``name`` is one the ``tools`` entries of an agent give it."""
+    return any(fnmatch.fnmatchcase(name, entry) if _is_glob(entry) else entry in (name, server_of(name))
+               for entry in entries)
 
 
 def _is_glob(entry: str) -> bool:
@@ -143,13 +145,11 @@ def _model_agent(
     def given() -> list[BaseTool]:
         return selected_tools(parts.catalog_tools(), spec.tools, parts.server_of) + callees
 
-    def allowed(call_name: str) -> bool:
-        return any(tool.name == call_name for tool in given())
-
     async def direct_call(call: dict[str, Any]) -> ToolMessage | None:
         # A name the agent was not given is not run for it, even if the catalog has it: the tool
-        # node then answers that no such tool is offered.
-        return await parts.direct_call(call) if allowed(call["name"]) else None
+        # node then answers that no such tool is offered. (Agents it calls are not the catalog's.)
+        given_here = is_given(call["name"], spec.tools, parts.server_of)
+        return await parts.direct_call(call) if given_here else None
 
     def policy(tool_name: str, arguments: dict[str, Any]) -> PolicyDecision | None:
         # The manifest's policy first: a deny or an ask of its own stands; the agent's own
@@ -241,8 +241,3 @@ def final_answer(state: Mapping[str, Any]) -> str:
         if isinstance(message, AIMessage):
             return reply_text(message)
     return ""
-
-
-def agent_names(manifest: Manifest) -> list[str]:
-    """``main`` and the names of the ``agents:`` section."""
-    return [MAIN_AGENT, *sorted(manifest.agents)]
