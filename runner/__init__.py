@@ -23,6 +23,7 @@ The packages are the pipeline, each importing only those above it:
     models      the chat model from the manifest; the offline and scripted models
     agent       checks, the runtime, its host, the graph and its nodes, turns, sampling, hot reload
     hosting     the agent offered to others: one per process, LangGraph Server, the ``serve`` command
+    web         ``mcp-run web``: the agent in a browser page, MCP Apps in sandboxed frames
     evals       the ``test`` command: cases, cassettes, matching, reports
     authoring   ``init``, ``import`` and ``config``: help for writing a manifest
     cli         the only package that prints for humans and knows exit codes
