@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 
 # System tools of the isolation tests: bubblewrap (sandbox) and docker.io (a daemon the tests start
 # on a socket of their own); of the scale-out tests: postgresql and haproxy (started from temporary
-# folders by tests/services.py). apt-get update runs once, and only when something is missing.
+# folders by tests/services.py); of the web interface's tests: chromium (driven by Playwright, launched
+# by its path: no browser download). apt-get update runs once, and only when something is missing.
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v dockerd >/dev/null || missing+=(docker.io)
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || missing+=(postgresql)
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
         apt-get update

@@ -6,6 +6,16 @@ from __future__ import annotations
 import psutil
 
 ORPHAN_GRACE = 1.0  # a child that is exiting right now gets this long
+# Processes a session fixture keeps for every test (the browser's driver): their descendants come and
+# go between tests (Chromium starts helpers per page) and are stopped with the fixture, not by a test.
+SESSION_PROCESSES: set[int] = set()
+
+
+def _of_session(process: psutil.Process) -> bool:
+    try:
+        return process.pid in SESSION_PROCESSES or any(p.pid in SESSION_PROCESSES for p in process.parents())
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _running(process: psutil.Process) -> bool:
@@ -26,7 +36,7 @@ class ChildProcessGuard:
         """Descriptions of new children still running after ``grace`` seconds; they are killed."""
         new = [
             child for child in self._me.children(recursive=True)
-            if child.pid not in self._before and _running(child)
+            if child.pid not in self._before and _running(child) and not _of_session(child)
         ]
         if not new:
             return []
