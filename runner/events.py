@@ -434,7 +434,8 @@ class CatalogueChanged(TypedDict):
 
 
 class ChatError(TypedDict):
-    """A command or an input line could not be used; the chat goes on."""
+    """A command or an input line could not be used; the chat goes on. With ``-p``: the turn
+    failed (``message`` says why); it is the last event, and the run exits 1."""
 
     type: Literal["error"]
     message: str

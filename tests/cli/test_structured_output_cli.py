@@ -43,6 +43,18 @@ def test_a_one_shot_run_whose_answers_never_validate_exits_1_with_the_errors(tmp
     assert "at city: 1 is not of type 'string'" in result.stderr
 
 
+def test_a_one_shot_json_run_whose_turn_fails_ends_with_an_error_event_and_exits_1(tmp_path: Path) -> None:
+    structured_agent(tmp_path, [{"output": {"city": "Paris"}}], retries=0)
+    result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    last = events[-1]
+    assert last["type"] == "error"
+    assert "does not match output.schema" in last["message"]
+    assert "final" not in [event["type"] for event in events]
+    jsonschema.validate(last, events_json_schema())
+
+
 def test_the_json_final_event_carries_the_object_and_fits_the_events_schema(tmp_path: Path) -> None:
     structured_agent(tmp_path, [{"output": PARIS}])
     result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
