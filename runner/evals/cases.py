@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, Problem
-from runner.manifest import ModelSpec, did_you_mean
+from runner.manifest import Manifest, ModelSpec, did_you_mean
 from runner.manifest.loading import SourceMap, located_problems, read_document, read_located_yaml
 
 CASES_FOLDER = "evals"
@@ -247,6 +247,15 @@ class Case:
                                            f"{did_you_mean(name, list(tools))}"))
         return found
 
+    def problems_with(self, manifest: Manifest) -> list[Problem]:
+        """What the case expects that the manifest cannot give, known before anything runs: an
+        answer object (``expect.output``) from a manifest without ``output:``."""
+        if self.spec.expect.output is not None and manifest.output is None:
+            return [self._problem(("expect", "output"), "expect.output checks the answer object, but "
+                                  "the manifest has no 'output:' (give it output: {schema: …}, or check "
+                                  "the text with expect.answer)", at_key=True)]
+        return []
+
     def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:
         where = ("cases", self.index, *path)
         if self.source is None:
@@ -291,6 +300,22 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
     if problems:
         raise ManifestError(problems)
     return cases
+
+
+def manifest_case_problems(cases: list[Case], manifest: Manifest) -> list[Problem]:
+    """Every problem of ``cases`` against ``manifest`` (see :meth:`Case.problems_with`)."""
+    return [problem for case in cases for problem in case.problems_with(manifest)]
+
+
+def case_folder_problems(manifest_path: Path, manifest: Manifest,
+                         *, environ: Mapping[str, str] | None = None) -> list[Problem]:
+    """What ``validate`` reports of the case files in ``evals/`` next to the manifest: each one's
+    problems, and what their cases expect that the manifest cannot give."""
+    try:
+        cases = load_cases(find_case_files(manifest_path), environ=environ)
+    except ManifestError as exc:
+        return list(exc.problems)
+    return manifest_case_problems(cases, manifest)
 
 
 def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[CaseSpec], SourceMap]:
