@@ -219,6 +219,34 @@ def is_regex_matcher(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"matches"} and isinstance(value["matches"], str)
 
 
+MATCHER_KEYS = ("matches",)
+
+
+def matcher_problems(spec: CaseSpec) -> list[tuple[tuple[str | int, ...], str, bool]]:
+    """Expected values that look like a matcher but are none (a misspelt ``matches``, ``matches``
+    with another key or without a text), each with its path in the case and whether it points at
+    a key: compared as literal values, they would fail for a reason nobody wrote."""
+    expected: list[tuple[tuple[str | int, ...], Any]] = [
+        (("expect", "tools", index, "args", key), value)
+        for index, call in enumerate(spec.expect.tools or []) for key, value in call.args.items()]
+    expected += [(("expect", "output", path), value) for path, value in (spec.expect.output or {}).items()]
+    found = []
+    for where, value in expected:
+        if not isinstance(value, Mapping) or is_regex_matcher(value):
+            continue
+        keys = [str(key) for key in value]
+        if "matches" in keys and not isinstance(value["matches"], str):
+            found.append(((*where, "matches"), "a matcher is {matches: REGEX}: its value is a text", False))
+        elif "matches" in keys:
+            other = next(key for key in keys if key != "matches")
+            found.append(((*where, other), f"unknown matcher key '{other}': a matcher is "
+                          "{matches: REGEX} alone", True))
+        elif len(keys) == 1 and (hint := did_you_mean(keys[0], MATCHER_KEYS)):
+            found.append(((*where, keys[0]), f"unknown matcher '{keys[0]}'{hint}; the value would be "
+                          "compared as an object with that key", True))
+    return found
+
+
 @dataclass(frozen=True)
 class Case:
     """A case, the file it was read from, and where it is written there."""
@@ -296,6 +324,8 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
                                                f"is used twice (first at {seen.file}:{seen.line})"))
                 continue
             first_seen[case.name] = at
+            problems += [source.problem(("cases", index, *where), message, at_key=at_key)
+                         for where, message, at_key in matcher_problems(case)]
             cases.append(Case(case, path.resolve(), index, source))
     if problems:
         raise ManifestError(problems)
