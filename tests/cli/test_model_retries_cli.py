@@ -150,3 +150,18 @@ def test_a_turn_whose_model_fails_for_good_is_an_error_event_and_the_chat_goes_o
         if chat.process.poll() is None:
             chat.process.terminate()
             chat.process.wait(timeout=EVENT_LIMIT)
+
+
+def test_a_request_the_provider_refuses_fails_with_its_status_and_message_not_the_client_class(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    refusal = ("Invalid value for 'temperature': must be at most 2. Key sk-proj-Zq8xR2mN5vB7cK1pL4tY9wE3 "
+               "was used.")
+    provider_server.script(Failure(400, message=refusal), Reply("never asked for"))
+    agent(tmp_path, provider_server, retries=QUICK)
+    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert ("error: the model call failed: openai:gpt-stub: the provider refused the request (HTTP 400): "
+            "Invalid value for 'temperature': must be at most 2. Key *** was used.") in result.stderr
+    assert "BadRequestError" not in result.stderr and "sk-proj" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(provider_server.completions()) == 1  # refused: not asked again
