@@ -553,11 +553,13 @@ class ServingStdio(TypedDict):
 
 
 class Listening(TypedDict):
-    """``serve --http`` listens at ``url`` (for its own stderr line, not printed as JSON)."""
+    """``serve --http`` listens at ``url`` (for its own stderr line, not printed as JSON); with
+    ``--a2a``, ``a2a`` is the URL of its A2A agent card."""
 
     type: Literal["listening"]
     url: str
     name: str
+    a2a: NotRequired[str]
 
 
 ServeEvent = ServingStdio | Listening | Reloaded | ReloadFailed
