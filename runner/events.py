@@ -434,7 +434,8 @@ class CatalogueChanged(TypedDict):
 
 
 class ChatError(TypedDict):
-    """A command or an input line could not be used; the chat goes on."""
+    """A command or an input line could not be used; the chat goes on. With ``-p``: the turn
+    failed (``message`` says why); it is the last event, and the run exits 1."""
 
     type: Literal["error"]
     message: str
@@ -552,11 +553,13 @@ class ServingStdio(TypedDict):
 
 
 class Listening(TypedDict):
-    """``serve --http`` listens at ``url`` (for its own stderr line, not printed as JSON)."""
+    """``serve --http`` listens at ``url`` (for its own stderr line, not printed as JSON); with
+    ``--a2a``, ``a2a`` is the URL of its A2A agent card."""
 
     type: Literal["listening"]
     url: str
     name: str
+    a2a: NotRequired[str]
 
 
 ServeEvent = ServingStdio | Listening | Reloaded | ReloadFailed

@@ -123,6 +123,19 @@ def redact_urls(text: str, mask: str = MASK) -> str:
     return text
 
 
+_WORD = re.compile(r"[^\s'\"(),;]+")
+
+
+def redact_credentials(text: str, mask: str = MASK) -> str:
+    """``text`` (a provider's error message, say) with its URLs redacted and every word that
+    looks like a credential (``sk-…``, a JWT, a long random string) hidden."""
+    def masked(word: re.Match[str]) -> str:
+        core = word[0].rstrip(".:")
+        return mask + word[0][len(core):] if looks_like_credential(core) else word[0]
+
+    return _WORD.sub(masked, redact_urls(text, mask))
+
+
 class RedactingFormatter(logging.Formatter):
     """A handler's formatter whose lines show URLs redacted, whoever logged them (httpx and the MCP
     SDK log each request's URL) and in tracebacks too: the whole formatted line goes through

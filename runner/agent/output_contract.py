@@ -97,28 +97,85 @@ def _schema_source(spec: OutputSpec, loaded: LoadedManifest
 
 
 def schema_problems(schema: Any, source: SourceMap, root: tuple[str | int, ...]) -> list[Problem]:
-    """Why ``schema`` cannot be an output schema: not a valid JSON Schema (located at the part that
-    is wrong), or its root not an object (a final answer is an object: tool arguments, MCP
-    structured content)."""
+    """Why ``schema`` cannot be an output schema, every problem located at the part that is wrong:
+    not a valid JSON Schema, a ``$ref`` that resolves to nothing inside it (nothing is fetched), or
+    its root not an object (a final answer is an object: tool arguments, MCP structured content)."""
     if not isinstance(schema, dict):
         return [source.problem(root, "a JSON Schema is a mapping")]
     import jsonschema  # a manifest with ``output:`` only: listing and calling tools go without it
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = (*root, *exc.absolute_path)
-        message = exc.message
-        if where[-1:] == ("type",) and isinstance(exc.instance, str):  # a misspelt type name
-            message = f"unknown type '{exc.instance}'{did_you_mean(exc.instance, JSON_TYPES)}; one of " \
-                      f"{', '.join(JSON_TYPES)}"
-        return [source.problem(where, f"not a valid JSON Schema: {message}")]
+    meta_errors = _meta_schema_errors(cls, schema)
+    problems = [source.problem((*root, *where), f"not a valid JSON Schema: {message}")
+                for where, message in meta_errors]
+    if not any(where[-1:] in _RESOURCE_KEYWORDS for where, _ in meta_errors):  # else refs have no base
+        problems += [source.problem((*root, *where), message)
+                     for where, message in _unresolved_refs(cls, schema)]
     if schema.get("type") != "object":
-        return [source.problem((*root, "type") if "type" in schema else root,
-                               "the output schema's root is an object: give it 'type: object' "
-                               "(and its fields under 'properties')")]
-    return []
+        problems.append(source.problem((*root, "type") if "type" in schema else root,
+                                       "the output schema's root is an object: give it 'type: object' "
+                                       "(and its fields under 'properties')"))
+    return problems
+
+
+def _meta_schema_errors(cls: Any, schema: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each place where ``schema`` breaks its dialect's meta-schema, with the most telling error there."""
+    import jsonschema
+
+    by_place: dict[tuple[str | int, ...], list[Any]] = {}
+    for error in cls(cls.META_SCHEMA).iter_errors(schema):
+        by_place.setdefault(tuple(error.absolute_path), []).append(error)
+    found = []
+    for where, errors in sorted(by_place.items(), key=lambda item: list(map(str, item[0]))):
+        error = jsonschema.exceptions.best_match(errors)
+        message = error.message
+        if where[-1:] == ("type",) and isinstance(error.instance, str):  # a misspelt type name
+            message = f"unknown type '{error.instance}'{did_you_mean(error.instance, JSON_TYPES)}; one of " \
+                      f"{', '.join(JSON_TYPES)}"
+        found.append((where, message))
+    return found
+
+
+# Keywords that place a schema among others; when one is malformed, its references cannot be resolved.
+_RESOURCE_KEYWORDS = frozenset({("$id",), ("$anchor",), ("$dynamicAnchor",), ("$schema",), ("id",)})
+# Keywords whose values are data, not schemas: a "$ref" key inside them is no reference.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _unresolved_refs(cls: Any, schema: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each ``$ref`` of ``schema`` that points at nothing in it. References are resolved as the
+    validator would, but only within the schema: a remote one is never fetched, so it is reported."""
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import specification_with
+
+    specification = specification_with(cls.META_SCHEMA.get("$schema", ""))
+    resource = specification.create_resource(schema)
+    registry: Registry[Any] = Registry().with_resource(resource.id() or "", resource).crawl()
+    found: list[tuple[tuple[str | int, ...], str]] = []
+
+    def walk(node: Any, where: tuple[str | int, ...], resolver: Any) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, (*where, index), resolver)
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("$id", ""), str):  # an $id changes the base of the refs below it
+            resolver = resolver.in_subresource(specification.create_resource(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                found.append(((*where, "$ref"), f"$ref '{ref}' resolves to nothing in the schema "
+                                                f"(references outside it are not fetched)"))
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                walk(value, (*where, key), resolver)
+
+    walk(schema, (), registry.resolver(base_uri=resource.id() or ""))
+    return found
 
 
 def contract_files(loaded: LoadedManifest) -> frozenset[Path]:

@@ -185,6 +185,7 @@ class TurnLedger:
         # run as subgraphs with states of their own; the main agent's next step writes it.
         self._unsaved: dict[str, Spent] = {}
         self.hit: LimitHit | None = None  # the limit that stopped a tool call
+        self._limit_told = False  # the turn's one ``limit`` event was emitted
 
     def seed(self, usage: Mapping[str, Spent] | None) -> None:
         """The thread's totals before this turn (the state's, at the first step; later calls do nothing)."""
@@ -212,6 +213,12 @@ class TurnLedger:
         """What the agents of 'agents:' spent since the last call, for the thread's state."""
         unsaved, self._unsaved = self._unsaved, {}
         return unsaved
+
+    def tell_limit(self) -> bool:
+        """True the first time only: a limit an agent of 'agents:' reached ends its caller's run
+        too, and the turn has one ``limit`` event."""
+        first, self._limit_told = not self._limit_told, True
+        return first
 
     def before_model_step(self) -> LimitHit | None:
         """The limit that ends the turn instead of this model step, if any."""
@@ -343,7 +350,7 @@ def usage_events(node: str, update: Any, config: RunnableConfig, agent: str = MA
             step=totals(spent), turn=totals(ledger.turn()), thread=totals(ledger.thread())))
     for message in update.get("messages", ()):
         limit = isinstance(message, AIMessage) and message.response_metadata.get("limit")
-        if limit:
+        if limit and ledger.tell_limit():
             hit = LimitHit(limit["scope"], limit["name"], limit["max"], limit["spent"])
             events.append(hit.event(ledger.turn(), ledger.thread()))
     return events

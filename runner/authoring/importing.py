@@ -152,12 +152,25 @@ def existing_servers(manifest: str, *, file: str) -> ExistingServers:
     _, node = located
     keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
     indent = node.value[0][0].start_mark.column if node.value else 2
-    servers = (yaml.safe_load(manifest) or {}).get("servers") or {}
     connections = _commented_out_servers(manifest)
-    connections.update(
-        {connection(spec): str(key) for key, spec in servers.items() if isinstance(spec, dict)}
-    )
+    connections.update({connection(spec): key for key, spec in _entries_as_written(node)})
     return ExistingServers(keys, connections, indent)
+
+
+def _entries_as_written(node: yaml.Node) -> list[tuple[str, dict[str, Any]]]:
+    """The ``key: {settings}`` entries of a mapping node, each key as written: YAML would read
+    ``on`` or ``no`` as a boolean, ``1`` as a number, and a report naming ``True`` finds nothing."""
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    entries = []
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.MappingNode):
+            loader = yaml.SafeLoader("")
+            try:
+                entries.append((str(key.value), loader.construct_document(value)))
+            finally:
+                loader.dispose()
+    return entries
 
 
 def connection(settings: dict[str, Any]) -> tuple[str, ...]:
@@ -186,14 +199,13 @@ def _commented_out_servers(manifest: str) -> dict[tuple[str, ...], str]:
             runs[-1].append(match.group(1) + match.group(2))
     for run in filter(None, runs):
         try:
-            data = yaml.safe_load(textwrap.dedent("\n".join(run)))
+            node = yaml.compose(textwrap.dedent("\n".join(run)), Loader=yaml.SafeLoader)
+            entries = _entries_as_written(node) if node is not None else []
         except yaml.YAMLError:
             continue
-        if not isinstance(data, dict):
-            continue
-        for key, spec in data.items():
-            if isinstance(spec, dict) and ("command" in spec or "url" in spec):
-                found[connection(spec)] = str(key)
+        for key, spec in entries:
+            if "command" in spec or "url" in spec:
+                found[connection(spec)] = key
     return found
 
 

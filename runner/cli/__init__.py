@@ -261,12 +261,17 @@ def summary(loaded: LoadedManifest, file: str) -> str:
 @click.argument("file", type=click.Path(dir_okay=False))
 @reports_errors
 def validate(file: str) -> None:
-    """Check FILE, its templates and import paths; print every problem with its location."""
+    """Check FILE, its templates, import paths and case files; print every problem with its location."""
     from dataclasses import replace
 
     from runner.agent.checks import checked_agent
 
     checked = checked_agent(file)
+    if (checked.loaded.path.parent / "evals").is_dir():  # the case files next to it (`mcp-run test`)
+        from runner.evals.cases import case_folder_problems
+
+        if problems := case_folder_problems(checked.loaded.path, checked.loaded.manifest):
+            raise ManifestError(problems)
     for warning in checked.warnings:  # things to put right before the run; the manifest is valid
         stderr.print(str(replace(warning, message=f"warning: {warning.message}")), style="yellow",
                      markup=False)

@@ -58,7 +58,8 @@ from runner.cli.terminal import (
     change_line,
     preview,
 )
-from runner.events import ApprovalAsked, FinalAnswer, Interrupted, ToolResult
+from runner.errors import RunnerError
+from runner.events import ApprovalAsked, ChatError, FinalAnswer, Interrupted, ToolResult
 from runner.models.retries import model_call_line
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
@@ -111,8 +112,16 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         final: FinalAnswer | None = None
         # Ctrl-C stops the turn (its tool calls and tasks cancelled on the servers) and says so;
         # a second one while it stops interrupts the way out (the servers are still stopped).
-        async with stop_on_signals(signal.SIGINT) as interrupted:
-            final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
+        try:
+            async with stop_on_signals(signal.SIGINT) as interrupted:
+                final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
+        except RunnerError as exc:  # the model (after its retries and fallbacks), an answer object
+            if not as_json:
+                raise
+            # A program reading the events learns why there is no `final` (and exit 1, as without --json).
+            click.echo(json.dumps(ChatError(type="error", message=f"the turn failed: {exc}")))
+            stderr.print(f"error: the turn failed: {exc}", style="red", markup=False)
+            return EXIT_FAILURE
         if interrupted.received is not None:
             if as_json:
                 click.echo(json.dumps(Interrupted(type="interrupted", what="turn")))
@@ -120,6 +129,8 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
                 stderr.print("interrupted", style="yellow")
             return EXIT_INTERRUPTED
         if final is None:
+            if as_json:
+                click.echo(json.dumps(ChatError(type="error", message="the turn ended without an answer")))
             stderr.print("error: the turn ended without an answer", style="red")
             return EXIT_FAILURE
         if not as_json:  # the answer object (``output:``) as JSON, ASCII-escaped: nothing to render

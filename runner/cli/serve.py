@@ -46,6 +46,8 @@ def _show(event: ServeEvent) -> None:
         api = event["url"].removesuffix(MCP_PATH) + API_PREFIX.rstrip("/")
         stderr.print(f"  and the OpenAI-compatible API on {api} (model '{event['name']}')", style="dim",
                      markup=False)
+        if "a2a" in event:
+            stderr.print(f"  and A2A, its agent card at {event['a2a']}", style="dim", markup=False)
     elif event["type"] == "ready":
         stderr.print(f"serving '{event['name']}' over stdio", style="dim", markup=False)
     elif event["type"] == "reload":

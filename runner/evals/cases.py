@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, Problem
-from runner.manifest import ModelSpec, did_you_mean
+from runner.manifest import Manifest, ModelSpec, did_you_mean
 from runner.manifest.loading import SourceMap, located_problems, read_document, read_located_yaml
 
 CASES_FOLDER = "evals"
@@ -219,6 +219,34 @@ def is_regex_matcher(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"matches"} and isinstance(value["matches"], str)
 
 
+MATCHER_KEYS = ("matches",)
+
+
+def matcher_problems(spec: CaseSpec) -> list[tuple[tuple[str | int, ...], str, bool]]:
+    """Expected values that look like a matcher but are none (a misspelt ``matches``, ``matches``
+    with another key or without a text), each with its path in the case and whether it points at
+    a key: compared as literal values, they would fail for a reason nobody wrote."""
+    expected: list[tuple[tuple[str | int, ...], Any]] = [
+        (("expect", "tools", index, "args", key), value)
+        for index, call in enumerate(spec.expect.tools or []) for key, value in call.args.items()]
+    expected += [(("expect", "output", path), value) for path, value in (spec.expect.output or {}).items()]
+    found = []
+    for where, value in expected:
+        if not isinstance(value, Mapping) or is_regex_matcher(value):
+            continue
+        keys = [str(key) for key in value]
+        if "matches" in keys and not isinstance(value["matches"], str):
+            found.append(((*where, "matches"), "a matcher is {matches: REGEX}: its value is a text", False))
+        elif "matches" in keys:
+            other = next(key for key in keys if key != "matches")
+            found.append(((*where, other), f"unknown matcher key '{other}': a matcher is "
+                          "{matches: REGEX} alone", True))
+        elif len(keys) == 1 and (hint := did_you_mean(keys[0], MATCHER_KEYS)):
+            found.append(((*where, keys[0]), f"unknown matcher '{keys[0]}'{hint}; the value would be "
+                          "compared as an object with that key", True))
+    return found
+
+
 @dataclass(frozen=True)
 class Case:
     """A case, the file it was read from, and where it is written there."""
@@ -246,6 +274,15 @@ class Case:
                 found.append(self._problem(where, f"the agent offers no tool '{name}'"
                                            f"{did_you_mean(name, list(tools))}"))
         return found
+
+    def problems_with(self, manifest: Manifest) -> list[Problem]:
+        """What the case expects that the manifest cannot give, known before anything runs: an
+        answer object (``expect.output``) from a manifest without ``output:``."""
+        if self.spec.expect.output is not None and manifest.output is None:
+            return [self._problem(("expect", "output"), "expect.output checks the answer object, but "
+                                  "the manifest has no 'output:' (give it output: {schema: …}, or check "
+                                  "the text with expect.answer)", at_key=True)]
+        return []
 
     def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:
         where = ("cases", self.index, *path)
@@ -287,10 +324,28 @@ def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -
                                                f"is used twice (first at {seen.file}:{seen.line})"))
                 continue
             first_seen[case.name] = at
+            problems += [source.problem(("cases", index, *where), message, at_key=at_key)
+                         for where, message, at_key in matcher_problems(case)]
             cases.append(Case(case, path.resolve(), index, source))
     if problems:
         raise ManifestError(problems)
     return cases
+
+
+def manifest_case_problems(cases: list[Case], manifest: Manifest) -> list[Problem]:
+    """Every problem of ``cases`` against ``manifest`` (see :meth:`Case.problems_with`)."""
+    return [problem for case in cases for problem in case.problems_with(manifest)]
+
+
+def case_folder_problems(manifest_path: Path, manifest: Manifest,
+                         *, environ: Mapping[str, str] | None = None) -> list[Problem]:
+    """What ``validate`` reports of the case files in ``evals/`` next to the manifest: each one's
+    problems, and what their cases expect that the manifest cannot give."""
+    try:
+        cases = load_cases(find_case_files(manifest_path), environ=environ)
+    except ManifestError as exc:
+        return list(exc.problems)
+    return manifest_case_problems(cases, manifest)
 
 
 def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[CaseSpec], SourceMap]:

@@ -59,6 +59,11 @@ ANSWER_ARTIFACT = "answer"
 YES = frozenset({"y", "yes", "approve", "allow", "ok"})
 
 
+def card_url(url: str) -> str:
+    """Where the agent card of the A2A endpoint at ``url`` (ending in :data:`A2A_PATH`) is served."""
+    return url + AGENT_CARD_WELL_KNOWN_PATH
+
+
 def agent_card(runtime: Runtime, url: str) -> AgentCard:
     """The card of the agent the runtime holds now: its name, description and one skill."""
     manifest = runtime.manifest
@@ -88,7 +93,7 @@ def a2a_app(runtime: Runtime, scheduler: TurnScheduler, url: str) -> tuple[Starl
 
     handler = DefaultRequestHandlerV2(turns, InMemoryTaskStore(), card)
     routes = [*create_agent_card_routes(card, card_modifier=current_card,
-                                        card_url=A2A_PATH + AGENT_CARD_WELL_KNOWN_PATH),
+                                        card_url=card_url(A2A_PATH)),
               *create_jsonrpc_routes(handler, rpc_url=A2A_PATH)]
     return Starlette(routes=routes), turns
 

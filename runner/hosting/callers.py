@@ -141,7 +141,9 @@ def _file_entries(path: Path) -> list[tuple[str, str, str]]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # Where the part being read began (a line without its ':' is found wrong at the next one),
+        # else where the problem was found.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ServeError(f"{path}{line}: not a tokens file: each line is 'caller: token'") from None
     if root is None:

@@ -96,11 +96,41 @@ def build_model_chain(
     """The primary model of ``spec`` followed by its fallbacks, each request tried as
     ``spec.timeout`` and ``spec.retries`` say; ``events`` gives the sink of the turn running
     (its ``model_retry`` and ``model_fallback`` events)."""
+    if spec.api_key_env and not os.environ.get(spec.api_key_env) and spec.fallbacks:
+        return _chain_without_primary(spec, base_dir=base_dir, events=events)
     primary = build_chat_model(spec, base_dir=base_dir)
     fallbacks = [build_chat_model(spec, base_dir=base_dir, model_id=i) for i in spec.fallbacks]
     logger.debug("model %s with fallbacks %s", spec.id, spec.fallbacks)
     attempts = Attempts(spec.retries, spec.timeout, (spec.id, *spec.fallbacks), events)
     return ModelChain(primary, fallbacks, attempts=attempts)
+
+
+def _chain_without_primary(spec: ModelSpec, *, base_dir: Path,
+                           events: Callable[[], EventSink | None] | None) -> ModelChain:
+    """The fallbacks of ``spec`` whose primary model cannot be created for want of its API key
+    (``model.api_key_env`` unset): each that can be created, in order, with a warning saying why
+    the primary (and any fallback left out) was skipped; ModelError naming the variable when none
+    can be."""
+    skipped = (f"model '{spec.id}' is skipped: its API key variable {spec.api_key_env} "
+               f"(model.api_key_env) is not set")
+    built: list[tuple[str, BaseChatModel]] = []
+    failed: list[str] = []
+    for model_id in spec.fallbacks:
+        try:
+            built.append((model_id, build_chat_model(spec, base_dir=base_dir, model_id=model_id)))
+        except ModelError as exc:
+            failed.append(str(exc))
+    if not built:
+        raise ModelError(f"model '{spec.id}' cannot be used: its API key variable {spec.api_key_env} "
+                         f"(model.api_key_env) is not set (export {spec.api_key_env}=…), and no fallback "
+                         f"can be used instead: {'; '.join(failed)}")
+    names = tuple(model_id for model_id, _ in built)
+    logger.warning("%s: using %s instead", skipped, " then ".join(names))
+    for reason in failed:
+        logger.warning("fallback left out: %s", reason)
+    attempts = Attempts(spec.retries, spec.timeout, names, events)
+    return ModelChain(built[0][1], [model for _, model in built[1:]], attempts=attempts,
+                      skipped=f"{skipped}; ")
 
 
 BOUND_KEPT = 8  # tool sets a ModelChain keeps bound: a generation's, and its found-tool sets
@@ -111,8 +141,9 @@ class ModelChain:
     """A primary chat model and the models tried in order when a call to it fails."""
 
     def __init__(self, primary: BaseChatModel, fallbacks: Sequence[BaseChatModel] = (), *,
-                 attempts: Attempts | None = None) -> None:
+                 attempts: Attempts | None = None, skipped: str = "") -> None:
         self.primary = primary
+        self._skipped = skipped  # why the manifest's own primary is not in the chain, said on failure
         self.fallbacks = list(fallbacks)
         # Without the manifest's settings (a chain made in code): its defaults, models named by class.
         names = tuple(type(model).__name__ for model in (primary, *self.fallbacks))
@@ -197,9 +228,10 @@ class ModelChain:
                 if index + 1 < len(runnables):
                     self.attempts.fell_back(index, spent)
         if len(failures) == 1:
-            raise ModelError(f"the model call failed: {failures[0]}") from failures[0].error
+            raise ModelError(f"the model call failed: {self._skipped}{failures[0]}") from failures[0].error
         tried = "; ".join(map(str, failures))
-        raise ModelError(f"the model call failed on every model: {tried}") from failures[-1].error
+        raise ModelError(f"the model call failed on every model: {self._skipped}{tried}"
+                         ) from failures[-1].error
 
 
 async def _invoke(runnable: _Bound, messages: list[BaseMessage], config: RunnableConfig | None

@@ -32,6 +32,7 @@ from langgraph.errors import GraphBubbleUp
 from runner import telemetry
 from runner.events import EventSink, ModelFallback, ModelRetry
 from runner.manifest import RetrySpec
+from runner.redaction import redact_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,39 @@ def unreadable_text(error: BaseException) -> str | None:
         if isinstance(cause, ValueError) and "No generations found in stream" in str(cause):
             return "its streamed answer held no event it could read (not server-sent events)"
     return None
+
+
+REFUSAL_CHARS = 300  # of a provider's message, shown when it refuses a request
+
+
+def refusal_text(error: BaseException) -> str | None:
+    """What a provider that refused the request itself (400, 401, 404…) says, for people:
+    ``the provider refused the request (HTTP 400): <its message>``, secrets hidden; None for
+    other errors. Not the client's class name (``BadRequestError``) nor its raw body."""
+    for cause in _causes(error):
+        status = _status(cause)
+        if status is None or status in RETRIED_STATUSES or status >= 500:
+            continue
+        text = f"the provider refused the request (HTTP {status})"
+        said = _provider_message(cause)
+        if said:
+            said = redact_credentials(" ".join(said.split()))
+            said = said if len(said) <= REFUSAL_CHARS else said[:REFUSAL_CHARS - 1] + "…"
+            text += f": {said}"
+        return text
+    return None
+
+
+def _provider_message(error: BaseException) -> str | None:
+    """The ``message`` of a provider's error body (OpenAI's ``{message, type}``, Anthropic's
+    ``{type, error: {message}}``), else the error's own ``message``."""
+    body = getattr(error, "body", None)
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    message = getattr(error, "message", None)
+    return message if isinstance(message, str) else None
 
 
 def _headers(error: BaseException) -> Mapping[str, str]:
@@ -264,7 +298,7 @@ class Spent(Exception):
         self.name = name
         self.error = error
         if trouble is None:
-            self.reason = unreadable_text(error) or f"{type(error).__name__}: {error}"
+            self.reason = unreadable_text(error) or refusal_text(error) or f"{type(error).__name__}: {error}"
         else:
             self.reason = trouble.describe(timeout)
             if asked is not None:

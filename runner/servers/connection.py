@@ -27,7 +27,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runner import telemetry
-from runner.errors import ServerClosedError, ServerError, ServerRequestError, ServerTimeoutError
+from runner.errors import (
+    CANCELLED_CODE,
+    ServerClosedError,
+    ServerError,
+    ServerRequestError,
+    ServerTimeoutError,
+)
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import lean_calls as calls
 from runner.servers import tasks
@@ -53,6 +59,7 @@ ServerSpecType = StdioServerSpec | HttpServerSpec
 Publish = Callable[[CatalogueChange], None]
 Kinds = set[CatalogueKind] | tuple[CatalogueKind, ...]
 URL_ROUNDS = 3  # a call answered "visit this URL first" is made again at most this often
+CANCEL_NOTICE_LIMIT = 2.0  # seconds the requests in flight get to tell the server they are cancelled
 BACKSTOP_GRACE = 1.0  # the SDK times requests out itself; this only catches a wedged transport write
 
 _Result = TypeVar("_Result")
@@ -95,6 +102,8 @@ class ServerConnection:
         self._client: Client | None = None
         self._link: Link | None = None
         self.stop_requested = anyio.Event()
+        self._in_flight: set[anyio.CancelScope] = set()  # a scope per request, to cancel them on stop
+        self._none_in_flight = anyio.Event()  # set (and replaced) when the last one leaves
         self._listing_lock = anyio.Lock()
         self._tools_by_name: tuple[list[types.Tool] | None, dict[str, types.Tool]] = (None, {})
         telemetry.server_status(self, self.status)  # "starting"; the lifetime task reports the rest
@@ -365,11 +374,30 @@ class ServerConnection:
             link = self._link
             now = anyio.current_time()
         remaining = max(deadline - now, 0.001)
-        with translated(boundary):
-            # A bare scope, not fail_after (a generator context manager): this wraps every request.
-            with anyio.CancelScope(deadline=now + remaining + BACKSTOP_GRACE):
-                return await send(client, remaining)
-            raise TimeoutError  # the backstop ran out (only its deadline cancels it)
+        with translated(boundary), anyio.CancelScope() as stopping:  # see cancel_requests
+            self._in_flight.add(stopping)
+            try:
+                # A bare scope, not fail_after (a generator context manager): this wraps every request.
+                with anyio.CancelScope(deadline=now + remaining + BACKSTOP_GRACE):
+                    return await send(client, remaining)
+                raise TimeoutError  # the backstop ran out (only its deadline cancels it)
+            finally:
+                self._in_flight.discard(stopping)
+                if not self._in_flight:
+                    self._none_in_flight.set()
+                    self._none_in_flight = anyio.Event()
+        raise ServerRequestError(self.key, f"{what}: cancelled, the server is stopping", code=CANCELLED_CODE)
+
+    async def cancel_requests(self, limit: float = CANCEL_NOTICE_LIMIT) -> None:
+        """Cancel the requests in flight and wait (up to ``limit`` seconds) until each has left,
+        the SDK having told the server (``notifications/cancelled``): before the server is stopped,
+        while that can still reach it. Each cancelled request raises a ``-32003`` error."""
+        if not self._in_flight:
+            return
+        for request in list(self._in_flight):
+            request.cancel()
+        with anyio.move_on_after(limit, shield=True):
+            await self._none_in_flight.wait()
 
     async def _ready_client(self, boundary: Boundary, deadline: float) -> Client:
         """The live client; waits (until ``deadline``) while the server starts or restarts, but

@@ -70,8 +70,13 @@ async def supervise(connection: ServerConnection, lifecycle: ServerLifecycle) ->
     the connection's, written here only."""
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_stop, connection, tg.cancel_scope)
-            await _lifetime(connection, lifecycle)
+            # The session is ended by _end_on_stop only, so that the requests in flight are
+            # cancelled at the server first, also when the fleet's own scope is cancelled (a
+            # signal): the SDK's notifications/cancelled still has a session to go through.
+            lifetime = anyio.CancelScope(shield=True)
+            tg.start_soon(_end_on_stop, connection, lifetime)
+            with lifetime:
+                await _lifetime(connection, lifecycle)
             tg.cancel_scope.cancel()
     finally:
         stopping = lifecycle.now.status != "failed"
@@ -87,9 +92,15 @@ def _fail(connection: ServerConnection, lifecycle: ServerLifecycle, error: Serve
     telemetry.server_status(connection, "failed")
 
 
-async def _cancel_on_stop(connection: ServerConnection, scope: anyio.CancelScope) -> None:
-    await connection.stop_requested.wait()
-    scope.cancel()
+async def _end_on_stop(connection: ServerConnection, lifetime: anyio.CancelScope) -> None:
+    """End ``lifetime`` once a stop is asked for or this task is cancelled, the requests in
+    flight cancelled first (bounded)."""
+    try:
+        await connection.stop_requested.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await connection.cancel_requests()
+        lifetime.cancel()
 
 
 async def _lifetime(connection: ServerConnection, lifecycle: ServerLifecycle) -> None:

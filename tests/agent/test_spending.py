@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 from builders import scripted_model, server, write_manifest
 
 from runner.agent.runtime import load_agent
@@ -213,3 +214,23 @@ async def test_a_graph_run_without_a_turn_ledger_still_keeps_the_threads_cap(tmp
     stopped = second["messages"][-1]
     assert stopped.response_metadata["finish_reason"] == "limit"
     assert "limits.per_thread.max_tokens" in stopped.content
+
+
+async def test_an_agent_of_agents_that_reaches_a_limit_ends_the_turn_with_one_limit_event(
+    tmp_path: Path,
+) -> None:
+    # The researcher's step spends past the turn's budget: its tool call is refused, it stops, and
+    # the main agent, given that answer, stops too: one budget reached, one event.
+    (tmp_path / "researcher.yaml").write_text(yaml.safe_dump([step(1000, 100, calls=[ADD])]))
+    researcher = {"description": "Adds.", "tools": ["demo"],
+                  "model": {"id": "scripted", "script": "researcher.yaml"}}
+    script = [step(10, 10, calls=[{"name": "researcher", "args": {"task": "add"}}])]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_tokens": 500}},
+                 agent={"agents": ["researcher"]}, agents={"researcher": researcher})
+    [events] = await run(path, "add")
+    [limit] = of(events, "limit")
+    assert (limit["scope"], limit["limit"], limit["spent"]) == ("turn", "max_tokens", 1120)
+    assert [(r["name"], r.get("agent"), r["status"]) for r in of(events, "tool_result")] == [
+        ("demo__add", "researcher", "error"), ("researcher", None, "success")]
+    [final] = of(events, "final")
+    assert final["reason"] == "limit"

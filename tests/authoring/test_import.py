@@ -190,6 +190,21 @@ def test_merge_turns_an_empty_servers_mapping_into_a_block_keeping_its_comment(t
     )
 
 
+def test_merge_names_a_server_whose_key_yaml_reads_as_a_boolean_as_it_is_written(tmp_path: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("version: 1\nname: a\nservers:\n  on:\n    command: uvx\n"
+                        "    args: [mcp-server-time]\n"
+                        "  # off:\n  #   command: uvx\n  #   args: [mcp-server-fetch]\n")
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]},
+                                                 "fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}}))
+    result = invoke("import", str(config), "-o", str(manifest), "--merge")
+    assert result.exit_code == 0, result.stderr
+    assert "mcpServers.time: already in the manifest as 'on': skipped" in result.stderr
+    assert "mcpServers.fetch: already in the manifest as 'off': skipped" in result.stderr
+    assert "True" not in result.stderr and "False" not in result.stderr
+
+
 def test_merge_refuses_servers_written_in_flow_style(tmp_path: Path) -> None:
     manifest = tmp_path / "agent.yaml"
     original = "version: 1\nname: a\nservers: {t: {command: x}}\n"

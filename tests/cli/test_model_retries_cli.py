@@ -6,6 +6,7 @@ fallbacks are spent, never a traceback; and Ctrl-C during the wait stops at once
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -150,3 +151,45 @@ def test_a_turn_whose_model_fails_for_good_is_an_error_event_and_the_chat_goes_o
         if chat.process.poll() is None:
             chat.process.terminate()
             chat.process.wait(timeout=EVENT_LIMIT)
+
+
+def test_a_request_the_provider_refuses_fails_with_its_status_and_message_not_the_client_class(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    refusal = ("Invalid value for 'temperature': must be at most 2. Key sk-proj-Zq8xR2mN5vB7cK1pL4tY9wE3 "
+               "was used.")
+    provider_server.script(Failure(400, message=refusal), Reply("never asked for"))
+    agent(tmp_path, provider_server, retries=QUICK)
+    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert ("error: the model call failed: openai:gpt-stub: the provider refused the request (HTTP 400): "
+            "Invalid value for 'temperature': must be at most 2. Key *** was used.") in result.stderr
+    assert "BadRequestError" not in result.stderr and "sk-proj" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(provider_server.completions()) == 1  # refused: not asked again
+
+
+UNSET_KEY = "MCP_RUN_TEST_UNSET_KEY"
+WITHOUT_KEYS = {UNSET_KEY: None, **{key: None for key in os.environ if key.startswith("OPENAI_")}}
+
+
+def test_a_primary_model_whose_api_key_variable_is_unset_is_skipped_for_its_fallbacks_saying_why(
+        tmp_path: Path) -> None:
+    write_manifest(tmp_path, {}, checkpointer="memory", model={
+        "id": "openai:gpt-4.1-mini", "api_key_env": UNSET_KEY, "fallbacks": ["offline"]})
+    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
+    assert result.returncode == 0, result.stderr
+    assert "This is the offline model" in result.stdout
+    assert (f"warning: model 'openai:gpt-4.1-mini' is skipped: its API key variable {UNSET_KEY} "
+            "(model.api_key_env) is not set: using offline instead") in result.stderr.splitlines()
+
+
+def test_when_no_fallback_can_stand_in_for_a_keyless_primary_the_error_names_its_variable(
+        tmp_path: Path) -> None:
+    write_manifest(tmp_path, {}, checkpointer="memory", model={
+        "id": "openai:gpt-4.1-mini", "api_key_env": UNSET_KEY, "fallbacks": ["openai:gpt-4o-mini"]})
+    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
+    assert result.returncode == 1, result.stderr
+    assert (f"error: model 'openai:gpt-4.1-mini' cannot be used: its API key variable {UNSET_KEY} "
+            f"(model.api_key_env) is not set (export {UNSET_KEY}=…), and no fallback can be used instead: "
+            "model 'openai:gpt-4o-mini' cannot be created") in result.stderr
+    assert "Traceback" not in result.stderr

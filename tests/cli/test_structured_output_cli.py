@@ -43,6 +43,18 @@ def test_a_one_shot_run_whose_answers_never_validate_exits_1_with_the_errors(tmp
     assert "at city: 1 is not of type 'string'" in result.stderr
 
 
+def test_a_one_shot_json_run_whose_turn_fails_ends_with_an_error_event_and_exits_1(tmp_path: Path) -> None:
+    structured_agent(tmp_path, [{"output": {"city": "Paris"}}], retries=0)
+    result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    last = events[-1]
+    assert last["type"] == "error"
+    assert "does not match output.schema" in last["message"]
+    assert "final" not in [event["type"] for event in events]
+    jsonschema.validate(last, events_json_schema())
+
+
 def test_the_json_final_event_carries_the_object_and_fits_the_events_schema(tmp_path: Path) -> None:
     structured_agent(tmp_path, [{"output": PARIS}])
     result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
@@ -81,6 +93,34 @@ def test_validate_locates_a_wrong_schema_file_in_that_file(tmp_path: Path) -> No
     assert result.exit_code == 2
     assert (f"{tmp_path / 'answer.json'}:4:22: properties.n.minimum: not a valid JSON Schema: 'zero' "
             "is not of type 'number'") in result.output
+
+
+def test_validate_reports_every_problem_of_an_output_schema_each_at_its_place(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: bad\noutput:\n  schema:\n    type: object\n    properties:\n"
+                    "      age: {type: integr}\n      size: {minimum: zero}\n")
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert f"{path}:7:19: output.schema.properties.age.type: not a valid JSON Schema: unknown type" \
+        in result.output
+    assert (f"{path}:8:23: output.schema.properties.size.minimum: not a valid JSON Schema: 'zero' is not "
+            "of type 'number'") in result.output
+    assert "2 problems found" in result.output
+
+
+def test_validate_rejects_a_ref_that_resolves_to_nothing_in_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: bad\noutput:\n  schema:\n    type: object\n    properties:\n"
+                    "      city: {$ref: '#/$defs/City'}\n      zone: {$ref: 'https://example.invalid/zone.json'}\n"
+                    "      ok: {$ref: '#/$defs/Place'}\n    $defs:\n      Place: {type: string}\n")
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert (f"{path}:7:20: output.schema.properties.city.$ref: $ref '#/$defs/City' resolves to nothing in "
+            "the schema (references outside it are not fetched)") in result.output
+    assert f"{path}:8:20: output.schema.properties.zone.$ref: $ref 'https://example.invalid/zone.json'" \
+        in result.output
+    assert "Place" not in result.output
+    assert "2 problems found" in result.output
 
 
 def test_validate_says_where_a_schema_is_no_object_missing_or_its_retries_negative(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from builders import mcp_run
+from builders import invoke, mcp_run
 from evals_support import ROOT, make_agent, write_cases
 
 
@@ -62,6 +62,29 @@ def test_invalid_case_files_exit_2_with_every_located_problem(tmp_path: Path) ->
     assert done.returncode == 2
     assert f"{bad}:3:5: cases[0].inptu: unknown key 'inptu' (did you mean 'input'?)" in done.stderr
     assert f"{bad}:2:5: cases[0].input: missing required key" in done.stderr
+
+
+OUTPUT_CASE = "cases:\n  - name: sums\n    input: hi\n    expect:\n      output: {total: 4}\n"
+
+
+def test_a_case_expecting_an_answer_object_without_output_in_the_manifest_is_invalid(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, OUTPUT_CASE)
+    done = mcp_run("test", str(manifest))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (f"{cases}:5:7: cases[0].expect.output: expect.output checks the answer object, but the "
+            "manifest has no 'output:'") in done.stderr
+    assert not done.stdout.strip()  # no case ran
+
+
+def test_validate_reports_a_case_that_expects_an_answer_object_the_manifest_has_not(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, OUTPUT_CASE)
+    done = invoke("validate", str(manifest))
+    assert done.exit_code == 2, done.output
+    assert f"{cases}:5:7: cases[0].expect.output: expect.output checks the answer object" in done.output
+    write_cases(tmp_path, "cases:\n  - name: x\n    inptu: hi\n")
+    assert "cases[0].inptu: unknown key 'inptu'" in invoke("validate", str(manifest)).output
 
 
 def test_conflicting_options_exit_2(tmp_path: Path) -> None:

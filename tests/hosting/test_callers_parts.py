@@ -36,6 +36,11 @@ def test_each_token_of_the_file_and_the_variables_names_its_caller(tmp_path: Pat
     ("alice:\n", "tokens:1: each line is 'caller: token'"),
     ("- alice\n", "tokens:1: not a tokens file"),
     ("alice: [one\n", "not a tokens file"),
+    # A line without its ':' is found wrong only at the next one: the line named is its own.
+    ("alice: one\nbob\ncarol: three\n", "tokens:2: not a tokens file"),
+    ("alice: one\nbob:two\ncarol: three\n", "tokens:2: not a tokens file"),
+    ("alice: one\nbob two\n", "tokens:2: not a tokens file"),
+    ("alice: one\nbob: two: three\ncarol: four\n", "tokens:2: not a tokens file"),
 ])
 def test_a_bad_tokens_file_is_refused_at_its_line_without_showing_a_token(
     tmp_path: Path, text: str, found: str

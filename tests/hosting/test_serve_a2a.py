@@ -145,6 +145,20 @@ async def test_the_agent_card_comes_from_the_manifest_and_follows_an_edit_under_
     assert edited.description == edited.skills[0].description == "Takes notes, briefly."
 
 
+async def test_serve_prints_the_address_of_the_agent_card_as_it_starts(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    with http_agent(write_served_agent(tmp_path, url), "--a2a") as served:
+        line = served.lines.get(timeout=LIMIT)  # right after the MCP and OpenAI-compatible API lines
+        card_url = a2a_url(served.url) + "/.well-known/agent-card.json"
+        assert line == f"  and A2A, its agent card at {card_url}"
+        with anyio.fail_after(LIMIT):
+            async with httpx.AsyncClient(timeout=60) as http:
+                card = (await http.get(card_url)).json()
+    assert card["name"] == "served"
+
+
 def test_a2a_needs_http_and_names_the_extra_when_its_package_is_missing(tmp_path: Path) -> None:
     manifest = write_served_agent(tmp_path, "http://127.0.0.1:9/mcp")
     without_http = subprocess.run([*SERVE, str(manifest), "--a2a"], capture_output=True, text=True,

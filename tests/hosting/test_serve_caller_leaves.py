@@ -166,3 +166,26 @@ async def test_a_caller_that_closes_stdin_has_its_turn_and_the_servers_call_canc
     [answer] = [json.loads(line) for line in answers.splitlines() if json.loads(line).get("id") == 2]
     assert answer["result"]["isError"], answer
     assert kept == KEPT
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_to_serve_cancels_a_call_in_flight_at_its_stdio_server_before_stopping_it(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    manifest, record = hanging_agent(tmp_path)
+    with http_agent(manifest) as served:
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as asking:
+                async def ask() -> None:
+                    async with http_client(served.url) as client:
+                        await client.call_tool("ask", {"message": HANG, "thread": THREAD})
+
+                asking.start_soon(ask)
+                call = await received(record, "tools/call")
+                served.process.send_signal(stop)
+                code = await anyio.to_thread.run_sync(lambda: served.process.wait(timeout=LIMIT))
+                asking.cancel_scope.cancel()
+    with anyio.fail_after(CANCEL_LIMIT):
+        cancelled = await received(record, "notifications/cancelled")
+    assert cancelled == call
+    assert code == 128 + int(stop)

@@ -83,19 +83,34 @@ async def test_the_openai_client_holds_a_conversation_on_a_thread_streamed_with_
 
 
 @pytest.mark.usefixtures("closed_openai_clients")
-async def test_without_a_thread_the_request_is_the_whole_conversation_and_is_forgotten(
+async def test_without_a_thread_the_request_starts_one_that_the_answer_names_and_that_continues(
     tmp_path: Path
 ) -> None:
-    with http_agent(scripted_agent(tmp_path, ["Noted."])) as served:
+    with http_agent(scripted_agent(tmp_path, ["Noted.", "Still noted.", "Streamed."])) as served:
         with anyio.fail_after(LIMIT):
             client = openai_api(served.url)
-            reply = await client.chat.completions.create(model="scripted-helper", messages=[
+            raw = await client.chat.completions.with_raw_response.create(model="scripted-helper", messages=[
                 {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Remember 7."},
                 {"role": "assistant", "content": "OK."}, {"role": "user", "content": "And 8."}])
+            reply = raw.parse()
             assert reply.choices[0].message.content == "Noted."
             assert reply.usage is not None and reply.usage.total_tokens == 0  # the script reports none
+            thread = raw.headers[THREAD]
+            assert thread.startswith("chat-") and len(thread) > 30  # unguessable
+            again = await client.chat.completions.create(model="scripted-helper", messages=[
+                {"role": "user", "content": "And 9."}], extra_headers={THREAD: thread})
+            assert again.choices[0].message.content == "Still noted."
+            streamed = await client.chat.completions.with_raw_response.create(
+                model="scripted-helper", stream=True, messages=[{"role": "user", "content": "Hi."}])
+            other = streamed.headers[THREAD]
+            assert other.startswith("chat-") and other != thread
+            async for _ in streamed.parse():
+                pass
             async with http_client(served.url) as mcp:
-                assert (await mcp.list_resources()).resources == []
+                read = await mcp.read_resource(f"mcp-run://threads/{thread}")
+    history = json.loads(read.contents[0].text)["messages"]
+    assert [m["text"] for m in history] == [
+        "Be brief.", "Remember 7.", "OK.", "And 8.", "Noted.", "And 9.", "Still noted."]
 
 
 @pytest.mark.usefixtures("closed_openai_clients")

@@ -12,7 +12,6 @@ clients read: ``{"error": {"message", "type", "param", "code"}}``.
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,13 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from langchain_core.runnables import RunnableConfig
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.agent.runtime import Runtime
 from runner.agent.team import agent_thread
-from runner.errors import BusyError, CheckpointerError, RunnerError
+from runner.errors import BusyError, RunnerError
 from runner.hosting.callers import caller_of, thread_in_space
 from runner.hosting.chat_completions.requests import (
     THREAD_HEADER,
@@ -41,11 +39,8 @@ from runner.hosting.mcp.conversations import TurnScheduler, conversation_store
 from runner.manifest import MAIN_AGENT
 from runner.task_groups import background_tasks
 
-logger = logging.getLogger(__name__)
-
 API_PREFIX = "/v1/"
 MAX_BODY = 4 * 1024 * 1024  # bytes of a request body
-FORGET_LIMIT = 5.0  # seconds a throwaway conversation's thread gets to be deleted
 STOPPING = "the agent is stopping: this turn was cancelled; ask again when it is back"
 OWNER = "mcp-run"
 
@@ -136,10 +131,12 @@ class ChatCompletions:
         header = dict(scope["headers"]).get(THREAD_HEADER.encode())
         request = parse_chat_request(raw, None if header is None else header.decode("latin-1"))
         served = self._served(request.model)
-        runtime = served.runtime
         if self._stopping:
             raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
-        thread = thread_in_space(caller_of(scope), request.thread or f"chat-{uuid.uuid4().hex}")
+        # Without a thread named, the request's messages start a new one; the answer names it
+        # (X-MCP-Run-Thread), and sending that header back continues the conversation.
+        named = request.thread or f"chat-{uuid.uuid4().hex}"
+        thread = thread_in_space(caller_of(scope), named)
         started = False
 
         async def sending(message: Message) -> None:
@@ -152,22 +149,22 @@ class ChatCompletions:
             try:
                 async with background_tasks() as watching:
                     watching.start_soon(_cancel_when_gone, receive, call)
-                    await self._turn(served, thread, request, sending)
+                    await self._turn(served, thread, named, request, sending)
             finally:
                 self._calls.discard(call)
                 if not self._calls:
                     self._no_calls.set()
                     self._no_calls = anyio.Event()
-                if request.thread is None:  # the request's own conversation: nobody comes back to it
-                    await _forget(runtime, runtime.config(thread, agent=served.agent))
         if call.cancelled_caught and self._stopping and not started:
             raise ApiRequestError(STOPPING, status=503, type="server_error", code="stopping")
 
-    async def _turn(self, served: ServedAgent, thread: str, request: ChatRequest, send: Send) -> None:
+    async def _turn(self, served: ServedAgent, thread: str, named: str, request: ChatRequest,
+                    send: Send) -> None:
+        """The turn on ``thread`` (the checkpointer's id), answered with ``named``, the caller's."""
         try:
             async with self.scheduler.turn(agent_thread(served.agent, thread), queue_on_thread=False):
                 if request.stream:
-                    await _Stream(send, request, request.model).run(served, thread)
+                    await _Stream(send, request, request.model).run(served, thread, named)
                     return
                 with conversation_store():
                     result = await answer(served.runtime, thread, request.messages, _ignore,
@@ -177,8 +174,7 @@ class ChatCompletions:
                                   code="rate_limit_exceeded") from exc
         except RunnerError as exc:  # the model or the checkpointer failed
             raise ApiRequestError(str(exc), status=500, type="server_error") from exc
-        await _json(send, 200, _completion(request, request.model, result),
-                    thread=request.thread)
+        await _json(send, 200, _completion(request, request.model, result), thread=named)
 
 
 class _Stream:
@@ -192,10 +188,9 @@ class _Stream:
         self.created = int(time.time())
         self._ended = False
 
-    async def run(self, served: ServedAgent, thread: str) -> None:
-        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
-        if self.request.thread is not None:
-            headers.append((THREAD_HEADER.encode(), self.request.thread.encode()))
+    async def run(self, served: ServedAgent, thread: str, named: str) -> None:
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                   (THREAD_HEADER.encode(), named.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         await self._chunk({"role": "assistant", "content": ""})
         try:
@@ -293,15 +288,3 @@ async def _cancel_when_gone(receive: Receive, call: anyio.CancelScope) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     call.cancel()
-
-
-async def _forget(runtime: Runtime, config: RunnableConfig) -> None:
-    """Delete a throwaway conversation's thread (bounded, whatever ended the turn)."""
-    if runtime.checkpointer is None:
-        return
-    with anyio.CancelScope(shield=True), anyio.move_on_after(FORGET_LIMIT):
-        try:
-            with conversation_store():
-                await runtime.checkpointer.adelete_thread(config["configurable"]["thread_id"])
-        except CheckpointerError as exc:  # the answer is given: the store is the operator's to fix
-            logger.warning("a throwaway conversation was not deleted: %s", exc)

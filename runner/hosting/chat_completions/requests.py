@@ -9,8 +9,8 @@ last message is the user's.
 
 The conversation: the ``X-MCP-Run-Thread`` header, else the ``user`` field, names a thread
 that keeps it; only the last message is then read (the thread holds the earlier ones). Without
-either, the request's messages are the whole conversation, played into a thread of its own that
-is forgotten once answered.
+either, the request's messages are the whole conversation, played into a new thread of its own,
+which the answer names in its ``X-MCP-Run-Thread`` header: sent back, it continues there.
 """
 
 from __future__ import annotations

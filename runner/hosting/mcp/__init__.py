@@ -150,16 +150,17 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     api = ChatCompletions(lambda: served_agents(runtime), service.scheduler)
                     also: dict[str, ASGIApp] = {API_PREFIX: api}
                     stops = [service.stop, api.stop]
+                    listening = Listening(type="listening", url="", name=runtime.manifest.name)
                     if options.a2a:
                         url = http_url(sock).removesuffix(MCP_PATH) + a2a_api.A2A_PATH
                         app, a2a_turns = a2a_api.a2a_app(runtime, service.scheduler, url)
                         also[a2a_api.A2A_PATH] = app
                         stops.append(a2a_turns.stop)
+                        listening["a2a"] = a2a_api.card_url(url)
                     await serve_http(service.server, sock, callers=callers, stateless=options.stateless,
                                      sessions=options.sessions, also=also,
                                      refusals={API_PREFIX: unauthorized()},
-                                     on_ready=lambda url: on_event(Listening(type="listening", url=url,
-                                                                             name=runtime.manifest.name)),
+                                     on_ready=lambda url: on_event(listening | {"url": url}),
                                      on_stop=partial(_stop_all, stops), hurry=hurry)
                 group.cancel_scope.cancel()
     finally:
