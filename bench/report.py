@@ -24,9 +24,12 @@ def describe(key: str, metrics: Metrics) -> str:
     """A case's median metrics in one cell."""
     if key == "p50_ms":
         text = f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
-        if "overhead_ms" in metrics:  # row 7a: against in-process turns timed between its own
+        if "in_process_p50_ms" in metrics:  # row 7a: against in-process turns timed between its own
             text += (f" · overhead {metrics['overhead_ms']:,.2f} ms over the in-process p50 of "
                      f"{metrics['in_process_p50_ms']:,.2f} ms timed alongside")
+        if "plain_p50_ms" in metrics:  # row 10a: against plain tool-call turns timed between its own
+            text += (f" · overhead {metrics['overhead_ms']:,.2f} ms over the plain tool call's turn "
+                     f"p50 of {metrics['plain_p50_ms']:,.2f} ms timed alongside")
         return text
     if key == "calls_per_s":
         return f"{metrics['calls_per_s']:,.0f} calls/s"
@@ -44,6 +47,14 @@ def describe(key: str, metrics: Metrics) -> str:
                 f"second half added {metrics['storage_growth']:.2f}× the first half's) · "
                 f"{metrics['first_ms']:,.1f} ms per turn over the first tenth, "
                 f"{metrics['last_ms']:,.1f} ms over the last")
+    if key == "call_p50_ms":  # row 10b: the call alone, and the processes its setup runs
+        return (f"call p50 {metrics['call_p50_ms']:,.2f} ms · p99 {metrics['call_p99_ms']:,.2f} ms · "
+                f"{metrics['bench_servers']:.0f} benchmark server process(es), "
+                f"{metrics['serve_processes']:.0f} mcp-run serve")
+    if key == "kb_per_thread":  # row 13c
+        return (f"{metrics['kb_per_thread']:,.1f} kB of resident memory per thread over "
+                f"{metrics['threads']:,.0f} threads (+{metrics['rss_growth_mb']:,.1f} MB to "
+                f"{metrics['rss_mb']:,.0f} MB) · database {metrics['db_kb_per_thread']:,.1f} kB per thread")
     if key == "kb_per_request":
         return (f"{metrics['kb_per_request']:,.1f} kB per request (largest {metrics['max_kb']:,.1f} kB, "
                 f"{metrics['requests']:.0f} requests)")
@@ -84,6 +95,8 @@ def shown_value(goal: Goal, value: float) -> str:
         return f"{value:.4f}×" if shown == times(goal.limit) and value != goal.limit else shown
     if goal.metric == "storage_growth":  # row 9: one half of a thread against the other
         return times(value)
+    if goal.metric == "kb_per_thread":  # row 13c
+        return f"{value:,.2f} kB"
     return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 
