@@ -1,9 +1,11 @@
 """Row 13: the OpenAI-compatible API of ``mcp-run serve --http`` (``/v1/chat/completions``).
 
-The manifest of rows 7a-7b (the offline model, the benchmark server over stdio, a memory
-checkpointer; each turn one ``bench__echo`` call and the model's report of it) runs in this process
-(``load_agent`` + ``stream_turn``) and as an ``mcp-run serve --http 127.0.0.1:0`` subprocess, called
-with httpx (what the official ``openai`` client sends its requests with) over loopback:
+The manifest of rows 7a-7b (the offline model, the benchmark server over stdio; each turn one
+``bench__echo`` call and the model's report of it), on its default checkpointer (SQLite in the
+state folder beside it), runs in this process (``load_agent`` + ``stream_turn``) and as an
+``mcp-run serve --http 127.0.0.1:0`` subprocess (a copy of the manifest in a folder of its own,
+so each has its own database), called with httpx (what the official ``openai`` client sends its
+requests with) over loopback:
 
 - 13a: time to first token of a streamed completion: from sending the request to the first chunk
   carrying text, against the same turn in process (from ``stream_turn``'s start to its first
@@ -11,14 +13,14 @@ with httpx (what the official ``openai`` client sends its requests with) over lo
   new thread.
 - 13b: turns per second with 32 conversations at once, each on a thread of its own, streamed over
   ``/v1`` against MCP ``ask`` calls to the same instance (row 7b's served path: the floor).
-- 13c: memory held per idle conversation: a second ``serve`` process of the same manifest on the
-  default SQLite checkpointer (in the state folder beside it, so the conversations' checkpoints
-  are in the database file, not in the process), its resident set (``VmRSS``) read before and
-  after opening ``idle_threads`` new threads (one turn each, 8 at a time, over ``/v1``), once
-  ``WARM_THREADS`` threads have been opened (lazy imports, caches and pools grown). The growth
-  divided by the threads is what ``serve`` keeps per conversation beyond the checkpointer's data;
-  SQLite's own page cache (2 MB at most per connection by default) is counted in it. The
-  database's growth per thread is reported beside it.
+- 13c: memory held per idle conversation: the serve process's resident set (``VmRSS``) read before
+  and after opening ``idle_threads`` new threads (one turn each, 8 at a time, over ``/v1``); before
+  the first round a tenth as many have been opened (lazy imports, caches and pools grown:
+  :func:`warm_threads`), and rows 13a-13b's threads may have been too. The conversations'
+  checkpoints are in the database file, not in the process, so the growth divided by the threads
+  is what ``serve`` keeps per conversation beyond the checkpointer's data; SQLite's own page cache
+  (2 MB at most per connection by default) is counted in it. The database's growth per thread is
+  reported beside it.
 """
 
 from __future__ import annotations
@@ -67,7 +69,6 @@ MEMORY_GOAL = Goal("memory per idle conversation <= 50 kB beyond the checkpointe
                    metric="kb_per_thread")
 CONCURRENCY = 32
 OPENING_CONCURRENCY = 8
-WARM_THREADS = 64
 THREAD_HEADER = "X-MCP-Run-Thread"
 
 
@@ -133,18 +134,14 @@ def database_kb(folder: Path) -> float:
 
 @asynccontextmanager
 async def openai_api_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Case]]:
-    manifest = write_served_manifest(folder / "served")
-    idle_manifest = folder / "idle" / "agent.yaml"
-    document = yaml.safe_load(manifest.read_text())
-    del document["checkpointer"]  # the default: SQLite in the state folder beside the manifest
-    idle_manifest.parent.mkdir(parents=True)
-    idle_manifest.write_text(yaml.safe_dump(document))
-    model = document["name"]
+    # Rows 7a-7b's manifest on the default checkpointer (SQLite in the state folder beside it),
+    # twice: the served copy and the in-process one each keep their own database.
+    served_manifest, local_manifest = (sqlite_manifest(folder / name) for name in ("served", "local"))
+    model = yaml.safe_load(served_manifest.read_text())["name"]
     async with AsyncExitStack() as stack:
-        runtime = await stack.enter_async_context(load_agent(manifest))
-        url, _ = await stack.enter_async_context(served_process(manifest))
-        idle_url, idle_pid = await stack.enter_async_context(served_process(idle_manifest))
-        api, idle_api = (address.removesuffix("/mcp") + "/v1" for address in (url, idle_url))
+        runtime = await stack.enter_async_context(load_agent(local_manifest))
+        url, pid = await stack.enter_async_context(served_process(served_manifest))
+        api = url.removesuffix("/mcp") + "/v1"
         client = await stack.enter_async_context(Client(url, cache=None))
         # No proxy from the environment: loopback only. As many connections as conversations.
         limits = httpx.Limits(max_connections=CONCURRENCY * 2, max_keepalive_connections=CONCURRENCY * 2)
@@ -152,7 +149,7 @@ async def openai_api_suite(settings: Settings, folder: Path) -> AsyncIterator[li
         await first_token_in_process(runtime, uuid.uuid4().hex)
         await streamed_turn(http, api, model, uuid.uuid4().hex)
         await check(await served_turn(client, uuid.uuid4().hex), ASK)
-        await open_threads(http, idle_api, model, WARM_THREADS)
+        await open_threads(http, api, model, warm_threads(settings))
         per_slice = max(settings.agent_turns // settings.latency_slices, 1)
 
         async def in_process() -> Metrics:
@@ -179,12 +176,13 @@ async def openai_api_suite(settings: Settings, folder: Path) -> AsyncIterator[li
                 conversations(lambda thread: streamed_turn(http, api, model, thread)), total, CONCURRENCY)
 
         async def idle_memory() -> Metrics:
-            before, stored = resident_kb(idle_pid), database_kb(idle_manifest.parent)
-            await open_threads(http, idle_api, model, settings.idle_threads)
-            grown = resident_kb(idle_pid) - before
-            return {"kb_per_thread": grown / settings.idle_threads, "rss_growth_mb": grown / 1024,
-                    "rss_mb": resident_kb(idle_pid) / 1024, "threads": float(settings.idle_threads),
-                    "db_kb_per_thread": (database_kb(idle_manifest.parent) - stored) / settings.idle_threads}
+            threads = settings.idle_threads
+            before, stored = resident_kb(pid), database_kb(served_manifest.parent)
+            await open_threads(http, api, model, threads)
+            grown = resident_kb(pid) - before
+            return {"kb_per_thread": grown / threads, "rss_growth_mb": grown / 1024,
+                    "rss_mb": resident_kb(pid) / 1024, "threads": float(threads),
+                    "db_kb_per_thread": (database_kb(served_manifest.parent) - stored) / threads}
 
         yield [
             Case(TTFT_ROW, IN_PROCESS, in_process, "p50_ms", slices=settings.latency_slices,
@@ -196,6 +194,20 @@ async def openai_api_suite(settings: Settings, folder: Path) -> AsyncIterator[li
                  settings.throughput_slices, turns),
             Case(MEMORY_ROW, IDLE, idle_memory, "kb_per_thread", goals=(MEMORY_GOAL,)),
         ]
+
+
+def sqlite_manifest(folder: Path) -> Path:
+    """Rows 7a-7b's manifest without its ``checkpointer``: SQLite in the state folder beside it."""
+    path = write_served_manifest(folder)
+    document = yaml.safe_load(path.read_text())
+    del document["checkpointer"]
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def warm_threads(settings: Settings) -> int:
+    """Threads opened before the first measurement: a tenth of a round's, at least 16."""
+    return max(settings.idle_threads // 10, 16)
 
 
 async def open_threads(http: httpx.AsyncClient, api: str, model: str, count: int) -> None:
