@@ -93,7 +93,7 @@ def shown_value(goal: Goal, value: float) -> str:
         shown = times(value)
         # Rounded to the limit ("1.00×" for 0.996): with the digits that show which side it is on.
         return f"{value:.4f}×" if shown == times(goal.limit) and value != goal.limit else shown
-    if goal.metric == "storage_growth":  # row 9: one half of a thread against the other
+    if goal.metric in ("storage_growth", "overhead_ratio"):  # rows 9 and 12: one against another
         return times(value)
     if goal.metric == "kb_per_thread":  # row 13c
         return f"{value:,.2f} kB"

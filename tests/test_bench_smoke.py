@@ -499,3 +499,17 @@ def test_row_13c_shows_its_goal_in_kilobytes_and_row_10b_its_processes() -> None
     cell = describe("call_p50_ms", {"call_p50_ms": 3.0, "call_p99_ms": 9.0, "bench_servers": 2.0,
                                     "serve_processes": 1.0})
     assert cell == "call p50 3.00 ms · p99 9.00 ms · 2 benchmark server process(es), 1 mcp-run serve"
+
+
+def test_row_12s_goal_is_on_the_ratio_of_overheads_timed_in_pairs_and_shown_as_a_ratio() -> None:
+    from bench.guards import GOAL, combined_paired
+    from bench.report import shown_value
+
+    parts = [{"turn_samples_ms": [12.0, 14.0], "tool_samples_ms": [2.0, 2.0],
+              "floor_turn_samples_ms": [11.0, 13.0], "floor_tool_samples_ms": [2.0, 3.0]},
+             {"turn_samples_ms": [13.0], "tool_samples_ms": [3.0],
+              "floor_turn_samples_ms": [12.0], "floor_tool_samples_ms": [2.0]}]
+    pooled = combined_paired(parts)
+    assert (pooled["overhead_ms"], pooled["floor_overhead_ms"], pooled["overhead_ratio"]) == (11.0, 10.0, 1.1)
+    assert GOAL.metric == "overhead_ratio" and not GOAL.met(pooled["overhead_ratio"])
+    assert shown_value(GOAL, 1.1) == "1.10×"
