@@ -36,8 +36,12 @@ def describe(key: str, metrics: Metrics) -> str:
     if key == "turns_per_s":  # rows 7b, 7c: each call is a whole served turn
         return f"{metrics['turns_per_s']:,.0f} turns/s"
     if key == "overhead_ms":
-        return (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
+        text = (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
                 f"tool call p50 {metrics['tool_p50_ms']:,.1f})")
+        if "overhead_ratio" in metrics:  # row 12: against the off turns timed in pairs with its own
+            text += (f" · {times(metrics['overhead_ratio'])} the {metrics['floor_overhead_ms']:,.1f} ms "
+                     "of the off turns timed in pairs with these")
+        return text
     if key == "build_ms":
         return (f"build {metrics['build_ms']:,.0f} ms (first {metrics['first_build_ms']:,.0f}) · "
                 f"peak RSS {metrics['peak_rss_mb']:,.0f} MB (after imports "
@@ -103,6 +107,8 @@ def shown_value(goal: Goal, value: float) -> str:
 def per_round(goal: Goal, result: CaseResult) -> str:
     """The ratio of each round beside their median: how far apart they are says how much to trust
     a verdict near the limit."""
+    if goal.metric == "overhead_ratio" and len(result.rounds) >= 2:  # row 12: its own pairs' ratio
+        return f", rounds {' / '.join(shown_value(goal, metrics[goal.metric]) for metrics in result.rounds)}"
     if goal.metric != "ratio" or len(result.ratios) < 2:
         return ""
     return f", rounds {' / '.join(shown_value(goal, ratio) for ratio in result.ratios)}"

@@ -513,3 +513,18 @@ def test_row_12s_goal_is_on_the_ratio_of_overheads_timed_in_pairs_and_shown_as_a
     assert (pooled["overhead_ms"], pooled["floor_overhead_ms"], pooled["overhead_ratio"]) == (11.0, 10.0, 1.1)
     assert GOAL.metric == "overhead_ratio" and not GOAL.met(pooled["overhead_ratio"])
     assert shown_value(GOAL, 1.1) == "1.10×"
+
+
+def test_row_12s_goal_line_shows_each_rounds_ratio_of_paired_overheads() -> None:
+    from bench.guards import GOAL, OFF, ON, ROW
+    from bench.harness import Case, CaseResult
+    from bench.report import markdown
+
+    async def measure() -> dict[str, float]:
+        return {}
+
+    turn = {"overhead_ms": 10.0, "turn_p50_ms": 12.0, "tool_p50_ms": 2.0}
+    floor = CaseResult(Case(ROW, OFF, measure, "overhead_ms"), rounds=[turn] * 2)
+    path = CaseResult(Case(ROW, ON, measure, "overhead_ms", OFF, (GOAL,)),
+                      rounds=[{**turn, "overhead_ratio": value} for value in (1.02, 1.1)], ratios=[1.0, 1.0])
+    assert "measured 1.06×, rounds 1.02× / 1.10×" in markdown([floor, path], {})
