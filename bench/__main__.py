@@ -62,7 +62,9 @@ SUITE_ROWS = {
     "calls": ("1", "2"), "scale": ("4a", "4b"), "agent": ("5", "6a", "6b", "6c"),
     "serving": ("7a", "7b"), "scale-out": ("7c",), "search": ("4c",), "adapters": ("1", "2"),
     "langchain.mcp": ("1", "2", "4a"), "start": ("3",), "command": ("3b",), "telemetry": ("8",),
-    "threads": ("9",), "context": ("4d",),
+    "threads": ("9",), "context": ("4d",), "sub-agents": ("10a", "10b"),
+    "fan-out": ("11",), "guards": ("12",),
+    "openai-api": ("13a", "13b", "13c"),
 }
 
 
@@ -106,12 +108,16 @@ async def run(settings: Settings, *, peers: list[str],
     from bench.agent import agent_suite
     from bench.calls import call_suite
     from bench.context import context_suite
+    from bench.fanout import fan_out_suite
+    from bench.guards import guards_suite
     from bench.launch import http_server
+    from bench.openai_api import openai_api_suite
     from bench.scale import scale_suite
     from bench.scaleout import scale_out_suite
     from bench.search import search_suite
     from bench.serving import serving_suite
     from bench.startup import command_cases, start_cases
+    from bench.subagents import sub_agent_suite
     from bench.telemetry import telemetry_suite
     from bench.threads import long_thread_suite
 
@@ -133,6 +139,10 @@ async def run(settings: Settings, *, peers: list[str],
             "search": lambda: search_suite(settings),
             "context": lambda: context_suite(settings),
             "threads": lambda: long_thread_suite(settings, folder),
+            "sub-agents": lambda: sub_agent_suite(settings, folder / "sub-agents"),
+            "fan-out": lambda: fan_out_suite(settings, folder / "fan-out"),
+            "guards": lambda: guards_suite(settings, folder / "guards"),
+            "openai-api": lambda: openai_api_suite(settings, folder / "openai-api"),
         }
         suites: list[AbstractAsyncContextManager[Any]] = [
             factory() for name, factory in factories.items() if selected(rows, *SUITE_ROWS[name])

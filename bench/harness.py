@@ -191,6 +191,7 @@ class Settings:
     wide_tools: int = 500
     many_tools: int = 1000
     long_thread_turns: int = 1000  # row 9: turns of its one thread per round
+    idle_threads: int = 1000  # row 13c: threads opened on the served agent per round
 
 
 PRESETS = {
@@ -201,10 +202,10 @@ PRESETS = {
     "quick": Settings(rounds=1, calls=100, warmup=10, default_calls=1, throughput_calls=96,
                       throughput_per_worker=8,
                       throughput_slices=2, latency_slices=2, list_repeats=2, wide_builds=1, agent_turns=10,
-                      reloads=1, start_sizes=(1, 8), long_thread_turns=200),
+                      reloads=1, start_sizes=(1, 8), long_thread_turns=200, idle_threads=300),
     "smoke": Settings(rounds=1, calls=20, warmup=5, default_calls=1, throughput_calls=64,
                       throughput_per_worker=2,
                       throughput_slices=1, latency_slices=1, list_repeats=1, wide_builds=1, agent_turns=3,
                       reloads=1, start_sizes=(1, 2), wide_servers=4, wide_tools=100, many_tools=200,
-                      long_thread_turns=20),
+                      long_thread_turns=20, idle_threads=16),
 }

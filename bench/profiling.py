@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.profiling tool-call      # the catalog's LangChain tool, 1,000 calls
     .venv/bin/python -m bench.profiling build          # ToolCatalog.rebuild over 1,000 tools
     .venv/bin/python -m bench.profiling turn           # graph turns (SQLite checkpointer)
+    .venv/bin/python -m bench.profiling sub-agent      # turns calling an agent of agents: (row 10)
+    .venv/bin/python -m bench.profiling fan-out        # turns calling a parallel workflow (row 11)
     .venv/bin/python -m bench.profiling build --cprofile   # deterministic, by own time
     SORT=cumulative TOP=100 .venv/bin/python -m bench.profiling turn --cprofile   # another order, more lines
 
@@ -80,7 +82,40 @@ async def profile_turn(run: Callable[[Body], Awaitable[None]], turns: int) -> No
             await run(body)
 
 
-TARGETS = {"tool-call": (profile_tool_call, 1000), "build": (profile_build, 10), "turn": (profile_turn, 50)}
+async def profile_sub_agent(run: Callable[[Body], Awaitable[None]], turns: int) -> None:
+    """Row 10: turns whose one call is of an agent of ``agents:`` (in process)."""
+    from bench.subagents import SUB_MESSAGE, timed_turn, write_team
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        path, _ = write_team(Path(folder) / "team", turns + 2, "profile")
+        async with load_agent(path) as runtime:
+            await timed_turn(runtime, SUB_MESSAGE)
+
+            async def body() -> None:
+                for _ in range(turns):
+                    await timed_turn(runtime, SUB_MESSAGE)
+
+            await run(body)
+
+
+async def profile_fan_out(run: Callable[[Body], Awaitable[None]], turns: int) -> None:
+    """Row 11: turns whose one call is a ``parallel`` workflow of 8 agents."""
+    from bench.fanout import turn
+    from bench.fanout import write_manifest as write_fan_out
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        async with load_agent(write_fan_out(Path(folder) / "fan-out", turns + 2)) as runtime:
+            await turn(runtime, "fan")
+
+            async def body() -> None:
+                for _ in range(turns):
+                    await turn(runtime, "fan")
+
+            await run(body)
+
+
+TARGETS = {"tool-call": (profile_tool_call, 1000), "build": (profile_build, 10), "turn": (profile_turn, 50),
+           "sub-agent": (profile_sub_agent, 50), "fan-out": (profile_fan_out, 10)}
 
 
 def main() -> None:

@@ -24,17 +24,24 @@ def describe(key: str, metrics: Metrics) -> str:
     """A case's median metrics in one cell."""
     if key == "p50_ms":
         text = f"p50 {metrics['p50_ms']:,.2f} ms · p99 {metrics['p99_ms']:,.2f} ms"
-        if "overhead_ms" in metrics:  # row 7a: against in-process turns timed between its own
+        if "in_process_p50_ms" in metrics:  # row 7a: against in-process turns timed between its own
             text += (f" · overhead {metrics['overhead_ms']:,.2f} ms over the in-process p50 of "
                      f"{metrics['in_process_p50_ms']:,.2f} ms timed alongside")
+        if "plain_p50_ms" in metrics:  # row 10a: against plain tool-call turns timed between its own
+            text += (f" · overhead {metrics['overhead_ms']:,.2f} ms over the plain tool call's turn "
+                     f"p50 of {metrics['plain_p50_ms']:,.2f} ms timed alongside")
         return text
     if key == "calls_per_s":
         return f"{metrics['calls_per_s']:,.0f} calls/s"
     if key == "turns_per_s":  # rows 7b, 7c: each call is a whole served turn
         return f"{metrics['turns_per_s']:,.0f} turns/s"
     if key == "overhead_ms":
-        return (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
+        text = (f"{metrics['overhead_ms']:,.1f} ms (turn p50 {metrics['turn_p50_ms']:,.1f} − "
                 f"tool call p50 {metrics['tool_p50_ms']:,.1f})")
+        if "overhead_ratio" in metrics:  # row 12: against the off turns timed in pairs with its own
+            text += (f" · {times(metrics['overhead_ratio'])} the {metrics['floor_overhead_ms']:,.1f} ms "
+                     "of the off turns timed in pairs with these")
+        return text
     if key == "build_ms":
         return (f"build {metrics['build_ms']:,.0f} ms (first {metrics['first_build_ms']:,.0f}) · "
                 f"peak RSS {metrics['peak_rss_mb']:,.0f} MB (after imports "
@@ -44,6 +51,14 @@ def describe(key: str, metrics: Metrics) -> str:
                 f"second half added {metrics['storage_growth']:.2f}× the first half's) · "
                 f"{metrics['first_ms']:,.1f} ms per turn over the first tenth, "
                 f"{metrics['last_ms']:,.1f} ms over the last")
+    if key == "call_p50_ms":  # row 10b: the call alone, and the processes its setup runs
+        return (f"call p50 {metrics['call_p50_ms']:,.2f} ms · p99 {metrics['call_p99_ms']:,.2f} ms · "
+                f"{metrics['bench_servers']:.0f} benchmark server process(es), "
+                f"{metrics['serve_processes']:.0f} mcp-run serve")
+    if key == "kb_per_thread":  # row 13c
+        return (f"{metrics['kb_per_thread']:,.1f} kB of resident memory per thread over "
+                f"{metrics['threads']:,.0f} threads (+{metrics['rss_growth_mb']:,.1f} MB to "
+                f"{metrics['rss_mb']:,.0f} MB) · database {metrics['db_kb_per_thread']:,.1f} kB per thread")
     if key == "kb_per_request":
         return (f"{metrics['kb_per_request']:,.1f} kB per request (largest {metrics['max_kb']:,.1f} kB, "
                 f"{metrics['requests']:.0f} requests)")
@@ -82,14 +97,18 @@ def shown_value(goal: Goal, value: float) -> str:
         shown = times(value)
         # Rounded to the limit ("1.00×" for 0.996): with the digits that show which side it is on.
         return f"{value:.4f}×" if shown == times(goal.limit) and value != goal.limit else shown
-    if goal.metric == "storage_growth":  # row 9: one half of a thread against the other
+    if goal.metric in ("storage_growth", "overhead_ratio"):  # rows 9 and 12: one against another
         return times(value)
+    if goal.metric == "kb_per_thread":  # row 13c
+        return f"{value:,.2f} kB"
     return f"{value:,.2f}{' MB' if goal.metric.endswith('_mb') else ' ms'}"
 
 
 def per_round(goal: Goal, result: CaseResult) -> str:
     """The ratio of each round beside their median: how far apart they are says how much to trust
     a verdict near the limit."""
+    if goal.metric == "overhead_ratio" and len(result.rounds) >= 2:  # row 12: its own pairs' ratio
+        return f", rounds {' / '.join(shown_value(goal, metrics[goal.metric]) for metrics in result.rounds)}"
     if goal.metric != "ratio" or len(result.ratios) < 2:
         return ""
     return f", rounds {' / '.join(shown_value(goal, ratio) for ratio in result.ratios)}"

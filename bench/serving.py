@@ -61,6 +61,13 @@ def write_served_manifest(folder: Path) -> Path:
 @asynccontextmanager
 async def served_agent(manifest: Path, *options: str) -> AsyncIterator[str]:
     """``mcp-run serve MANIFEST --http 127.0.0.1:0 OPTIONS`` in a subprocess; yields its MCP URL."""
+    async with served_process(manifest, *options) as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def served_process(manifest: Path, *options: str) -> AsyncIterator[tuple[str, int]]:
+    """:func:`served_agent`, yielding its MCP URL and the serve process's id."""
     command = [sys.executable, "-m", "runner", "serve", str(manifest), "--http", "127.0.0.1:0", *options]
     process = await anyio.open_process(command, cwd=ROOT, stdin=-3, stdout=-3, stderr=-1)  # DEVNULL, PIPE
     try:
@@ -75,7 +82,7 @@ async def served_agent(manifest: Path, *options: str) -> AsyncIterator[str]:
                 raise BenchError(f"mcp-run serve ended before listening: {seen[-2000:]}")
         async with anyio.create_task_group() as group:
             group.start_soon(_drain, process.stderr)
-            yield match.group(1)
+            yield match.group(1), process.pid
             group.cancel_scope.cancel()
     finally:
         await stop(process)

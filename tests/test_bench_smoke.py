@@ -44,6 +44,10 @@ ROW_PREFIXES = (
     "3. cold start", "3b. start-up", "4a.", "4b.", "4c.", "4d.", "5.", "6a.", "6b.", "6c.",
     "7a. served turn", "7b. served turns/s, c=1", "7b. served turns/s, c=8", "7b. served turns/s, c=32",
     "8. tool call with telemetry", "9. long thread",
+    "10a. sub-agent call in process vs a plain tool call", "10b. sub-agent call in process vs composition",
+    "11. parallel fan-out to 8 agents", "12. turn overhead with usage, budgets and policy",
+    "13a. Chat Completions streaming: time to first token", "13b. Chat Completions turns/s vs MCP ask, c=32",
+    "13c. serve: memory per idle conversation",
 )
 # Row 7c needs Debian's postgresql and haproxy (scripts/test.sh installs them); without, it is skipped.
 SCALE_OUT_ROWS = ("7c. served turns/s, two instances vs one, c=8",
@@ -106,7 +110,9 @@ async def test_every_benchmark_row_produces_numbers_in_a_smoke_run() -> None:
         assert len(result["rounds"]) == 1, where
         metrics = result["rounds"][0]
         assert all(math.isfinite(value) for value in metrics.values()), where
-        assert metrics[result["key"]] > 0 or result["key"] == "overhead_ms", where
+        # An overhead (a difference) and a memory growth (13c: 16 threads may fit in pages the
+        # process already had) may be 0 or below.
+        assert metrics[result["key"]] > 0 or result["key"] in ("overhead_ms", "kb_per_thread"), where
         if result["floor"] is not None:
             assert len(result["ratios"]) == 1 and result["ratios"][0] > 0, where
         for goal in result["goals"]:
@@ -437,3 +443,88 @@ def test_a_paired_run_prints_each_ratio_with_its_interval_and_refuses_too_few_ro
     refused = subprocess.run([*command, "--rounds", "2"], cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode == 2 and "--rounds must be at least 5" in refused.stderr
+
+
+def test_two_digit_row_ids_select_their_own_rows_and_one_digit_ids_not_theirs() -> None:
+    from bench.__main__ import row_selection, selected
+
+    assert selected(row_selection("10"), "10a") and selected(row_selection("10"), "10b")
+    assert selected(row_selection("13c"), "13c") and not selected(row_selection("13c"), "13a")
+    assert not selected(row_selection("1"), "10a") and not selected(row_selection("1"), "11")
+    assert selected(row_selection("11,12"), "12") and not selected(row_selection("11"), "1")
+
+
+def test_a_sub_agent_turns_overhead_is_its_p50_less_that_of_the_plain_turns_timed_between_them() -> None:
+    from bench.subagents import turn_overhead
+
+    parts = [{"turn_samples_ms": [12.0, 30.0], "floor_samples_ms": [10.0, 11.0]},
+             {"turn_samples_ms": [13.0], "floor_samples_ms": [9.0]}]
+    pooled = turn_overhead(parts)
+    assert (pooled["p50_ms"], pooled["plain_p50_ms"], pooled["overhead_ms"]) == (13.0, 10.0, 3.0)
+
+
+def test_first_token_slices_are_pooled_and_set_against_the_in_process_turns_timed_alongside() -> None:
+    from bench.openai_api import first_tokens
+
+    alone = first_tokens([{"samples_ms": [5.0, 7.0]}, {"samples_ms": [6.0]}])
+    assert alone == {"p50_ms": 6.0, "p99_ms": 7.0}
+    paired = first_tokens([{"samples_ms": [9.0, 11.0], "floor_samples_ms": [4.0, 6.0]},
+                           {"samples_ms": [10.0], "floor_samples_ms": [5.0]}])
+    assert (paired["p50_ms"], paired["in_process_p50_ms"], paired["overhead_ms"]) == (10.0, 5.0, 5.0)
+
+
+def test_row_10b_counts_the_benchmark_servers_and_serve_processes_of_its_own_setup_only() -> None:
+    from bench.subagents import TAG, tagged_processes
+
+    def child(tag: str, *argv: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", *argv],
+                                stdin=subprocess.PIPE, env={TAG: tag})
+
+    children = [child("mine", "bench/server.py"), child("mine", "serve", "sub.yaml"),
+                child("mine", "bench/server.py"), child("theirs", "bench/server.py")]
+    try:
+        assert tagged_processes("mine") == {"bench_servers": 2, "serve_processes": 1}
+        assert tagged_processes("nobody") == {"bench_servers": 0, "serve_processes": 0}
+    finally:
+        for process in children:
+            process.communicate(timeout=30)  # closes stdin: the child ends
+    assert all(process.returncode == 0 for process in children)
+
+
+def test_row_13c_shows_its_goal_in_kilobytes_and_row_10b_its_processes() -> None:
+    from bench.openai_api import MEMORY_GOAL
+    from bench.report import describe, shown_value
+
+    assert shown_value(MEMORY_GOAL, 6.5) == "6.50 kB"
+    cell = describe("call_p50_ms", {"call_p50_ms": 3.0, "call_p99_ms": 9.0, "bench_servers": 2.0,
+                                    "serve_processes": 1.0})
+    assert cell == "call p50 3.00 ms · p99 9.00 ms · 2 benchmark server process(es), 1 mcp-run serve"
+
+
+def test_row_12s_goal_is_on_the_ratio_of_overheads_timed_in_pairs_and_shown_as_a_ratio() -> None:
+    from bench.guards import GOAL, combined_paired
+    from bench.report import shown_value
+
+    parts = [{"turn_samples_ms": [12.0, 14.0], "tool_samples_ms": [2.0, 2.0],
+              "floor_turn_samples_ms": [11.0, 13.0], "floor_tool_samples_ms": [2.0, 3.0]},
+             {"turn_samples_ms": [13.0], "tool_samples_ms": [3.0],
+              "floor_turn_samples_ms": [12.0], "floor_tool_samples_ms": [2.0]}]
+    pooled = combined_paired(parts)
+    assert (pooled["overhead_ms"], pooled["floor_overhead_ms"], pooled["overhead_ratio"]) == (11.0, 10.0, 1.1)
+    assert GOAL.metric == "overhead_ratio" and not GOAL.met(pooled["overhead_ratio"])
+    assert shown_value(GOAL, 1.1) == "1.10×"
+
+
+def test_row_12s_goal_line_shows_each_rounds_ratio_of_paired_overheads() -> None:
+    from bench.guards import GOAL, OFF, ON, ROW
+    from bench.harness import Case, CaseResult
+    from bench.report import markdown
+
+    async def measure() -> dict[str, float]:
+        return {}
+
+    turn = {"overhead_ms": 10.0, "turn_p50_ms": 12.0, "tool_p50_ms": 2.0}
+    floor = CaseResult(Case(ROW, OFF, measure, "overhead_ms"), rounds=[turn] * 2)
+    path = CaseResult(Case(ROW, ON, measure, "overhead_ms", OFF, (GOAL,)),
+                      rounds=[{**turn, "overhead_ratio": value} for value in (1.02, 1.1)], ratios=[1.0, 1.0])
+    assert "measured 1.06×, rounds 1.02× / 1.10×" in markdown([floor, path], {})
