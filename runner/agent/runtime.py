@@ -288,6 +288,7 @@ class Runtime:
         if model is not None:
             from runner.agent.context import context_window
             from runner.agent.graph import build_graph
+            from runner.agent.included import main_direct_call, main_tools
             from runner.agent.spending import Spending
             from runner.agent.structured import structured_output
             from runner.models.pricing import Pricer
@@ -299,16 +300,17 @@ class Runtime:
             team = self._team(checked, catalog, model, agent_models)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
             tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered)
+            hidden = checked.hidden_servers  # servers only agents from other files use
             graph = build_graph(
                 model,
-                tools_provider=lambda: [*catalog.tools, *offered],
+                tools_provider=lambda: [*main_tools(catalog, hidden), *offered],
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
                 policy=self.caller.decide,
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
-                direct_call=self.caller.run_tool_call,
+                direct_call=main_direct_call(self.caller.run_tool_call, catalog, hidden),
                 output=structured_output(checked.output, manifest.model),
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
                 context=context,
