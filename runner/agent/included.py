@@ -209,7 +209,7 @@ def _refused(sub: CheckedAgent, including: Manifest) -> list[Problem]:
 
 
 def _absolute(folder: Path, path: str) -> str:
-    return path if Path(path).is_absolute() else str(folder / path)
+    return os.path.normpath(path if Path(path).is_absolute() else folder / path)
 
 
 def rebased_server(spec: ServerSpec, folder: Path) -> ServerSpec:
