@@ -31,6 +31,7 @@ from runner.manifest import (
     Manifest,
     ModelAgentSpec,
     ModelSpec,
+    RouterSpec,
     StdioServerSpec,
     did_you_mean,
 )
@@ -59,7 +60,7 @@ class CheckedAgent:
     # servers only they use (the main agent is not given them), where each server and agent is defined.
     included: frozenset[Path] = frozenset()
     hidden_servers: frozenset[str] = frozenset()
-    origins: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    origins: Mapping[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
     @property
     def files(self) -> frozenset[Path]:
@@ -124,7 +125,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     if turns:
         problems += telemetry.package_problems(loaded)
     merged, merge_problems = merge_included(loaded, included, own_origins(loaded))
-    problems += merge_problems
+    problems += merge_problems + modelless_agent_problems(merged.manifest, merged.origins)
     if problems:
         raise ManifestError(problems)
     if loaded.manifest.prompts.system is not None:
@@ -150,6 +151,25 @@ def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
         if model is not None:
             found.append((("agents", name, "model"), model))
     return found
+
+
+def modelless_agent_problems(manifest: Manifest, origins: Mapping[tuple[str, str], tuple[str, int]]
+                             ) -> list[Problem]:
+    """Agents (and routers) that name no model while the manifest's model is ``scripted``: they
+    would play the main agent's script, and the run would fail when its turns run out. Each is
+    located where it is defined (in another file for an agent that came from one)."""
+    if manifest.model.id != SCRIPTED_ID or manifest.model.script is None:
+        return []
+    problems = []
+    for name, spec in sorted(manifest.agents.items()):
+        if isinstance(spec, ModelAgentSpec | RouterSpec) and spec.model is None:
+            file, line = origins.get(("agents", name), ("", 1))
+            what = "agent" if isinstance(spec, ModelAgentSpec) else "router"
+            problems.append(Problem(file, line, 1, f"agents.{name}", (
+                f"this {what} has no model of its own, and the manifest's model is the scripted one "
+                f"whose script ('{manifest.model.script}') plays the main agent's turns: give it "
+                "'model' (another script, 'offline', or a provider's model)")))
+    return problems
 
 
 def agent_prompt_manifests(manifest: Manifest) -> dict[str, Manifest]:

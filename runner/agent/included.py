@@ -62,8 +62,8 @@ class Merged:
     templates: dict[str, SystemTemplate] = field(default_factory=dict)  # agent name -> its prompt
     files: frozenset[Path] = frozenset()  # every file the included agents are built from
     hidden_servers: frozenset[str] = frozenset()  # servers the main agent is not given
-    # ("servers" or "agents", name) -> "file:line" where it is defined
-    origins: dict[tuple[str, str], str] = field(default_factory=dict)
+    # ("servers" or "agents", name) -> (file, line) where it is defined
+    origins: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     warnings: list[Problem] = field(default_factory=list)
 
 
@@ -101,7 +101,7 @@ def _shown(path: Path, top: Path) -> str:
 
 
 def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
-                   own_origins: Mapping[tuple[str, str], str]) -> tuple[Merged, list[Problem]]:
+                   own_origins: Mapping[tuple[str, str], tuple[str, int]]) -> tuple[Merged, list[Problem]]:
     """``loaded``'s manifest with each ``file:`` agent replaced by the agent its file declares,
     its servers and agents added; the problems of what cannot be merged."""
     manifest = loaded.manifest
@@ -129,8 +129,9 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
             mine = rebased_server(server, folder)
             if key in servers:
                 if rebased_server(servers[key], folders[("servers", key)]) != mine:
+                    there = _shown_at(origins[("servers", key)])
                     problems.append(source.problem(("servers", key), (
-                        f"server '{key}' is also defined at {origins[('servers', key)]}, differently: "
+                        f"server '{key}' is also defined at {there}, differently: "
                         "a key names one server; use the same definition in both files or another key")))
                 continue
             servers[key], folders[("servers", key)] = mine, folder
@@ -163,7 +164,7 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
                 if from_file or _comparable(agents[inner], folders[key2]) != _comparable(mine_agent, folder):
                     here = origins.get(key2) or _at(loaded, key2)
                     problems.append(source.problem(key2, (
-                        f"agent '{inner}' is also defined at {here}, differently: a name is one "
+                        f"agent '{inner}' is also defined at {_shown_at(here)}, differently: a name is one "
                         "agent; use the same definition in both files or another name")))
                 continue
             agents[inner], folders[key2] = _without_prompt(mine_agent), folder
@@ -175,16 +176,20 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
     return Merged(merged, templates, files, frozenset(hidden), origins, warnings), problems
 
 
-def own_origins(loaded: LoadedManifest) -> dict[tuple[str, str], str]:
-    """Where ``loaded`` defines each of its servers and agents (``file:line``)."""
+def own_origins(loaded: LoadedManifest) -> dict[tuple[str, str], tuple[str, int]]:
+    """Where ``loaded`` defines each of its servers and agents (file, line)."""
     manifest = loaded.manifest
     return {(part, name): _at(loaded, (part, name))
             for part, names in (("servers", manifest.servers), ("agents", manifest.agents)) for name in names}
 
 
-def _at(loaded: LoadedManifest, path: tuple[str, str]) -> str:
+def _at(loaded: LoadedManifest, path: tuple[str, str]) -> tuple[str, int]:
     line, _ = loaded.source.locate(path, at_key=True)
-    return f"{loaded.source.file}:{line}"
+    return loaded.source.file, line
+
+
+def _shown_at(origin: tuple[str, int]) -> str:
+    return f"{origin[0]}:{origin[1]}"
 
 
 def _refused(sub: CheckedAgent, including: Manifest) -> list[Problem]:
