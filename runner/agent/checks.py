@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner import telemetry
 from runner.agent.included import check_included, merge_included, own_origins
@@ -61,6 +61,10 @@ class CheckedAgent:
     included: frozenset[Path] = frozenset()
     hidden_servers: frozenset[str] = frozenset()
     origins: Mapping[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    # What defines each agent of 'agents:' and the files it is built from (runner.agent.included),
+    # so that a reload can tell which agents an edit touched.
+    agent_definitions: Mapping[str, Any] = field(default_factory=dict)
+    agent_files: Mapping[str, frozenset[Path]] = field(default_factory=dict)
 
     @property
     def files(self) -> frozenset[Path]:
@@ -140,7 +144,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
                         templates, local_modules(loaded),
                         agent_templates={**agent_templates, **merged.templates},
                         output=contract, included=merged.files, hidden_servers=merged.hidden_servers,
-                        origins=merged.origins)
+                        origins=merged.origins, agent_definitions=merged.definitions,
+                        agent_files={**agent_prompt_files(loaded), **merged.agent_files})
 
 
 def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
@@ -151,6 +156,17 @@ def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
         if model is not None:
             found.append((("agents", name, "model"), model))
     return found
+
+
+def agent_prompt_files(loaded: LoadedManifest) -> dict[str, frozenset[Path]]:
+    """The template files of each agent's ``prompt`` (itself and what it includes), resolved."""
+    manifests = agent_prompt_manifests(loaded.manifest)
+    if not manifests:
+        return {}
+    from runner.prompts.system import template_files  # Jinja: only for templates
+
+    return {name: frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
+            for name, manifest in manifests.items()}
 
 
 def modelless_agent_problems(manifest: Manifest, origins: Mapping[tuple[str, str], tuple[str, int]]

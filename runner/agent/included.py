@@ -65,6 +65,10 @@ class Merged:
     # ("servers" or "agents", name) -> (file, line) where it is defined
     origins: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     warnings: list[Problem] = field(default_factory=list)
+    # What defines each agent, to tell which ones an edit changed: its entry, or for an agent from
+    # a file that whole manifest; and the files it is built from besides the including manifest.
+    definitions: dict[str, Any] = field(default_factory=dict)
+    agent_files: dict[str, frozenset[Path]] = field(default_factory=dict)
 
 
 def check_included(loaded: LoadedManifest, check: Checker, including: tuple[Path, ...]
@@ -112,6 +116,8 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
     folders = {("servers", key): loaded.base_dir for key in servers}
     folders |= {("agents", name): loaded.base_dir for name in agents}
     templates: dict[str, SystemTemplate] = {}
+    definitions: dict[str, Any] = dict(agents)
+    agent_files: dict[str, frozenset[Path]] = {}
     hidden: set[str] = set()
     files: frozenset[Path] = frozenset()
     problems: list[Problem] = []
@@ -153,6 +159,7 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
             max_steps=other.agent.max_steps if ("agent", "max_steps") in source.values else None,
             agents=list(other.agent.agents),
         )
+        definitions[name], agent_files[name] = other, sub.files
         if sub.system_template is not None:
             templates[name] = sub.system_template
         for inner, agent in sorted(other.agents.items()):
@@ -169,11 +176,14 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
                 continue
             agents[inner], folders[key2] = _without_prompt(mine_agent), folder
             origins[key2] = sub.origins.get(key2) or _at(sub.loaded, key2)
+            definitions[inner] = sub.agent_definitions.get(inner, mine_agent)
+            agent_files[inner] = sub.agent_files.get(inner, frozenset())
             if inner in sub.agent_templates:
                 templates[inner] = sub.agent_templates[inner]
     merged = manifest.model_copy(update={"servers": servers, "agents": agents})
     hidden -= set(manifest.servers)  # what the including file defines, its main agent is given
-    return Merged(merged, templates, files, frozenset(hidden), origins, warnings), problems
+    return Merged(merged, templates, files, frozenset(hidden), origins, warnings, definitions,
+                  agent_files), problems
 
 
 def own_origins(loaded: LoadedManifest) -> dict[tuple[str, str], tuple[str, int]]:

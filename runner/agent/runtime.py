@@ -30,6 +30,7 @@ from runner.agent.generation import Generation, render_agent_prompt, render_syst
 from runner.agent.host import AgentHost, Host
 from runner.agent.reconcile import (
     ReloadReport,
+    agent_changes,
     launch_spec,
     rebuilt_parts,
     reconcile_servers,
@@ -221,7 +222,8 @@ class Runtime:
         self._install(checked, model, previous, logins, agent_models)
         report = ReloadReport(seconds=time.perf_counter() - began, started=started, stopped=stopped,
                               restarted=restarted, rebuilt=rebuilt, failed=failed,
-                              renamed=manifest.name if renamed else "")
+                              renamed=manifest.name if renamed else "",
+                              agents=agent_changes(previous, checked, set(changed_files)))
         telemetry.reloaded(report, initial=previous is None)
         return report
 
