@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from builders import JsonChat
 from mcp_servers import gates as gates_server
@@ -43,11 +44,20 @@ def scripts(folder: Path) -> None:
     write(folder / "quick-2.yaml", ["Quick, version two."])
 
 
+@pytest.fixture
+def gates() -> gates_server.Gates:
+    return gates_server.Gates()
+
+
+@pytest.fixture
+def url(gates: gates_server.Gates, serve_http: Any) -> str:
+    """The gates server, over HTTP from this process: the test opens its gates."""
+    return str(serve_http(gates_server.build(gates)))
+
+
 def test_editing_one_agent_while_another_agents_turn_runs_leaves_that_turn_alone(
-    tmp_path: Path, serve_http: Any
+    tmp_path: Path, gates: gates_server.Gates, url: str
 ) -> None:
-    gates = gates_server.Gates()
-    url = serve_http(gates_server.build(gates))
     scripts(tmp_path)
     desk(tmp_path, url, "quick-1.yaml")
     chat = JsonChat(tmp_path, "--watch")
@@ -75,11 +85,7 @@ def test_editing_one_agent_while_another_agents_turn_runs_leaves_that_turn_alone
         chat.process.wait(timeout=60)
 
 
-def test_an_edit_of_another_file_an_agent_comes_from_reloads_that_agent(
-    tmp_path: Path, serve_http: Any
-) -> None:
-    gates = gates_server.Gates()
-    url = serve_http(gates_server.build(gates))
+def test_an_edit_of_another_file_an_agent_comes_from_reloads_that_agent(tmp_path: Path, url: str) -> None:
     scripts(tmp_path)
     slow = {"version": 1, "name": "slow", "description": "Waits.",
             "model": {"id": "scripted", "script": "slow.yaml"}, "servers": {"gates": {"url": url}},
