@@ -114,8 +114,8 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
                               if not isinstance(spec, FileAgentSpec)}
     origins = dict(own_origins)
     folders = {("servers", key): loaded.base_dir for key in servers}
-    folders |= {("agents", name): loaded.base_dir for name in agents}
     templates: dict[str, SystemTemplate] = {}
+    compared = {name: _comparable(spec, loaded.base_dir) for name, spec in agents.items()}
     definitions: dict[str, Any] = dict(agents)
     agent_files: dict[str, frozenset[Path]] = {}
     hidden: set[str] = set()
@@ -168,13 +168,13 @@ def merge_included(loaded: LoadedManifest, included: Mapping[str, CheckedAgent],
             # A name of this file's own 'file:' agents is taken even before that one is merged.
             from_file = isinstance(manifest.agents.get(inner), FileAgentSpec)
             if inner in agents or from_file:
-                if from_file or _comparable(agents[inner], folders[key2]) != _comparable(mine_agent, folder):
+                if from_file or compared[inner] != _comparable(mine_agent, folder):
                     here = origins.get(key2) or _at(loaded, key2)
                     problems.append(source.problem(key2, (
                         f"agent '{inner}' is also defined at {_shown_at(here)}, differently: a name is one "
                         "agent; use the same definition in both files or another name")))
                 continue
-            agents[inner], folders[key2] = _without_prompt(mine_agent), folder
+            agents[inner], compared[inner] = _without_prompt(mine_agent), _comparable(mine_agent, folder)
             origins[key2] = sub.origins.get(key2) or _at(sub.loaded, key2)
             definitions[inner] = sub.agent_definitions.get(inner, mine_agent)
             agent_files[inner] = sub.agent_files.get(inner, frozenset())

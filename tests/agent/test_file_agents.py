@@ -55,6 +55,11 @@ def results(events: list[dict[str, Any]], agent: str | None = None) -> dict[str,
     return {e["name"]: e["text"] for e in events if e["type"] == "tool_result" and e.get("agent") == agent}
 
 
+def line_of(path: Path, text: str) -> int:
+    """The first line of ``path`` that is ``text`` (stripped)."""
+    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if line.strip() == text)
+
+
 def validate(folder: Path) -> str:
     result = mcp_run("validate", "agent.yaml", cwd=folder)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -97,8 +102,7 @@ def test_validate_locates_a_problem_inside_the_other_file_with_its_path_and_line
     researcher(tmp_path, ["Hi."], agent={"max_steps": 0})
     main(tmp_path, ["Hi."], {"research": {"file": "parts/research.yaml"}})
     output = validate(tmp_path)
-    line = next(number for number, text in enumerate(
-        (tmp_path / "parts" / "research.yaml").read_text().splitlines(), start=1) if "max_steps" in text)
+    line = line_of(tmp_path / "parts" / "research.yaml", "max_steps: 0")
     assert f"parts/research.yaml:{line}:" in output and "agent.max_steps" in output
 
 
@@ -123,8 +127,7 @@ def test_a_server_key_defined_differently_in_both_files_names_both_places(tmp_pa
     main(tmp_path, ["Hi."], {"research": {"file": "parts/research.yaml"}},
          servers={"notes": {"command": "python", "args": ["other_server.py"]}})
     output = validate(tmp_path)
-    main_line = next(number for number, text in enumerate(
-        (tmp_path / "agent.yaml").read_text().splitlines(), start=1) if text.strip() == "notes:")
+    main_line = line_of(tmp_path / "agent.yaml", "notes:")
     assert "parts/research.yaml:" in output and "servers.notes" in output
     assert f"is also defined at agent.yaml:{main_line}, differently" in output
 
@@ -158,3 +161,13 @@ def test_the_agents_of_the_other_file_join_and_its_agent_may_call_them(tmp_path:
     assert [e["agent"] for e in events if e["type"] == "agent"] == ["research", "checker"]
     assert results(events, "checker") == {"notes__calculate": "42"}
     assert results(events, "research") == {"checker": "Right."}
+
+
+def test_an_agent_name_both_files_define_differently_names_both_places(tmp_path: Path) -> None:
+    researcher(tmp_path, ["Hi."], agents={"writer": {"description": "Writes poems.", "model": "offline"}})
+    path = main(tmp_path, ["Hi."], {"research": {"file": "parts/research.yaml"},
+                                    "writer": {"description": "Writes prose.", "model": "offline"}})
+    output = validate(tmp_path)
+    line = line_of(path, "writer:")
+    assert "parts/research.yaml:" in output and "agents.writer" in output
+    assert f"agent 'writer' is also defined at agent.yaml:{line}, differently" in output
