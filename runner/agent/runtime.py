@@ -301,8 +301,9 @@ class Runtime:
 
             team = self._team(checked, catalog, model, agent_models)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
-            tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered)
             hidden = checked.hidden_servers  # servers only agents from other files use
+            tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered,
+                                     hidden_servers=hidden)
             graph = build_graph(
                 model,
                 tools_provider=lambda: [*main_tools(catalog, hidden), *offered],

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from builders import ROOT, mcp_run, server
 
@@ -87,6 +88,24 @@ def test_the_main_agent_is_not_given_the_servers_only_an_agent_from_a_file_bring
     events = one_shot(tmp_path)
     failed = [e for e in events if e["type"] == "tool_result" and e["name"] == "notes__calculate"]
     assert len(failed) == 1 and failed[0]["status"] == "error" and "agent" not in failed[0]
+
+
+@pytest.mark.parametrize("tool_search", ["off", "on"])
+def test_the_main_model_is_not_offered_nor_finds_the_tools_of_servers_only_another_file_brings(
+    tmp_path: Path, tool_search: str
+) -> None:
+    researcher(tmp_path, ["Unused."])
+    main(tmp_path, [], {"research": {"file": "parts/research.yaml"}}, model="offline",
+         agent={"agents": ["research"], "tool_search": tool_search})
+    # The offline model calls a tool it is offered when the user names it, else lists those it has.
+    events = one_shot(tmp_path, 'notes__calculate {"expression": "1+1"}')
+    assert not [e for e in events if e["type"] == "tool_call"]
+    if tool_search == "off":
+        assert events[-1]["text"] == "There is no tool named 'notes__calculate'. Available tools: research."
+    else:
+        searched = one_shot(tmp_path, 'search_tools {"query": "calculate"}')
+        found = [e["text"] for e in searched if e["type"] == "tool_result" and e["name"] == "search_tools"]
+        assert found == ["No tool matches 'calculate'. Try other or fewer words."]
 
 
 def test_a_server_both_files_define_alike_is_one_server_used_by_both(tmp_path: Path) -> None:
