@@ -38,8 +38,8 @@ def desk(folder: Path, url: str, quick_script: str, other: Path | None = None) -
 
 def scripts(folder: Path) -> None:
     write(folder / "main.yaml", [call("slow", task="Wait."), "First done.", call("quick", task="Now."),
-                                 "Second done."])
-    write(folder / "slow.yaml", [call("gates__hold", key="a"), "Slow finished."])
+                                 call("slow", task="Again."), "Second done."])
+    write(folder / "slow.yaml", [call("gates__hold", key="a"), "Slow finished.", "Slow again."])
     write(folder / "quick-1.yaml", ["Quick, version one."])
     write(folder / "quick-2.yaml", ["Quick, version two."])
 
@@ -80,6 +80,8 @@ def test_editing_one_agent_while_another_agents_turn_runs_leaves_that_turn_alone
         assert second["text"] == "Second done."
         answers = {e["name"]: e["text"] for e in chat.seen if e["type"] == "tool_result"}
         assert answers["quick"] == "Quick, version two."
+        # The agent the edit left alone kept its model: its script goes on where it was.
+        assert answers["slow"] == "Slow again."
     finally:
         chat.process.terminate()
         chat.process.wait(timeout=60)
@@ -100,6 +102,11 @@ def test_an_edit_of_another_file_an_agent_comes_from_reloads_that_agent(tmp_path
         assert reload["agents"] == {"changed": ["slow"]}
         write(other, {**slow, "agents": {"helper": {"description": "Helps.", "model": "offline"}}})
         assert chat.wait_for("reload")["agents"] == {"added": ["helper"], "changed": ["slow"]}
+        # An invalid edit of the other file is located in it; the last good agent keeps running.
+        write(other, {**slow, "agent": {"max_steps": 0}})
+        problems = chat.wait_for("reload_error")["problems"]
+        assert any(problem.startswith(f"{other}:") and "agent.max_steps" in problem
+                   for problem in problems), problems
     finally:
         chat.process.terminate()
         chat.process.wait(timeout=60)
