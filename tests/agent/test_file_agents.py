@@ -99,6 +99,7 @@ def test_the_main_model_is_not_offered_nor_finds_the_tools_of_servers_only_anoth
          agent={"agents": ["research"], "tool_search": tool_search})
     # The offline model calls a tool it is offered when the user names it, else lists those it has.
     events = one_shot(tmp_path, 'notes__calculate {"expression": "1+1"}')
+    assert events[0]["type"] == "ready" and events[0]["tools"] == [] and events[0]["agents"] == ["research"]
     assert not [e for e in events if e["type"] == "tool_call"]
     if tool_search == "off":
         assert events[-1]["text"] == "There is no tool named 'notes__calculate'. Available tools: research."
