@@ -456,6 +456,8 @@ class Reloaded(TypedDict):
     failed: dict[str, str]
     summary: str
     tools: NotRequired[list[str]]
+    # The agents of 'agents:' the edit touched: "added", "changed", "removed" -> names (those with any).
+    agents: NotRequired[dict[str, list[str]]]
 
 
 class Watching(TypedDict):

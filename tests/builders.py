@@ -139,8 +139,8 @@ def chat_in_a_terminal(agent_dir: Path, *options: str,
 class JsonChat:
     """``mcp-run agent.yaml --json`` in ``cwd``: JSON lines in on stdin, events read as they come."""
 
-    def __init__(self, cwd: Path) -> None:
-        self.process = subprocess.Popen([str(MCP_RUN), "agent.yaml", "--json"], cwd=cwd, text=True,
+    def __init__(self, cwd: Path, *options: str) -> None:
+        self.process = subprocess.Popen([str(MCP_RUN), "agent.yaml", "--json", *options], cwd=cwd, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()

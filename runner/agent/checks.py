@@ -18,9 +18,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner import telemetry
+from runner.agent.included import check_included, merge_included, own_origins
 from runner.agent.output_contract import OutputContract, contract_files, output_contract
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import (
@@ -30,6 +31,7 @@ from runner.manifest import (
     Manifest,
     ModelAgentSpec,
     ModelSpec,
+    RouterSpec,
     StdioServerSpec,
     did_you_mean,
 )
@@ -54,12 +56,21 @@ class CheckedAgent:
     modules: frozenset[Path] = frozenset()  # local Python modules named by import paths
     agent_templates: Mapping[str, SystemTemplate] = field(default_factory=dict)  # of agents with a prompt
     output: OutputContract | None = None  # the final answer's schema (``output:``), read and checked
+    # What agents from other files ('file:', runner.agent.included) brought: their files, the
+    # servers only they use (the main agent is not given them), where each server and agent is defined.
+    included: frozenset[Path] = frozenset()
+    hidden_servers: frozenset[str] = frozenset()
+    origins: Mapping[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    # What defines each agent of 'agents:' and the files it is built from (runner.agent.included),
+    # so that a reload can tell which agents an edit touched.
+    agent_definitions: Mapping[str, Any] = field(default_factory=dict)
+    agent_files: Mapping[str, frozenset[Path]] = field(default_factory=dict)
 
     @property
     def files(self) -> frozenset[Path]:
-        """The manifest and every file it depends on, resolved."""
+        """The manifest and every file it depends on (other manifests' too), resolved."""
         files = frozenset({self.loaded.path.resolve()}) | self.templates | self.modules
-        return files | contract_files(self.loaded)
+        return files | contract_files(self.loaded) | self.included
 
 
 def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedManifest:
@@ -67,14 +78,20 @@ def check_agent(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     return checked_agent(path, environ=environ).loaded
 
 
-def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None, turns: bool = True
-                  ) -> CheckedAgent:
+def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None, turns: bool = True,
+                  including: tuple[Path, ...] = ()) -> CheckedAgent:
     """:func:`check_agent`, keeping what the checks built for the run that follows, and warnings.
     ``turns=False`` (commands that run no turn) lets telemetry without its packages pass: those
-    commands warn and run without it."""
+    commands warn and run without it. Agents from other files (``file:``) are checked the same
+    way and merged in (:mod:`runner.agent.included`); ``including`` is the chain of manifests
+    that include this one."""
     environ = os.environ if environ is None else environ
     loaded = load_manifest(path, environ=environ)
-    problems: list[Problem] = []
+
+    def check(other: Path, chain: tuple[Path, ...]) -> CheckedAgent:
+        return checked_agent(other, environ=environ, turns=turns, including=chain)
+
+    included, problems = check_included(loaded, check, including)
     template: SystemTemplate | None = None
     templates: frozenset[Path] = frozenset()
     if loaded.manifest.prompts.system is not None:
@@ -111,6 +128,8 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     problems += model_problems
     if turns:
         problems += telemetry.package_problems(loaded)
+    merged, merge_problems = merge_included(loaded, included, own_origins(loaded))
+    problems += merge_problems + modelless_agent_problems(merged.manifest, merged.origins)
     if problems:
         raise ManifestError(problems)
     if loaded.manifest.prompts.system is not None:
@@ -121,8 +140,12 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
     warnings += unpriced_budget_warnings(loaded)
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
-    return CheckedAgent(loaded, template, warnings, templates, local_modules(loaded),
-                        agent_templates=agent_templates, output=contract)
+    return CheckedAgent(replace(loaded, manifest=merged.manifest), template, warnings + merged.warnings,
+                        templates, local_modules(loaded),
+                        agent_templates={**agent_templates, **merged.templates},
+                        output=contract, included=merged.files, hidden_servers=merged.hidden_servers,
+                        origins=merged.origins, agent_definitions=merged.definitions,
+                        agent_files={**agent_prompt_files(loaded), **merged.agent_files})
 
 
 def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
@@ -133,6 +156,36 @@ def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
         if model is not None:
             found.append((("agents", name, "model"), model))
     return found
+
+
+def agent_prompt_files(loaded: LoadedManifest) -> dict[str, frozenset[Path]]:
+    """The template files of each agent's ``prompt`` (itself and what it includes), resolved."""
+    manifests = agent_prompt_manifests(loaded.manifest)
+    if not manifests:
+        return {}
+    from runner.prompts.system import template_files  # Jinja: only for templates
+
+    return {name: frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
+            for name, manifest in manifests.items()}
+
+
+def modelless_agent_problems(manifest: Manifest, origins: Mapping[tuple[str, str], tuple[str, int]]
+                             ) -> list[Problem]:
+    """Agents (and routers) that name no model while the manifest's model is ``scripted``: they
+    would play the main agent's script, and the run would fail when its turns run out. Each is
+    located where it is defined (in another file for an agent that came from one)."""
+    if manifest.model.id != SCRIPTED_ID or manifest.model.script is None:
+        return []
+    problems = []
+    for name, spec in sorted(manifest.agents.items()):
+        if isinstance(spec, ModelAgentSpec | RouterSpec) and spec.model is None:
+            file, line = origins.get(("agents", name), ("", 1))
+            what = "agent" if isinstance(spec, ModelAgentSpec) else "router"
+            problems.append(Problem(file, line, 1, f"agents.{name}", (
+                f"this {what} has no model of its own, and the manifest's model is the scripted one "
+                f"whose script ('{manifest.model.script}') plays the main agent's turns: give it "
+                "'model' (another script, 'offline', or a provider's model)")))
+    return problems
 
 
 def agent_prompt_manifests(manifest: Manifest) -> dict[str, Manifest]:

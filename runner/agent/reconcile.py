@@ -44,20 +44,27 @@ class ReloadReport:
     rebuilt: list[str] = field(default_factory=list)  # of "prompts", "model", "agent", "tools"
     failed: dict[str, str] = field(default_factory=dict)  # servers that were to start and did not
     renamed: str = ""  # the agent's new name when `name:` changed
+    # The agents of 'agents:' an edit touched: "added", "changed", "removed" -> names (only those with any).
+    agents: dict[str, list[str]] = field(default_factory=dict)
 
     def summary(self) -> str:
         parts = [f"renamed the agent to {self.renamed}"] if self.renamed else []
         parts += [f"{verb} {', '.join(keys)}" for verb, keys in (
             ("started", self.started), ("stopped", self.stopped), ("restarted", self.restarted),
             ("rebuilt", self.rebuilt)) if keys]
+        parts += [f"{how} {'agent' if len(names) == 1 else 'agents'} {', '.join(names)}"
+                  for how, names in self.agents.items()]
         parts += [f"{key} failed to start: {reason.removeprefix(f'{key}: ')}"
                   for key, reason in self.failed.items()]
         return f"reloaded in {self.seconds * 1000:.0f} ms: " + ("; ".join(parts) or "nothing changed")
 
     def event(self) -> Reloaded:
-        return Reloaded(type="reload", ms=round(self.seconds * 1000, 1), started=self.started,
-                        stopped=self.stopped, restarted=self.restarted, rebuilt=self.rebuilt,
-                        failed=self.failed, summary=self.summary())
+        event = Reloaded(type="reload", ms=round(self.seconds * 1000, 1), started=self.started,
+                         stopped=self.stopped, restarted=self.restarted, rebuilt=self.rebuilt,
+                         failed=self.failed, summary=self.summary())
+        if self.agents:
+            event["agents"] = self.agents
+        return event
 
 
 async def reconcile_servers(
@@ -145,3 +152,24 @@ def rebuilt_parts(
     return parts
 
 
+
+
+def agent_changes(previous: Generation | None, checked: CheckedAgent, changed_files: set[Path]
+                  ) -> dict[str, list[str]]:
+    """The agents of ``agents:`` added, changed (their entry, the manifest an agent from a file
+    comes from, or a file they are built from) and removed since ``previous``; only the kinds
+    with any. The others keep their models (and so the state of a scripted one)."""
+    if previous is None:
+        return {}
+    before, after = previous.checked.agent_definitions, checked.agent_definitions
+    changed = {resolved(path) for path in changed_files}
+
+    def edited(name: str) -> bool:
+        files = previous.checked.agent_files.get(name, frozenset())
+        files |= checked.agent_files.get(name, frozenset())
+        return before[name] != after[name] or bool(changed & files)
+
+    found = {"added": sorted(set(after) - set(before)),
+             "changed": sorted(name for name in set(before) & set(after) if edited(name)),
+             "removed": sorted(set(before) - set(after))}
+    return {how: names for how, names in found.items() if names}

@@ -30,6 +30,7 @@ from runner.agent.generation import Generation, render_agent_prompt, render_syst
 from runner.agent.host import AgentHost, Host
 from runner.agent.reconcile import (
     ReloadReport,
+    agent_changes,
     launch_spec,
     rebuilt_parts,
     reconcile_servers,
@@ -221,7 +222,8 @@ class Runtime:
         self._install(checked, model, previous, logins, agent_models)
         report = ReloadReport(seconds=time.perf_counter() - began, started=started, stopped=stopped,
                               restarted=restarted, rebuilt=rebuilt, failed=failed,
-                              renamed=manifest.name if renamed else "")
+                              renamed=manifest.name if renamed else "",
+                              agents=agent_changes(previous, checked, set(changed_files)))
         telemetry.reloaded(report, initial=previous is None)
         return report
 
@@ -288,6 +290,7 @@ class Runtime:
         if model is not None:
             from runner.agent.context import context_window
             from runner.agent.graph import build_graph
+            from runner.agent.included import main_direct_call, main_tools
             from runner.agent.spending import Spending
             from runner.agent.structured import structured_output
             from runner.models.pricing import Pricer
@@ -298,17 +301,19 @@ class Runtime:
 
             team = self._team(checked, catalog, model, agent_models)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
-            tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered)
+            hidden = checked.hidden_servers  # servers only agents from other files use
+            tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered,
+                                     hidden_servers=hidden)
             graph = build_graph(
                 model,
-                tools_provider=lambda: [*catalog.tools, *offered],
+                tools_provider=lambda: [*main_tools(catalog, hidden), *offered],
                 system_prompt_provider=self.settled_system_prompt,
                 max_steps=manifest.agent.max_steps,
                 arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
                 policy=self.caller.decide,
                 checkpointer=self.checkpointer,
                 tool_search=tool_search,
-                direct_call=self.caller.run_tool_call,
+                direct_call=main_direct_call(self.caller.run_tool_call, catalog, hidden),
                 output=structured_output(checked.output, manifest.model),
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
                 context=context,

@@ -54,9 +54,13 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
 
 
 def ready_event(runtime: Runtime) -> ChatReady:
-    """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, tool names."""
+    """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, the names of
+    the main agent's tools (not those of servers only agents from other files use)."""
+    hidden = runtime.generation.checked.hidden_servers
+    tools = sorted(name for name, entry in runtime.catalog.entries.items()
+                   if entry.origin.server not in hidden)
     return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
-                     thread=runtime.thread_id, tools=sorted(runtime.catalog.entries),
+                     thread=runtime.thread_id, tools=tools,
                      agents=list(runtime.manifest.agent.agents))
 
 

@@ -8,6 +8,7 @@ from runner.cli import main, reports_errors
 from runner.manifest import (
     MAIN_AGENT,
     ChainSpec,
+    FileAgentSpec,
     LoopSpec,
     Manifest,
     ModelAgentSpec,
@@ -23,17 +24,25 @@ def graph(file: str) -> None:
     """Print the agents and workflows of FILE as a Mermaid flowchart (paste it into any Mermaid viewer)."""
     from runner.manifest.loading import load_manifest
 
-    click.echo(agents_mermaid(load_manifest(file).manifest))
+    manifest = load_manifest(file).manifest
+    if any(isinstance(spec, FileAgentSpec) for spec in manifest.agents.values()):
+        from runner.agent.checks import checked_agent  # agents from other files: checked, merged in
+
+        checked = checked_agent(file, turns=False)
+        click.echo(agents_mermaid(checked.loaded.manifest, hidden=checked.hidden_servers))
+        return
+    click.echo(agents_mermaid(manifest))
 
 
-def agents_mermaid(manifest: Manifest) -> str:
+def agents_mermaid(manifest: Manifest, *, hidden: frozenset[str] = frozenset()) -> str:
     """A Mermaid flowchart: each agent (a box; workflows hexagons), who calls whom, and the
-    servers each model agent is given. Names are the manifest's keys (safe as Mermaid ids); the
-    labels say only the name and kind, so no free text reaches the diagram."""
+    servers each model agent is given (the main agent: all but ``hidden``, those only agents
+    from other files use). Names are the manifest's keys (safe as Mermaid ids); the labels say
+    only the name and kind, so no free text reaches the diagram."""
     lines = ["flowchart TD", f'  {_id(MAIN_AGENT)}["{MAIN_AGENT}: {_label(manifest.name)}"]']
     for name in manifest.agent.agents:
         lines.append(f"  {_id(MAIN_AGENT)} -->|calls| {_id(name)}")
-    lines += _tools(MAIN_AGENT, sorted(manifest.servers))
+    lines += _tools(MAIN_AGENT, sorted(set(manifest.servers) - hidden))
     for name, spec in sorted(manifest.agents.items()):
         if isinstance(spec, ModelAgentSpec):
             lines.append(f'  {_id(name)}["{name}"]')

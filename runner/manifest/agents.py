@@ -12,6 +12,7 @@ An entry is one of five kinds, told apart by the key that only it has::
       fanout: {parallel: [a, b], join: writer}
       triage: {router: [billing, tech], fallback: tech}
       polish: {loop: {generator: writer, evaluator: critic, max_rounds: 3}}
+      research: {file: research.yaml}   # another manifest (runner.agent.included)
 
 ``main`` names the manifest's own agent wherever an agent is named. Which names exist and whether
 calls form a cycle are cross-references: :func:`agent_problems` reports them with their paths.
@@ -37,7 +38,8 @@ MAIN_AGENT = "main"  # the manifest's own agent, wherever an agent is named
 AgentName = Annotated[str, Field(pattern=AGENT_NAME_PATTERN)]
 AgentNames = Annotated[UniqueNames, Field(description="Agent names ('main': the manifest's own agent).")]
 WORKFLOW_KINDS = ("chain", "parallel", "router", "loop")
-AGENT_KIND_TAGS = ("model", *WORKFLOW_KINDS)  # the union's tags, which error paths leave out
+FILE_KEY = "file"  # an agent from another manifest file
+AGENT_KIND_TAGS = ("model", *WORKFLOW_KINDS, FILE_KEY)  # the union's tags, which error paths leave out
 
 
 class _Described(Spec):
@@ -73,6 +75,17 @@ class ModelAgentSpec(_Described):
         None, description="Model calls in one run; default agent.max_steps."
     )
     agents: AgentNames = Field(default_factory=list, description="Agents it may call as tools.")
+
+
+class FileAgentSpec(_Described):
+    """An agent from another manifest file: its model, system prompt, servers (their tools, with
+    their approvals), max_steps and its own agents. Loading resolves it into a model agent
+    (:mod:`runner.agent.included`); its servers join the one fleet."""
+
+    file: str = Field(
+        min_length=1,
+        description="Another manifest, relative to this one; 'description' here overrides its own.",
+    )
 
 
 class ChainSpec(_Described):
@@ -131,16 +144,16 @@ class LoopSpec(_Described):
 
 def _kind(value: Any) -> str | None:
     if isinstance(value, Mapping):
-        present = [key for key in WORKFLOW_KINDS if key in value]
+        present = [key for key in (*WORKFLOW_KINDS, FILE_KEY) if key in value]
         return present[0] if present else "model"
     kinds: dict[type, str] = {ModelAgentSpec: "model", ChainSpec: "chain",
-             ParallelSpec: "parallel", RouterSpec: "router", LoopSpec: "loop"}
+             ParallelSpec: "parallel", RouterSpec: "router", LoopSpec: "loop", FileAgentSpec: FILE_KEY}
     return kinds.get(type(value))
 
 
 def _one_kind(value: Any) -> Any:
     if isinstance(value, Mapping):
-        present = [key for key in WORKFLOW_KINDS if key in value]
+        present = [key for key in (*WORKFLOW_KINDS, FILE_KEY) if key in value]
         if len(present) > 1:
             raise ValueError(f"an agent is of one kind: {' and '.join(present)} cannot be used together")
     return value
@@ -151,16 +164,18 @@ AgentDefinition = Annotated[
     | Annotated[ChainSpec, Tag("chain")]
     | Annotated[ParallelSpec, Tag("parallel")]
     | Annotated[RouterSpec, Tag("router")]
-    | Annotated[LoopSpec, Tag("loop")],
+    | Annotated[LoopSpec, Tag("loop")]
+    | Annotated[FileAgentSpec, Tag(FILE_KEY)],
     Discriminator(_kind, custom_error_type="agent_kind",
                   custom_error_message="one agent: a mapping with description and its settings, "
-                                       "or one of chain, parallel, router, loop"),
+                                       "or one of chain, parallel, router, loop, file"),
     BeforeValidator(_one_kind),
 ]
 
 
 def agent_kind(spec: Any) -> str:
-    """``model``, ``chain``, ``parallel``, ``router`` or ``loop``."""
+    """``model``, ``chain``, ``parallel``, ``router``, ``loop`` or ``file`` (before loading
+    resolves it)."""
     kind = _kind(spec)
     assert kind is not None, f"not an agent definition: {type(spec).__name__}"
     return kind

@@ -119,11 +119,13 @@ class ToolSearch:
     """
 
     def __init__(self, catalog: Callable[[], ToolCatalog], spec: ToolSearchSpec,
-                 beside: Sequence[BaseTool] = ()) -> None:
+                 beside: Sequence[BaseTool] = (), hidden_servers: frozenset[str] = frozenset()) -> None:
         self._catalog = catalog
         self.spec = spec
         self._beside = list(beside)  # not the catalog's (the agents the model may call): always offered
+        self._hidden = hidden_servers  # servers whose tools it is not given: neither offered nor found
         self._entries: dict[str, CatalogEntry] | None = None
+        self._visible: dict[str, CatalogEntry] = {}  # the entries not of hidden servers
         self._index: ToolIndex | None = None
         self._active = False
         self._tool: BaseTool | None = None
@@ -140,8 +142,9 @@ class ToolSearch:
         """The tools a model step binds, given the names found so far in the thread."""
         catalog = self._catalog()
         if not self.active():
-            return [*catalog.tools, *self._beside]
-        entries = catalog.entries
+            tools = catalog.tools_named(list(self._visible)) if self._hidden else catalog.tools
+            return [*tools, *self._beside]
+        entries = self._visible
         always = self._always
         pinned = set(always)
         recent = [name for name in found if name in entries and name not in pinned]
@@ -169,7 +172,7 @@ class ToolSearch:
             self._tool = StructuredTool(
                 name=SEARCH_TOOL,
                 description=(
-                    f"Search the {len(self._entries or ())} tools available by what they do (keywords "
+                    f"Search the {len(self._visible)} tools available by what they do (keywords "
                     "or a tool name). Answers with the best matches; the tools found can be called "
                     "from the next step on. Search again with other words if none fits."
                 ),
@@ -194,7 +197,7 @@ class ToolSearch:
         if self._index is None:  # built at the first search after a change, not at every change
             self._index = ToolIndex([
                 Document(name, entry.description, (entry.origin.name,) if entry.origin.server else ())
-                for name, entry in (self._entries or {}).items()
+                for name, entry in self._visible.items()
             ])
         return self._index.search(query, min(limit or self.spec.results, MAX_RESULTS))
 
@@ -236,10 +239,12 @@ class ToolSearch:
         if catalog.entries is self._entries:
             return
         entries = self._entries = catalog.entries
+        self._visible = {name: entry for name, entry in entries.items()
+                         if entry.origin.server not in self._hidden}
         self._index = None
         self._tool = None  # its description counts the tools
         self._active = self._decide(catalog)
-        pinned = [name for name, entry in entries.items() if self._pinned(catalog, entry)]
+        pinned = [name for name, entry in self._visible.items() if self._pinned(catalog, entry)]
         self._always = pinned if self._active else []
 
     def _decide(self, catalog: ToolCatalog) -> bool:

@@ -290,3 +290,13 @@ def test_a_set_context_limit_is_shown_as_the_manifests_own(tmp_path: Path) -> No
     path.write_text("version: 1\nname: a\ncontext:\n  max_tokens: 8000\n")
     result = config(str(path))
     assert f"  max_tokens: 8000  # manifest {path}:4:15\n" in result.stdout
+
+
+def test_an_agent_from_another_file_shows_which_file_and_where_it_is_named(tmp_path: Path) -> None:
+    from builders import ROOT
+
+    path = ROOT / "examples" / "agents" / "team.yaml"
+    result = invoke("config", str(path))
+    assert result.exit_code == 0, result.output
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), start=1) if "{file:" in text)
+    assert f"file: parts/researcher.yaml  # manifest {path}:{line}:" in result.output

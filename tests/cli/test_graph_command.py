@@ -19,6 +19,16 @@ def test_graph_draws_each_agent_workflow_and_who_calls_whom() -> None:
     assert '  agent_researcher -.- server_notes[("notes")]' in lines
 
 
+def test_graph_draws_an_agent_from_another_file_with_its_servers_not_given_to_the_main_agent() -> None:
+    result = invoke("graph", str(ROOT / "examples" / "agents" / "team.yaml"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "  agent_main -->|calls| agent_researcher" in lines
+    assert '  agent_researcher["researcher"]' in lines
+    assert '  agent_researcher -.- server_notes[("notes")]' in lines
+    assert not any(line.startswith("  agent_main -.- ") for line in lines)
+
+
 def test_graph_draws_workflows_with_their_steps(tmp_path: Path) -> None:
     manifest = {
         "version": 1, "name": "flows", "agent": {"agents": ["desk", "board", "polish", "pipeline"]},

@@ -32,6 +32,7 @@ EXPECTED = {
                     ["board", "chair", "economist", "optimist", "skeptic"]),
     "loop.yaml": ({"polish": "Warm bread, warmer mornings."},
                   ["polish", "copywriter", "editor", "copywriter", "editor"]),
+    "team.yaml": ({"researcher": "6*7 is 42."}, ["researcher"]),
 }
 
 
