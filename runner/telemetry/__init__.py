@@ -302,16 +302,16 @@ def agent_call(agent: str, arguments_size: int) -> Iterator[None]:
 
 
 @contextmanager
-def agent_run(agent: str, thread_id: str | None) -> Iterator[None]:
+def agent_run(agent: str, thread_id: str | None, resumed: bool) -> Iterator[None]:
     """One run of agent ``agent`` of ``agents:`` (a tool call's, or a workflow step's), as an
-    ``invoke_agent`` span under the current one."""
+    ``invoke_agent`` span under the current one (``resumed``: an answer continues it)."""
     recorder = _current.get()
     if recorder is None:
         yield
         return
     from runner.telemetry.agent_spans import agent_run as traced
 
-    with traced(recorder, agent, thread_id):
+    with traced(recorder, agent, thread_id, resumed):
         yield
 
 

@@ -4,7 +4,8 @@ An agent called as a tool is an ``execute_tool {agent}`` span in the caller's ru
 an agent (called as a tool, or as a workflow's step) is an ``invoke_agent {agent}`` span in the
 current context: under the tool call that started it, or under the workflow run whose step it is.
 An agent's model steps and tool calls are then its children. A run stopped by a question (an
-interrupt) ends its span with ``mcp_run.agent.interrupted``; the resumed run is a span of its own.
+interrupt) ends its span with ``mcp_run.agent.interrupted``; the resumed run is a span of its own,
+with ``mcp_run.agent.resumed``.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ def agent_call(recorder: Recorder, agent: str, arguments_size: int) -> Iterator[
 
 
 @contextmanager
-def agent_run(recorder: Recorder, agent: str, thread_id: str | None) -> Iterator[None]:
-    """One run of agent ``agent`` (a model loop or a workflow)."""
+def agent_run(recorder: Recorder, agent: str, thread_id: str | None, resumed: bool) -> Iterator[None]:
+    """One run of agent ``agent`` (a model loop or a workflow); ``resumed``: an answer to a question
+    continues a run stopped by it."""
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-        "mcp_run.generation": recorder.generation,
+        "mcp_run.generation": recorder.generation, "mcp_run.agent.resumed": resumed,
     }
     if thread_id:
         attributes["gen_ai.conversation.id"] = thread_id

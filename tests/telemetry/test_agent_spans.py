@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from agent_teams import call, write_team
+from langgraph.types import Command
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 
 from runner.agent.host import Host
@@ -28,13 +29,18 @@ def receiver() -> Iterator[OtlpReceiver]:
         yield running
 
 
-async def one_turn(path: Path, receiver: OtlpReceiver) -> list[dict[str, Any]]:
-    """The events of one turn of the agent at ``path``, exporting to ``receiver``."""
+async def one_turn(path: Path, receiver: OtlpReceiver, answer: dict[str, Any] | None = None
+                   ) -> list[dict[str, Any]]:
+    """The events of one turn of the agent at ``path``, exporting to ``receiver`` (``answer``:
+    resumes the turn with it once, if it stops at a question)."""
     environ = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
     with anyio.fail_after(90):
         async with load_agent(path, environ=environ, host=Host(answers_questions=False)) as runtime:
-            return [event async for event in stream_turn(runtime, "go")]
+            events = [event async for event in stream_turn(runtime, "go", thread_id="t")]
+            if answer is not None and events[-1]["type"] == "approval":
+                events += [e async for e in stream_turn(runtime, Command(resume=answer), thread_id="t")]
+            return events
 
 
 def only(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
@@ -82,7 +88,7 @@ async def test_each_agent_run_is_an_invoke_agent_span_under_the_tool_call_or_wor
     assert children(spans, writer) == ["chat mcp-run-scripted"]
 
 
-async def test_an_agent_run_stopped_by_a_question_is_marked_interrupted_not_failed(
+async def test_an_agent_run_stopped_by_a_question_is_marked_interrupted_and_its_resumed_run_resumed(
     tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
     path = write_team(
@@ -90,8 +96,13 @@ async def test_an_agent_run_stopped_by_a_question_is_marked_interrupted_not_fail
         {"clerk": {"description": "Keeps notes.", "tools": ["notes"], "approve": ["notes__*"]}},
         scripts={"clerk": [call("notes__calculate", expression="1+1"), "2"]},
         agent={"agents": ["clerk"]})
-    events = await one_turn(path, receiver)
+    events = await one_turn(path, receiver, answer={"action": "approve"})
     assert [e["type"] for e in events if e["type"] == "approval"] == ["approval"]
-    (clerk,) = [span for span in receiver.spans() if span.name == "invoke_agent clerk"]
-    assert clerk.attributes["mcp_run.agent.interrupted"] is True
-    assert clerk.status_code != 2 and "error.type" not in clerk.attributes
+    assert events[-1]["type"] == "final"
+    asked, resumed = sorted((span for span in receiver.spans() if span.name == "invoke_agent clerk"),
+                            key=lambda span: span.attributes["mcp_run.agent.resumed"])
+    assert asked.attributes["mcp_run.agent.interrupted"] is True
+    assert asked.attributes["mcp_run.agent.resumed"] is False
+    assert asked.status_code != 2 and "error.type" not in asked.attributes
+    assert resumed.attributes["mcp_run.agent.resumed"] is True
+    assert "mcp_run.agent.interrupted" not in resumed.attributes and resumed.status_code != 2
