@@ -14,9 +14,11 @@ NOTES = {"command": "python", "args": ["notes_server.py"], "env": {"NOTES_FILE":
 
 
 def write_team(folder: Path, main: list[Any], agents: dict[str, dict[str, Any]], *,
-               scripts: dict[str, list[Any]] | None = None, **top: Any) -> Path:
-    """``folder/agent.yaml`` named ``team``: the notes server, the scripted main model playing
-    ``main``, and ``agents``; each of ``scripts`` is the script of the agent of that name."""
+               scripts: dict[str, list[Any]] | None = None, servers: dict[str, Any] | None = None,
+               **top: Any) -> Path:
+    """``folder/agent.yaml`` named ``team``: the notes server (and ``servers``), the scripted main
+    model playing ``main``, and ``agents``; each of ``scripts`` is the script of the agent of that
+    name."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "examples" / "notes_server.py", folder / "notes_server.py")
     (folder / "main.yaml").write_text(yaml.safe_dump(main))
@@ -25,7 +27,8 @@ def write_team(folder: Path, main: list[Any], agents: dict[str, dict[str, Any]],
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(script))
         agents[name]["model"] = {"id": "scripted", "script": f"{name}.yaml"}
     document = {"version": 1, "name": "team", "model": {"id": "scripted", "script": "main.yaml"},
-                "checkpointer": "memory", "servers": {"notes": NOTES}, **top, "agents": agents}
+                "checkpointer": "memory", "servers": {"notes": NOTES, **(servers or {})}, **top,
+                "agents": agents}
     path = folder / "agent.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
