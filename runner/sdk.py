@@ -14,7 +14,7 @@ Light on purpose (any layer may import it): the packages are imported inside the
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -259,6 +259,13 @@ def parent_namespace(namespace: str) -> str:
     """A task's checkpoint namespace without its own last part: its graph's namespace. The
     separator is LangGraph's private ``NS_SEP``."""
     return namespace.rpartition(_langgraph_constants().NS_SEP)[0]
+
+
+def resuming(config: Mapping[str, Any]) -> bool:
+    """Whether the node running with ``config`` continues a run that an interrupt (a question)
+    stopped, rather than starting one: LangGraph's private ``CONFIG_KEY_RESUMING``, which it sets
+    for the first step of a resumed run and hands down to the subgraphs run inside it."""
+    return bool((config.get("configurable") or {}).get(_langgraph_constants().CONFIG_KEY_RESUMING))
 
 
 def null_task_id() -> str:

@@ -35,6 +35,7 @@ FAST_FILES = frozenset({
     "manifest/test_model_calls_spec.py",
     "models/test_retry_rules.py",
     "evals/test_evals_matching.py",
+    "evals/test_evals_agent_matching.py",
     "hosting/test_callers_parts.py",
     "models/test_pricing.py",
     "prompts/test_prompts_commands.py",

@@ -21,6 +21,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
+from runner import sdk, telemetry
 from runner.agent.nodes import ArgumentsCheck, DirectToolCall, PolicyCheck, SystemPromptProvider
 from runner.agent.spending import Spending
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
@@ -184,7 +185,8 @@ def agent_tool(name: str, description: str, graph: Runnable[Any, Any], policy: P
         decision = policy(name, {"task": task})
         if decision is not None and decision.action == "deny":
             raise ToolError(decision.denial(name))
-        return await run_agent(name, graph, task, config)
+        with telemetry.agent_call(name, len(task)):
+            return await run_agent(name, graph, task, config)
 
     return StructuredTool(name=name, description=description, args_schema=AgentTask, coroutine=run)
 
@@ -195,11 +197,15 @@ async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: Run
     where its own events will come from; the nodes inside it read its name from the metadata."""
     namespace = config.get("configurable", {}).get("checkpoint_ns", "")
     writer = stream_writer()
+    resumed = sdk.resuming(config)  # an answer continues it: the turn has heard that it started
     if writer is not None:
         started = {"type": "agent", "agent": name, "caller": "", "task": task, NAMESPACE: namespace}
+        if resumed:
+            started["resumed"] = True  # where its events come from, not shown as a new start
         writer(cast(Event, started))
     inner: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), AGENT_KEY: name}}
-    result = await graph.ainvoke({"messages": [HumanMessage(task)]}, inner)
+    with telemetry.agent_run(name, config.get("configurable", {}).get("thread_id"), resumed):
+        result = await graph.ainvoke({"messages": [HumanMessage(task)]}, inner)
     return final_answer(result)
 
 

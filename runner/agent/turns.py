@@ -101,6 +101,8 @@ async def _turn_events(
                     data = {**data, "caller": agent or MAIN_AGENT}
                     inner = data.pop(NAMESPACE)
                     agents[tuple(inner.split("|")) if inner else ()] = data["agent"]
+                    if data.pop("resumed", False):
+                        continue  # an answer resumed it: its start was told when it started
                     if agent is None and served != MAIN_AGENT:
                         continue  # the served agent itself, started by this turn, not by an agent
                 elif agent is not None:

@@ -9,6 +9,10 @@ case files are found.
           tools: [{name: notes__add_note, args: {title: milk}}]
           match: strict
           answer: {contains: saved}
+      - name: researches-then-writes
+        input: Write about tides
+        expect:
+          agents: [pipeline, researcher, writer]   # the runs of agents: in order (agents_match: strict)
 """
 
 from __future__ import annotations
@@ -145,6 +149,15 @@ class ExpectSpec(EvalSpec):
         None, description="Fields the answer object (the manifest's 'output:') must have: a path "
         "(items.0.name) and its value, equal or {matches: REGEX}."
     )
+    agents: list[Text] | None = Field(
+        None, description="The agents of 'agents:' that ran, in order: one name per run (called as "
+        "a tool, or as a workflow's step; a workflow before its steps)."
+    )
+    agents_match: MatchMode = Field(
+        "strict",
+        description="How 'agents' compares to the runs: strict (the same runs in the same order), "
+        "unordered (the same runs), subset (no run beyond those), superset (at least those).",
+    )
 
     @field_validator("output")
     @classmethod
@@ -256,9 +269,11 @@ class Case:
     index: int = 0
     source: SourceMap | None = field(default=None, compare=False, repr=False)
 
-    def problems_against(self, declared_vars: Collection[str], tools: Collection[str]) -> list[Problem]:
+    def problems_against(self, declared_vars: Collection[str], tools: Collection[str],
+                         agents: Collection[str] = ()) -> list[Problem]:
         """What the case names that the agent does not have: a var ``prompts.vars`` does not
-        declare, an expected tool the agent does not offer (known only once its servers run)."""
+        declare, an expected tool the agent does not offer (known only once its servers run), an
+        expected agent that ``agents:`` does not declare."""
         found: list[Problem] = []
         for key in self.spec.vars:
             if key not in declared_vars:
@@ -273,6 +288,11 @@ class Case:
             if name not in tools:
                 found.append(self._problem(where, f"the agent offers no tool '{name}'"
                                            f"{did_you_mean(name, list(tools))}"))
+        for index, name in enumerate(self.spec.expect.agents or []):
+            if name not in agents:
+                declared = f"{did_you_mean(name, list(agents))}" if agents else " (it declares none)"
+                found.append(self._problem(("expect", "agents", index), f"the manifest's agents: has "
+                                           f"no '{name}'{declared}"))
         return found
 
     def problems_with(self, manifest: Manifest) -> list[Problem]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,13 +33,15 @@ class ObservedCall:
 
 @dataclass
 class Observation:
-    """What a case's run did: its tool calls in order, its final answer, its model calls."""
+    """What a case's run did: its tool calls in order, its final answer, its model calls, the
+    runs of the agents of ``agents:`` in order."""
 
     calls: list[ObservedCall] = field(default_factory=list)
     answer: str = ""
     steps: int = 0
     output: dict[str, Any] | None = None  # the answer object, with ``output:`` in the manifest
     usage: UsageTotals | None = None  # what the case's thread spent (None: not known)
+    agents: list[str] = field(default_factory=list)  # each run of an agent of agents:, by its name
 
 
 def call_matches(expected: ExpectedCall, call: ObservedCall) -> bool:
@@ -162,6 +165,31 @@ def expectation_differences(expect: ExpectSpec, observed: Observation) -> list[s
         differences += answer_differences(expect.answer, observed.answer)
     if expect.output is not None:
         differences += output_differences(expect.output, observed.output)
+    if expect.agents is not None:
+        differences += agent_differences(expect.agents, observed.agents, expect.agents_match)
+    return differences
+
+
+def agent_differences(expected: Sequence[str], ran: Sequence[str], mode: MatchMode) -> list[str]:
+    """Why the agent runs ``ran`` do not match ``expected`` in ``mode`` (empty when they do)."""
+    shown = f"(expected agents [{', '.join(expected)}], ran [{', '.join(ran)}])"
+    if mode == "strict":
+        for index, (want, name) in enumerate(zip(expected, ran, strict=False)):
+            if want != name:
+                return [f"agent run {index + 1}: expected {want}, ran {name} {shown}"]
+        if len(expected) != len(ran):
+            return [f"expected {len(expected)} agent runs, got {len(ran)} {shown}"]
+        return []
+    wanted, made = Counter(expected), Counter(ran)
+    differences = []
+    if mode in ("unordered", "superset") and (unmet := list(wanted - made)):
+        name = unmet[0]
+        differences.append(f"agent {name} did not run {shown}" if name not in made else
+                           f"agent {name} ran {made[name]} times, expected {wanted[name]} {shown}")
+    if mode in ("unordered", "subset") and (extra := list(made - wanted)):
+        name = extra[0]
+        differences.append(f"agent {name} ran, not expected {shown}" if name not in wanted else
+                           f"agent {name} ran {made[name]} times, expected {wanted[name]} {shown}")
     return differences
 
 

@@ -85,6 +85,8 @@ def print_results(console: Console, results: list[CaseResult]) -> None:
             if result.status == "failed":
                 made = ", ".join(describe_call(call) for call in result.observed.calls) or "none"
                 console.print(Text(f"  tool calls: {made}"))
+                if result.observed.agents:
+                    console.print(Text(f"  agents: {', '.join(result.observed.agents)}"))
                 console.print(Text(f"  answer: {excerpt(result.observed.answer)!r}"))
         if result.verdict is not None:
             verdict = "pass" if result.verdict.passed else "fail"
@@ -107,6 +109,7 @@ def results_json(results: list[CaseResult]) -> dict[str, Any]:
                     for call in result.observed.calls
                 ],
                 "answer": result.observed.answer,
+                "agents": result.observed.agents,
                 "usage": result.observed.usage,
                 "differences": result.differences,
                 "judge": None if result.verdict is None else

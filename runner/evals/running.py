@@ -131,7 +131,7 @@ async def run_case(
     offered = set(runtime.catalog.entries)
     if cassette is not None:  # a tool offered when recorded but gone now is drift, not a typo
         offered.update(name for call in cassette.model_calls for name in call.tools)
-    mistakes = case.problems_against(runtime.manifest.prompts.vars, offered)
+    mistakes = case.problems_against(runtime.manifest.prompts.vars, offered, runtime.manifest.agents)
     if mistakes:  # said before running: a typo would otherwise be a silent mismatch
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in mistakes])
     recording: Cassette | None = None
@@ -146,16 +146,17 @@ async def run_case(
     run = sessions.start(case, thread_id, cassette or recording, now)
     calls: list[ObservedCall] = []
     finals: list[FinalAnswer] = []  # each final answer as it came: the last one is the case's answer
+    agents: list[str] = []  # each run of an agent of agents:, in the order they started
     verdict: Verdict | None = None
     status: Status
     approvals = CaseApprovals(case.spec.approvals)
     try:
         for text in case.spec.input:
             run.begin_turn()
-            await _run_turn(runtime, text, thread_id, calls, finals, approvals)
+            await _run_turn(runtime, text, thread_id, calls, finals, approvals, agents)
         if run.drift is not None:
             raise CassetteDrift(run.drift)
-        observed = _observation(calls, finals)
+        observed = _observation(calls, finals, agents=agents)
         differences = approvals.differences() + expectation_differences(case.spec.expect, observed)
         if case.spec.judge is not None:
             verdict = await _verdict(runtime, case, cassette, observed)
@@ -168,7 +169,7 @@ async def run_case(
         status, differences = "error", [f"{type(exc).__name__}: {exc}"]
     finally:
         sessions.runs.pop(thread_id, None)
-    observed = _observation(calls, finals, run.model_calls, await _spent(runtime, thread_id))
+    observed = _observation(calls, finals, run.model_calls, await _spent(runtime, thread_id), agents)
     result = CaseResult(case, status, time.perf_counter() - began, observed, differences, verdict)
     if recording is not None and status in ("passed", "failed"):
         write_cassette(case.cassette_path, recording.model_copy(update={"judge": verdict}), sessions.secrets)
@@ -176,10 +177,10 @@ async def run_case(
 
 
 def _observation(calls: list[ObservedCall], finals: list[FinalAnswer], steps: int = 0,
-                 usage: UsageTotals | None = None) -> Observation:
+                 usage: UsageTotals | None = None, agents: list[str] | None = None) -> Observation:
     last = finals[-1] if finals else None
     return Observation(calls, last["text"] if last else "", steps, last.get("output") if last else None,
-                       usage)
+                       usage, list(agents or []))
 
 
 async def _spent(runtime: Runtime, thread_id: str) -> UsageTotals | None:
@@ -225,10 +226,10 @@ class CaseApprovals:
 
 
 async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[ObservedCall],
-                    finals: list[FinalAnswer], approvals: CaseApprovals) -> None:
-    """One user message, its tool calls and final answers added to ``calls`` and ``finals`` as
-    they come; each approval answered as ``approvals`` says (an edited call is observed with the
-    arguments it ran with)."""
+                    finals: list[FinalAnswer], approvals: CaseApprovals, agents: list[str]) -> None:
+    """One user message, its tool calls, final answers and agent runs added to ``calls``,
+    ``finals`` and ``agents`` as they come; each approval answered as ``approvals`` says (an
+    edited call is observed with the arguments it ran with)."""
     message: str | Command = text
     positions: dict[str, int] = {}
     while True:
@@ -243,6 +244,8 @@ async def _run_turn(runtime: Runtime, text: str, thread_id: str, calls: list[Obs
                 calls[index] = ObservedCall(call.name, call.args, event["status"] or "success", event["text"])
             elif event["type"] == "final":
                 finals.append(event)
+            elif event["type"] == "agent":
+                agents.append(event["agent"])
             elif event["type"] == "approval":
                 approval = event
         if approval is None:

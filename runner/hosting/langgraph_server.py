@@ -5,6 +5,9 @@ manifest comes from ``MCP_RUN_MANIFEST`` (default ``agent.yaml`` in the working 
 from the shell: ``langgraph.json`` sets no ``env`` of it, which ``langgraph dev`` would apply over
 the shell's.
 
+Each agent of the manifest's ``agents:`` can be a graph of its own: the factories of
+:mod:`runner.hosting.langgraph_agents`, named after the agents.
+
 The server calls a graph factory for every run, and also to read state or draw the graph: the
 agent is therefore started once per server process (:class:`AgentHost`) and every call returns its
 current graph. ``app`` only carries the lifespan: the agent starts with the server, so a manifest

@@ -6,8 +6,9 @@ it on (the manifest's ``telemetry.enabled``, or an ``OTEL_EXPORTER_OTLP_*ENDPOIN
 record through the :class:`~runner.telemetry.recorder.Recorder` that :func:`session` installs for
 the agent's lifetime.
 
-    recorder.py   spans and metrics (imports OpenTelemetry)
-    exporting.py  providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
+    recorder.py     spans and metrics (imports OpenTelemetry)
+    agent_spans.py  the spans of the agents of ``agents:`` (imports OpenTelemetry)
+    exporting.py    providers and OTLP/HTTP exporters from the manifest and the OTEL_* variables
 
 A turn's events carry durations whether telemetry is on or off (:class:`TurnClock`): a
 ``tool_result`` event gets ``ms`` (since its ``tool_call`` event, or since the turn resumed after
@@ -52,7 +53,8 @@ _incoming: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVa
 _Result = TypeVar("_Result")
 
 __all__ = [
-    "EXTRA_HINT", "TurnClock", "begin_turn", "current", "fallback", "heartbeat_failed", "installed",
+    "EXTRA_HINT", "TurnClock", "agent_call", "agent_run", "begin_turn", "current", "fallback",
+    "heartbeat_failed", "installed",
     "package_problems",
     "http_request_hooks", "join_trace", "mcp_tool_call", "model_cost", "model_retry", "model_step",
     "recording", "relisted", "reloaded",
@@ -281,6 +283,36 @@ async def _traceparent_header(request: Any) -> None:
 def http_request_hooks() -> list[Callable[[Any], Awaitable[None]]]:
     """httpx request hooks of an HTTP server's client: none when telemetry is off."""
     return [] if _current.get() is None else [_traceparent_header]
+
+
+# --------------------------------------------------------------------------- agents
+
+
+@contextmanager
+def agent_call(agent: str, arguments_size: int) -> Iterator[None]:
+    """The tool call that runs agent ``agent`` of ``agents:``, as an ``execute_tool`` span."""
+    recorder = _current.get()
+    if recorder is None:
+        yield
+        return
+    from runner.telemetry.agent_spans import agent_call as traced
+
+    with traced(recorder, agent, arguments_size):
+        yield
+
+
+@contextmanager
+def agent_run(agent: str, thread_id: str | None, resumed: bool) -> Iterator[None]:
+    """One run of agent ``agent`` of ``agents:`` (a tool call's, or a workflow step's), as an
+    ``invoke_agent`` span under the current one (``resumed``: an answer continues it)."""
+    recorder = _current.get()
+    if recorder is None:
+        yield
+        return
+    from runner.telemetry.agent_spans import agent_run as traced
+
+    with traced(recorder, agent, thread_id, resumed):
+        yield
 
 
 # --------------------------------------------------------------------------- servers and reloads

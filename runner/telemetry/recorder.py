@@ -6,6 +6,7 @@ header and environment values never are.
 A turn is ``invoke_agent {agent}``, parent of its model steps (``chat {model}``) and tool calls
 (``execute_tool {tool}``); each request to a server is a client span ``tools/call {tool}`` under
 its tool call (a fallback adds one), and its trace context travels in the request's ``_meta``.
+An agent of ``agents:`` has spans of its own (:mod:`runner.telemetry.agent_spans`).
 Server starts, restarts, failures, heartbeat failures, list_changed refreshes and reloads are
 spans of their own traces.
 """

@@ -20,6 +20,7 @@ import anyio
 import httpx
 import psutil
 import pytest
+from agent_teams import call, write_team
 from builders import ROOT, server, write_manifest
 from services import free_port
 
@@ -203,3 +204,64 @@ async def human_messages(state_dir: Path, thread: str) -> list[str]:
 async def only_thread(url: str) -> str:
     (thread,) = await get_client(url=url).threads.search()
     return thread["thread_id"]
+
+
+def test_each_agent_of_agents_is_a_graph_of_its_own_under_langgraph_dev_on_the_same_servers(
+    tmp_path: Path,
+) -> None:
+    write_team(
+        tmp_path, [call("demo__pid"), "Main done."],
+        {"researcher": {"description": "Does arithmetic.", "tools": ["notes"]},
+         "fact-checker": {"description": "Checks.", "tools": ["demo"]}},
+        scripts={"researcher": [call("notes__calculate", expression="6*7"), "It is 42."],
+                 "fact-checker": [call("demo__pid"), "Checked."]},
+        servers={"demo": server("demo")})
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    config["graphs"].update({name: f"runner.hosting.langgraph_agents:{name}"
+                             for name in ("researcher", "fact-checker")})
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    running = start_langgraph_dev(tmp_path)
+    try:
+        graphs = anyio.run(graph_ids, running.url)
+        researched = anyio.run(one_run_of, running.url, "researcher", "What is 6*7?")
+        checked = anyio.run(one_run_of, running.url, "fact-checker", "Check it")
+        main = anyio.run(one_run_of, running.url, "agent", "hello")
+        demo_servers = [process for process in psutil.Process(running.process.pid).children(recursive=True)
+                        if any(part.endswith("demo.py") for part in process.cmdline())]
+    finally:
+        assert running.stop() == 0
+    assert graphs == {"agent", "researcher", "fact-checker"}
+    # Each graph is its agent served on its own: the task in, its final answer out.
+    assert said(researched["messages"], "human") == ["What is 6*7?"]
+    assert said(researched["messages"], "ai") == ["It is 42."]
+    assert said(checked["messages"], "ai") == ["Checked."]
+    assert said(main["messages"], "ai")[-1] == "Main done."
+    # The main agent and the fact-checker called the one demo server the server started.
+    assert [process.pid for process in demo_servers] == [int(said(main["messages"], "tool")[-1])]
+    assert "BlockingError" not in running.tail()
+
+
+def test_a_graph_naming_an_agent_the_manifest_does_not_declare_fails_the_start_up(tmp_path: Path) -> None:
+    write_team(tmp_path, ["Main done."], {"researcher": {"description": "Does arithmetic."}},
+               scripts={"researcher": ["It is 42."]})
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    config["graphs"]["reseacher"] = "runner.hosting.langgraph_agents:reseacher"
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    with pytest.raises(AssertionError, match="langgraph dev exited") as failed:
+        start_langgraph_dev(tmp_path).stop()
+    assert "Could not find graph 'reseacher'" in str(failed.value)
+
+
+async def graph_ids(url: str) -> set[str]:
+    with anyio.fail_after(60):
+        return {assistant["graph_id"] for assistant in await get_client(url=url).assistants.search()}
+
+
+async def one_run_of(url: str, graph: str, message: str) -> dict[str, Any]:
+    client = get_client(url=url)
+    thread = await client.threads.create()
+    with anyio.fail_after(60):
+        state = await client.runs.wait(thread["thread_id"], graph,
+                                       input={"messages": [{"role": "user", "content": message}]})
+    assert isinstance(state, dict)
+    return state

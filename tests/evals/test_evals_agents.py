@@ -1,0 +1,71 @@
+"""``mcp-run test`` over a manifest of several agents: a case expects which agents ran and in what
+order (``expect.agents``), a mismatch is reported with both lists, and a name ``agents:`` does not
+declare is a located error. Scripted models, the bundled notes server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent_teams import call, write_team
+from builders import mcp_run
+from evals_support import write_cases
+
+PIPELINE = {
+    "researcher": {"description": "Does arithmetic.", "tools": ["notes"]},
+    "writer": {"description": "Writes."},
+    "pipeline": {"description": "Research, then write.", "chain": ["researcher", "writer"]},
+}
+
+
+def two_runs_of_the_pipeline(folder: Path) -> Path:
+    """The main agent calls the pipeline once in each of two cases (run one after the other)."""
+    return write_team(
+        folder, [call("pipeline", task="6*7"), "Done.", call("pipeline", task="6*7"), "Done."], PIPELINE,
+        scripts={"researcher": [call("notes__calculate", expression="6*7"), "42"] * 2,
+                 "writer": ["It is 42."] * 2},
+        agent={"agents": ["pipeline"]})
+
+
+CASES = """\
+cases:
+  - name: in-order
+    input: go
+    expect: {agents: [pipeline, researcher, writer]}
+  - name: wrong-order
+    input: go
+    expect: {agents: [pipeline, writer, researcher]}
+"""
+
+
+def test_a_case_expecting_the_agents_in_the_order_they_ran_passes_and_another_order_fails(
+    tmp_path: Path,
+) -> None:
+    manifest = two_runs_of_the_pipeline(tmp_path)
+    write_cases(tmp_path, CASES)
+    done = mcp_run("test", str(manifest), "-j", "1", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 cases: 1 passed, 1 failed" in done.stdout
+    assert ("wrong-order (failed): agent run 2: expected writer, ran researcher (expected agents "
+            "[pipeline, writer, researcher], ran [pipeline, researcher, writer])") in done.stdout
+    assert "  agents: pipeline, researcher, writer" in done.stdout
+
+
+def test_the_json_report_lists_the_agent_runs_of_each_case(tmp_path: Path) -> None:
+    manifest = two_runs_of_the_pipeline(tmp_path)
+    write_cases(tmp_path, CASES)
+    done = mcp_run("test", str(manifest), "-j", "1", "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert [case["agents"] for case in report["cases"]] == [["pipeline", "researcher", "writer"]] * 2
+    assert [case["status"] for case in report["cases"]] == ["passed", "failed"]
+
+
+def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_path: Path) -> None:
+    manifest = two_runs_of_the_pipeline(tmp_path)
+    write_cases(tmp_path, "cases:\n  - name: typo\n    input: go\n"
+                                  "    expect: {agents: [pipeline, reseacher]}\n")
+    done = mcp_run("test", str(manifest), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1  # the case errs, as one naming a tool the agent lacks
+    assert "cases.yaml:4:33: cases[0].expect.agents[1]: " in said
+    assert "the manifest's agents: has no 'reseacher' (did you mean 'researcher'?)" in said
