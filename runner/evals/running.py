@@ -128,7 +128,7 @@ async def run_case(
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
     if isinstance(cassette, RunnerError):
         return CaseResult(case, "error", 0.0, differences=[str(cassette)])
-    offered = set(runtime.catalog.entries)
+    offered = set(runtime.catalog.entries) | set(runtime.manifest.agents)  # agents are called as tools
     if cassette is not None:  # a tool offered when recorded but gone now is drift, not a typo
         offered.update(name for call in cassette.model_calls for name in call.tools)
     mistakes = case.problems_against(runtime.manifest.prompts.vars, offered, runtime.manifest.agents)

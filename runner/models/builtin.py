@@ -382,24 +382,30 @@ class ScriptedChatModel(_BuiltinChatModel):
 
     ``calls[i]`` lists the tool names offered to call ``i``; ``received[i]`` its messages;
     ``offered_bytes[i]`` the size of its tool definitions (compact JSON, as a request carries them).
+    A tool call without an ``id`` gets ``{id_prefix}_{turn}_{index}``: a script read from a file
+    prefixes its name (``call_researcher_0_0``), so the calls of several agents' scripts in one
+    turn never share an id.
     """
 
     turns: list[TextTurn | ToolCallsTurn | OutputTurn]
+    id_prefix: str = "call"
     _next: int = PrivateAttr(0)
     _calls: list[list[str]] = PrivateAttr(default_factory=list)
     _offered_bytes: list[int] = PrivateAttr(default_factory=list)
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
 
-    def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn | OutputTurn]) -> None:
+    def __init__(self, turns: Sequence[str | dict[str, Any] | TextTurn | ToolCallsTurn | OutputTurn],
+                 id_prefix: str = "call") -> None:
         try:
             parsed = _SCRIPT.validate_python(list(turns))
         except ValidationError as exc:
             raise ModelError(f"invalid scripted turns: {exc}") from exc
-        super().__init__(turns=[TextTurn(text=t) if isinstance(t, str) else t for t in parsed])
+        super().__init__(turns=[TextTurn(text=t) if isinstance(t, str) else t for t in parsed],
+                         id_prefix=id_prefix)
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptedChatModel:
-        return cls(load_script(path))
+        return cls(load_script(path), id_prefix="call_" + re.sub(r"[^A-Za-z0-9_-]", "_", path.stem))
 
     @property
     def _llm_type(self) -> str:
@@ -436,11 +442,12 @@ class ScriptedChatModel(_BuiltinChatModel):
         if isinstance(turn, TextTurn):
             return AIMessage(content=turn.text, usage_metadata=usage, response_metadata=metadata)
         if isinstance(turn, OutputTurn):
-            answer = _as_answer(turn.output, tools, schema, f"call_{index}_0")
+            answer = _as_answer(turn.output, tools, schema, f"{self.id_prefix}_{index}_0")
             return answer.model_copy(update={"usage_metadata": usage,
                                              "response_metadata": {**answer.response_metadata, **metadata}})
         calls = [
-            {"name": c.name, "args": c.args, "id": c.id or f"call_{index}_{n}", "type": "tool_call"}
+            {"name": c.name, "args": c.args, "id": c.id or f"{self.id_prefix}_{index}_{n}",
+             "type": "tool_call"}
             for n, c in enumerate(turn.tool_calls)
         ]
         return AIMessage(content=turn.text, tool_calls=calls, usage_metadata=usage,

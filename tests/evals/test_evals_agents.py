@@ -69,3 +69,21 @@ def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_
     assert done.returncode == 1  # the case errs, as one naming a tool the agent lacks
     assert "cases.yaml:4:33: cases[0].expect.agents[1]: " in said
     assert "the manifest's agents: has no 'reseacher' (did you mean 'researcher'?)" in said
+
+
+def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_report(tmp_path: Path) -> None:
+    # Every scripted model's first call is its turn 0, call 0: the main agent's call of the
+    # researcher and the researcher's failing call must still be told apart.
+    manifest = write_team(
+        tmp_path, [call("researcher", task="divide"), "Done."],
+        {"researcher": {"description": "Does arithmetic.", "tools": ["notes"]}},
+        scripts={"researcher": [call("notes__calculate", expression="1/0"), "It failed."]},
+        agent={"agents": ["researcher"]})
+    write_cases(tmp_path, "cases:\n  - name: divides\n    input: go\n"
+                          "    expect: {tools: [researcher, notes__calculate], match: strict}\n")
+    done = mcp_run("test", str(manifest), "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    (case,) = report["cases"]
+    assert [(c["name"], c["status"]) for c in case["tool_calls"]] == [
+        ("researcher", "success"), ("notes__calculate", "error")]
+    assert case["status"] == "passed", case["differences"]

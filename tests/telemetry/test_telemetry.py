@@ -180,7 +180,7 @@ async def test_the_trace_context_reaches_a_stdio_server_in_meta_and_an_http_serv
     events = await run_turn(path, otel_environ(receiver))
 
     seen = {e["id"]: json.loads(e["text"]) for e in events if e["type"] == "tool_result"}
-    local, remote = seen["call_0_0"], seen["call_0_1"]
+    local, remote = seen["call_turns_0_0"], seen["call_turns_0_1"]
     spans = receiver.spans()
     calls = {s.span_id: s for s in by_name(spans, "tools/call trace_context")}
     turn = only(spans, "invoke_agent test")
