@@ -524,7 +524,11 @@ def test_row_12s_goal_line_shows_each_rounds_ratio_of_paired_overheads() -> None
         return {}
 
     turn = {"overhead_ms": 10.0, "turn_p50_ms": 12.0, "tool_p50_ms": 2.0}
+    paired = {"floor_overhead_ms": 9.5}
     floor = CaseResult(Case(ROW, OFF, measure, "overhead_ms"), rounds=[turn] * 2)
     path = CaseResult(Case(ROW, ON, measure, "overhead_ms", OFF, (GOAL,)),
-                      rounds=[{**turn, "overhead_ratio": value} for value in (1.02, 1.1)], ratios=[1.0, 1.0])
-    assert "measured 1.06×, rounds 1.02× / 1.10×" in markdown([floor, path], {})
+                      rounds=[{**turn, **paired, "overhead_ratio": value} for value in (1.02, 1.1)],
+                      ratios=[1.0, 1.0])
+    report = markdown([floor, path], {})
+    assert "measured 1.06×, rounds 1.02× / 1.10×" in report
+    assert "10.0 ms (turn p50 12.0 − tool call p50 2.0) · 1.06× the 9.5 ms of the off turns" in report
