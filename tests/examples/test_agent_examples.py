@@ -32,7 +32,9 @@ EXPECTED = {
                     ["board", "chair", "economist", "optimist", "skeptic"]),
     "loop.yaml": ({"polish": "Warm bread, warmer mornings."},
                   ["polish", "copywriter", "editor", "copywriter", "editor"]),
+    "handoff.yaml": ({"handoff_to_billing": "main handed the conversation to billing."}, []),
 }
+HANDOFFS = {"handoff.yaml": [("main", "billing", "billing")]}  # from, to, and who answers
 
 
 @pytest.mark.parametrize(("path", "text"), readme_commands(), ids=lambda value: Path(value).stem)
@@ -48,3 +50,5 @@ def test_each_example_runs_its_agents_as_the_readme_says(tmp_path: Path, path: s
     started = [e["agent"] for e in events if e["type"] == "agent"]
     assert started == agents if Path(path).name != "fanout.yaml" else sorted(started) == agents
     assert events[-1]["type"] == "final"
+    handed = [(e["from"], e["to"], events[-1].get("agent")) for e in events if e["type"] == "handoff"]
+    assert handed == HANDOFFS.get(Path(path).name, [])
