@@ -79,6 +79,9 @@ def test_a_handed_conversation_is_answered_by_the_agent_this_turn_and_after_a_re
     plain = mcp_run("agent.yaml", "-p", "Bye", "--thread", "t1", cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout == "Billing: anything else?\n"  # billing's script, started again
+    with chat_in_a_terminal(tmp_path, "--thread", "t1") as chat:  # the chat resumes with billing too
+        chat.expect_exact("talking to billing (/agent NAME switches: main, billing, support)")
+        chat.expect_exact("billing> ")
 
 
 def test_the_chat_hands_off_asks_for_the_agents_approvals_hands_back_and_switches_with_agent(
