@@ -54,12 +54,17 @@ class AgentStarted(TypedDict):
     task: str
 
 
-# ``from`` is a Python keyword: the fields are given as a mapping.
-HandedOff = TypedDict("HandedOff", {
-    "type": Literal["handoff"], "from": str, "to": str, "reason": NotRequired[str]})
-HandedOff.__doc__ = (
-    "The conversation is handed over: ``to`` (``main`` or an agent of ``agents:``) answers from "
-    "now on, this turn too, instead of ``from``; ``reason``: why, when the agent said.")
+# ``from`` is a Python keyword: that field is given as a mapping.
+_HandedFrom = TypedDict("_HandedFrom", {"from": str})
+
+
+class HandedOff(_HandedFrom):
+    """The conversation is handed over: ``to`` (``main`` or an agent of ``agents:``) answers from
+    now on, this turn too, instead of ``from``; ``reason``: why, when the agent said."""
+
+    type: Literal["handoff"]
+    to: str
+    reason: NotRequired[str]
 
 
 class ToolResult(TypedDict):

@@ -111,7 +111,7 @@ async def _agent(session: ChatSession, line: str) -> None:
         session.error(problem)
         return
     if name:
-        session.switch_to = name
+        session.switch_agent(name)
     session.view.show(session.agent_event(await session.current_agent()))
 
 

@@ -219,6 +219,10 @@ class ChatSession:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
 
+    def switch_agent(self, agent: str) -> None:
+        """Send the next message, and those after it, to ``agent`` (``/agent NAME``)."""
+        self.switch_to = agent
+
     async def current_agent(self) -> str:
         """The agent answering the conversation: the one the next message goes to, after a
         switch; else the thread's current agent, as its checkpoint keeps it."""
@@ -226,7 +230,9 @@ class ChatSession:
             return self.switch_to
         runtime = self.runtime
         state = await runtime.graph.aget_state(runtime.config())
-        return current_agent(state.values or {})
+        agent = current_agent(state.values or {})
+        # An agent an edit removed no longer answers: main does (runner.agent.handoffs.StartRoute).
+        return agent if agent in conversing_agents(runtime.manifest.agents) else MAIN_AGENT
 
     def agent_event(self, agent: str) -> AgentShown:
         self._shown_agent = agent
