@@ -14,7 +14,7 @@ from runner.agent.turns import stream_turn
 
 
 def manifest(folder: Path, scripts: dict[str, list[Any]], agents: dict[str, dict[str, Any]],
-             handoffs: list[str]) -> Path:
+             handoffs: list[str], **top: Any) -> Path:
     """``folder/agent.yaml``: each agent of ``scripts`` (``main`` too) plays its script."""
     for name, script in scripts.items():
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(script))
@@ -24,7 +24,7 @@ def manifest(folder: Path, scripts: dict[str, list[Any]], agents: dict[str, dict
     path = folder / "agent.yaml"
     path.write_text(yaml.safe_dump({
         "version": 1, "name": "desk", "model": {"id": "scripted", "script": "main.yaml"},
-        "checkpointer": "memory", "agent": {"handoffs": handoffs}, "agents": agents}))
+        "checkpointer": "memory", "agent": {"handoffs": handoffs}, "agents": agents, **top}))
     return path
 
 
@@ -93,3 +93,15 @@ async def test_agents_handing_the_conversation_round_and_round_are_stopped_after
     status, text = results(events)["b2"]
     assert status == "error" and "handed over 5 times in this turn" in text
     assert (events[-1]["text"], events[-1]["agent"]) == ("Billing: I will answer it.", "billing")
+
+
+async def test_the_turns_budgets_hold_for_the_agent_answering(tmp_path: Path) -> None:
+    path = manifest(tmp_path, {"main": [calls(("handoff_to_billing", "m1"))],
+                               "billing": [calls(("anything", "b1"))]},
+                    {"billing": {"description": "Refunds."}}, ["billing"],
+                    limits={"per_turn": {"max_tool_calls": 0}})
+    events = await turn(path)
+    status, text = results(events)["b1"]
+    assert status == "error" and "limits.per_turn.max_tool_calls" in text
+    assert [e["limit"] for e in events if e["type"] == "limit"] == ["max_tool_calls"]
+    assert (events[-1]["reason"], events[-1]["agent"]) == ("limit", "billing")
