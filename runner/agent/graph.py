@@ -186,7 +186,8 @@ def build_graph(
     else:
         graph.add_conditional_edges(MODEL, *handoffs.wire(graph, ModelRoute(approvals, dispatch), approvals,
                                                           dispatch, call_nodes))
-    graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
+    if handoffs is None:  # else a handoff approved goes to its own node
+        graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).

@@ -145,11 +145,13 @@ class Handoffs:
     def wire(self, graph: StateGraph, route: ModelRoute, approvals: Approvals, dispatch: CallDispatch,
              call_nodes: Sequence[str]) -> tuple[HandoffRoute, list[str]]:
         """Add the handoff node (and in the main graph the node running the current agent, and the
-        route to it at the start of a turn) to ``graph``; the route after the model, with its targets."""
+        route to it at the start of a turn) to ``graph``, and the routes after the approvals; the
+        route after the model, with its targets."""
         answering = self.answering
         after = END if answering is None else ANSWER
         after_handoff = list(dict.fromkeys([*call_nodes, APPROVE, MODEL, after]))
-        graph.add_node(HANDOFF, HandoffNode(self))
+        graph.add_node(HANDOFF, HandoffNode(self, approvals))
+        graph.add_conditional_edges(APPROVE, AfterApprovals(self, dispatch), [*call_nodes, HANDOFF])
         graph.add_conditional_edges(HANDOFF, AfterHandoff(self, approvals, dispatch), after_handoff)
         if answering is None:
             graph.add_edge(START, MODEL)
@@ -157,7 +159,7 @@ class Handoffs:
             graph.add_node(ANSWER, AnsweringNode(answering))
             graph.add_conditional_edges(START, StartRoute(answering), [MODEL, ANSWER])
             graph.add_conditional_edges(ANSWER, AfterAnswer(answering), [MODEL, ANSWER, END])
-        return HandoffRoute(self, route), [*call_nodes, APPROVE, END, HANDOFF]
+        return HandoffRoute(self, route, approvals), [*call_nodes, APPROVE, END, HANDOFF]
 
 
 def main_handoffs(manifest: Manifest, answering: Mapping[str, Runnable[Any, Any]]) -> Handoffs:
@@ -190,21 +192,33 @@ def handoffs_this_turn(messages: Sequence[BaseMessage]) -> int:
     return count
 
 
+def unanswered_handoffs(handoffs: Handoffs, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """The handoff calls of the model's last step without a result (a denied one has one)."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [dict(call) for call in last_request(messages).tool_calls
+            if handoffs.takes(call) and call["id"] not in answered]
+
+
 @dataclass(frozen=True)
 class HandoffNode:
     """Takes the first handoff call of the model's step: the thread's current agent changes, the
-    other calls of that step do not run. A handoff that cannot be taken is an error result, and
-    the step's other calls run as usual."""
+    other calls of that step do not run. A handoff that cannot be taken (the policy denies it, no
+    one to hand back to, too many in the turn) is an error result, and the step's other calls run
+    as usual."""
 
     handoffs: Handoffs
+    approvals: Approvals  # the manifest's policy judges a handoff call as any tool call
 
     async def __call__(self, state: AgentState) -> dict[str, Any]:
         messages = state["messages"]
         request = last_request(messages)
-        taken = [call for call in request.tool_calls if self.handoffs.takes(call)]
+        taken = unanswered_handoffs(self.handoffs, messages)
         first = taken[0]
         target, problem = self.handoffs.target(first["name"], state)
-        if problem is None and handoffs_this_turn(messages) >= MAX_HANDOFFS:
+        decision = self.approvals.decided(first)
+        if decision is not None and decision.action == "deny":
+            problem = decision.denial(first["name"])
+        elif problem is None and handoffs_this_turn(messages) >= MAX_HANDOFFS:
             problem = (f"the conversation was handed over {MAX_HANDOFFS} times in this turn already; "
                        "answer the user yourself")
         if problem is not None:
@@ -216,8 +230,9 @@ class HandoffNode:
             event["reason"] = reason
         if (writer := stream_writer()) is not None:
             writer(event)
-        not_taken = [_error(call, NOT_TAKEN_TEXT.format(target=target))
-                     for call in request.tool_calls if call is not first]
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        not_taken = [_error(call, NOT_TAKEN_TEXT.format(target=target)) for call in request.tool_calls
+                     if call["id"] not in answered and call["id"] != first["id"]]
         handed = ToolMessage(f"{self.handoffs.agent} handed the conversation to {target}.",
                              tool_call_id=first["id"], name=first["name"], artifact={HANDED_TO: target})
         return {"messages": [*not_taken, handed], "agent": target, "handed_from": self.handoffs.agent}
@@ -229,16 +244,32 @@ def _error(call: Mapping[str, Any], text: str) -> ToolMessage:
 
 @dataclass(frozen=True)
 class HandoffRoute:
-    """After the model: a step calling a handoff tool goes to the handoff node, others as always."""
+    """After the model: a step calling a handoff tool goes to the handoff node (through the
+    approvals first when the policy asks about a handoff), others as always."""
 
     handoffs: Handoffs
     inner: ModelRoute
+    approvals: Approvals
 
     async def __call__(self, state: AgentState) -> Any:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and any(self.handoffs.takes(call) for call in last.tool_calls):
-            return HANDOFF
+            asked = any(self.approvals.asks(call) for call in last.tool_calls if self.handoffs.takes(call))
+            return APPROVE if asked else HANDOFF
         return await self.inner(state)
+
+
+@dataclass(frozen=True)
+class AfterApprovals:
+    """After the approvals: a handoff call not denied is taken, else the calls run as always."""
+
+    handoffs: Handoffs
+    dispatch: CallDispatch
+
+    async def __call__(self, state: AgentState) -> Any:
+        if unanswered_handoffs(self.handoffs, state["messages"]):
+            return HANDOFF
+        return await self.dispatch(state)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from langgraph.types import Command
+
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 
@@ -105,3 +107,33 @@ async def test_the_turns_budgets_hold_for_the_agent_answering(tmp_path: Path) ->
     assert status == "error" and "limits.per_turn.max_tool_calls" in text
     assert [e["limit"] for e in events if e["type"] == "limit"] == ["max_tool_calls"]
     assert (events[-1]["reason"], events[-1]["agent"]) == ("limit", "billing")
+
+
+async def test_the_policy_asks_about_or_denies_a_handoff_as_any_tool_call(tmp_path: Path) -> None:
+    path = manifest(tmp_path, {"main": [calls(("handoff_to_billing", "m1")), "Main: staying.",
+                                        calls(("handoff_to_billing", "m2")),
+                                        calls(("handoff_to_support", "m3")), "Main: support is closed."],
+                               "billing": ["Billing: here."]},
+                    {"billing": {"description": "Refunds."}, "support": {"description": "Errors."}},
+                    ["billing", "support"],
+                    policy=[{"tool": "handoff_to_billing", "action": "ask"},
+                            {"tool": "handoff_to_support", "action": "deny", "reason": "support is closed"}])
+    async with load_agent(path) as runtime:
+        async def run(message: Any, thread: str) -> list[dict[str, Any]]:
+            return [dict(event) async for event in stream_turn(runtime, message, thread_id=thread)]
+
+        asked = await run("Refund me", "t1")
+        assert (asked[-1]["type"], asked[-1]["tool"]) == ("approval", "handoff_to_billing")
+        denied = await run(Command(resume={"action": "deny", "reason": "stay"}), "t1")
+        assert not [e for e in denied if e["type"] == "handoff"]
+        assert denied[-1]["text"] == "Main: staying." and "agent" not in denied[-1]
+
+        assert (await run("Refund me", "t2"))[-1]["type"] == "approval"
+        approved = await run(Command(resume={"action": "approve"}), "t2")
+        assert [(e["from"], e["to"]) for e in approved if e["type"] == "handoff"] == [("main", "billing")]
+        assert (approved[-1]["text"], approved[-1]["agent"]) == ("Billing: here.", "billing")
+
+        refused = await run("It crashed", "t3")
+        status, text = results(refused)["m3"]
+        assert status == "error" and "support is closed" in text
+        assert refused[-1]["text"] == "Main: support is closed."
