@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from langgraph.types import Command
 
 from runner.agent.runtime import load_agent
