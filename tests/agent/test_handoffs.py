@@ -70,15 +70,13 @@ def test_a_handed_conversation_is_answered_by_the_agent_this_turn_and_after_a_re
     final = events[-1]
     assert (final["type"], final["text"], final["agent"]) == ("final", "Billing: refunded 42.", "billing")
 
-    # A new process on the same thread: billing answers at once (its script starts again).
+    # A new process on the same thread: billing answers at once (its script starts again; the
+    # main model, asked, would have no turn left and fail the run).
     write_scripts(tmp_path, {"billing": ["Billing: anything else?"]})
-    events = one_shot(tmp_path, "Thanks", "--thread", "t1")
-    assert not of_type(events, "handoff")
-    assert {e["agent"] for e in of_type(events, "usage")} == {"billing"}
-    assert (events[-1]["text"], events[-1]["agent"]) == ("Billing: anything else?", "billing")
-    plain = mcp_run("agent.yaml", "-p", "Bye", "--thread", "t1", cwd=tmp_path)
+    plain = mcp_run("agent.yaml", "-p", "Thanks", "--thread", "t1", cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout == "Billing: anything else?\n"  # billing's script, started again
+    assert plain.stdout == "Billing: anything else?\n"
+    assert "handed the conversation" not in plain.stderr
     with chat_in_a_terminal(tmp_path, "--thread", "t1") as chat:  # the chat resumes with billing too
         chat.expect_exact("talking to billing (/agent NAME switches: main, billing, support)")
         chat.expect_exact("billing> ")
