@@ -54,6 +54,19 @@ class AgentStarted(TypedDict):
     task: str
 
 
+# ``from`` is a Python keyword: that field is given as a mapping.
+_HandedFrom = TypedDict("_HandedFrom", {"from": str})
+
+
+class HandedOff(_HandedFrom):
+    """The conversation is handed over: ``to`` (``main`` or an agent of ``agents:``) answers from
+    now on, this turn too, instead of ``from``; ``reason``: why, when the agent said."""
+
+    type: Literal["handoff"]
+    to: str
+    reason: NotRequired[str]
+
+
 class ToolResult(TypedDict):
     """A tool's result; ``ms``: milliseconds since its ``tool_call`` (or since the turn resumed,
     for a call that waited for approval), absent for ``/call``."""
@@ -180,6 +193,7 @@ class FinalAnswer(TypedDict):
     output: NotRequired[dict[str, Any]]
     ms: NotRequired[float]
     trace_id: NotRequired[str | None]
+    agent: NotRequired[str]  # the agent of 'agents:' answering the conversation; absent for main
 
 
 class ModelRetry(TypedDict):
@@ -361,6 +375,7 @@ class AgentRow(TypedDict):
     kind: Literal["model", "chain", "parallel", "router", "loop"]
     description: str
     callers: list[str]
+    current: NotRequired[bool]  # true for the agent answering the conversation
 
 
 class AgentsListed(TypedDict):
@@ -368,6 +383,15 @@ class AgentsListed(TypedDict):
 
     type: Literal["agents"]
     agents: list[AgentRow]
+
+
+class AgentShown(TypedDict):
+    """``/agent [NAME]``: the agent answering the conversation (after ``/agent NAME``, the one the
+    next message goes to) and the agents it can be switched to."""
+
+    type: Literal["current_agent"]
+    agent: str
+    choices: list[str]
 
 
 class ThreadShown(TypedDict):
@@ -476,7 +500,8 @@ class ReloadFailed(TypedDict):
 
 Question = ApprovalAsked | ElicitationAsked | SamplingAsked
 Event = (
-    ChatReady | Token | ToolCall | AgentStarted | ApprovalAsked | ElicitationAsked | SamplingAsked
+    ChatReady | Token | ToolCall | AgentStarted | HandedOff | AgentShown | ApprovalAsked | ElicitationAsked
+    | SamplingAsked
     | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
     | ToolsListed | AgentsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed

@@ -25,6 +25,7 @@ FAST_FILES = frozenset({
     "test_redaction.py",
     "test_import_contract.py",
     "agent/test_graph.py",
+    "agent/test_handoffs_graph.py",
     "agent/test_structured_answers.py",
     "agent/test_context_window.py",
     "authoring/test_config_command.py",

@@ -27,7 +27,8 @@ PLACEHOLDERS = {
     "test": {"[CASE_FILES…]": "evals/notes.yaml"},
     "import": {"FILE": str(ROOT / "tests/configs/claude-desktop/basic.json"), "agent.yaml": "imported.yaml"},
     "auth": {"SERVER": "github"},
-    None: {"FILE": "agent.yaml", "TEXT": 'notes__calculate {"expression": "2+3"}', "ID": "t1"},
+    None: {"FILE": "agent.yaml", "TEXT": 'notes__calculate {"expression": "2+3"}', "ID": "t1",
+           "NAME": "main"},  # --agent NAME: the bundled agent has only its main one
 }
 
 

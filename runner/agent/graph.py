@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from runner import sdk
 from runner.agent.call_ledger import StartedCalls
 from runner.agent.context import ContextWindow
+from runner.agent.handoffs import Handoffs
 from runner.agent.nodes import (
     APPROVE,
     MODEL,
@@ -148,6 +149,7 @@ def build_graph(
     output: StructuredOutput | None = None,
     spending: Spending | None = None,
     context: ContextWindow | None = None,
+    handoffs: Handoffs | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -157,7 +159,11 @@ def build_graph(
 
     With ``tool_search``, each model step is offered what it selects (``search_tools``, pinned and
     found tools, or everything below its threshold); ``search_tools`` calls run in the ``search``
-    node, which remembers the tools found in the thread's ``found_tools``."""
+    node, which remembers the tools found in the thread's ``found_tools``.
+
+    With ``handoffs`` (:mod:`runner.agent.handoffs`), a call of a handoff tool (which
+    ``tools_provider`` offers) hands the conversation over; the main graph's turns start with the
+    thread's current agent."""
     approvals = Approvals(needs_approval, arguments_fit, policy)
     dispatch = CallDispatch(max_steps, tool_search)
     graph = StateGraph(AgentState)
@@ -167,15 +173,21 @@ def build_graph(
     # Send targets: they take the Send's ToolTask, not the state, which add_node's types cannot say.
     graph.add_node(TOOL, ToolNode(tools_provider, StartedCalls(checkpointer), tool_search,  # type: ignore[call-overload]
                                   direct_call))
-    graph.add_edge(START, MODEL)
+    if handoffs is None:  # else the handoffs say where a turn starts
+        graph.add_edge(START, MODEL)
     graph.add_edge(TOOL, MODEL)
     call_nodes = [TOOL, MODEL]
     if tool_search is not None:
         graph.add_node(SEARCH, SearchNode(tool_search))  # type: ignore[call-overload]  # a Send target too
         graph.add_edge(SEARCH, MODEL)
         call_nodes.append(SEARCH)
-    graph.add_conditional_edges(MODEL, ModelRoute(approvals, dispatch), [APPROVE, *call_nodes, END])
-    graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
+    if handoffs is None:
+        graph.add_conditional_edges(MODEL, ModelRoute(approvals, dispatch), [APPROVE, *call_nodes, END])
+    else:
+        graph.add_conditional_edges(MODEL, *handoffs.wire(graph, ModelRoute(approvals, dispatch), approvals,
+                                                          dispatch, call_nodes))
+    if handoffs is None:  # else a handoff approved goes to its own node
+        graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).

@@ -84,6 +84,9 @@ class AgentState(TypedDict):
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
     # What the requests carry instead of the thread's oldest messages (runner.agent.context).
     context_summary: NotRequired[ContextSummary]
+    # The agent answering the thread, when one was handed it, and who handed it (runner.agent.handoffs).
+    agent: NotRequired[str]
+    handed_from: NotRequired[str | None]
 
 
 # --------------------------------------------------------------------------- approvals

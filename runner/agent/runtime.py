@@ -301,6 +301,12 @@ class Runtime:
 
             team = self._team(checked, catalog, model, agent_models)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
+            handoffs = None
+            if team is not None and team.answering:  # the conversation can go to another agent
+                from runner.agent.handoffs import main_handoffs
+
+                handoffs = main_handoffs(manifest, team.answering)
+                offered = [*offered, *handoffs.tools]
             hidden = checked.hidden_servers  # servers only agents from other files use
             tool_search = ToolSearch(lambda: self.catalog, manifest.agent.tool_search, beside=offered,
                                      hidden_servers=hidden)
@@ -317,6 +323,7 @@ class Runtime:
                 output=structured_output(checked.output, manifest.model),
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
                 context=context,
+                handoffs=handoffs,
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models,

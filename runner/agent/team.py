@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,6 +34,8 @@ from runner.tools.policy import PolicyDecision
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
+
+    from runner.agent.handoffs import Handoffs
 
 TASK_DESCRIPTION = (
     "Everything the agent needs to do the task: it does not see this conversation, only this text."
@@ -73,6 +75,8 @@ class Team:
     graphs: Mapping[str, Runnable[Any, Any]]
     tools: Mapping[str, BaseTool]
     hosted: Mapping[str, CompiledStateGraph]
+    # The graph of each agent with a model answering a conversation handed to it (runner.agent.handoffs).
+    answering: Mapping[str, Runnable[Any, Any]] = field(default_factory=dict)
 
     def tools_of(self, names: Sequence[str]) -> list[BaseTool]:
         return [self.tools[name] for name in names if name in self.tools]
@@ -98,7 +102,12 @@ def build_team(parts: TeamParts) -> Team:
         description = spec.description or f"The {name} workflow."
         tools[name] = agent_tool(name, description, graph, parts.policy)
     hosted = {name: hosted_graph(name, graph, parts.checkpointer) for name, graph in graphs.items()}
-    return Team(graphs, tools, hosted)
+    from runner.agent.handoffs import agent_handoffs
+
+    answering = {name: _model_agent(name, spec, parts, [tools[callee] for callee in spec.agents],
+                                    agent_handoffs(parts.manifest, name))
+                 for name, spec in agents.items() if isinstance(spec, ModelAgentSpec)}
+    return Team(graphs, tools, hosted, answering)
 
 
 def build_order(agents: Mapping[str, Any]) -> list[str]:
@@ -137,14 +146,16 @@ def _is_glob(entry: str) -> bool:
 
 
 def _model_agent(
-    name: str, spec: ModelAgentSpec, parts: TeamParts, callees: list[BaseTool]
+    name: str, spec: ModelAgentSpec, parts: TeamParts, callees: list[BaseTool],
+    handoffs: Handoffs | None = None,  # set: the agent answering a conversation handed to it
 ) -> Runnable[Any, Any]:
     from runner.agent.graph import build_graph
 
     manifest = parts.manifest
+    handoff_tools = list(handoffs.tools) if handoffs is not None else []
 
     def given() -> list[BaseTool]:
-        return selected_tools(parts.catalog_tools(), spec.tools, parts.server_of) + callees
+        return selected_tools(parts.catalog_tools(), spec.tools, parts.server_of) + callees + handoff_tools
 
     async def direct_call(call: dict[str, Any]) -> ToolMessage | None:
         # A name the agent was not given is not run for it, even if the catalog has it: the tool
@@ -174,6 +185,7 @@ def _model_agent(
         direct_call=direct_call,
         name=name,
         spending=parts.spending_for(name, model_spec),
+        handoffs=handoffs,
     )
 
 

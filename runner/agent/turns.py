@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
 from runner import telemetry
+from runner.agent.handoffs import ANSWER, answered_final, answering_notice, is_handoff_notice, switching_input
 from runner.agent.runtime import Runtime
 from runner.agent.spending import turn_started, usage_events
 from runner.agent.structured import answer_object
@@ -41,7 +42,7 @@ def turn_input(message: str | list[BaseMessage] | Command) -> Any:
 
 async def stream_turn(
     runtime: Runtime, message: str | list[BaseMessage] | Command, *, thread_id: str | None = None,
-    agent: str = MAIN_AGENT,
+    agent: str = MAIN_AGENT, switch_to: str | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Run one turn (or resume one) and yield its events (:mod:`runner.events`):
 
@@ -66,28 +67,35 @@ async def stream_turn(
     ``agent`` names the agent the turn runs (``serve``'s tool or model of that name): one of
     ``agents:`` gets the message as its task, on its own thread of that id
     (:func:`runner.agent.team.agent_thread`); its events name it, as when another agent calls it.
+
+    ``switch_to`` makes that agent the thread's current one (``/agent``, ``--agent``): it answers
+    this message and the next ones (:mod:`runner.agent.handoffs`); a ``handoff`` event says when
+    an agent hands the conversation on, and the events of the agent answering name it.
     """
     config = runtime.config(thread_id, agent=agent)
     async with thread_turn(runtime.checkpointer, config["configurable"]["thread_id"]):
         resumed = isinstance(message, Command)
         config = await turn_started(runtime.agents[agent], config, runtime.manifest.limits, resumed=resumed)
-        async with aclosing(_turn_events(runtime, message, config, agent)) as events:
+        given = turn_input(message)
+        if switch_to is not None and not isinstance(message, Command):
+            given = switching_input(given, switch_to)
+        async with aclosing(_turn_events(runtime, given, config, agent)) as events:
             async for event in events:
                 yield event
 
 
 async def _turn_events(
-    runtime: Runtime, message: str | list[BaseMessage] | Command, config: RunnableConfig, served: str
+    runtime: Runtime, given: Any, config: RunnableConfig, served: str
 ) -> AsyncGenerator[Event, None]:
     names: dict[tuple[str | None, str], str] = {}
     # The agents of 'agents:' running in this turn, by the namespace their graph's events come from.
     agents: dict[tuple[str, ...], str] = {}
     modes: list[StreamMode] = ["messages", "updates", "custom"]
-    stream = runtime.agents[served].astream(turn_input(message), config, stream_mode=modes, subgraphs=True)
+    stream = runtime.agents[served].astream(given, config, stream_mode=modes, subgraphs=True)
     assert isinstance(stream, AsyncGenerator)  # typed as an AsyncIterator; _run_graph closes it
     send, receive = anyio.create_memory_object_stream[tuple[tuple[str, ...], str, Any]]()
     clock = telemetry.begin_turn(runtime.manifest.name, config["configurable"]["thread_id"],
-                                 resumed=isinstance(message, Command))
+                                 resumed=isinstance(given, Command))
     stopped = StoppedTurnEvents()
     structured = runtime.manifest.output is not None
     context = clock.context() or contextvars.copy_context()
@@ -97,6 +105,10 @@ async def _turn_events(
         async for namespace, mode, data in receive:
             agent = agents.get(namespace) if namespace else None
             if mode == "custom":  # progress of a running tool call, or an agent starting
+                if is_handoff_notice(data):  # a handoff, or where the agent now answering runs
+                    if (handed := answering_notice(data, agents)) is not None:
+                        yield clock.seen(handed)
+                    continue
                 if data.get("type") == "agent":
                     data = {**data, "caller": agent or MAIN_AGENT}
                     inner = data.pop(NAMESPACE)
@@ -128,6 +140,10 @@ async def _turn_events(
                     continue
                 if namespace and agent is None:
                     continue  # a workflow's own steps: its agents' events say what happens
+                if not namespace and node == ANSWER:  # the agent answering: its own events said the rest
+                    if (answered := answered_final(update)) is not None:
+                        yield clock.seen(answered)
+                    continue
                 for item in (update or {}).get("messages", []):
                     if isinstance(item, AIMessage) and item.tool_calls and node == "model":
                         for call in item.tool_calls:

@@ -56,6 +56,7 @@ from runner.cli.terminal import (
     TerminalView,
     by_agent,
     change_line,
+    handoff_line,
     preview,
 )
 from runner.errors import RunnerError
@@ -73,12 +74,13 @@ RECAP_LINES = 6  # of the resumed thread's last messages
 
 
 def run_agent(file: str, text: str | None, *, as_json: bool, thread_id: str | None, yes: bool,
-              watch: bool) -> NoReturn:
-    """The chat with the agent of FILE, or one turn with ``text`` (``mcp-run FILE``'s options)."""
+              watch: bool, agent: str | None = None) -> NoReturn:
+    """The chat with the agent of FILE, or one turn with ``text`` (``mcp-run FILE``'s options;
+    ``agent``: the agent the conversation is switched to from the first message)."""
     if text is None:
-        code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch, as_json, yes))
+        code = anyio.run(_until_signalled, partial(_chat, file, thread_id, watch, as_json, yes, agent))
     else:
-        code = anyio.run(_until_signalled, partial(_one_shot, file, text, thread_id, as_json, yes))
+        code = anyio.run(_until_signalled, partial(_one_shot, file, text, thread_id, as_json, yes, agent))
     sys.exit(code)
 
 
@@ -95,7 +97,8 @@ async def _until_signalled(body: Any) -> int:
     return code
 
 
-async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool) -> int:
+async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, yes: bool,
+                    agent: str | None = None) -> int:
     # Nobody answers a server's request for input here: it is declined at once, the model told.
     async with load_agent(file, thread_id=thread_id, host=Host(answers_questions=False)) as runtime:
         note = ""
@@ -114,7 +117,7 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
         # a second one while it stops interrupts the way out (the servers are still stopped).
         try:
             async with stop_on_signals(signal.SIGINT) as interrupted:
-                final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes)
+                final = await _turn_until_answered(runtime, text, as_json=as_json, yes=yes, switch_to=agent)
         except RunnerError as exc:  # the model (after its retries and fallbacks), an answer object
             if not as_json:
                 raise
@@ -146,16 +149,18 @@ def _show_change(change: CatalogueChange, *, as_json: bool) -> None:
         stderr.print(change_line(change_event(change)), style="dim", markup=False)
 
 
-async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool
-                               ) -> FinalAnswer | None:
-    """Run the turn, approving (``--yes``) or denying each call that needs approval; its final event."""
+async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, yes: bool,
+                               switch_to: str | None = None) -> FinalAnswer | None:
+    """Run the turn, approving (``--yes``) or denying each call that needs approval; its final
+    event. ``switch_to``: the agent the conversation goes to first (``--agent``)."""
     message: str | Command = text
     final: FinalAnswer | None = None
     media = MediaFolder(runtime.fleet.state_dir)
     while True:
         approval: ApprovalAsked | None = None
         results: list[ToolResult] = []
-        async with aclosing(stream_turn(runtime, message)) as events:  # closed, even by a failed write
+        turn = stream_turn(runtime, message, switch_to=switch_to if isinstance(message, str) else None)
+        async with aclosing(turn) as events:  # closed, even by a failed write
             async for event in events:
                 if event["type"] == "tool_result":
                     results.append(event)
@@ -169,6 +174,8 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
                     stderr.print(f"{by_agent(event)}← {preview(event['text'])}", markup=False, style=style)
                 elif event["type"] in ("model_retry", "model_fallback"):
                     stderr.print(model_call_line(event), markup=False, style="yellow")
+                elif event["type"] == "handoff":
+                    stderr.print(handoff_line(event), markup=False, style="magenta")
                 if event["type"] == "approval":
                     approval = event
                 elif event["type"] == "final":
@@ -188,7 +195,8 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
             message = Command(resume={"action": "deny", "reason": "not approved (one-shot run)"})
 
 
-async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool) -> int:
+async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool,
+                agent: str | None = None) -> int:
     interrupts = Interrupts()
     previous = signal.signal(signal.SIGINT, interrupts)
     spinner = StartupSpinner(stdout, "starting servers…") if not as_json else None
@@ -206,7 +214,7 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
                 if not as_json:
                     for line in await _recap(runtime):
                         stdout.print(line, style="dim", markup=False, highlight=False)
-            return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes)
+            return await _converse(runtime, interrupts, watch=watch, as_json=as_json, yes=yes, agent=agent)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -230,12 +238,12 @@ async def _recap(runtime: Runtime) -> list[str]:
 
 
 async def _converse(runtime: Runtime, interrupts: Interrupts, *, watch: bool, as_json: bool,
-                    yes: bool) -> int:
+                    yes: bool, agent: str | None = None) -> int:
     status = ChatStatus(runtime)
     async with chat_reader(stdout, runtime, as_json=as_json, status=status, interrupt=interrupts) as reader, \
             background_tasks() as group:  # the watcher, with --watch
         view: ChatView = JsonLinesView(reader) if as_json else TerminalView(stdout, reader, status)
-        session = ChatSession(runtime, view, interrupts, yes=yes)
+        session = ChatSession(runtime, view, interrupts, yes=yes, agent=agent)
         if not as_json and sys.stdin.isatty():  # before watching: a login started here is no edit
             await offer_logins(runtime, reader.read)
         if watch:  # the chat starts once edits are seen, so that none is missed

@@ -47,6 +47,7 @@ from runner.events import (
     UsageShown,
 )
 from runner.manifest import CHAT_COMMANDS
+from runner.manifest.agents import switch_problem
 from runner.tools.suggest import unknown_tool_line
 
 # What /help says of each chat command; the names are manifest.CHAT_COMMANDS (prompt commands may
@@ -56,6 +57,8 @@ CHAT_COMMAND_HELP = {
     "tools": ("/tools", "the tools the model sees"),
     "prompts": ("/prompts", "the prompt commands"),
     "agents": ("/agents", "the agents: each one's kind, description and the agents that may call it"),
+    "agent": ("/agent [NAME]",
+              "the agent answering the conversation, or switch to NAME (main or one of agents:)"),
     "call": ("/call NAME {json}",
              "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
@@ -92,7 +95,24 @@ async def _prompts(session: ChatSession, line: str) -> None:
 
 @chat_command("agents")
 async def _agents(session: ChatSession, line: str) -> None:
-    session.view.show(AgentsListed(type="agents", agents=agent_rows(session.runtime.manifest)))
+    rows = agent_rows(session.runtime.manifest)
+    current = await session.current_agent()
+    for row in rows:
+        if row["name"] == current:
+            row["current"] = True
+    session.view.show(AgentsListed(type="agents", agents=rows))
+
+
+@chat_command("agent")
+async def _agent(session: ChatSession, line: str) -> None:
+    """``/agent NAME``: the next message, and those after it, go to agent NAME."""
+    name = line.removeprefix("/agent").strip()
+    if name and (problem := switch_problem(name, session.runtime.manifest.agents)) is not None:
+        session.error(problem)
+        return
+    if name:
+        session.switch_agent(name)
+    session.view.show(session.agent_event(await session.current_agent()))
 
 
 @chat_command("thread")
@@ -105,6 +125,7 @@ async def _thread(session: ChatSession, line: str) -> None:
         thread_id, note = await resolve_thread(session.runtime, parts[1])
         session.runtime.use_thread(thread_id)
     session.view.show(ThreadShown(type="thread", thread=session.runtime.thread_id, note=note))
+    await session.follow_agent()  # that thread's agent answers
 
 
 @chat_command("reload")

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 from langgraph.types import Command
 
+from runner.agent.handoffs import current_agent
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
@@ -25,6 +26,7 @@ from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
 from runner.evals.saving import approval_entry
 from runner.events import (
+    AgentShown,
     ApprovalAsked,
     CatalogueChanged,
     ChatError,
@@ -35,7 +37,8 @@ from runner.events import (
     ToolResult,
     is_question,
 )
-from runner.manifest import CHAT_COMMANDS, did_you_mean
+from runner.manifest import CHAT_COMMANDS, MAIN_AGENT, did_you_mean
+from runner.manifest.agents import conversing_agents
 from runner.servers import CatalogueChange
 
 LEAVE_COMMANDS = ("exit", "quit")
@@ -97,11 +100,15 @@ class ChatSession:
     """One chat over a running agent, shown through a view (a terminal or JSON lines)."""
 
     def __init__(self, runtime: Runtime, view: ChatView, interrupts: Interrupts, *,
-                 yes: bool = False) -> None:
+                 yes: bool = False, agent: str | None = None) -> None:
         self.runtime = runtime
         self.view = view
         self.interrupts = interrupts
         self.yes = yes
+        # The agent the next message goes to (``--agent``, ``/agent NAME``): the thread's current
+        # agent from that turn on (runner.agent.handoffs).
+        self.switch_to = agent
+        self._shown_agent = MAIN_AGENT  # the agent the view was last told answers
         self._direct_calls = 0  # numbers the ids of /call's tool calls
         self.media = MediaFolder(runtime.fleet.state_dir)
         # The approvals answered in each thread's turns, in order, as /save writes them in a case.
@@ -111,6 +118,7 @@ class ChatSession:
     async def run(self) -> int:
         runtime = self.runtime
         self.view.show(ready_event(runtime))
+        await self.follow_agent()
         while True:
             line = await self.view.read()
             if line is None:
@@ -172,10 +180,13 @@ class ChatSession:
             self.error(f"the turn failed: {exc}")
 
     async def _turn_until_answered(self, message: Any) -> None:
+        switch_to, self.switch_to = self.switch_to, None
         while True:
             pending: Question | None = None  # a tool call to approve, or a server's question
             results: list[ToolResult] = []
-            async with aclosing(stream_turn(self.runtime, message)) as events:  # even by a failed write
+            turn = stream_turn(self.runtime, message, switch_to=switch_to)
+            switch_to = None  # the turn's first run made the switch
+            async with aclosing(turn) as events:  # even by a failed write
                 async for event in events:
                     if is_question(event):
                         pending = event
@@ -183,6 +194,8 @@ class ChatSession:
                         self.view.show(event)
                         if event["type"] == "tool_result":
                             results.append(event)
+                        elif event["type"] == "handoff":
+                            self._shown_agent = event["to"]
             for saved in await save_turn_media(self.runtime, self.media, results):
                 self.view.show(saved.event())
             if pending is None:
@@ -209,6 +222,33 @@ class ChatSession:
         if self.yes:
             return {"action": "approve"}
         return await self.view.ask_approval(approval)
+
+    def switch_agent(self, agent: str) -> None:
+        """Send the next message, and those after it, to ``agent`` (``/agent NAME``)."""
+        self.switch_to = agent
+
+    async def current_agent(self) -> str:
+        """The agent answering the conversation: the one the next message goes to, after a
+        switch; else the thread's current agent, as its checkpoint keeps it."""
+        if self.switch_to is not None:
+            return self.switch_to
+        runtime = self.runtime
+        state = await runtime.graph.aget_state(runtime.config())
+        agent = current_agent(state.values or {})
+        # An agent an edit removed no longer answers: main does (runner.agent.handoffs.StartRoute).
+        return agent if agent in conversing_agents(runtime.manifest.agents) else MAIN_AGENT
+
+    def agent_event(self, agent: str) -> AgentShown:
+        self._shown_agent = agent
+        choices = conversing_agents(self.runtime.manifest.agents)
+        return AgentShown(type="current_agent", agent=agent, choices=choices)
+
+    async def follow_agent(self) -> None:
+        """Tell the view which agent answers when that is not the one it was last told (a
+        resumed thread, another thread, ``--agent``)."""
+        agent = await self.current_agent()
+        if agent != self._shown_agent:
+            self.view.show(self.agent_event(agent))
 
     def _show_change(self, change: CatalogueChange) -> None:
         self.view.show(change_event(change))

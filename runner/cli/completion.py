@@ -1,7 +1,7 @@
 """Tab completion in the chat: chat commands and prompt commands after ``/``, a prompt command's
 argument names (``name=``), tool names after ``/call`` and at the start of a line (the
-``server__tool {json}`` form), thread ids after ``/thread``; and a form's choices when a server
-asks (:class:`ChoiceCompleter`).
+``server__tool {json}`` form), thread ids after ``/thread``, agent names after ``/agent``; and a
+form's choices when a server asks (:class:`ChoiceCompleter`).
 
 Everything is read from the running agent when Tab is pressed, so a reload or a server's new
 tool list completes at once. Only thread ids are read from the store (:meth:`ChatCompleter.at_once`
@@ -16,6 +16,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from runner.agent.runtime import Runtime
+from runner.manifest.agents import conversing_agents
 
 THREAD_SCAN_LIMIT = 500  # checkpoints read to find thread ids
 
@@ -43,6 +44,8 @@ class ChatCompleter(Completer):
             yield from _starting_with(word, sorted(self.runtime.catalog.entries))
         elif command == "thread" and " " not in rest:
             yield from _starting_with(word, ["new", self.runtime.thread_id])
+        elif command == "agent" and " " not in rest:  # main and the agents with a model
+            yield from _starting_with(word, conversing_agents(self.runtime.manifest.agents))
         elif (prompt := self.runtime.prompt_catalog.get(command)) is not None and "=" not in word:
             given = {part.split("=", 1)[0] for part in rest.split() if "=" in part}
             names = [argument.name for argument in prompt.prompt.arguments or []]

@@ -27,13 +27,18 @@ class _FileCommand(click.Command):
 @click.option("--thread", "thread_id", help="Resume the conversation with this thread id.")
 @click.option("--yes", is_flag=True, help="Approve tools that need approval without asking.")
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
+@click.option("--agent", "agent", metavar="NAME",
+              help="Hand the conversation to agent NAME (main or one of agents:) from the first message.")
 @reports_errors
 def run_file(file: str, text: str | None, as_json: bool, thread_id: str | None, yes: bool,
-             watch: bool) -> None:
+             watch: bool, agent: str | None) -> None:
     """Chat with the agent of FILE, or run one turn with -p."""
+    from runner.manifest.agents import switch_problem
     from runner.manifest.loading import load_manifest
 
-    load_manifest(file)  # its located problems, before seconds of imports; the run checks it all
+    loaded = load_manifest(file)  # its located problems, before seconds of imports; the run checks it all
+    if agent is not None and (problem := switch_problem(agent, loaded.manifest.agents)) is not None:
+        raise click.BadParameter(f"{problem} (in {file})", param_hint="'--agent'")
     from runner.cli.chat import run_agent
 
-    run_agent(file, text, as_json=as_json, thread_id=thread_id, yes=yes, watch=watch)
+    run_agent(file, text, as_json=as_json, thread_id=thread_id, yes=yes, watch=watch, agent=agent)

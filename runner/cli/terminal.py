@@ -31,12 +31,14 @@ from runner.events import (
     ChatError,
     ContextShown,
     Event,
+    HandedOff,
     HelpShown,
     ToolCall,
     ToolProgress,
     ToolResult,
     UsageReported,
 )
+from runner.manifest import MAIN_AGENT
 from runner.models.retries import model_call_line
 from runner.tools.caller import unlisted_warning
 
@@ -85,6 +87,17 @@ class StartupSpinner:
 def by_agent(event: ToolCall | ToolResult | ApprovalAsked) -> str:
     """``researcher: `` before what an agent of 'agents:' does; nothing for the main agent."""
     return f"{event['agent']}: " if "agent" in event else ""
+
+
+def handoff_line(event: HandedOff) -> str:
+    """``main handed the conversation to billing: a billing question``."""
+    because = f": {event['reason']}" if event.get("reason") else ""
+    return f"{event['from']} handed the conversation to {event['to']}{because}"
+
+
+def prompt_for(agent: str) -> str:
+    """The chat's prompt: ``> ``, or ``billing> `` while another agent than main answers."""
+    return "> " if agent == MAIN_AGENT else f"{agent}> "
 
 
 def change_line(event: CatalogueChanged) -> str:
@@ -194,11 +207,12 @@ class TerminalView:
         # The last progress of each running call (by tool name) and how many notices it sent.
         self._progress: dict[str, tuple[ToolProgress, int]] = {}
         self._last_usage: UsageReported | None = None  # the running turn's latest
+        self._answering = MAIN_AGENT  # the agent answering the conversation, shown in the prompt
 
     async def read(self) -> str | None:
         self._end_answer_line()
         self._end_progress()  # calls the turn left without a result (interrupted, failed)
-        return await self.reader.read("> ", message=True)
+        return await self.reader.read(prompt_for(self._answering), message=True)
 
     def working(self) -> Any:
         return self.reader.working()
@@ -221,7 +235,9 @@ class TerminalView:
     def _render(self, event: Event, in_full: bool) -> None:
         say = self.console.print
         if event["type"] == "token":
-            if "agent" not in event:  # an agent working for another answers in that call's result
+            # An agent working for another answers in that call's result; the agent answering
+            # the conversation (handed it) answers the user.
+            if event.get("agent", MAIN_AGENT) == self._answering:
                 self._stream(event["text"])
             return
         if event["type"] == "usage":  # between the streamed answer and its final event: keeps the line
@@ -237,6 +253,13 @@ class TerminalView:
         if event["type"] == "final":
             if event["text"]:
                 say(event["text"], markup=False)
+        elif event["type"] == "handoff":
+            self._answering = event["to"]
+            say(handoff_line(event), style="magenta", markup=False)
+        elif event["type"] == "current_agent":
+            self._answering = event["agent"]
+            say(f"talking to {event['agent']} (/agent NAME switches: {', '.join(event['choices'])})",
+                style="dim", markup=False)
         elif event["type"] == "tool_call":
             if event.get("unlisted"):
                 say(unlisted_warning(event["name"]), style="yellow", markup=False)
@@ -266,7 +289,8 @@ class TerminalView:
             for agent in event["agents"]:
                 called = f"  (called by {', '.join(agent['callers'])})" if agent["callers"] else ""
                 about = agent["description"].partition("\n")[0]
-                say(f"{agent['name']}  [{agent['kind']}]  {about}{called}", markup=False)
+                current = "  (answering)" if agent.get("current") else ""
+                say(f"{agent['name']}  [{agent['kind']}]  {about}{called}{current}", markup=False)
         elif event["type"] == "thread":
             say(event.get("note") or f"thread {event['thread']}", markup=False)
         elif event["type"] == "saved":

@@ -27,6 +27,7 @@ from pydantic import (
 from runner.manifest.agents import (
     AGENT_NAME_PATTERN,
     AGENT_NAME_RULE,
+    HANDOFFS_DESCRIPTION,
     MAIN_AGENT,
     AgentDefinition,
     AgentName,
@@ -165,6 +166,7 @@ class AgentSpec(Spec):
     agents: AgentNames = Field(
         default_factory=list, description="Agents of 'agents:' this agent may call as tools."
     )
+    handoffs: AgentNames = Field(default_factory=list, description=HANDOFFS_DESCRIPTION)
 
 
 class WatchSpec(Spec):
@@ -333,7 +335,8 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
             problems.append((("agents", name), f"separator '{separator}' occurs in the agent name; "
                                                 "it could be taken for a server's tool"))
     local_tools = [path.rsplit(":", 1)[-1] for path in manifest.local_tools]
-    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, keys, separator, local_tools))
+    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, keys, separator, local_tools,
+                                   main_handoffs=manifest.agent.handoffs))
     return problems
 
 

@@ -40,6 +40,10 @@ AgentNames = Annotated[UniqueNames, Field(description="Agent names ('main': the 
 WORKFLOW_KINDS = ("chain", "parallel", "router", "loop")
 FILE_KEY = "file"  # an agent from another manifest file
 AGENT_KIND_TAGS = ("model", *WORKFLOW_KINDS, FILE_KEY)  # the union's tags, which error paths leave out
+HANDOFFS_DESCRIPTION = (
+    "Agents it may hand the conversation to ('main' too): they answer the following turns, "
+    "seeing the conversation so far. Handing back to the agent that handed off is always allowed."
+)
 
 
 class _Described(Spec):
@@ -75,6 +79,7 @@ class ModelAgentSpec(_Described):
         None, description="Model calls in one run; default agent.max_steps."
     )
     agents: AgentNames = Field(default_factory=list, description="Agents it may call as tools.")
+    handoffs: AgentNames = Field(default_factory=list, description=HANDOFFS_DESCRIPTION)
 
 
 class FileAgentSpec(_Described):
@@ -212,9 +217,11 @@ def agent_problems(
     server_keys: list[str],
     separator: str,
     local_tools: Sequence[str] = (),
+    main_handoffs: Sequence[str] = (),
 ) -> Problems:
     """Unknown agent and server names (with the closest known one), the reserved name ``main``,
-    and cycles of agents calling each other (with the path of the cycle)."""
+    cycles of agents calling each other (with the path of the cycle), and handoffs to an agent
+    that cannot take over a conversation."""
     from runner.manifest import did_you_mean  # the package imports this module
 
     problems: Problems = []
@@ -241,7 +248,51 @@ def agent_problems(
                 if problem:
                     problems.append((("agents", name, "tools", index), problem))
     problems.extend(_cycle_problems(agents, main_calls))
+    problems.extend(handoff_problems(agents, main_handoffs))
     return problems
+
+
+def handoff_problems(agents: Mapping[str, Any], main_handoffs: Sequence[str]) -> Problems:
+    """The ``handoffs`` entries naming no agent (with the closest name), a workflow (only an agent
+    with a model of its own answers a conversation), or the agent itself."""
+    from runner.manifest import did_you_mean
+
+    problems: Problems = []
+    entries: list[tuple[tuple[str, ...], str, Sequence[str]]] = [(("agent",), MAIN_AGENT, main_handoffs)]
+    entries += [(("agents", name), name, spec.handoffs) for name, spec in sorted(agents.items())
+                if isinstance(spec, ModelAgentSpec)]
+    for owner, name, handoffs in entries:
+        for index, target in enumerate(handoffs):
+            where: tuple[str | int, ...] = (*owner, "handoffs", index)
+            if target == name:
+                problems.append((where, "an agent cannot hand the conversation to itself"))
+            elif target != MAIN_AGENT and target not in agents:
+                problems.append((where, f"unknown agent '{target}'"
+                                        f"{did_you_mean(target, [MAIN_AGENT, *sorted(agents)])}"))
+            elif target != MAIN_AGENT and not isinstance(agents[target], ModelAgentSpec):
+                problems.append((where, f"'{target}' is a {agent_kind(agents[target])} workflow: only an "
+                                        "agent with a model answers a conversation handed to it"))
+    return problems
+
+
+def switch_problem(name: str, agents: Mapping[str, Any]) -> str | None:
+    """Why the conversation cannot be switched to agent ``name`` (``/agent``, ``--agent``), or None."""
+    from runner.manifest import did_you_mean
+
+    choices = conversing_agents(agents)
+    if name in choices:
+        return None
+    if name in agents:
+        return (f"'{name}' is a {agent_kind(agents[name])} workflow: a conversation goes to main or "
+                f"an agent with a model ({', '.join(choices)})")
+    hint = did_you_mean(name, [*choices, *agents])
+    return f"unknown agent '{name}'{hint}; the agents: {', '.join(choices)}"
+
+
+def conversing_agents(agents: Mapping[str, Any]) -> list[str]:
+    """The agents a conversation can be handed to, or switched to (``/agent``, ``--agent``):
+    ``main`` and every agent with a model of its own."""
+    return [MAIN_AGENT, *(name for name, spec in sorted(agents.items()) if isinstance(spec, ModelAgentSpec))]
 
 
 def _tool_entry_problem(entry: str, server_keys: list[str], separator: str, local_tools: Sequence[str]

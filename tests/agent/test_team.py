@@ -227,7 +227,7 @@ def test_agents_in_the_chat_lists_each_agents_kind_description_and_callers(tmp_p
         chat.send({"text": "/agents"})
         listed = chat.wait_for("agents")["agents"]
         assert listed == [
-            {"name": "main", "kind": "model", "description": "The desk.", "callers": []},
+            {"name": "main", "kind": "model", "description": "The desk.", "callers": [], "current": True},
             {"name": "pipeline", "kind": "chain", "description": "Research, then write.",
              "callers": ["main"]},
             {"name": "researcher", "kind": "model", "description": "Finds facts.",

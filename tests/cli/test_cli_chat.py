@@ -236,7 +236,8 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
     try:
         assert "notes__calculate" in chat.wait_for("ready")["tools"]
         for command, kind in (("/help", "help"), ("/tools", "tools"), ("/prompts", "prompts"),
-                              ("/agents", "agents"), ("/thread", "thread"), ("/reload", "reload"),
+                              ("/agents", "agents"), ("/agent", "current_agent"), ("/thread", "thread"),
+                              ("/reload", "reload"),
                               ("/bogus", "error")):
             chat.send({"text": command})
             chat.wait_for(kind)
@@ -366,16 +367,18 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
 
 
 def plain_agent(documented: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The events and fields of an agent without ``agents:`` and ``output:``: no ``agent`` event, no
-    ``agent`` field naming one of its agents (tests/agent/test_team.py checks those), no answer
-    object in ``final`` (tests/cli/test_structured_output_cli.py checks it)."""
+    """The events and fields of an agent without ``agents:`` and ``output:``: no ``agent`` or
+    ``handoff`` event, no ``agent`` field naming one of its agents (tests/agent/test_team.py and
+    tests/agent/test_handoffs.py check those), no answer object in ``final``
+    (tests/cli/test_structured_output_cli.py checks it)."""
     plain = {kind: fields - {"agent"} if kind in NAMING_AN_AGENT else fields
-             for kind, fields in documented.items() if kind != "agent"}
+             for kind, fields in documented.items() if kind not in ("agent", "handoff")}
     plain["final"] = plain["final"] - {"output"}
     return plain
 
 
-NAMING_AN_AGENT = ("token", "tool_call", "tool_result", "approval", "elicitation", "sampling", "progress")
+NAMING_AN_AGENT = ("token", "tool_call", "tool_result", "approval", "elicitation", "sampling", "progress",
+                   "final")
 
 
 def test_one_shot_json_events_are_documented_with_their_fields(agent_dir: Path) -> None:

@@ -33,7 +33,9 @@ EXPECTED = {
     "loop.yaml": ({"polish": "Warm bread, warmer mornings."},
                   ["polish", "copywriter", "editor", "copywriter", "editor"]),
     "team.yaml": ({"researcher": "6*7 is 42."}, ["researcher"]),
+    "handoff.yaml": ({"handoff_to_billing": "main handed the conversation to billing."}, []),
 }
+HANDOFFS = {"handoff.yaml": [("main", "billing", "billing")]}  # from, to, and who answers
 
 
 @pytest.mark.parametrize(("path", "text"), readme_commands(), ids=lambda value: Path(value).stem)
@@ -49,3 +51,5 @@ def test_each_example_runs_its_agents_as_the_readme_says(tmp_path: Path, path: s
     started = [e["agent"] for e in events if e["type"] == "agent"]
     assert started == agents if Path(path).name != "fanout.yaml" else sorted(started) == agents
     assert events[-1]["type"] == "final"
+    handed = [(e["from"], e["to"], events[-1].get("agent")) for e in events if e["type"] == "handoff"]
+    assert handed == HANDOFFS.get(Path(path).name, [])
