@@ -93,7 +93,9 @@ def write_composed(folder: Path, served: Path, tag: str) -> Path:
                             "sub": {"command": program, "args": [*args, "serve", str(served)],
                                     # the repository's runner, as the benchmark's own (PYTHONPATH
                                     # is not among the variables a server inherits)
-                                    "env": {TAG: tag, "PYTHONPATH": str(ROOT)}, "timeout": "5m"}}}
+                                    "env": {TAG: tag, "PYTHONPATH": str(ROOT)}, "timeout": "5m",
+                                    # a whole mcp-run starting: on a busy machine past the 20 s default
+                                    "startup_timeout": "3m"}}}
     path = folder / "composed.yaml"
     path.write_text(yaml.safe_dump(document))
     return path
@@ -162,6 +164,9 @@ async def sub_agent_suite(settings: Settings, folder: Path) -> AsyncIterator[lis
     async with AsyncExitStack() as stack:
         team = await stack.enter_async_context(load_agent(team_path))
         composed = await stack.enter_async_context(load_agent(composed_path))
+        served = composed.fleet.connections["sub"]
+        if served.status != "ready":
+            raise BenchError(f"mcp-run serve sub.yaml did not start: {served.status}")
         for runtime, message in ((team, PLAIN_MESSAGE), (team, SUB_MESSAGE), (composed, COMPOSED_MESSAGE)):
             await timed_turn(runtime, message)
         copies = {IN_PROCESS_FLOOR: tagged_processes(team_tag), COMPOSED: tagged_processes(composed_tag)}
