@@ -1,0 +1,291 @@
+"""``mcp-run web`` in a real browser (Debian's Chromium through Playwright): the conversation with
+streamed answers and tool calls as cards, threads, questions answered in the page, and the page's
+defences (the token, the Origin and Host checks, escaping, the Content-Security-Policy).
+
+One ``mcp-run web`` process serves the module's tests; each test uses its own thread.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import BROWSER_TIMEOUT_MS
+from builders import MCP_RUN, ROOT, server, write_manifest
+from playwright.sync_api import Page, expect
+from web_pages import ServedPage, request, start_page, stop_page, web_page
+
+pytestmark = pytest.mark.timeout(300)
+expect.set_options(timeout=BROWSER_TIMEOUT_MS)  # a loaded machine: generous bounds, never a sleep
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("web")
+    notes = {"command": "python", "args": [str(ROOT / "examples" / "notes_server.py")],
+             "env": {"NOTES_FILE": str(folder / "notes.json")}}
+    return write_manifest(folder, {
+        "notes": notes,
+        "demo": server("demo", tools={"approve": ["echo"]}),
+        "asking": server("asking"),
+        "hostile": server("web_hostile"),
+    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite")
+
+
+@pytest.fixture(scope="module")
+def served(agent: Path) -> Iterator[ServedPage]:
+    with web_page(agent) as running:
+        yield running
+
+
+def open_page(page: Page, served: ServedPage) -> None:
+    page.goto(served.url)
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    expect(page.locator("#agent-name")).to_have_text("web-test")
+
+
+def send(page: Page, text: str) -> None:
+    """Send ``text`` once the last turn has ended (its stream closed)."""
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def card(page: Page, tool: str) -> Any:
+    return page.locator(".tool-card", has=page.locator(".tool-name", has_text=re.compile(f"^{tool}$"))).last
+
+
+# --------------------------------------------------------------------------- who may drive the agent
+
+
+def test_a_request_without_the_token_or_from_another_site_is_refused_403(served: ServedPage) -> None:
+    assert request(served, "/")[0] == 403  # the page itself needs the printed address's token
+    assert request(served, "/?token=wrong")[0] == 403
+    assert request(served, "/api/agent")[0] == 403
+    assert request(served, "/api/agent", token="wrong")[0] == 403
+    turn = {"thread": "refused", "text": 'notes__calculate {"expression": "1+1"}'}
+    assert request(served, "/api/turn", body=turn)[0] == 403
+    foreign = {"Origin": "https://attacker.example"}
+    assert request(served, "/api/turn", token=served.token, body=turn, headers=foreign)[0] == 403
+    rebound = {"Host": "attacker.example"}  # DNS rebinding: another name resolving to loopback
+    assert request(served, "/api/agent", token=served.token, headers=rebound)[0] == 403
+    assert request(served, f"/?token={served.token}", headers=rebound)[0] == 403
+    # The refused turn never ran: the thread does not exist.
+    status, _, body = request(served, "/api/threads", token=served.token)
+    assert status == 200 and "refused" not in {row["id"] for row in json.loads(body)["threads"]}
+    status, _, body = request(served, "/api/agent", token=served.token,
+                              headers={"Origin": served.base})
+    assert status == 200 and json.loads(body)["name"] == "web-test"
+
+
+def test_the_page_forbids_inline_script_and_embedding_and_sends_no_referrer(served: ServedPage) -> None:
+    status, headers, body = request(served, f"/?token={served.token}")
+    assert status == 200
+    policy = headers["content-security-policy"]
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["script-src"] == "'self'" and directives["style-src"] == "'self'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert b"<script>" not in body and b" on" not in body.split(b"<body>")[1].replace(b" only", b"")
+
+
+# --------------------------------------------------------------------------- the conversation
+
+
+def test_enter_sends_and_the_answer_streams_with_the_tool_call_as_a_card(page: Page,
+                                                                          served: ServedPage) -> None:
+    open_page(page, served)
+    box = page.get_by_label("Message")
+    expect(box).to_be_focused()
+    box.type("first line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    assert box.input_value() == "first line\nsecond line"  # Shift-Enter: a new line, nothing sent
+    expect(page.locator(".message.user")).to_have_count(0)
+    box.fill('notes__calculate {"expression": "6*7"}')
+    box.press("Enter")
+    calculated = card(page, "notes__calculate")
+    expect(calculated.locator(".status")).to_have_text("success")
+    expect(calculated.locator(".server")).to_contain_text("on notes")
+    expect(calculated.locator(".args dt")).to_have_text("expression")
+    expect(calculated.locator(".args dd")).to_have_text("6*7")
+    # The structured content is rendered as labelled values, not dumped.
+    expect(calculated.locator(".result dl.structured dt")).to_have_text("result")
+    expect(calculated.locator(".result dl.structured dd")).to_have_text("42")
+    expect(calculated.locator(".duration")).to_have_text(re.compile(r"^\d+ ms$"))
+    calculated.locator("summary", has_text="Raw JSON").click()
+    raw = json.loads(calculated.locator(".raw").inner_text())
+    assert raw["call"]["args"] == {"expression": "6*7"} and raw["result"]["text"] == "42"
+    expect(page.locator(".message.assistant.final .text")).to_have_text("notes__calculate returned: 42")
+    expect(box).to_have_value("")
+
+
+def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "demo__image {}")
+    image = card(page, "demo__image").locator("img.result-image")
+    expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 1
+
+
+def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "1+2"}')
+    expect(page.locator(".message.assistant.final")).to_contain_text("returned: 3")
+    thread = page.locator("#thread-list li", has_text='notes__calculate {"expression": "1+2"}')
+    expect(thread).to_have_count(1)
+    page.get_by_role("button", name="New thread").click()
+    expect(page.locator("#log > *")).to_have_count(0)
+    thread.locator(".thread-open").click()  # resumed: its messages and cards come back
+    expect(page.locator(".message.user .text")).to_have_text(['notes__calculate {"expression": "1+2"}'])
+    expect(card(page, "notes__calculate").locator(".status")).to_have_text("success")
+    thread.get_by_role("button", name=re.compile("^Rename")).click()
+    name = page.get_by_label("New name")
+    expect(name).to_be_focused()
+    name.fill("sums")
+    name.press("Enter")
+    renamed = page.locator("#thread-list li", has_text="sums")
+    expect(renamed).to_have_count(1)
+    page.reload()  # the name is kept by the server
+    expect(page.locator("#thread-list li", has_text="sums")).to_have_count(1)
+    page.locator("#thread-list li", has_text="sums").get_by_role("button", name="Delete sums").click()
+    expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def test_an_approval_is_answered_in_the_page_approved_denied_with_a_reason_or_edited(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'demo__echo {"text": "first"}')
+    question = page.locator(".question")
+    expect(question.locator("h3")).to_have_text("demo__echo wants to run")
+    expect(question.get_by_role("button", name="Approve")).to_be_focused()
+    question.get_by_role("button", name="Approve").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("first")
+    expect(question).to_have_count(0)
+
+    send(page, 'demo__echo {"text": "second"}')
+    question.get_by_label("Reason to deny (optional)").fill("not today")
+    question.get_by_role("button", name="Deny").click()
+    denied = card(page, "demo__echo")
+    expect(denied.locator(".status")).to_have_text("error")
+    expect(denied.locator(".result")).to_contain_text("not today")
+
+    send(page, 'demo__echo {"text": "third"}')
+    question.get_by_role("button", name="Edit arguments").click()
+    arguments = question.get_by_label("Arguments (JSON)")
+    arguments.fill('{"text": 3}')  # the tool takes text: the server refuses, the question stays
+    question.get_by_role("button", name="Run with these arguments").click()
+    expect(question.locator(".error").last).to_contain_text("arguments of demo__echo")
+    arguments.fill('{"text": "edited"}')
+    question.get_by_role("button", name="Run with these arguments").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("edited")
+
+
+def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "asking__book {}")
+    question = page.locator(".question")
+    expect(question.locator("p").first).to_have_text("Which day, for how many?")
+    seats = question.get_by_label("seats")
+    expect(seats).to_have_value("2")  # the schema's default
+    seats.fill("0")
+    question.get_by_role("button", name="Submit").click()
+    expect(question.locator(".field-error").first).to_have_text("date: a value is required")
+    expect(question.locator(".field-error").nth(1)).to_have_text("seats: must be at least 1")
+    question.get_by_label("date (required)").fill("2026-12-01")
+    seats.fill("4")
+    question.get_by_role("button", name="Submit").click()
+    expect(card(page, "asking__book").locator(".result-text").first).to_have_text("booked 2026-12-01 for 4")
+
+
+def test_the_server_checks_a_forms_answer_again(served: ServedPage) -> None:
+    thread = "form-checked"
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "text": "asking__book {}"})
+    assert status == 200 and b'"type": "elicitation"' in body
+    wrong = {"action": "accept", "content": {"date": "2026-12-01", "seats": 0}}
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "answer": wrong})
+    assert status == 422 and json.loads(body)["error"] == "seats: must be at least 1"
+    status, _, body = request(served, "/api/history?thread=form-checked", token=served.token)
+    assert json.loads(body)["question"]["type"] == "elicitation"  # still asked
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "answer": {"action": "decline"}})
+    assert status == 200 and b"not booked: the user chose decline" in body
+
+
+def test_a_url_to_visit_is_a_link_with_a_waiting_state(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "asking__visit {}")
+    question = page.locator(".question")
+    link = question.get_by_role("link", name="https://calendar.example/sign-in")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    with page.context.expect_page() as opened:
+        link.click()
+    opened.value.close()
+    expect(question.locator(".waiting")).to_contain_text("Waiting for you")
+    question.get_by_role("button", name="I have done it").click()
+    expect(card(page, "asking__visit").locator(".result-text").first).to_have_text("visit: accept")
+
+
+# --------------------------------------------------------------------------- a hostile server
+
+
+def test_nothing_a_hostile_server_sends_runs_in_the_page(page: Page, served: ServedPage) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    open_page(page, served)
+    send(page, "hostile__inject {}")
+    injected = card(page, "hostile__inject")
+    expect(injected.locator(".status")).to_have_text("success")
+    expect(injected.locator(".result dl.structured dt").first).to_contain_text("<script>")  # shown as text
+    send(page, "hostile__explode {}")
+    expect(card(page, "hostile__explode").locator(".result")).to_contain_text('<img src="x:" onerror=')
+    send(page, "hostile__ask {}")
+    question = page.locator(".question")
+    expect(question.locator("p").first).to_contain_text("[click me](javascript:")
+    question.get_by_role("button", name="Decline").click()
+    expect(card(page, "hostile__ask").locator(".status")).to_have_text("success")
+    send(page, "hostile__visit {}")
+    expect(question.locator(".unsafe-link")).to_have_text("javascript:window.pwned='visit'")
+    question.locator(".unsafe-link").click()
+    question.get_by_role("button", name="Decline").click()
+    expect(card(page, "hostile__visit").locator(".status")).to_have_text("success")
+    page.locator(".tool-card summary").first.click()
+    assert page.evaluate("window.pwned") is None
+    assert dialogs == []
+    # No element the server's markup would have made exists: it is all text.
+    for selector in ("#log script", "#log img[src='x:']", "#log iframe", "#log a[href^='javascript']",
+                     "#question a[href^='javascript']", "#log b", "#log a[href^='data']"):
+        assert page.locator(selector).count() == 0, selector
+
+
+# --------------------------------------------------------------------------- the process
+
+
+def test_ctrl_c_stops_the_page_server_and_the_agents_servers_with_exit_130(agent: Path) -> None:
+    served = start_page(agent)
+    status, _, _ = request(served, "/api/agent", token=served.token)
+    assert status == 200
+    assert stop_page(served.process) == 130  # the no-orphan guard checks the agent's servers
+
+
+def test_a_host_other_than_loopback_needs_allow_remote_and_a_token(agent: Path) -> None:
+    refused = subprocess.run([str(MCP_RUN), "web", str(agent), "--host", "0.0.0.0"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "--allow-remote" in refused.stderr
+    no_token = subprocess.run([str(MCP_RUN), "web", str(agent), "--host", "0.0.0.0", "--allow-remote"],
+                              capture_output=True, text=True, timeout=60)
+    assert no_token.returncode == 2
+    assert "token" in no_token.stderr
