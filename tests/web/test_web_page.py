@@ -34,7 +34,9 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "demo": server("demo", tools={"approve": ["echo"]}),
         "asking": server("asking"),
         "hostile": server("web_hostile"),
-    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite")
+    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
+        agents={"calc": {"description": "Does arithmetic.", "model": "offline",
+                         "tools": ["notes__calculate"]}})
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +161,22 @@ def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: Serv
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
 
 
+def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_own(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    chooser = page.get_by_label("Agent")
+    expect(chooser.locator("option")).to_have_text(["main", "calc — Does arithmetic."])
+    chooser.select_option("calc")
+    expect(page.get_by_label("Message")).to_be_focused()
+    send(page, 'notes__calculate {"expression": "2*3"}')
+    expect(page.locator(".message.assistant.final .text")).to_have_text("notes__calculate returned: 6")
+    mine = page.locator("#thread-list li", has_text='notes__calculate {"expression": "2*3"}')
+    expect(mine).to_have_count(1)
+    chooser.select_option("main")  # the main agent's threads do not include it
+    expect(page.locator("#thread-list li").first).to_be_visible()
+    expect(mine).to_have_count(0)
+
+
 # --------------------------------------------------------------------------- questions
 
 
@@ -236,6 +254,18 @@ def test_a_url_to_visit_is_a_link_with_a_waiting_state(page: Page, served: Serve
     expect(question.locator(".waiting")).to_contain_text("Waiting for you")
     question.get_by_role("button", name="I have done it").click()
     expect(card(page, "asking__visit").locator(".result-text").first).to_have_text("visit: accept")
+
+
+def test_a_sampling_request_is_shown_before_it_runs(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'asking__summarize {"text": "a long story"}')
+    question = page.locator(".question")
+    expect(question.locator("h3")).to_have_text("asking asks the model for a completion (at most 50 tokens)")
+    expect(question).to_contain_text("system: Summarize in five words.")
+    expect(question.locator(".sampled li")).to_have_text(["user: a long story"])
+    question.get_by_role("button", name="Send it to the model").click()
+    expect(card(page, "asking__summarize").locator(".status")).to_have_text("success")
+    expect(question).to_have_count(0)
 
 
 # --------------------------------------------------------------------------- a hostile server
