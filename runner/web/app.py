@@ -9,6 +9,8 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     POST /api/rename {agent, thread, title}; POST /api/delete {agent, thread}
     POST /api/turn {agent, thread, text | answer}   a turn, streamed (server-sent events)
     GET  /api/notices                reloads and server changes, streamed
+    GET  /api/servers                the servers panel (:mod:`runner.web.workbench`)
+    POST /api/call {tool, args, answer?}   "try it": a tool called outside the conversation
 
 A turn's stream sends ``event: event`` for each event of :mod:`runner.events` (``data``: the event
 as ``--json`` prints it), ``event: detail`` with what a tool card shows of each result
@@ -46,6 +48,7 @@ from runner.manifest import MAIN_AGENT
 from runner.web.answers import AnswerError, checked_answer
 from runner.web.security import SECURITY_HEADERS, TOKEN_HEADER, TOKEN_PARAMETER, Gate
 from runner.web.threads import Titles, pending_question, thread_history, thread_rows, tool_details
+from runner.web.workbench import CallRefused, server_rows, try_call
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_BODY = 1024 * 1024  # bytes of an API request
@@ -116,7 +119,20 @@ class WebApi:
             Route("/api/delete", self.delete, methods=["POST"]),
             Route("/api/turn", self.turn, methods=["POST"]),
             Route("/api/notices", self.notices_stream, methods=["GET"]),
+            Route("/api/servers", self.servers, methods=["GET"]),
+            Route("/api/call", self.call, methods=["POST"]),
         ]
+
+    async def servers(self, request: Request) -> Response:
+        return JSONResponse({"servers": server_rows(self.runtime)}, headers={"cache-control": "no-store"})
+
+    async def call(self, request: Request) -> Response:
+        body = await _json_body(request)
+        try:
+            return JSONResponse(await try_call(self.runtime, body.get("tool"), body.get("args", {}),
+                                               body.get("answer")))
+        except CallRefused as exc:
+            raise RefusedRequest(str(exc), status=422) from exc
 
     async def agent(self, request: Request) -> Response:
         runtime = self.runtime

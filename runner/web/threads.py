@@ -139,9 +139,13 @@ def tool_detail(runtime: Runtime, name: str, message: ToolMessage) -> dict[str, 
     """What a tool card shows of a result beyond its text: the server and the tool's own name,
     each content block (text, image, audio, file with its base64 data and type), and the
     structured content."""
+    return content_detail(runtime, name, message.content, message.artifact)
+
+
+def content_detail(runtime: Runtime, name: str, content: str | list[Any], structured: Any) -> dict[str, Any]:
+    """:func:`tool_detail` of a result's content and structured content."""
     entry = runtime.catalog.entries.get(name)
     blocks: list[dict[str, Any]] = []
-    content = message.content
     if isinstance(content, str):
         blocks.append({"type": "text", "text": content})
     else:
@@ -156,7 +160,7 @@ def tool_detail(runtime: Runtime, name: str, message: ToolMessage) -> dict[str, 
                                "base64": data if isinstance(data, str) else None})
     return {"server": entry.origin.server if entry is not None else None,
             "original": entry.origin.name if entry is not None else None,
-            "blocks": blocks, "structured": message.artifact}
+            "blocks": blocks, "structured": structured}
 
 
 async def tool_details(runtime: Runtime, agent: str, thread: str,

@@ -8,17 +8,21 @@ One ``mcp-run web`` process serves the module's tests; each test uses its own th
 from __future__ import annotations
 
 import json
+import os
 import re
-import subprocess
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import BROWSER_TIMEOUT_MS
-from builders import MCP_RUN, ROOT, server, write_manifest
+from builders import ROOT, invoke, server, write_manifest
+from child_processes import SESSION_PROCESSES
 from playwright.sync_api import Page, expect
 from web_pages import ServedPage, request, start_page, stop_page, web_page
+
+from runner.tools.form_answers import content_problem
 
 pytestmark = pytest.mark.timeout(300)
 expect.set_options(timeout=BROWSER_TIMEOUT_MS)  # a loaded machine: generous bounds, never a sleep
@@ -34,6 +38,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "demo": server("demo", tools={"approve": ["echo"]}),
         "asking": server("asking"),
         "hostile": server("web_hostile"),
+        "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
     }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
                          "tools": ["notes__calculate"]}})
@@ -42,7 +47,13 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def served(agent: Path) -> Iterator[ServedPage]:
     with web_page(agent) as running:
-        yield running
+        # Kept for every test of the module: the servers it restarts are its own, not a test's
+        # orphans (its Ctrl-C stop, servers included, is test_ctrl_c_stops_... below).
+        SESSION_PROCESSES.add(running.process.pid)
+        try:
+            yield running
+        finally:
+            SESSION_PROCESSES.discard(running.process.pid)
 
 
 def open_page(page: Page, served: ServedPage) -> None:
@@ -226,6 +237,43 @@ def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, ser
     expect(card(page, "asking__book").locator(".result-text").first).to_have_text("booked 2026-12-01 for 4")
 
 
+# A field and a value each: the page's check and the runner's say the same (the last fit).
+FORM_CASES: list[tuple[dict[str, Any], Any]] = [
+    ({"type": "integer", "minimum": 1}, 0),
+    ({"type": "integer"}, 1.5),
+    ({"type": "number", "maximum": 10}, 11),
+    ({"type": "number", "exclusiveMinimum": 0}, 0),
+    ({"type": "number", "exclusiveMaximum": 5}, 5),
+    ({"type": "string", "minLength": 3}, "ab"),
+    ({"type": "string", "maxLength": 2}, "abc"),
+    ({"type": "string", "pattern": "^[a-z]+$"}, "A1"),
+    ({"type": "string", "format": "email"}, "nobody"),
+    ({"type": "string", "format": "uri"}, "not a url"),
+    ({"type": "string", "format": "date"}, "12/01/2026"),
+    ({"type": "string", "format": "date-time"}, "2026-12-01"),
+    ({"type": "string", "enum": ["a", "b"], "enumNames": ["Apple", "Banana"]}, "c"),
+    ({"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}, "m"),
+    ({"type": "array", "items": {"enum": ["x", "y", "z"]}, "minItems": 2}, ["x"]),
+    ({"type": "array", "items": {"enum": ["x", "y", "z"]}, "maxItems": 1}, ["x", "y"]),
+    ({"type": "string", "format": "email"}, "someone@example.com"),
+    ({"type": "string", "format": "date-time"}, "2026-12-01T10:00:00Z"),
+    ({"type": "integer", "minimum": 1, "maximum": 9}, 5),
+]
+
+
+def test_the_pages_form_checks_say_what_the_runners_say(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    in_page = page.evaluate("""async (cases) => {
+        const questions = await import("/static/questions.js");
+        return cases.map(([field, value]) => questions.fieldProblem(field, value));
+    }""", [[field, value] for field, value in FORM_CASES])
+    for (field, value), said in zip(FORM_CASES, in_page, strict=True):
+        form = {"type": "elicitation", "mode": "form", "server": "s", "message": "m",
+                "schema": {"type": "object", "properties": {"f": field}}}
+        runner_said = content_problem(form, {"action": "accept", "content": {"f": value}})  # type: ignore[arg-type]
+        assert (None if said is None else f"f: {said}") == runner_said, (field, value)
+
+
 def test_the_server_checks_a_forms_answer_again(served: ServedPage) -> None:
     thread = "form-checked"
     status, _, body = request(served, "/api/turn", token=served.token,
@@ -295,27 +343,78 @@ def test_nothing_a_hostile_server_sends_runs_in_the_page(page: Page, served: Ser
     assert page.evaluate("window.pwned") is None
     assert dialogs == []
     # No element the server's markup would have made exists: it is all text.
+    page.get_by_label("Search tools").fill("inject")  # the panel shows the tool's description
+    expect(page.locator("#server-list .tool-item:not([hidden])")).to_contain_text(["<script>"])
     for selector in ("#log script", "#log img[src='x:']", "#log iframe", "#log a[href^='javascript']",
-                     "#question a[href^='javascript']", "#log b", "#log a[href^='data']"):
+                     "#question a[href^='javascript']", "#log b", "#log a[href^='data']", "#server-list b",
+                     "#server-list img", "#server-list iframe", "#server-list a"):
         assert page.locator(selector).count() == 0, selector
+
+
+# --------------------------------------------------------------------------- the servers panel
+
+
+def test_the_servers_panel_shows_each_servers_state_and_a_crash_recovered(page: Page,
+                                                                          served: ServedPage) -> None:
+    open_page(page, served)
+    panel = page.locator("#server-list")
+    broken = panel.locator("[data-server=broken]")
+    expect(broken.locator(".server-status")).to_have_text("failed")
+    broken.locator("summary").first.click()
+    expect(broken.locator(".server-error")).to_contain_text("exited")
+    broken.locator(".stderr summary").click()
+    expect(broken.locator(".stderr pre")).to_contain_text("fatal: cannot start")
+    notes = panel.locator("[data-server=notes]")
+    expect(notes.locator(".server-status")).to_have_text("ready")
+    expect(notes.locator("dd").first).to_have_text("stdio")
+
+    page.get_by_label("Search tools").fill("arithmetic")  # names and descriptions are searched
+    expect(panel.locator(".tool-item:not([hidden]) code")).to_have_text(["notes__calculate"])
+    page.get_by_role("button", name="Try notes__calculate").click()
+    tried = page.locator("#try-area")
+    expression = tried.get_by_label("expression (required)")
+    expect(expression).to_be_focused()
+    tried.get_by_role("button", name="Call").click()  # checked as a form: the value is required
+    expect(tried.locator(".field-error").first).to_have_text("Expression (expression): a value is required")
+    expression.fill("2+2")
+    tried.get_by_role("button", name="Call").click()
+    expect(tried.locator(".tool-card .result-text").first).to_have_text("4")
+    expect(page.locator("#log .tool-card")).to_have_count(0)  # outside the conversation
+
+    page.get_by_label("Search tools").fill("echo")  # a tool that needs approval is asked about first
+    page.get_by_role("button", name="Try demo__echo").click()
+    tried.get_by_label("text (required)").fill("tried")
+    tried.get_by_role("button", name="Call").click()
+    tried.get_by_role("button", name="Approve").click()
+    expect(tried.locator(".tool-card .result-text").first).to_have_text("tried")
+
+    page.get_by_label("Search tools").fill("pid")  # the demo server crashes, and is restarted
+    page.get_by_role("button", name="Try demo__pid").click()
+    tried.get_by_role("button", name="Call").click()
+    pid = int(tried.locator(".tool-card .result-text").first.inner_text())
+    demo = panel.locator("[data-server=demo]")
+    restarts = int(demo.locator(".server-restarts").inner_text())
+    os.kill(pid, signal.SIGKILL)
+    expect(demo.locator(".server-restarts")).to_have_text(str(restarts + 1))
+    expect(demo.locator(".server-status")).to_have_text("ready")
+    tried.get_by_role("button", name="Call").click()
+    expect(tried.locator(".tool-card .result-text").first).not_to_have_text(str(pid))
 
 
 # --------------------------------------------------------------------------- the process
 
 
-def test_ctrl_c_stops_the_page_server_and_the_agents_servers_with_exit_130(agent: Path) -> None:
-    served = start_page(agent)
+def test_ctrl_c_stops_the_page_server_and_the_agents_servers_with_exit_130(tmp_path: Path) -> None:
+    served = start_page(write_manifest(tmp_path, {"demo": server("demo")}, model="offline"))
     status, _, _ = request(served, "/api/agent", token=served.token)
     assert status == 200
     assert stop_page(served.process) == 130  # the no-orphan guard checks the agent's servers
 
 
 def test_a_host_other_than_loopback_needs_allow_remote_and_a_token(agent: Path) -> None:
-    refused = subprocess.run([str(MCP_RUN), "web", str(agent), "--host", "0.0.0.0"], capture_output=True,
-                             text=True, timeout=60)
-    assert refused.returncode == 2
-    assert "--allow-remote" in refused.stderr
-    no_token = subprocess.run([str(MCP_RUN), "web", str(agent), "--host", "0.0.0.0", "--allow-remote"],
-                              capture_output=True, text=True, timeout=60)
-    assert no_token.returncode == 2
-    assert "token" in no_token.stderr
+    refused = invoke("web", str(agent), "--host", "0.0.0.0")
+    assert refused.exit_code == 2
+    assert "--allow-remote" in refused.output
+    no_token = invoke("web", str(agent), "--host", "0.0.0.0", "--allow-remote")
+    assert no_token.exit_code == 2
+    assert "needs a bearer token" in no_token.output

@@ -4,6 +4,7 @@ import { ApiError, getJson, getStream, postJson, postStream } from "./api.js";
 import { ToolCard } from "./cards.js";
 import { el } from "./dom.js";
 import { questionPanel } from "./questions.js";
+import { startServersPanel } from "./servers.js";
 
 const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null };
 const $ = (id) => document.getElementById(id);
@@ -251,6 +252,7 @@ function start() {
   });
   loadAgent().then(loadThreads).catch((exc) => showError(exc.message));
   followNotices();
+  startServersPanel();
   document.body.dataset.ready = "true";
   $("message").focus();
 }

@@ -82,14 +82,15 @@ export function questionPanel(question, answer) {
 }
 
 function approvalPanel(question, send) {
-  const heading = el("h3", { id: "question-heading", text: `${question.tool} wants to run` });
+  const n = ++formNumber;
+  const heading = el("h3", { id: `question-heading-${n}`, text: `${question.tool} wants to run` });
   const policy = question.policy ? el("p", { text: `asked by ${question.policy.source}${question.policy.reason ? ": " + question.policy.reason : ""}` }) : null;
-  const reason = el("input", { id: "deny-reason", type: "text" });
-  const args = el("textarea", { id: "edit-args", rows: 4 });
+  const reason = el("input", { id: `deny-reason-${n}`, type: "text" });
+  const args = el("textarea", { id: `edit-args-${n}`, rows: 4 });
   args.value = JSON.stringify(question.args, null, 2);
   const argsError = el("p", { className: "error", role: "alert" });
   const editing = el("div", { className: "edit", hidden: true },
-    el("label", { for: "edit-args", text: "Arguments (JSON)" }), args, argsError,
+    el("label", { for: `edit-args-${n}`, text: "Arguments (JSON)" }), args, argsError,
     buttons(["Run with these arguments", () => {
       let parsed;
       try {
@@ -105,19 +106,20 @@ function approvalPanel(question, send) {
       argsError.textContent = "";
       send({ action: "edit", args: parsed });
     }]));
-  return el("section", { className: "card question", "aria-labelledby": "question-heading" },
+  return el("section", { className: "card question", "aria-labelledby": `question-heading-${n}` },
     heading, policy, el("h4", { text: "Arguments" }), renderValue(question.args),
     buttons(["Approve", () => send({ action: "approve" })],
       ["Edit arguments", () => { editing.hidden = false; args.focus(); }]),
-    el("label", { for: "deny-reason", text: "Reason to deny (optional)" }), reason,
+    el("label", { for: `deny-reason-${n}`, text: "Reason to deny (optional)" }), reason,
     buttons(["Deny", () => send({ action: "deny", reason: reason.value.trim() || "denied by the user" })]),
     editing);
 }
 
 function samplingPanel(question, send) {
+  const n = ++formNumber;
   const messages = el("ol", { className: "sampled" }, ...question.messages.map((m) => el("li", {}, el("strong", { text: `${m.role}: ` }), el("span", { text: m.text }))));
-  return el("section", { className: "card question", "aria-labelledby": "question-heading" },
-    el("h3", { id: "question-heading", text: `${question.server} asks the model for a completion (at most ${question.max_tokens} tokens)` }),
+  return el("section", { className: "card question", "aria-labelledby": `question-heading-${n}` },
+    el("h3", { id: `question-heading-${n}`, text: `${question.server} asks the model for a completion (at most ${question.max_tokens} tokens)` }),
     question.system_prompt ? el("p", {}, el("strong", { text: "system: " }), el("span", { text: question.system_prompt })) : null,
     messages,
     question.tools && question.tools.length ? el("p", { text: `tools offered: ${question.tools.join(", ")}` }) : null,
@@ -125,18 +127,36 @@ function samplingPanel(question, send) {
 }
 
 function visitPanel(question, send) {
+  const n = ++formNumber;
   const waiting = el("p", { className: "waiting", role: "status" });
   const link = externalLink(question.url);
   link.addEventListener("click", () => { waiting.textContent = "Waiting for you to finish at the link; then say so below."; });
-  return el("section", { className: "card question", "aria-labelledby": "question-heading" },
-    el("h3", { id: "question-heading", text: `${question.server} asks you to visit a page` }),
+  return el("section", { className: "card question", "aria-labelledby": `question-heading-${n}` },
+    el("h3", { id: `question-heading-${n}`, text: `${question.server} asks you to visit a page` }),
     el("p", { text: question.message }), el("p", {}, link), waiting,
     buttons(["I have done it", () => send({ action: "accept" })], ["Decline", () => send({ action: "decline" })],
       ["Cancel", () => send({ action: "cancel" })]));
 }
 
 function formPanel(question, send) {
-  const schema = question.schema || {};
+  const n = ++formNumber;
+  const form = schemaForm(question.schema || {}, "Submit", (content) => send({ action: "accept", content }));
+  return el("section", { className: "card question", "aria-labelledby": `question-heading-${n}` },
+    el("h3", { id: `question-heading-${n}`, text: `${question.server} asks` }), el("p", { text: question.message }), form,
+    buttons(["Decline", () => send({ action: "decline" })], ["Cancel", () => send({ action: "cancel" })]));
+}
+
+const SIMPLE_TYPES = new Set(["string", "integer", "number", "boolean"]);
+
+// Whether every field of an object schema can be a form field (else it is edited as JSON).
+export function formable(schema) {
+  return Object.values(schema.properties || {}).every((field) => field && typeof field === "object"
+    && (SIMPLE_TYPES.has(field.type || "string") || (field.type === "array" && choiceLabels(field).length > 0)));
+}
+
+// A form of an object schema's fields, each checked as the runner checks it; `onValid(content)`
+// gets the values given (a field left empty is left out).
+export function schemaForm(schema, submitLabel, onValid) {
   const properties = schema.properties || {};
   const required = new Set(schema.required || []);
   const prefix = `form${++formNumber}`;
@@ -146,7 +166,7 @@ function formPanel(question, send) {
     if (!field || typeof field !== "object") continue;
     const id = `${prefix}-${name.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     const problem = el("p", { className: "error field-error", id: `${id}-problem`, role: "alert" });
-    const label = el("label", { for: id, text: fieldTitle(field.title || name, {}) + (required.has(name) ? " (required)" : "") });
+    const label = el("label", { for: id, text: (field.title || name) + (required.has(name) ? " (required)" : "") });
     const input = fieldInput(id, field);
     input.setAttribute("aria-describedby", `${id}-problem`);
     const help = field.description ? el("p", { className: "muted", text: field.description }) : null;
@@ -174,14 +194,11 @@ function formPanel(question, send) {
       }
       content[name] = value;
     }
-    if (ok) send({ action: "accept", content });
-    else form.querySelector(".field-error:not(:empty)")?.previousElementSibling?.focus?.();
+    if (ok) onValid(content);
   };
   form.addEventListener("submit", (event) => { event.preventDefault(); submit(); });
-  form.append(el("button", { type: "submit", text: "Submit" }));
-  return el("section", { className: "card question", "aria-labelledby": "question-heading" },
-    el("h3", { id: "question-heading", text: `${question.server} asks` }), el("p", { text: question.message }), form,
-    buttons(["Decline", () => send({ action: "decline" })], ["Cancel", () => send({ action: "cancel" })]));
+  form.append(el("button", { type: "submit", text: submitLabel }));
+  return form;
 }
 
 function fieldInput(id, field) {
