@@ -140,6 +140,24 @@ def test_enter_sends_and_the_answer_streams_with_the_tool_call_as_a_card(page: P
     expect(box).to_have_value("")
 
 
+def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "8*8"}')
+    timeline = page.locator(".timeline").last
+    timeline.locator("summary").click()
+    rows = timeline.locator(".timeline-row")
+    expect(rows.locator(".timeline-label")).to_have_text(["model step 1", "notes__calculate", "model step 2"])
+    steps = [rows.nth(index).locator(".timeline-facts").inner_text() for index in (0, 2)]
+    spent = [int(re.search(r"(\d+) tokens", facts).group(1)) for facts in steps]  # type: ignore[union-attr]
+    assert all(re.match(r"\d+ ms · \d+ tokens \(\d+ in, \d+ out\) · cost unknown", facts) for facts in steps)
+    expect(rows.nth(1).locator(".timeline-facts")).to_have_text(re.compile(r"^\d+ ms · success$"))
+    expect(timeline.locator(".timeline-total")).to_have_text(re.compile(
+        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool calls$"))
+    bars = rows.locator(".bar").evaluate_all("bars => bars.map(bar => bar.getBoundingClientRect().width)")
+    assert all(width > 0 for width in bars)
+
+
 def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:
     open_page(page, served)
     send(page, "demo__image {}")

@@ -5,6 +5,7 @@ import { ToolCard } from "./cards.js";
 import { el } from "./dom.js";
 import { questionPanel } from "./questions.js";
 import { startServersPanel } from "./servers.js";
+import { TurnTimeline } from "./timeline.js";
 
 const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null };
 const $ = (id) => document.getElementById(id);
@@ -38,12 +39,17 @@ function assistantBubble() {
 // Shows the events of one turn as they come; returns the handler of its stream.
 function turnView() {
   let bubble = null;
+  const timeline = new TurnTimeline();
   return ({ kind, data }) => {
-    if (kind === "detail") {
+    if (kind === "end") {
+      const shown = timeline.render();
+      if (shown) $("log").append(shown);
+    } else if (kind === "detail") {
       state.cards.get(data.id)?.setDetail(data);
     } else if (kind === "failed") {
       $("log").append(el("li", { className: "message failed", role: "alert", text: data.message }));
     } else if (kind === "event") {
+      timeline.observe(data);
       bubble = showEvent(data, bubble);
     }
     scrollDown();
