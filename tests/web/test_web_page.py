@@ -337,9 +337,30 @@ def test_a_sampling_request_is_shown_before_it_runs(page: Page, served: ServedPa
 # --------------------------------------------------------------------------- a hostile server
 
 
+# Records, from the page's start, every element the server's markup would make if it were ever
+# parsed (even for a moment) and every inline script or handler the page's policy had to block.
+WATCH_FOR_MARKUP = """
+window.__made = [];
+document.addEventListener("securitypolicyviolation",
+                          (event) => __made.push(`blocked ${event.violatedDirective}`));
+new MutationObserver((records) => {
+  for (const record of records) for (const node of record.addedNodes) {
+    if (node.nodeType !== 1) continue;
+    for (const made of [node, ...node.querySelectorAll("*")]) {
+      const tag = made.tagName.toLowerCase();
+      const href = made.getAttribute("href") || "";
+      if (["script", "img", "iframe", "b"].includes(tag) && made.closest("body")) __made.push(tag);
+      if (tag === "a" && !/^https?:/.test(href)) __made.push(`a ${href}`);
+    }
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+
+
 def test_nothing_a_hostile_server_sends_runs_in_the_page(page: Page, served: ServedPage) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.add_init_script(WATCH_FOR_MARKUP)
     open_page(page, served)
     send(page, "hostile__inject {}")
     injected = card(page, "hostile__inject")
@@ -360,6 +381,7 @@ def test_nothing_a_hostile_server_sends_runs_in_the_page(page: Page, served: Ser
     page.locator(".tool-card summary").first.click()
     assert page.evaluate("window.pwned") is None
     assert dialogs == []
+    assert page.evaluate("window.__made") == []
     # No element the server's markup would have made exists: it is all text.
     page.get_by_label("Search tools").fill("inject")  # the panel shows the tool's description
     expect(page.locator("#server-list .tool-item:not([hidden])")).to_contain_text(["<script>"])
