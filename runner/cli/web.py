@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import webbrowser
 from functools import partial
 
@@ -31,8 +32,8 @@ def _show_ready(name: str, url: str, *, open_browser: bool) -> None:
     stderr.print(f"the page of '{name}' is at {url}", markup=False, highlight=False)
     stderr.print("  (the address carries this run's token: keep it to yourself; Ctrl-C stops)", style="dim",
                  markup=False)
-    if open_browser:
-        webbrowser.open(url)
+    if open_browser:  # in a thread: a browser command that takes its time holds up no request
+        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
 
 
 def _show_reload(event: ReloadEvent) -> None:

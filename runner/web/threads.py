@@ -8,6 +8,7 @@ A thread's title is the start of its first message, or the name given in the pag
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,8 @@ from runner.agent.turns import reply_text
 from runner.events import Question, question
 from runner.manifest import MAIN_AGENT
 from runner.store.private import private_folder, private_opener
+
+logger = logging.getLogger(__name__)
 
 THREAD_SCAN_LIMIT = 2000  # checkpoints read to find the threads
 TITLE_LENGTH = 60  # characters of a first message taken as a title
@@ -38,7 +41,8 @@ class Titles:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError):  # a damaged file: the titles fall back to first messages
+        except (OSError, ValueError) as exc:  # the titles fall back to first messages
+            logger.warning("the threads' names in %s cannot be read: %s", self.path, exc)
             return {}
         if not isinstance(data, dict):
             return {}

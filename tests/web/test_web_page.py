@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -444,8 +445,15 @@ def test_the_servers_panel_shows_each_servers_state_and_a_crash_recovered(page: 
 # --------------------------------------------------------------------------- the process
 
 
-def test_ctrl_c_stops_the_page_server_and_the_agents_servers_with_exit_130(tmp_path: Path) -> None:
-    served = start_page(write_manifest(tmp_path, {"demo": server("demo")}, model="offline"))
+def test_open_opens_the_printed_address_and_ctrl_c_stops_everything_with_exit_130(tmp_path: Path) -> None:
+    # The "browser" says on mcp-run's stderr (which it inherits) which address it was given.
+    browser = f"{sys.executable} -c \"import sys; print('browser opened', sys.argv[1], file=sys.stderr)\" %s"
+    served = start_page(write_manifest(tmp_path, {"demo": server("demo")}, model="offline"), "--open",
+                        env={"BROWSER": browser})
+    line = ""
+    while not line.startswith("browser opened"):
+        line = served.lines.get(timeout=60)
+    assert line == f"browser opened {served.url}"
     status, _, _ = request(served, "/api/agent", token=served.token)
     assert status == 200
     assert stop_page(served.process) == 130  # the no-orphan guard checks the agent's servers
