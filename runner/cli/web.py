@@ -7,6 +7,7 @@ drive the agent. Ctrl-C stops the page server and the agent's servers (exit 130)
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -75,6 +76,9 @@ def web(file: str, watch: bool, host: str, port: int, open_browser: bool, allow_
         raise click.BadParameter(str(exc), param_hint="--host") from exc
     options = WebOptions(address=address, token=token or new_token(), watch=watch)
     code = anyio.run(_until_signalled, file, options, open_browser)
+    # Stopped: the interpreter's last collections would walk every object of the SDK, LangChain
+    # and pydantic (seconds on a busy machine) before the exit the person waits for.
+    gc.freeze()
     sys.exit(code)
 
 
