@@ -141,6 +141,31 @@ def test_enter_sends_and_the_answer_streams_with_the_tool_call_as_a_card(page: P
     expect(box).to_have_value("")
 
 
+UNLABELLED_CONTROLS = """() => [...document.querySelectorAll("input, select, textarea, button")]
+    .filter((control) => control.getClientRects().length > 0)
+    .filter((control) => !(control.labels && control.labels.length) && !control.getAttribute("aria-label")
+                         && !control.textContent.trim())
+    .map((control) => control.outerHTML)"""
+
+
+def test_every_control_has_a_label_and_tab_goes_from_the_message_to_send(page: Page,
+                                                                         served: ServedPage) -> None:
+    open_page(page, served)
+    box = page.get_by_label("Message")
+    expect(box).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Send")).to_be_focused()
+    send(page, 'demo__echo {"text": "labelled"}')  # a question, and a "try it" form, open too
+    question = page.locator(".question")
+    question.get_by_role("button", name="Edit arguments").click()
+    page.get_by_label("Search tools").fill("add")
+    page.get_by_role("button", name="Try demo__add").click()
+    expect(page.locator("#try-area form")).to_be_visible()
+    assert page.evaluate(UNLABELLED_CONTROLS) == []
+    question.get_by_role("button", name="Approve").click()  # the thread is left answered
+    expect(question).to_have_count(0)
+
+
 def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens(
         page: Page, served: ServedPage) -> None:
     open_page(page, served)
