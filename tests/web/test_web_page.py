@@ -39,6 +39,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "demo": server("demo", tools={"approve": ["echo"]}),
         "asking": server("asking"),
         "hostile": server("web_hostile"),
+        "media": server("media"),
         "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
     }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
@@ -190,6 +191,17 @@ def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: Served
     image = card(page, "demo__image").locator("img.result-image")
     expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
     assert image.evaluate("img => img.complete && img.naturalWidth") == 1
+
+
+def test_a_sound_a_tool_returns_is_playable_in_its_card(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "media__chime {}")
+    chimed = card(page, "media__chime")
+    sound = chimed.locator("audio")
+    expect(sound).to_have_attribute("src", re.compile(r"^data:audio/wav;base64,"))
+    expect(sound).to_have_attribute("controls", "")
+    page.wait_for_function("node => node.readyState >= 1 && node.duration > 0", arg=sound.element_handle())
+    expect(chimed.locator(".result-text")).to_have_text(["a chime"])
 
 
 def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: ServedPage) -> None:
