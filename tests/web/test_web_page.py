@@ -240,7 +240,7 @@ def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_ow
     mine = page.locator("#thread-list li", has_text='notes__calculate {"expression": "2*3"}')
     expect(mine).to_have_count(1)
     chooser.select_option("main")  # the main agent's threads do not include it
-    expect(page.locator("#thread-list li").first).to_be_visible()
+    expect(page.locator("#thread-list[data-agent=main]")).to_be_attached()
     expect(mine).to_have_count(0)
 
 

@@ -146,6 +146,7 @@ async function loadThreads() {
   const { threads } = await getJson(`/api/threads?agent=${encodeURIComponent(state.agent)}`);
   const list = $("thread-list");
   list.replaceChildren(...threads.map(threadItem));
+  list.dataset.agent = state.agent;  // whose threads these are
 }
 
 function threadItem(thread) {
