@@ -13,7 +13,8 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     POST /api/call {tool, args, answer?}   "try it": a tool called outside the conversation
 
 A turn's stream sends ``event: event`` for each event of :mod:`runner.events` (``data``: the event
-as ``--json`` prints it), ``event: detail`` with what a tool card shows of each result
+as ``--json`` prints it), ``event: step`` with what a model step is given
+(:mod:`runner.web.steps`), ``event: detail`` with what a tool card shows of each result
 (:func:`runner.web.threads.tool_detail`), ``event: failed`` when the turn failed, and ``event:
 end`` last. A turn that pauses on a question (an approval, a server's form, a sampling request)
 ends its stream with the question; the answer, checked here as the chat checks it
@@ -47,6 +48,7 @@ from runner.hosting.mcp.conversations import THREAD_PATTERN
 from runner.manifest import MAIN_AGENT
 from runner.web.answers import AnswerError, checked_answer
 from runner.web.security import SECURITY_HEADERS, TOKEN_HEADER, TOKEN_PARAMETER, Gate
+from runner.web.steps import STEP_EVENT
 from runner.web.threads import Titles, pending_question, thread_history, thread_rows, tool_details
 from runner.web.workbench import CallRefused, server_rows, try_call
 
@@ -202,7 +204,7 @@ class WebApi:
         try:
             async with aclosing(stream_turn(self.runtime, message, thread_id=thread, agent=agent)) as events:
                 async for event in events:
-                    yield sse("event", event)
+                    yield sse("step" if event["type"] == STEP_EVENT else "event", event)
                     if event["type"] == "tool_result":
                         results[event["id"]] = event["name"]
         except RunnerError as exc:

@@ -15,7 +15,6 @@ from functools import partial
 import anyio
 import uvicorn
 
-from runner.agent.host import Host
 from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.events import CatalogueChanged, ReloadEvent
@@ -24,6 +23,7 @@ from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
 from runner.web.security import TOKEN_PARAMETER, Gate
+from runner.web.steps import WebHost
 from runner.web.threads import Titles
 
 STOP_LIMIT = 5.0  # seconds open requests (streams of running turns) get once the page server stops
@@ -56,7 +56,7 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
     listens, ``on_reload`` for each reload in watch mode."""
     sock = bind(options.address)
     try:
-        async with load_agent(file, host=Host()) as runtime, background_tasks() as group:
+        async with load_agent(file, host=WebHost()) as runtime, background_tasks() as group:
             notices = Notices()
 
             def told_of_change(change: CatalogueChange) -> None:

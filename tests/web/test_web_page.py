@@ -172,7 +172,7 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
     open_page(page, served)
     send(page, 'notes__calculate {"expression": "8*8"}')
     timeline = page.locator(".timeline").last
-    timeline.locator("summary").click()
+    timeline.locator("summary", has_text="Timeline of this turn").click()
     rows = timeline.locator(".timeline-row")
     expect(rows.locator(".timeline-label")).to_have_text(["model step 1", "notes__calculate", "model step 2"])
     steps = [rows.nth(index).locator(".timeline-facts").inner_text() for index in (0, 2)]
@@ -183,6 +183,16 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
         rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool calls$"))
     bars = rows.locator(".bar").evaluate_all("bars => bars.map(bar => bar.getBoundingClientRect().width)")
     assert all(width > 0 for width in bars)
+    # What each model step was given: the system prompt the agent renders, the tools offered.
+    given = timeline.locator(".timeline-given")
+    expect(given).to_have_count(2)
+    given.first.locator("summary").click()
+    expect(given.first.locator(".given-prompt")).to_contain_text("web-test")
+    expect(given.first.locator(".given-tools code")).to_contain_text(["notes__calculate", "demo__echo"])
+    expect(given.first.locator("summary")).to_have_text(
+        re.compile(r"what this step was given: \d+ tools, 2 messages"))
+    given.nth(1).locator("summary").click()
+    expect(given.nth(1).locator("summary")).to_have_text(re.compile(r", 4 messages$"))
 
 
 def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:

@@ -44,6 +44,8 @@ function turnView() {
     if (kind === "end") {
       const shown = timeline.render();
       if (shown) $("log").append(shown);
+    } else if (kind === "step") {
+      timeline.request(data);
     } else if (kind === "detail") {
       state.cards.get(data.id)?.setDetail(data);
     } else if (kind === "failed") {

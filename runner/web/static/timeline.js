@@ -11,12 +11,25 @@ function cost(totals) {
   return totals.cost === null ? "cost unknown" : `$${totals.cost.toFixed(6)}`;
 }
 
+// What a model step was given: its system prompt, the tools offered, how many messages.
+function given(request) {
+  return el("details", {}, el("summary", { text: `what this step was given: ${request.tools.length} tools, ${request.messages} messages` }),
+    el("h4", { text: "System prompt" }), el("pre", { className: "given-prompt", text: request.system_prompt || "(none)" }),
+    el("h4", { text: "Tools offered" }),
+    el("ul", { className: "given-tools" }, ...request.tools.map((name) => el("li", {}, el("code", { text: name })))));
+}
+
 export class TurnTimeline {
   constructor() {
     this.started = performance.now();
     this.rows = [];  // {kind, label, facts, start, end} in milliseconds since the turn started
     this.calls = new Map();
     this.totals = null;
+    this.requests = [];  // what each model step was given, in order (its usage event follows)
+  }
+
+  request(given) {
+    this.requests.push(given);
   }
 
   observe(event) {
@@ -24,7 +37,7 @@ export class TurnTimeline {
     if (event.type === "usage") {
       const step = event.step;
       const steps = this.rows.filter((row) => row.kind === "model").length + 1;
-      this.rows.push({ kind: "model", label: `model step ${steps}${event.agent !== "main" ? ` (${event.agent})` : ""}`,
+      this.rows.push({ kind: "model", given: this.requests.shift(), label: `model step ${steps}${event.agent !== "main" ? ` (${event.agent})` : ""}`,
         facts: `${Math.round(step.seconds * 1000)} ms · ${tokens(step)} · ${cost(step)}${event.model ? ` · ${event.model}` : ""}`,
         start: Math.max(0, now - step.seconds * 1000), end: now });
       this.totals = event.turn;
@@ -50,6 +63,7 @@ export class TurnTimeline {
       list.append(el("li", { className: `timeline-row ${row.kind}` },
         el("span", { className: "timeline-label", text: row.label }), el("span", { className: "timeline-axis" }, bar),
         el("span", { className: "timeline-facts muted", text: row.facts })));
+      if (row.given) list.append(el("li", { className: "timeline-given" }, given(row.given)));
     }
     const total = this.totals
       ? el("p", { className: "timeline-total", text: `turn: ${tokens(this.totals)} · ${cost(this.totals)} · ${this.totals.model_steps} model steps, ${this.totals.tool_calls} tool calls` })
