@@ -113,7 +113,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
     "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
     "tools": "List the tools the agent can call: generated name, server, original name, description.",
     "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",
-    "web": "Open the agent of FILE in a browser page: chat, tool calls, questions, threads.",
+    "web": "Open the agent of FILE in a browser page: chat, tool calls, questions, threads, servers.",
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.

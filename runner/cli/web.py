@@ -62,7 +62,7 @@ def _show_reload(event: ReloadEvent) -> None:
 @reports_errors
 def web(file: str, watch: bool, host: str, port: int, open_browser: bool, allow_remote: bool,
         token_env: str | None) -> None:
-    """Open the agent of FILE in a browser page: chat, tool calls, questions, threads."""
+    """Open the agent of FILE in a browser page: chat, tool calls, questions, threads, servers."""
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
