@@ -93,6 +93,7 @@ COMMAND_MODULES: Mapping[str, tuple[str, ...]] = {
     "runner.cli.evals": ("test",),
     "runner.cli.serve": ("serve",),
     "runner.cli.graphing": ("graph",),
+    "runner.cli.web": ("web",),
 }
 # What `mcp-run --help` says of each command, so that listing the commands imports none of their
 # modules (tests/cli/test_cli_registry.py checks each line against the command's own docstring).
@@ -112,6 +113,7 @@ COMMAND_SUMMARIES: Mapping[str, str] = {
     "test": "Run the cases in evals/ next to FILE (or CASE_FILES) against the agent of FILE.",
     "tools": "List the tools the agent can call: generated name, server, original name, description.",
     "watch": "Edit FILE without running the model: re-validate and list the tools on every save.",
+    "web": "Open the agent of FILE in a browser page: chat, tool calls, questions, threads, servers.",
 }
 # `mcp-run FILE ...` is no command: a first word that names no command but a file (one that exists,
 # or any *.yaml / *.yml path) runs that file's agent with this module's `run_file`.

@@ -1,0 +1,269 @@
+// The page: the agent's threads, the conversation with streamed answers, tool calls as cards,
+// the questions a turn pauses on, and the notices of reloads.
+import { ApiError, getJson, getStream, postJson, postStream } from "./api.js";
+import { ToolCard } from "./cards.js";
+import { el } from "./dom.js";
+import { questionPanel } from "./questions.js";
+import { startServersPanel } from "./servers.js";
+import { TurnTimeline } from "./timeline.js";
+
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null };
+const $ = (id) => document.getElementById(id);
+
+function newThreadId() {
+  return crypto.randomUUID().replaceAll("-", "").slice(0, 12);
+}
+
+function showError(message) {
+  $("composer-error").textContent = message;
+}
+
+function scrollDown() {
+  const log = $("log");
+  log.scrollTop = log.scrollHeight;
+}
+
+// ---------------------------------------------------------------- the conversation
+
+function addUser(text) {
+  $("log").append(el("li", { className: "message user" }, el("span", { className: "who", text: "you" }), el("div", { className: "text", text })));
+}
+
+function assistantBubble() {
+  const text = el("div", { className: "text" });
+  const node = el("li", { className: "message assistant" }, el("span", { className: "who", text: "agent" }), text);
+  $("log").append(node);
+  return { node, text, streamed: false };
+}
+
+// Shows the events of one turn as they come; returns the handler of its stream.
+function turnView() {
+  let bubble = null;
+  const timeline = new TurnTimeline();
+  return ({ kind, data }) => {
+    if (kind === "end") {
+      const shown = timeline.render();
+      if (shown) $("log").append(shown);
+    } else if (kind === "step") {
+      timeline.request(data);
+    } else if (kind === "detail") {
+      state.cards.get(data.id)?.setDetail(data);
+    } else if (kind === "failed") {
+      $("log").append(el("li", { className: "message failed", role: "alert", text: data.message }));
+    } else if (kind === "event") {
+      timeline.observe(data);
+      bubble = showEvent(data, bubble);
+    }
+    scrollDown();
+  };
+}
+
+function showEvent(event, bubble) {
+  switch (event.type) {
+    case "token":
+      if (event.agent) return bubble;  // an agent of agents: works; its answer comes as a tool result
+      if (!bubble) bubble = assistantBubble();
+      bubble.text.textContent += event.text;
+      bubble.streamed = true;
+      return bubble;
+    case "tool_call": {
+      const card = new ToolCard(event);
+      state.cards.set(event.id, card);
+      $("log").append(card.node);
+      return null;
+    }
+    case "tool_result":
+      state.cards.get(event.id)?.setResult(event);
+      return null;
+    case "final":
+      if (!bubble) bubble = assistantBubble();
+      if (!bubble.streamed || event.output) bubble.text.textContent = event.output ? JSON.stringify(event.output, null, 2) : event.text;
+      bubble.node.classList.add("final");
+      return null;
+    case "approval": case "elicitation": case "sampling":
+      state.answer = event;
+      return bubble;
+    case "model_retry":
+    case "model_fallback":
+      $("log").append(el("li", { className: "message notice", text: event.type === "model_retry" ? event.message : `${event.model} failed (${event.reason}): using ${event.fallback}` }));
+      return bubble;
+    case "error":
+      $("log").append(el("li", { className: "message failed", role: "alert", text: event.message }));
+      return bubble;
+    default:
+      return bubble;
+  }
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  $("send").disabled = busy;
+  $("log").setAttribute("aria-busy", busy ? "true" : "false");
+}
+
+async function runTurn(body) {
+  setBusy(true);
+  try {
+    // A refused answer leaves its question in place, with the reason.
+    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(), () => {
+      state.answer = null;
+      $("question").replaceChildren();
+    });
+  } finally {
+    setBusy(false);
+  }
+  showQuestion(state.answer);
+  loadThreads();
+}
+
+function showQuestion(question) {
+  const area = $("question");
+  area.replaceChildren();
+  if (!question) return;
+  const panel = questionPanel(question, async (answer) => {
+    await runTurn({ answer });
+  });
+  area.append(panel);
+  panel.querySelector("button, input, select, textarea")?.focus();
+}
+
+async function send() {
+  const box = $("message");
+  const text = box.value;
+  if (!text.trim() || state.busy) return;
+  showError("");
+  if (!state.thread) state.thread = newThreadId();
+  box.value = "";
+  addUser(text);
+  try {
+    await runTurn({ text });
+  } catch (exc) {
+    showError(exc instanceof ApiError ? exc.message : String(exc));
+  }
+}
+
+// ---------------------------------------------------------------- threads
+
+async function loadThreads() {
+  const { threads } = await getJson(`/api/threads?agent=${encodeURIComponent(state.agent)}`);
+  const list = $("thread-list");
+  list.replaceChildren(...threads.map(threadItem));
+  list.dataset.agent = state.agent;  // whose threads these are
+}
+
+function threadItem(thread) {
+  const open = el("button", { type: "button", className: "thread-open", "aria-current": thread.id === state.thread ? "true" : null, text: thread.title, onclick: () => openThread(thread.id) });
+  const rename = el("button", { type: "button", className: "small", "aria-label": `Rename ${thread.title}`, text: "Rename", onclick: () => startRename(item, thread) });
+  const remove = el("button", { type: "button", className: "small", "aria-label": `Delete ${thread.title}`, text: "Delete", onclick: () => deleteThread(thread.id) });
+  const item = el("li", { "data-thread": thread.id }, open, rename, remove);
+  return item;
+}
+
+function startRename(item, thread) {
+  const input = el("input", { type: "text", "aria-label": "New name", value: thread.title });
+  const save = async () => {
+    await postJson("/api/rename", { agent: state.agent, thread: thread.id, title: input.value });
+    await loadThreads();
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") { event.preventDefault(); save().catch((exc) => showError(exc.message)); }
+    if (event.key === "Escape") loadThreads();
+  });
+  item.replaceChildren(input, el("button", { type: "button", className: "small", text: "Save", onclick: () => save().catch((exc) => showError(exc.message)) }));
+  input.focus();
+  input.select();
+}
+
+async function deleteThread(id) {
+  await postJson("/api/delete", { agent: state.agent, thread: id });
+  if (id === state.thread) newThread();
+  await loadThreads();
+}
+
+function newThread() {
+  state.thread = null;
+  state.cards.clear();
+  $("log").replaceChildren();
+  $("question").replaceChildren();
+  $("message").focus();
+}
+
+async function openThread(id) {
+  state.thread = id;
+  state.cards.clear();
+  const { items, question } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
+  $("log").replaceChildren();
+  let bubble = null;
+  for (const item of items) {
+    if (item.type === "user") {
+      addUser(item.text);
+      bubble = null;
+    } else {
+      bubble = showEvent(item, bubble);
+      if (item.type === "tool_result" && item.detail) state.cards.get(item.id)?.setDetail(item.detail);
+    }
+  }
+  showQuestion(question);
+  loadThreads();
+  scrollDown();
+}
+
+// ---------------------------------------------------------------- notices (watch mode)
+
+function showNotice(event) {
+  let text;
+  if (event.type === "reload") text = `Reloaded: ${event.summary}`;
+  else if (event.type === "reload_error") text = `The edit was not loaded (the last good manifest keeps running): ${event.problems.join("; ")}`;
+  else if (event.type === "change") text = `${event.server}: ${event.kind} changed` + (event.added.length ? `; added ${event.added.join(", ")}` : "") + (event.removed.length ? `; removed ${event.removed.join(", ")}` : "");
+  else return;
+  const notice = el("p", { className: `notice ${event.type === "reload_error" ? "error" : ""}`, text });
+  $("notices").replaceChildren(notice);
+  if (event.type === "reload") loadAgent();
+}
+
+async function followNotices() {
+  for (;;) {
+    try {
+      await getStream("/api/notices", ({ data }) => showNotice(data));
+    } catch {
+      // the server stopped or the connection broke: try again shortly
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+// ---------------------------------------------------------------- start
+
+async function loadAgent() {
+  const agent = await getJson("/api/agent");
+  $("agent-name").textContent = agent.name;
+  $("agent-model").textContent = `model ${agent.model}`;
+  document.title = `${agent.name} — mcp-run`;
+  const select = $("agent-select");
+  select.replaceChildren(...agent.agents.map((a) => el("option", { value: a.name, text: a.description ? `${a.name} — ${a.description}` : a.name })));
+  select.value = state.agent;
+  select.closest("label").hidden = agent.agents.length < 2;
+}
+
+function start() {
+  $("composer").addEventListener("submit", (event) => { event.preventDefault(); send(); });
+  $("message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("new-thread").addEventListener("click", newThread);
+  $("agent-select").addEventListener("change", (event) => {
+    state.agent = event.target.value;
+    newThread();
+    loadThreads();
+  });
+  loadAgent().then(loadThreads).catch((exc) => showError(exc.message));
+  followNotices();
+  startServersPanel();
+  document.body.dataset.ready = "true";
+  $("message").focus();
+}
+
+start();

@@ -1,0 +1,76 @@
+// A tool call as a card: the tool and its server, the arguments, the result rendered (text,
+// images, audio, files, structured content), status and duration, and the raw JSON on request.
+import { el, renderValue } from "./dom.js";
+
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const AUDIO_TYPES = /^audio\/(wav|wave|x-wav|mpeg|mp3|ogg|webm|flac|aac|mp4)$/;
+
+// Functions called with (slot, call, result, detail) once a card's result has its detail: where
+// what a tool's result brings beyond content (an MCP App's frame) is mounted in the card.
+export const resultMounts = [];
+
+export class ToolCard {
+  constructor(call) {
+    this.call = call;
+    this.result = null;
+    this.detail = null;
+    this.status = el("span", { className: "status running", text: "running" });
+    this.duration = el("span", { className: "duration muted" });
+    this.server = el("span", { className: "server muted" });
+    this.body = el("div", { className: "result" });
+    this.extra = el("div", { className: "result-extra" });
+    this.raw = el("pre", { className: "raw" });
+    const title = el("span", { className: "tool-name", text: call.name });
+    const agent = call.agent ? el("span", { className: "muted", text: ` (agent ${call.agent})` }) : null;
+    this.node = el("li", { className: "card tool-card", "data-call-id": call.id, "aria-label": `tool call ${call.name}` },
+      el("div", { className: "card-head" }, title, agent, this.server, this.status, this.duration),
+      el("div", { className: "args" }, el("h4", { text: "Arguments" }), renderValue(call.args)),
+      this.body,
+      this.extra,
+      el("details", {}, el("summary", { text: "Raw JSON" }), this.raw));
+    this.updateRaw();
+  }
+
+  setResult(result) {
+    this.result = result;
+    this.status.textContent = result.status;
+    this.status.className = `status ${result.status === "error" ? "error" : "success"}`;
+    if (typeof result.ms === "number") this.duration.textContent = `${Math.round(result.ms)} ms`;
+    this.body.replaceChildren(el("h4", { text: result.status === "error" ? "Error" : "Result" }),
+      el("pre", { className: "result-text", text: result.text }));
+    this.updateRaw();
+  }
+
+  setDetail(detail) {
+    this.detail = detail;
+    if (detail.server) this.server.textContent = ` on ${detail.server}` + (detail.original && detail.original !== this.call.name ? ` (${detail.original})` : "");
+    const parts = [];
+    for (const block of detail.blocks || []) parts.push(renderBlock(block));
+    if (detail.structured !== null && detail.structured !== undefined) {
+      parts.push(el("h4", { text: "Structured content" }), renderValue(detail.structured));
+    }
+    if (parts.length) {
+      this.body.replaceChildren(el("h4", { text: this.result && this.result.status === "error" ? "Error" : "Result" }), ...parts);
+    }
+    this.extra.replaceChildren();
+    for (const mount of resultMounts) mount(this.extra, this.call, this.result, detail);
+    this.updateRaw();
+  }
+
+  updateRaw() {
+    this.raw.textContent = JSON.stringify({ call: this.call, result: this.result, detail: this.detail }, null, 2);
+  }
+}
+
+function renderBlock(block) {
+  if (block.type === "text") return el("pre", { className: "result-text", text: block.text });
+  const mime = String(block.mime_type || "").toLowerCase();
+  if (block.type === "image" && IMAGE_TYPES.has(mime) && block.base64) {
+    return el("img", { className: "result-image", src: `data:${mime};base64,${block.base64}`, alt: `image (${mime}) from the tool` });
+  }
+  if (block.type === "audio" && AUDIO_TYPES.test(mime) && block.base64) {
+    return el("audio", { controls: true, src: `data:${mime};base64,${block.base64}`, "aria-label": `audio (${mime}) from the tool` });
+  }
+  const size = block.base64 ? Math.floor(block.base64.length * 3 / 4) : 0;
+  return el("p", { className: "result-file", text: `${block.type} (${mime || "unknown type"}, about ${size} bytes)` });
+}

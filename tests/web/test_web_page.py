@@ -1,0 +1,515 @@
+"""``mcp-run web`` in a real browser (Debian's Chromium through Playwright): the conversation with
+streamed answers and tool calls as cards, threads, questions answered in the page, and the page's
+defences (the token, the Origin and Host checks, escaping, the Content-Security-Policy).
+
+One ``mcp-run web`` process serves the module's tests; each test uses its own thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import BROWSER_TIMEOUT_MS
+from builders import ROOT, invoke, server, write_manifest
+from child_processes import SESSION_PROCESSES
+from playwright.sync_api import Page, expect
+from web_pages import ServedPage, request, start_page, stop_page, web_page
+
+from runner.tools.form_answers import content_problem
+
+pytestmark = pytest.mark.timeout(300)
+expect.set_options(timeout=BROWSER_TIMEOUT_MS)  # a loaded machine: generous bounds, never a sleep
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("web")
+    notes = {"command": "python", "args": [str(ROOT / "examples" / "notes_server.py")],
+             "env": {"NOTES_FILE": str(folder / "notes.json")}}
+    return write_manifest(folder, {
+        "notes": notes,
+        "demo": server("demo", tools={"approve": ["echo"]}),
+        "asking": server("asking"),
+        "hostile": server("web_hostile"),
+        "media": server("media"),
+        "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
+    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
+        agents={"calc": {"description": "Does arithmetic.", "model": "offline",
+                         "tools": ["notes__calculate"]}})
+
+
+@pytest.fixture(scope="module")
+def served(agent: Path) -> Iterator[ServedPage]:
+    with web_page(agent) as running:
+        # Kept for every test of the module: the servers it restarts are its own, not a test's
+        # orphans (its Ctrl-C stop, servers included, is test_ctrl_c_stops_... below).
+        SESSION_PROCESSES.add(running.process.pid)
+        try:
+            yield running
+        finally:
+            SESSION_PROCESSES.discard(running.process.pid)
+
+
+def open_page(page: Page, served: ServedPage) -> None:
+    page.goto(served.url)
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    expect(page.locator("#agent-name")).to_have_text("web-test")
+
+
+def send(page: Page, text: str) -> None:
+    """Send ``text`` once the last turn has ended (its stream closed)."""
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def card(page: Page, tool: str) -> Any:
+    return page.locator(".tool-card", has=page.locator(".tool-name", has_text=re.compile(f"^{tool}$"))).last
+
+
+# --------------------------------------------------------------------------- who may drive the agent
+
+
+def test_a_request_without_the_token_or_from_another_site_is_refused_403(served: ServedPage) -> None:
+    assert request(served, "/")[0] == 403  # the page itself needs the printed address's token
+    assert request(served, "/?token=wrong")[0] == 403
+    assert request(served, "/api/agent")[0] == 403
+    assert request(served, "/api/agent", token="wrong")[0] == 403
+    turn = {"thread": "refused", "text": 'notes__calculate {"expression": "1+1"}'}
+    assert request(served, "/api/turn", body=turn)[0] == 403
+    foreign = {"Origin": "https://attacker.example"}
+    assert request(served, "/api/turn", token=served.token, body=turn, headers=foreign)[0] == 403
+    rebound = {"Host": "attacker.example"}  # DNS rebinding: another name resolving to loopback
+    assert request(served, "/api/agent", token=served.token, headers=rebound)[0] == 403
+    assert request(served, f"/?token={served.token}", headers=rebound)[0] == 403
+    # The refused turn never ran: the thread does not exist.
+    status, _, body = request(served, "/api/threads", token=served.token)
+    assert status == 200 and "refused" not in {row["id"] for row in json.loads(body)["threads"]}
+    status, _, body = request(served, "/api/agent", token=served.token,
+                              headers={"Origin": served.base})
+    assert status == 200 and json.loads(body)["name"] == "web-test"
+
+
+def test_the_page_forbids_inline_script_and_embedding_and_sends_no_referrer(served: ServedPage) -> None:
+    status, headers, body = request(served, f"/?token={served.token}")
+    assert status == 200
+    policy = headers["content-security-policy"]
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["script-src"] == "'self'" and directives["style-src"] == "'self'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert b"<script>" not in body and b" on" not in body.split(b"<body>")[1].replace(b" only", b"")
+
+
+# --------------------------------------------------------------------------- the conversation
+
+
+def test_enter_sends_and_the_answer_streams_with_the_tool_call_as_a_card(page: Page,
+                                                                          served: ServedPage) -> None:
+    open_page(page, served)
+    box = page.get_by_label("Message")
+    expect(box).to_be_focused()
+    box.type("first line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    assert box.input_value() == "first line\nsecond line"  # Shift-Enter: a new line, nothing sent
+    expect(page.locator(".message.user")).to_have_count(0)
+    box.fill('notes__calculate {"expression": "6*7"}')
+    box.press("Enter")
+    calculated = card(page, "notes__calculate")
+    expect(calculated.locator(".status")).to_have_text("success")
+    expect(calculated.locator(".server")).to_contain_text("on notes")
+    expect(calculated.locator(".args dt")).to_have_text("expression")
+    expect(calculated.locator(".args dd")).to_have_text("6*7")
+    # The structured content is rendered as labelled values, not dumped.
+    expect(calculated.locator(".result dl.structured dt")).to_have_text("result")
+    expect(calculated.locator(".result dl.structured dd")).to_have_text("42")
+    expect(calculated.locator(".duration")).to_have_text(re.compile(r"^\d+ ms$"))
+    calculated.locator("summary", has_text="Raw JSON").click()
+    raw = json.loads(calculated.locator(".raw").inner_text())
+    assert raw["call"]["args"] == {"expression": "6*7"} and raw["result"]["text"] == "42"
+    expect(page.locator(".message.assistant.final .text")).to_have_text("notes__calculate returned: 42")
+    expect(box).to_have_value("")
+
+
+UNLABELLED_CONTROLS = """() => [...document.querySelectorAll("input, select, textarea, button")]
+    .filter((control) => control.getClientRects().length > 0)
+    .filter((control) => !(control.labels && control.labels.length) && !control.getAttribute("aria-label")
+                         && !control.textContent.trim())
+    .map((control) => control.outerHTML)"""
+
+
+def test_every_control_has_a_label_and_tab_goes_from_the_message_to_send(page: Page,
+                                                                         served: ServedPage) -> None:
+    open_page(page, served)
+    box = page.get_by_label("Message")
+    expect(box).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Send")).to_be_focused()
+    send(page, 'demo__echo {"text": "labelled"}')  # a question, and a "try it" form, open too
+    question = page.locator(".question")
+    question.get_by_role("button", name="Edit arguments").click()
+    page.get_by_label("Search tools").fill("add")
+    page.get_by_role("button", name="Try demo__add").click()
+    expect(page.locator("#try-area form")).to_be_visible()
+    assert page.evaluate(UNLABELLED_CONTROLS) == []
+    question.get_by_role("button", name="Approve").click()  # the thread is left answered
+    expect(question).to_have_count(0)
+
+
+def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "8*8"}')
+    timeline = page.locator(".timeline").last
+    timeline.locator("summary", has_text="Timeline of this turn").click()
+    rows = timeline.locator(".timeline-row")
+    expect(rows.locator(".timeline-label")).to_have_text(["model step 1", "notes__calculate", "model step 2"])
+    steps = [rows.nth(index).locator(".timeline-facts").inner_text() for index in (0, 2)]
+    spent = [int(re.search(r"(\d+) tokens", facts).group(1)) for facts in steps]  # type: ignore[union-attr]
+    assert all(re.match(r"\d+ ms · \d+ tokens \(\d+ in, \d+ out\) · cost unknown", facts) for facts in steps)
+    expect(rows.nth(1).locator(".timeline-facts")).to_have_text(re.compile(r"^\d+ ms · success$"))
+    expect(timeline.locator(".timeline-total")).to_have_text(re.compile(
+        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool calls$"))
+    bars = rows.locator(".bar").evaluate_all("bars => bars.map(bar => bar.getBoundingClientRect().width)")
+    assert all(width > 0 for width in bars)
+    # What each model step was given: the system prompt the agent renders, the tools offered.
+    given = timeline.locator(".timeline-given")
+    expect(given).to_have_count(2)
+    given.first.locator("summary").click()
+    expect(given.first.locator(".given-prompt")).to_contain_text("web-test")
+    expect(given.first.locator(".given-tools code")).to_contain_text(["notes__calculate", "demo__echo"])
+    expect(given.first.locator("summary")).to_have_text(
+        re.compile(r"what this step was given: \d+ tools, 2 messages"))
+    given.nth(1).locator("summary").click()
+    expect(given.nth(1).locator("summary")).to_have_text(re.compile(r", 4 messages$"))
+
+
+def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "demo__image {}")
+    image = card(page, "demo__image").locator("img.result-image")
+    expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 1
+
+
+def test_a_sound_a_tool_returns_is_playable_in_its_card(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "media__chime {}")
+    chimed = card(page, "media__chime")
+    sound = chimed.locator("audio")
+    expect(sound).to_have_attribute("src", re.compile(r"^data:audio/wav;base64,"))
+    expect(sound).to_have_attribute("controls", "")
+    page.wait_for_function("node => node.readyState >= 1 && node.duration > 0", arg=sound.element_handle())
+    expect(chimed.locator(".result-text")).to_have_text(["a chime"])
+
+
+def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "1+2"}')
+    expect(page.locator(".message.assistant.final")).to_contain_text("returned: 3")
+    thread = page.locator("#thread-list li", has_text='notes__calculate {"expression": "1+2"}')
+    expect(thread).to_have_count(1)
+    page.get_by_role("button", name="New thread").click()
+    expect(page.locator("#log > *")).to_have_count(0)
+    thread.locator(".thread-open").click()  # resumed: its messages and cards come back
+    expect(page.locator(".message.user .text")).to_have_text(['notes__calculate {"expression": "1+2"}'])
+    expect(card(page, "notes__calculate").locator(".status")).to_have_text("success")
+    thread.get_by_role("button", name=re.compile("^Rename")).click()
+    name = page.get_by_label("New name")
+    expect(name).to_be_focused()
+    name.fill("sums")
+    name.press("Enter")
+    renamed = page.locator("#thread-list li", has_text="sums")
+    expect(renamed).to_have_count(1)
+    page.reload()  # the name is kept by the server
+    expect(page.locator("#thread-list li", has_text="sums")).to_have_count(1)
+    page.locator("#thread-list li", has_text="sums").get_by_role("button", name="Delete sums").click()
+    expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
+
+
+def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_own(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    chooser = page.get_by_label("Agent")
+    expect(chooser.locator("option")).to_have_text(["main", "calc — Does arithmetic."])
+    chooser.select_option("calc")
+    expect(page.get_by_label("Message")).to_be_focused()
+    send(page, 'notes__calculate {"expression": "2*3"}')
+    expect(page.locator(".message.assistant.final .text")).to_have_text("notes__calculate returned: 6")
+    mine = page.locator("#thread-list li", has_text='notes__calculate {"expression": "2*3"}')
+    expect(mine).to_have_count(1)
+    chooser.select_option("main")  # the main agent's threads do not include it
+    expect(page.locator("#thread-list[data-agent=main]")).to_be_attached()
+    expect(mine).to_have_count(0)
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def test_an_approval_is_answered_in_the_page_approved_denied_with_a_reason_or_edited(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'demo__echo {"text": "first"}')
+    question = page.locator(".question")
+    expect(question.locator("h3")).to_have_text("demo__echo wants to run")
+    expect(question.get_by_role("button", name="Approve")).to_be_focused()
+    question.get_by_role("button", name="Approve").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("first")
+    expect(question).to_have_count(0)
+
+    send(page, 'demo__echo {"text": "second"}')
+    question.get_by_label("Reason to deny (optional)").fill("not today")
+    question.get_by_role("button", name="Deny").click()
+    denied = card(page, "demo__echo")
+    expect(denied.locator(".status")).to_have_text("error")
+    expect(denied.locator(".result")).to_contain_text("not today")
+
+    send(page, 'demo__echo {"text": "third"}')
+    question.get_by_role("button", name="Edit arguments").click()
+    arguments = question.get_by_label("Arguments (JSON)")
+    arguments.fill('{"text": 3}')  # the tool takes text: the server refuses, the question stays
+    question.get_by_role("button", name="Run with these arguments").click()
+    expect(question.locator(".error").last).to_contain_text("arguments of demo__echo")
+    arguments.fill('{"text": "edited"}')
+    question.get_by_role("button", name="Run with these arguments").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("edited")
+
+
+def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "asking__book {}")
+    question = page.locator(".question")
+    expect(question.locator("p").first).to_have_text("Which day, for how many?")
+    seats = question.get_by_label("seats")
+    expect(seats).to_have_value("2")  # the schema's default
+    seats.fill("0")
+    question.get_by_role("button", name="Submit").click()
+    expect(question.locator(".field-error").first).to_have_text("date: a value is required")
+    expect(question.locator(".field-error").nth(1)).to_have_text("seats: must be at least 1")
+    question.get_by_label("date (required)").fill("2026-12-01")
+    seats.fill("4")
+    question.get_by_role("button", name="Submit").click()
+    expect(card(page, "asking__book").locator(".result-text").first).to_have_text("booked 2026-12-01 for 4")
+
+
+# A field and a value each: the page's check and the runner's say the same (the last fit).
+FORM_CASES: list[tuple[dict[str, Any], Any]] = [
+    ({"type": "integer", "minimum": 1}, 0),
+    ({"type": "integer"}, 1.5),
+    ({"type": "number", "maximum": 10}, 11),
+    ({"type": "number", "exclusiveMinimum": 0}, 0),
+    ({"type": "number", "exclusiveMaximum": 5}, 5),
+    ({"type": "string", "minLength": 3}, "ab"),
+    ({"type": "string", "maxLength": 2}, "abc"),
+    ({"type": "string", "pattern": "^[a-z]+$"}, "A1"),
+    ({"type": "string", "format": "email"}, "nobody"),
+    ({"type": "string", "format": "uri"}, "not a url"),
+    ({"type": "string", "format": "date"}, "12/01/2026"),
+    ({"type": "string", "format": "date-time"}, "2026-12-01"),
+    ({"type": "string", "enum": ["a", "b"], "enumNames": ["Apple", "Banana"]}, "c"),
+    ({"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}, "m"),
+    ({"type": "array", "items": {"enum": ["x", "y", "z"]}, "minItems": 2}, ["x"]),
+    ({"type": "array", "items": {"enum": ["x", "y", "z"]}, "maxItems": 1}, ["x", "y"]),
+    ({"type": "string", "format": "email"}, "someone@example.com"),
+    ({"type": "string", "format": "date-time"}, "2026-12-01T10:00:00Z"),
+    ({"type": "integer", "minimum": 1, "maximum": 9}, 5),
+]
+
+
+def test_the_pages_form_checks_say_what_the_runners_say(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    in_page = page.evaluate("""async (cases) => {
+        const questions = await import("/static/questions.js");
+        return cases.map(([field, value]) => questions.fieldProblem(field, value));
+    }""", [[field, value] for field, value in FORM_CASES])
+    for (field, value), said in zip(FORM_CASES, in_page, strict=True):
+        form = {"type": "elicitation", "mode": "form", "server": "s", "message": "m",
+                "schema": {"type": "object", "properties": {"f": field}}}
+        runner_said = content_problem(form, {"action": "accept", "content": {"f": value}})  # type: ignore[arg-type]
+        assert (None if said is None else f"f: {said}") == runner_said, (field, value)
+
+
+def test_the_server_checks_a_forms_answer_again(served: ServedPage) -> None:
+    thread = "form-checked"
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "text": "asking__book {}"})
+    assert status == 200 and b'"type": "elicitation"' in body
+    wrong = {"action": "accept", "content": {"date": "2026-12-01", "seats": 0}}
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "answer": wrong})
+    assert status == 422 and json.loads(body)["error"] == "seats: must be at least 1"
+    status, _, body = request(served, "/api/history?thread=form-checked", token=served.token)
+    assert json.loads(body)["question"]["type"] == "elicitation"  # still asked
+    status, _, body = request(served, "/api/turn", token=served.token,
+                              body={"thread": thread, "answer": {"action": "decline"}})
+    assert status == 200 and b"not booked: the user chose decline" in body
+
+
+def test_a_url_to_visit_is_a_link_with_a_waiting_state(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, "asking__visit {}")
+    question = page.locator(".question")
+    link = question.get_by_role("link", name="https://calendar.example/sign-in")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    with page.context.expect_page() as opened:
+        link.click()
+    opened.value.close()
+    expect(question.locator(".waiting")).to_contain_text("Waiting for you")
+    question.get_by_role("button", name="I have done it").click()
+    expect(card(page, "asking__visit").locator(".result-text").first).to_have_text("visit: accept")
+
+
+def test_a_sampling_request_is_shown_before_it_runs(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'asking__summarize {"text": "a long story"}')
+    question = page.locator(".question")
+    expect(question.locator("h3")).to_have_text("asking asks the model for a completion (at most 50 tokens)")
+    expect(question).to_contain_text("system: Summarize in five words.")
+    expect(question.locator(".sampled li")).to_have_text(["user: a long story"])
+    question.get_by_role("button", name="Send it to the model").click()
+    expect(card(page, "asking__summarize").locator(".status")).to_have_text("success")
+    expect(question).to_have_count(0)
+
+
+# --------------------------------------------------------------------------- a hostile server
+
+
+# Records, from the page's start, every element the server's markup would make if it were ever
+# parsed (even for a moment) and every inline script or handler the page's policy had to block.
+WATCH_FOR_MARKUP = """
+window.__made = [];
+document.addEventListener("securitypolicyviolation",
+                          (event) => __made.push(`blocked ${event.violatedDirective}`));
+new MutationObserver((records) => {
+  for (const record of records) for (const node of record.addedNodes) {
+    if (node.nodeType !== 1) continue;
+    for (const made of [node, ...node.querySelectorAll("*")]) {
+      const tag = made.tagName.toLowerCase();
+      const href = made.getAttribute("href") || "";
+      if (["script", "img", "iframe", "b"].includes(tag) && made.closest("body")) __made.push(tag);
+      if (tag === "a" && !/^https?:/.test(href)) __made.push(`a ${href}`);
+    }
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+
+
+def test_nothing_a_hostile_server_sends_runs_in_the_page(page: Page, served: ServedPage) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.add_init_script(WATCH_FOR_MARKUP)
+    open_page(page, served)
+    send(page, "hostile__inject {}")
+    injected = card(page, "hostile__inject")
+    expect(injected.locator(".status")).to_have_text("success")
+    expect(injected.locator(".result dl.structured dt").first).to_contain_text("<script>")  # shown as text
+    send(page, "hostile__explode {}")
+    expect(card(page, "hostile__explode").locator(".result")).to_contain_text('<img src="x:" onerror=')
+    send(page, "hostile__ask {}")
+    question = page.locator(".question")
+    expect(question.locator("p").first).to_contain_text("[click me](javascript:")
+    question.get_by_role("button", name="Decline").click()
+    expect(card(page, "hostile__ask").locator(".status")).to_have_text("success")
+    send(page, "hostile__visit {}")
+    expect(question.locator(".unsafe-link")).to_have_text("javascript:window.pwned='visit'")
+    question.locator(".unsafe-link").click()
+    question.get_by_role("button", name="Decline").click()
+    expect(card(page, "hostile__visit").locator(".status")).to_have_text("success")
+    page.locator(".tool-card summary").first.click()
+    assert page.evaluate("window.pwned") is None
+    assert dialogs == []
+    assert page.evaluate("window.__made") == []
+    # No element the server's markup would have made exists: it is all text.
+    page.get_by_label("Search tools").fill("inject")  # the panel shows the tool's description
+    expect(page.locator("#server-list .tool-item:not([hidden])")).to_contain_text(["<script>"])
+    for selector in ("#log script", "#log img[src='x:']", "#log iframe", "#log a[href^='javascript']",
+                     "#question a[href^='javascript']", "#log b", "#log a[href^='data']", "#server-list b",
+                     "#server-list img", "#server-list iframe", "#server-list a"):
+        assert page.locator(selector).count() == 0, selector
+
+
+# --------------------------------------------------------------------------- the servers panel
+
+
+def test_the_servers_panel_shows_each_servers_state_and_a_crash_recovered(page: Page,
+                                                                          served: ServedPage) -> None:
+    open_page(page, served)
+    panel = page.locator("#server-list")
+    broken = panel.locator("[data-server=broken]")
+    expect(broken.locator(".server-status")).to_have_text("failed")
+    broken.locator("summary").first.click()
+    expect(broken.locator(".server-error")).to_contain_text("exited")
+    broken.locator(".stderr summary").click()
+    expect(broken.locator(".stderr pre")).to_contain_text("fatal: cannot start")
+    notes = panel.locator("[data-server=notes]")
+    expect(notes.locator(".server-status")).to_have_text("ready")
+    expect(notes.locator("dd").first).to_have_text("stdio")
+
+    page.get_by_label("Search tools").fill("arithmetic")  # names and descriptions are searched
+    expect(panel.locator(".tool-item:not([hidden]) code")).to_have_text(["notes__calculate"])
+    page.get_by_role("button", name="Try notes__calculate").click()
+    tried = page.locator("#try-area")
+    expression = tried.get_by_label("expression (required)")
+    expect(expression).to_be_focused()
+    tried.get_by_role("button", name="Call").click()  # checked as a form: the value is required
+    expect(tried.locator(".field-error").first).to_have_text("Expression (expression): a value is required")
+    expression.fill("2+2")
+    tried.get_by_role("button", name="Call").click()
+    expect(tried.locator(".tool-card .result-text").first).to_have_text("4")
+    expect(page.locator("#log .tool-card")).to_have_count(0)  # outside the conversation
+
+    page.get_by_label("Search tools").fill("echo")  # a tool that needs approval is asked about first
+    page.get_by_role("button", name="Try demo__echo").click()
+    tried.get_by_label("text (required)").fill("tried")
+    tried.get_by_role("button", name="Call").click()
+    tried.get_by_role("button", name="Approve").click()
+    expect(tried.locator(".tool-card .result-text").first).to_have_text("tried")
+
+    page.get_by_label("Search tools").fill("pid")  # the demo server crashes, and is restarted
+    page.get_by_role("button", name="Try demo__pid").click()
+    tried.get_by_role("button", name="Call").click()
+    pid = int(tried.locator(".tool-card .result-text").first.inner_text())
+    demo = panel.locator("[data-server=demo]")
+    restarts = int(demo.locator(".server-restarts").inner_text())
+    os.kill(pid, signal.SIGKILL)
+    expect(demo.locator(".server-restarts")).to_have_text(str(restarts + 1))
+    expect(demo.locator(".server-status")).to_have_text("ready")
+    tried.get_by_role("button", name="Call").click()
+    expect(tried.locator(".tool-card .result-text").first).not_to_have_text(str(pid))
+
+
+# --------------------------------------------------------------------------- the process
+
+
+def test_open_opens_the_printed_address_and_ctrl_c_stops_everything_with_exit_130(tmp_path: Path) -> None:
+    # The "browser" says on mcp-run's stderr (which it inherits) which address it was given.
+    browser = f"{sys.executable} -c \"import sys; print('browser opened', sys.argv[1], file=sys.stderr)\" %s"
+    served = start_page(write_manifest(tmp_path, {"demo": server("demo")}, model="offline"), "--open",
+                        env={"BROWSER": browser})
+    line = ""
+    while not line.startswith("browser opened"):
+        line = served.lines.get(timeout=60)
+    assert line == f"browser opened {served.url}"
+    status, _, _ = request(served, "/api/agent", token=served.token)
+    assert status == 200
+    assert stop_page(served.process) == 130  # the no-orphan guard checks the agent's servers
+
+
+def test_a_host_other_than_loopback_needs_allow_remote_and_a_token(agent: Path) -> None:
+    refused = invoke("web", str(agent), "--host", "0.0.0.0")
+    assert refused.exit_code == 2
+    assert "--allow-remote" in refused.output
+    no_token = invoke("web", str(agent), "--host", "0.0.0.0", "--allow-remote")
+    assert no_token.exit_code == 2
+    assert "needs a bearer token" in no_token.output
