@@ -1,0 +1,273 @@
+"""MCP Apps in the page: tools whose metadata names a ``ui://`` page, the page loaded through the
+fleet, and the security policy of the frame that shows it.
+
+The extension is ``io.modelcontextprotocol/ui`` (SEP-1865, stable 2026-01-26). A tool names its
+page in ``_meta.ui.resourceUri`` (or the deprecated flat ``_meta["ui/resourceUri"]``) and says who
+may call it in ``_meta.ui.visibility`` (``model``, ``app``; both when omitted). The page is a
+``resources/read`` of that URI on the tool's own server, of type ``text/html;profile=mcp-app``, as
+text or base64; its ``_meta.ui.csp`` (on the content, else on the listed resource) declares the
+only origins it may reach. Nothing else is allowed: by default an app reaches no network at all.
+
+The page (``runner/web/static/apps-host.js``) shows an app in an ``<iframe sandbox="allow-scripts">``
+(an opaque origin: no access to the page, its cookies, its storage or its API) whose document is
+served with :meth:`AppPage.headers`: the policy as an HTTP header, which, unlike a ``<meta>`` tag in
+a ``srcdoc`` frame, does not inherit the page's own policy and also sandboxes the document when it
+is opened outside its frame. :class:`AppFrames` holds the pages being shown under unguessable keys.
+An app's ``tools/call`` is checked by :func:`app_call_target` (a tool of the same server, offered
+by the manifest, visible to apps) before the page runs it through the manifest's approvals.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import secrets
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcp import types
+
+from runner.errors import AppResourceError, ToolError
+
+if TYPE_CHECKING:
+    from runner.tools.catalog import ToolCatalog
+
+APP_MIME_TYPE = "text/html;profile=mcp-app"
+UI_SCHEME = "ui://"
+EXTENSION_ID = "io.modelcontextprotocol/ui"
+MAX_APP_BYTES = 4 * 1024 * 1024  # a single-file bundle of a framework app is well under this
+VISIBILITIES = frozenset({"model", "app"})
+# The declared origins and the directives they open (the extension's McpUiResourceCsp).
+CSP_FIELDS = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
+# An origin as a CSP source: a web scheme, a host (its first label may be ``*``), a port, a plain
+# path. No quotes, spaces, commas or semicolons: a declared "domain" can never add a directive.
+SOURCE = re.compile(
+    r"(?:https?|wss?)://(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/-]*)?"
+)
+
+
+@dataclass(frozen=True)
+class AppTool:
+    """A tool of the catalog with a page: ``name`` is the catalog's, ``tool`` the server's own."""
+
+    name: str
+    server: str
+    tool: str
+    resource_uri: str
+    visibility: frozenset[str]
+
+
+@dataclass(frozen=True)
+class AppListing:
+    """The catalog's tools with a page, by catalog name, and what was wrong with the others'
+    metadata (those are shown as plain tools)."""
+
+    tools: dict[str, AppTool]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class AppCsp:
+    """The origins an app declared it needs, each checked to be an origin and nothing more."""
+
+    connect: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    frames: tuple[str, ...] = ()
+    base_uris: tuple[str, ...] = ()
+
+    def policy(self) -> str:
+        """The frame's Content-Security-Policy: the extension's, narrowed. ``'self'`` appears
+        nowhere (the document is served from the page's origin: ``'self'`` would be the page's
+        API), undeclared kinds are ``'none'``, and ``sandbox`` keeps the document in an opaque
+        origin even when it is opened outside its frame."""
+        resources = " ".join(self.resources)
+        return "; ".join(directive.strip() for directive in (
+            "default-src 'none'",
+            f"script-src 'unsafe-inline' {resources}",
+            f"style-src 'unsafe-inline' {resources}",
+            f"img-src data: {resources}",
+            f"font-src {_sources(self.resources)}",
+            f"media-src data: {resources}",
+            f"connect-src {_sources(self.connect)}",
+            f"frame-src {_sources(self.frames)}",
+            "object-src 'none'",
+            f"base-uri {_sources(self.base_uris)}",
+            "form-action 'none'",
+            "frame-ancestors 'self'",
+            "sandbox allow-scripts",
+        ))
+
+    def declared(self) -> dict[str, list[str]]:
+        """The approved domains as the extension names them (``hostCapabilities.sandbox.csp``)."""
+        values = (self.connect, self.resources, self.frames, self.base_uris)
+        return {field: list(domains) for field, domains in zip(CSP_FIELDS, values, strict=True) if domains}
+
+
+@dataclass(frozen=True)
+class AppPage:
+    """An app's page, loaded and checked: its HTML, its declared origins and border preference."""
+
+    app: AppTool
+    html: str
+    csp: AppCsp
+    prefers_border: bool | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The HTTP headers the page's server sends with ``html`` to the app's frame."""
+        return {
+            "content-type": "text/html; charset=utf-8",
+            "content-security-policy": self.csp.policy(),
+            "x-content-type-options": "nosniff",
+            "referrer-policy": "no-referrer",
+            "cache-control": "no-store",
+        }
+
+
+def tool_visibility(definition: types.Tool) -> frozenset[str]:
+    """Who may call ``definition``: ``model``, ``app`` or both (the default; unknown entries and a
+    malformed value count as nothing given)."""
+    ui = (definition.meta or {}).get("ui")
+    declared = ui.get("visibility") if isinstance(ui, Mapping) else None
+    if not isinstance(declared, list):
+        return VISIBILITIES
+    return frozenset(entry for entry in declared if entry in VISIBILITIES)
+
+
+def find_apps(catalog: ToolCatalog) -> AppListing:
+    """The tools of ``catalog`` whose metadata names a ``ui://`` page, current key first."""
+    tools: dict[str, AppTool] = {}
+    warnings: list[str] = []
+    for name, entry in catalog.entries.items():
+        definition, server = entry.definition, entry.origin.server
+        if definition is None or server is None:
+            continue  # local and resource tools have no metadata
+        meta = definition.meta or {}
+        ui = meta.get("ui")
+        uri = ui.get("resourceUri") if isinstance(ui, Mapping) else None
+        key = "_meta.ui.resourceUri"
+        if uri is None and "ui/resourceUri" in meta:
+            uri, key = meta["ui/resourceUri"], '_meta["ui/resourceUri"]'
+        if uri is None:
+            continue
+        if not isinstance(uri, str) or not uri.startswith(UI_SCHEME) or len(uri) == len(UI_SCHEME):
+            warnings.append(f"{server}: tool '{definition.name}': {key} {uri!r} is not a ui:// URI; "
+                            "shown without its page")
+            continue
+        tools[name] = AppTool(name, server, definition.name, uri, tool_visibility(definition))
+    return AppListing(tools, warnings)
+
+
+async def load_app(catalog: ToolCatalog, app: AppTool, *, max_bytes: int = MAX_APP_BYTES) -> AppPage:
+    """Read ``app``'s page from its server and check it: its type, its size, its declared origins.
+
+    Raises AppResourceError (naming the server and the URI) for a page that cannot be shown, and
+    the ServerError of the read when the server cannot answer.
+    """
+    connection = catalog.connections[app.server]
+    result = await connection.read_resource(app.resource_uri)
+    matching = [contents for contents in result.contents if str(contents.uri) == app.resource_uri]
+    if len(matching) != 1:
+        raise AppResourceError(app.server, app.resource_uri,
+                               f"the server answered {len(matching)} contents for it, not one")
+    contents = matching[0]
+    mime_type = (contents.mime_type or "").replace(" ", "").lower()
+    if mime_type != APP_MIME_TYPE:
+        raise AppResourceError(app.server, app.resource_uri,
+                               f"its type is {contents.mime_type!r}, not {APP_MIME_TYPE!r}: not an app page")
+    html = _html(app, contents, max_bytes)
+    ui = _ui_meta(contents.meta) or _ui_meta(_listed_meta(connection.resources, app.resource_uri))
+    border = ui.get("prefersBorder")
+    return AppPage(app, html, _csp(app, ui.get("csp")), border if isinstance(border, bool) else None)
+
+
+def app_call_target(catalog: ToolCatalog, app: AppTool, tool: str) -> str:
+    """The catalog name of the tool ``tool`` that ``app``'s page asks to call, or ToolError.
+
+    An app may call only tools of its own server (as that server names them) that the manifest
+    offers and whose visibility includes ``app``.
+    """
+    for name, entry in catalog.entries.items():
+        if entry.origin.server == app.server and entry.origin.name == tool and entry.definition is not None:
+            if "app" not in tool_visibility(entry.definition):
+                raise ToolError(f"{app.server}: tool '{tool}' is not visible to apps (_meta.ui.visibility)")
+            return name
+    raise ToolError(f"{app.server}: the app of '{app.tool}' asked for tool '{tool}', which the manifest "
+                    f"does not offer from server '{app.server}'")
+
+
+class AppFrames:
+    """The app pages the page's server is showing, each under an unguessable key (the path of its
+    frame's document); past ``limit`` the oldest is forgotten."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._pages: OrderedDict[str, AppPage] = OrderedDict()
+
+    def add(self, page: AppPage) -> str:
+        key = secrets.token_urlsafe(24)
+        self._pages[key] = page
+        while len(self._pages) > self.limit:
+            self._pages.popitem(last=False)
+        return key
+
+    def __getitem__(self, key: str) -> AppPage:
+        return self._pages[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pages
+
+
+def _html(app: AppTool, contents: types.TextResourceContents | types.BlobResourceContents,
+          max_bytes: int) -> str:
+    def too_big(size: int) -> AppResourceError:
+        return AppResourceError(app.server, app.resource_uri,
+                                f"its page is {size} bytes, over the limit of {max_bytes}")
+
+    if isinstance(contents, types.TextResourceContents):
+        size = len(contents.text.encode()) if len(contents.text) <= max_bytes else len(contents.text)
+        if size > max_bytes:
+            raise too_big(size)
+        return contents.text
+    if len(contents.blob) // 4 * 3 > max_bytes:  # bounded before decoding
+        raise too_big(len(contents.blob) // 4 * 3)
+    try:
+        return base64.b64decode(contents.blob, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise AppResourceError(app.server, app.resource_uri,
+                               f"its blob is not base64 of UTF-8 HTML ({exc})") from exc
+
+
+def _sources(domains: tuple[str, ...]) -> str:
+    return " ".join(domains) or "'none'"
+
+
+def _ui_meta(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    ui = (meta or {}).get("ui")
+    return ui if isinstance(ui, Mapping) else {}
+
+
+def _listed_meta(resources: list[types.Resource], uri: str) -> Mapping[str, Any] | None:
+    return next((resource.meta for resource in resources if str(resource.uri) == uri), None)
+
+
+def _csp(app: AppTool, declared: object) -> AppCsp:
+    if declared is None:
+        return AppCsp()
+    if not isinstance(declared, Mapping):
+        raise AppResourceError(app.server, app.resource_uri, "_meta.ui.csp is not an object")
+    fields: list[tuple[str, ...]] = []
+    for field in CSP_FIELDS:
+        domains = declared.get(field, [])
+        if not isinstance(domains, list):
+            raise AppResourceError(app.server, app.resource_uri, f"_meta.ui.csp.{field} is not a list")
+        for index, domain in enumerate(domains):
+            if not isinstance(domain, str) or not SOURCE.fullmatch(domain):
+                raise AppResourceError(app.server, app.resource_uri,
+                                       f"_meta.ui.csp.{field}[{index}] {domain!r} is not an origin "
+                                       "(scheme http, https, ws or wss; a host; a port; a path)")
+        fields.append(tuple(domains))
+    return AppCsp(*fields)
