@@ -14,7 +14,8 @@ served with :meth:`AppPage.headers`: the policy as an HTTP header, which, unlike
 a ``srcdoc`` frame, does not inherit the page's own policy and also sandboxes the document when it
 is opened outside its frame. :class:`AppFrames` holds the pages being shown under unguessable keys.
 An app's ``tools/call`` is checked by :func:`app_call_target` (a tool of the same server, offered
-by the manifest, visible to apps) before the page runs it through the manifest's approvals.
+by the manifest, visible to apps) before the page runs it through the manifest's approvals, and
+:func:`app_result` turns that call's output back into the ``CallToolResult`` the app expects.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from mcp import types
 
 from runner.errors import AppResourceError, ToolError
+from runner.tools.content import ToolOutput
 
 if TYPE_CHECKING:
     from runner.tools.catalog import ToolCatalog
@@ -199,6 +201,18 @@ def app_call_target(catalog: ToolCatalog, app: AppTool, tool: str) -> str:
                     f"does not offer from server '{app.server}'")
 
 
+def app_result(output: ToolOutput) -> dict[str, Any]:
+    """The ``CallToolResult`` (as JSON) an app gets for its ``tools/call``, from the output of the
+    call the page made through the runner: text and media as MCP content blocks (media the chat
+    model cannot take arrives as the runner's note saying so), the structured content, the error."""
+    blocks = [{"type": "text", "text": output.content}] if isinstance(output.content, str) else [
+        _mcp_block(block) for block in output.content]
+    result: dict[str, Any] = {"content": blocks, "isError": output.is_error}
+    if isinstance(output.artifact, dict):
+        result["structuredContent"] = output.artifact
+    return result
+
+
 class AppFrames:
     """The app pages the page's server is showing, each under an unguessable key (the path of its
     frame's document); past ``limit`` the oldest is forgotten."""
@@ -239,6 +253,15 @@ def _html(app: AppTool, contents: types.TextResourceContents | types.BlobResourc
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise AppResourceError(app.server, app.resource_uri,
                                f"its blob is not base64 of UTF-8 HTML ({exc})") from exc
+
+
+def _mcp_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind in ("image", "audio") and isinstance(block.get("base64"), str):
+        return {"type": kind, "data": block["base64"], "mimeType": block.get("mime_type", "")}
+    if kind == "text":
+        return {"type": "text", "text": str(block.get("text", ""))}
+    return {"type": "text", "text": f"[{kind} content: not passed to apps]"}
 
 
 def _sources(domains: tuple[str, ...]) -> str:

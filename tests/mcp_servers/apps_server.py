@@ -1,9 +1,9 @@
 """A server of MCP Apps (the ``io.modelcontextprotocol/ui`` extension): tools whose ``_meta`` names
 a ``ui://`` resource, the HTML page a host shows in a sandboxed frame.
 
-Tools: ``show_counter`` (its page, ``ui://counter/app.html``, renders the tool's input and result
-and, when its button is pressed, calls ``add`` back through the host bridge), ``add`` (visible to
-the app only), ``legacy_counter`` (the same page named by the deprecated flat key
+Tools: ``show_counter`` (its page, ``ui://counter/app.html``, renders the tool's input and result;
+one button calls ``add`` back through the host bridge, another asks the host to open a link),
+``add`` (visible to the app only), ``legacy_counter`` (the same page named by the deprecated flat key
 ``ui/resourceUri``), ``model_only`` (visible to the model only), ``plain`` (no page),
 ``wrong_type`` (its resource is ``text/html``, not an app), ``from_blob`` (its page comes
 base64-encoded), ``with_cdn`` (its resource declares CSP domains), ``bad_csp`` (its resource
@@ -49,6 +49,8 @@ COUNTER_PAGE = """<!DOCTYPE html>
 <p id="result">no result yet</p>
 <button id="more" type="button" disabled>Add one</button>
 <p id="answer">nothing added yet</p>
+<button id="docs" type="button">Docs</button>
+<p id="opened">no link opened</p>
 <script>
 "use strict";
 let nextId = 1;
@@ -90,6 +92,10 @@ document.getElementById("more").addEventListener("click", async () => {
   } catch (error) {
     show("answer", "refused: " + error.message);
   }
+});
+document.getElementById("docs").addEventListener("click", async () => {
+  await request("ui/open-link", {url: "https://example.com/docs"});
+  show("opened", "link opened");
 });
 (async () => {
   const init = await request("ui/initialize", {

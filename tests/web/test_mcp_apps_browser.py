@@ -1,0 +1,99 @@
+"""MCP Apps in a real browser: runner/web/static/apps-host.js mounting the pages of real MCP Apps
+servers (tests/mcp_servers/apps_server.py and hostile_apps.py, over streamable HTTP) in the harness
+page of tests/web/apps_harness.py, one harness for the module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from apps_harness import HarnessState, args_query, harness_app
+from browser import BROWSER_TIMEOUT_MS as WAIT
+from mcp_servers import _serve, apps_server, hostile_apps
+from mcp_servers.loopback import serve_app
+
+if TYPE_CHECKING:
+    from playwright.sync_api import FrameLocator, Page
+
+
+@dataclass
+class Harness:
+    url: str
+    state: HarnessState
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    folder = tmp_path_factory.mktemp("apps-harness")
+    state = HarnessState()
+    with (serve_app(_serve.http_app(apps_server.build(), transport="http")) as apps,
+          serve_app(_serve.http_app(hostile_apps.build(), transport="http")) as hostile):
+        app = harness_app({"apps": apps.url(), "hostile": hostile.url()}, folder, state)
+        with serve_app(app) as running:
+            yield Harness(running.url(""), state)
+
+
+def open_app(page: Page, harness: Harness, query: str) -> FrameLocator:
+    from playwright.sync_api import expect
+
+    page.goto(f"{harness.url}/?{query}")
+    # a locator, not wait_for_function: the page's CSP forbids the eval that would need
+    expect(page.locator("#state")).to_have_text("mounted", timeout=WAIT)
+    return page.frame_locator("iframe.mcp-app-frame")
+
+
+def calls(page: Page) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = page.evaluate("window.calls")
+    return found
+
+
+def test_an_app_renders_its_tool_result_and_calls_a_tool_back_through_the_page(
+    page: Page, harness: Harness,
+) -> None:
+    from playwright.sync_api import expect
+
+    frame = open_app(page, harness, f"tool=apps__show_counter&args={args_query({'start': 41})}")
+    expect(frame.locator("#host")).to_have_text("host: mcp-run 2026-01-26", timeout=WAIT)
+    expect(frame.locator("#input")).to_have_text('input: {"start":41}', timeout=WAIT)
+    expect(frame.locator("#result")).to_contain_text('"count": 41', timeout=WAIT)
+    assert page.get_attribute("iframe.mcp-app-frame", "sandbox") == "allow-scripts"
+
+    frame.locator("#more").click()
+    expect(frame.locator("#answer")).to_contain_text('"count": 42', timeout=WAIT)
+    assert calls(page) == [{"name": "add", "arguments": {"count": 41}}]
+
+    frame.locator("#docs").click()
+    expect(frame.locator("#opened")).to_have_text("link opened", timeout=WAIT)
+    assert page.evaluate("window.links") == ["https://example.com/docs"]
+
+
+def test_a_hostile_app_reaches_nothing_but_the_bridge_and_forged_messages_change_nothing(
+    page: Page, harness: Harness,
+) -> None:
+    from playwright.sync_api import expect
+
+    start = f"{harness.url}/?tool=hostile__snoop"
+    frame = open_app(page, harness, "tool=hostile__snoop")
+    expect(frame.locator("#status")).to_have_text("reported", timeout=WAIT)
+    page.click("#add-rogue")  # the app is initialized: a forged call from elsewhere would now run
+    expect(page.locator("#rogue")).to_have_attribute("data-sent", "yes", timeout=WAIT)
+
+    reports = [call for call in calls(page) if call["name"] == "report"]
+    assert len(reports) == 1  # the rogue frame's forged report never reached callTool
+    outcomes = reports[0]["arguments"]["outcomes"]
+    assert set(outcomes) == set(hostile_apps.ATTEMPTS)
+    reached = {name: outcome for name, outcome in outcomes.items() if not outcome.startswith("blocked")}
+    assert reached == {}
+    assert "not visible to apps" in outcomes["forged_call_model_only"]
+    assert "does not offer from server 'hostile'" in outcomes["forged_call_unknown"]
+    assert [call["name"] for call in calls(page)] == ["wipe", "show_counter", "report"]
+
+    assert harness.state.hits == []  # nothing under /api/ reached the page's server
+    assert hostile_apps.RAN == ["snoop", "report"]  # the model-only tool never ran
+    assert page.url == start
+    assert "harness=secret-cookie" in page.evaluate("document.cookie")
+    assert page.evaluate("localStorage.getItem('harness')") == "secret-storage"
+    assert "pwned" not in page.content()
+    assert page.evaluate("window.links") == []
