@@ -1,7 +1,7 @@
 """A small page hosting MCP Apps with runner/web/static/apps-host.js, for the browser tests.
 
-``harness_app(servers, folder)`` is a starlette app: at start it opens a fleet of the given
-streamable-HTTP servers and builds their tool catalog. The page (``/?tool=NAME&args=JSON``), under
+``harness_app(servers, folder, state)`` is a starlette app: at start it opens a fleet of the given
+servers (manifest entries by key) and builds their tool catalog. The page (``/?tool=NAME&args=JSON``), under
 a strict Content-Security-Policy like the real page's, asks ``/open`` to load the tool's app page
 (:func:`runner.web.apps.load_app`) and to call the tool through the runner's tool caller, then
 mounts the app with ``mountApp``; its ``callTool`` records each call in ``window.calls`` and runs it
@@ -13,14 +13,17 @@ Its button ``#add-rogue`` embeds another frame of the page that posts a forged `
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from browser import BROWSER_TIMEOUT_MS as WAIT
 from builders import ROOT, write_manifest
+from mcp_servers.loopback import serve_app
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
@@ -34,6 +37,10 @@ from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.web.apps import AppFrames, AppListing, app_call_target, app_result, find_apps, load_app
 
+if TYPE_CHECKING:
+    from playwright.sync_api import FrameLocator, Page
+
+START_TIMEOUT = 90.0  # the fleet's start on a loaded machine (its own start-up timeout is 60 s)
 STATIC = ROOT / "runner" / "web" / "static"
 # As strict as the real page's: no inline script, nothing from elsewhere.
 PAGE_POLICY = ("default-src 'none'; script-src 'self'; connect-src 'self'; frame-src 'self'; "
@@ -42,7 +49,7 @@ PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Apps harness</title>
 <script type="module" src="/harness.js"></script></head>
-<body><p id="state">loading</p><div id="apps"></div>
+<body><p id="state">loading</p><p id="links"></p><div id="apps"></div>
 <button id="add-rogue" type="button">Add a rogue frame</button><div id="rogue"></div></body>
 </html>
 """
@@ -73,6 +80,7 @@ window.app = mountApp(document.getElementById("apps"), {
   },
   async openLink(url) {
     window.links.push(url);
+    document.getElementById("links").textContent = window.links.join(" ");
   },
   onClose(reason) {
     window.closings.push(reason);
@@ -101,16 +109,17 @@ class HarnessState:
     catalog: ToolCatalog | None = None
     listing: AppListing | None = None
     frames: AppFrames = field(default_factory=AppFrames)
+    ready: threading.Event = field(default_factory=threading.Event)  # the fleet is up, the catalog built
 
 
-def harness_app(servers: dict[str, str], folder: Path, state: HarnessState) -> Starlette:
-    """The harness over the streamable-HTTP servers ``servers`` (key -> URL); ``state`` is filled
-    at start and records what reached ``/api/``."""
+def harness_app(servers: dict[str, dict[str, Any]], folder: Path, state: HarnessState) -> Starlette:
+    """The harness over ``servers`` (key -> manifest entry); ``state`` is filled at start and
+    records what reached ``/api/``."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        path = write_manifest(folder, {key: {"url": url} for key, url in servers.items()}, name="harness",
-                              defaults={"timeout": "10s", "startup_timeout": "30s"})
+        path = write_manifest(folder, servers, name="harness",
+                              defaults={"timeout": "30s", "startup_timeout": "60s"})
         loaded = parse_manifest(path.read_text(), file=str(path), path=path)
         specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
         # The fleet's own start-up timeout bounds the start (a cancel scope around it could not
@@ -118,6 +127,7 @@ def harness_app(servers: dict[str, str], folder: Path, state: HarnessState) -> S
         async with open_fleet(specs, base_dir=folder, state_dir=folder / "state") as fleet:
             state.catalog = ToolCatalog(loaded.manifest, fleet.connections, folder)
             state.listing = find_apps(state.catalog)
+            state.ready.set()
             yield
 
     def caller() -> ToolCaller:
@@ -125,7 +135,7 @@ def harness_app(servers: dict[str, str], folder: Path, state: HarnessState) -> S
         assert catalog is not None
         return ToolCaller(lambda: catalog)
 
-    async def open_app(request: Request) -> Response:
+    async def open_tool(request: Request) -> Response:
         body = await request.json()
         assert state.catalog is not None and state.listing is not None
         app = state.listing.tools[body["tool"]]
@@ -175,7 +185,7 @@ def harness_app(servers: dict[str, str], folder: Path, state: HarnessState) -> S
         Route("/rogue", fixed(ROGUE_PAGE, "text/html")),
         Route("/rogue.js", fixed(ROGUE_SCRIPT, "text/javascript", None)),
         Route("/apps-host.js", apps_host),
-        Route("/open", open_app, methods=["POST"]),
+        Route("/open", open_tool, methods=["POST"]),
         Route("/call", call, methods=["POST"]),
         Route("/frame/{key}", frame),
         Route("/api/{rest:path}", api, methods=["GET", "POST"]),
@@ -185,3 +195,36 @@ def harness_app(servers: dict[str, str], folder: Path, state: HarnessState) -> S
 def args_query(arguments: dict[str, Any]) -> str:
     """The ``args`` query value of the harness page for ``arguments``."""
     return quote(json.dumps(arguments))
+
+
+@dataclass
+class Harness:
+    """A running harness: its address and what it recorded."""
+
+    url: str
+    state: HarnessState
+
+
+@contextmanager
+def serve_harness(servers: dict[str, dict[str, Any]], folder: Path) -> Iterator[Harness]:
+    """The harness over ``servers`` on loopback until the block ends."""
+    state = HarnessState()
+    with serve_app(harness_app(servers, folder, state)) as running:
+        # Up before any test starts: its servers' processes are the module's, not a test's.
+        if not state.ready.wait(START_TIMEOUT):
+            raise RuntimeError(f"the apps harness did not start within {START_TIMEOUT} s")
+        yield Harness(running.url(""), state)
+
+
+def open_app(page: Page, harness: Harness, query: str) -> FrameLocator:
+    from playwright.sync_api import expect
+
+    page.goto(f"{harness.url}/?{query}")
+    # a locator, not wait_for_function: the page's CSP forbids the eval that would need
+    expect(page.locator("#state")).to_have_text("mounted", timeout=WAIT)
+    return page.frame_locator("iframe.mcp-app-frame")
+
+
+def calls(page: Page) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = page.evaluate("window.calls")
+    return found

@@ -5,48 +5,24 @@ page of tests/web/apps_harness.py, one harness for the module."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-from apps_harness import HarnessState, args_query, harness_app
-from browser import BROWSER_TIMEOUT_MS as WAIT
+from apps_harness import WAIT, Harness, args_query, calls, open_app, serve_harness
 from mcp_servers import _serve, apps_server, hostile_apps
 from mcp_servers.loopback import serve_app
 
 if TYPE_CHECKING:
-    from playwright.sync_api import FrameLocator, Page
-
-
-@dataclass
-class Harness:
-    url: str
-    state: HarnessState
+    from playwright.sync_api import Page
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    folder = tmp_path_factory.mktemp("apps-harness")
-    state = HarnessState()
     with (serve_app(_serve.http_app(apps_server.build(), transport="http")) as apps,
           serve_app(_serve.http_app(hostile_apps.build(), transport="http")) as hostile):
-        app = harness_app({"apps": apps.url(), "hostile": hostile.url()}, folder, state)
-        with serve_app(app) as running:
-            yield Harness(running.url(""), state)
-
-
-def open_app(page: Page, harness: Harness, query: str) -> FrameLocator:
-    from playwright.sync_api import expect
-
-    page.goto(f"{harness.url}/?{query}")
-    # a locator, not wait_for_function: the page's CSP forbids the eval that would need
-    expect(page.locator("#state")).to_have_text("mounted", timeout=WAIT)
-    return page.frame_locator("iframe.mcp-app-frame")
-
-
-def calls(page: Page) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = page.evaluate("window.calls")
-    return found
+        servers = {"apps": {"url": apps.url()}, "hostile": {"url": hostile.url()}}
+        with serve_harness(servers, tmp_path_factory.mktemp("apps-harness")) as running:
+            yield running
 
 
 def test_an_app_renders_its_tool_result_and_calls_a_tool_back_through_the_page(
