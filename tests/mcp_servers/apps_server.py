@@ -2,7 +2,8 @@
 a ``ui://`` resource, the HTML page a host shows in a sandboxed frame.
 
 Tools: ``show_counter`` (its page, ``ui://counter/app.html``, renders the tool's input and result;
-one button calls ``add`` back through the host bridge, another asks the host to open a link),
+one button calls ``add`` back through the host bridge, one asks the host to open a link, one
+navigates the frame away; it reports its size and answers the host's teardown with a log line),
 ``add`` (visible to the app only), ``legacy_counter`` (the same page named by the deprecated flat key
 ``ui/resourceUri``), ``model_only`` (visible to the model only), ``plain`` (no page),
 ``wrong_type`` (its resource is ``text/html``, not an app), ``from_blob`` (its page comes
@@ -51,6 +52,8 @@ COUNTER_PAGE = """<!DOCTYPE html>
 <p id="answer">nothing added yet</p>
 <button id="docs" type="button">Docs</button>
 <p id="opened">no link opened</p>
+<button id="wander" type="button">Leave</button>
+<p id="size">no size sent</p>
 <script>
 "use strict";
 let nextId = 1;
@@ -76,7 +79,10 @@ window.addEventListener("message", (event) => {
     if (message.error) waiter.reject(message.error); else waiter.resolve(message.result);
     return;
   }
-  if (message.method === "ui/notifications/tool-input") {
+  if (message.method === "ui/resource-teardown") {
+    notify("notifications/message", {level: "info", data: "tearing down: " + message.params.reason});
+    parent.postMessage({jsonrpc: "2.0", id: message.id, result: {}}, "*");
+  } else if (message.method === "ui/notifications/tool-input") {
     show("input", "input: " + JSON.stringify(message.params.arguments));
   } else if (message.method === "ui/notifications/tool-result") {
     count = message.params.structuredContent.count;
@@ -93,6 +99,9 @@ document.getElementById("more").addEventListener("click", async () => {
     show("answer", "refused: " + error.message);
   }
 });
+document.getElementById("wander").addEventListener("click", () => {
+  location.href = "data:text/html,<p>elsewhere</p>";
+});
 document.getElementById("docs").addEventListener("click", async () => {
   await request("ui/open-link", {url: "https://example.com/docs"});
   show("opened", "link opened");
@@ -105,6 +114,9 @@ document.getElementById("docs").addEventListener("click", async () => {
   });
   show("host", "host: " + init.hostInfo.name + " " + init.protocolVersion);
   notify("ui/notifications/initialized", {});
+  const height = document.documentElement.scrollHeight;
+  notify("ui/notifications/size-changed", {width: document.documentElement.scrollWidth, height});
+  show("size", "size: " + height);
 })();
 </script>
 </body>

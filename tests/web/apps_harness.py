@@ -57,6 +57,7 @@ SCRIPT = """import {mountApp} from "/apps-host.js";
 window.calls = [];
 window.links = [];
 window.closings = [];
+window.logs = [];
 document.cookie = "harness=secret-cookie; SameSite=Strict";
 localStorage.setItem("harness", "secret-storage");
 const params = new URLSearchParams(location.search);
@@ -81,6 +82,9 @@ window.app = mountApp(document.getElementById("apps"), {
   async openLink(url) {
     window.links.push(url);
     document.getElementById("links").textContent = window.links.join(" ");
+  },
+  onLog(params) {
+    window.logs.push(params);
   },
   onClose(reason) {
     window.closings.push(reason);

@@ -44,6 +44,28 @@ def test_an_app_renders_its_tool_result_and_calls_a_tool_back_through_the_page(
     expect(frame.locator("#opened")).to_have_text("link opened", timeout=WAIT)
     assert page.evaluate("window.links") == ["https://example.com/docs"]
 
+    reported = frame.locator("#size").text_content() or ""
+    height = int(reported.removeprefix("size: "))
+    frame_height = page.locator("iframe.mcp-app-frame").evaluate("frame => frame.style.height")
+    assert frame_height == f"{min(height, 800)}px"  # 800: mountApp's default maxHeight
+
+    page.evaluate("window.app.teardown('done')")  # resolves once the app answered (or after its bound)
+    assert page.evaluate("window.logs") == [{"level": "info", "data": "tearing down: done"}]
+    assert page.evaluate("window.closings") == ["done"]
+    assert page.locator("iframe.mcp-app-frame").count() == 0
+
+
+def test_an_app_that_navigates_its_frame_away_loses_the_bridge_and_its_frame(
+    page: Page, harness: Harness,
+) -> None:
+    from playwright.sync_api import expect
+
+    frame = open_app(page, harness, "tool=apps__show_counter")
+    expect(frame.locator("#result")).to_contain_text('"count": 1', timeout=WAIT)
+    frame.locator("#wander").click()
+    expect(page.locator("iframe.mcp-app-frame")).to_have_count(0, timeout=WAIT)
+    assert page.evaluate("window.closings") == ["the app left its page"]
+
 
 def test_a_hostile_app_reaches_nothing_but_the_bridge_and_forged_messages_change_nothing(
     page: Page, harness: Harness,
