@@ -51,6 +51,7 @@ FAST_FILES = frozenset({
     "tools/test_tools_ranking.py",
     "tools/test_tools_schemas.py",
     "hosting/test_a2a_answers.py",
+    "web/test_mcp_apps_parts.py",
 })
 
 

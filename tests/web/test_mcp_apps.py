@@ -22,7 +22,7 @@ from runner.errors import AppResourceError, ServerRequestError, ToolError
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
 from runner.tools.catalog import ToolCatalog
-from runner.web.apps import AppFrames, app_call_target, find_apps, load_app
+from runner.web.apps import app_call_target, find_apps, load_app
 
 pytestmark = pytest.mark.anyio
 TESTS = ROOT / "tests"
@@ -140,16 +140,3 @@ async def test_an_app_may_call_only_app_visible_tools_its_own_server_offers(
         with pytest.raises(ToolError, match="does not offer from server 'apps'"):
             app_call_target(catalog, counter, "plain")  # filtered out by the manifest
         assert "other__plain" in catalog.entries  # the same tool on another server is no way round
-
-
-async def test_frames_keep_pages_under_unguessable_keys_and_forget_the_oldest(
-    tmp_path: Path, apps_url: str,
-) -> None:
-    async with catalog_for(tmp_path, {"apps": {"url": apps_url}}) as catalog:
-        page = await load_app(catalog, find_apps(catalog).tools["apps__show_counter"])
-    frames = AppFrames(limit=2)
-    keys = [frames.add(page) for _ in range(3)]
-    assert len(set(keys)) == 3 and all(len(key) >= 32 for key in keys)
-    assert keys[0] not in frames and frames[keys[2]] is page
-    with pytest.raises(KeyError):
-        frames[keys[0]]
