@@ -13,9 +13,10 @@ The page (``runner/web/static/apps-host.js``) shows an app in an ``<iframe sandb
 served with :meth:`AppPage.headers`: the policy as an HTTP header, which, unlike a ``<meta>`` tag in
 a ``srcdoc`` frame, does not inherit the page's own policy and also sandboxes the document when it
 is opened outside its frame. :class:`AppFrames` holds the pages being shown under unguessable keys.
-An app's ``tools/call`` is checked by :func:`app_call_target` (a tool of the same server, offered
-by the manifest, visible to apps) before the page runs it through the manifest's approvals, and
-:func:`app_result` turns that call's output back into the ``CallToolResult`` the app expects.
+An app's ``tools/call`` goes through :func:`call_for_app`: a tool of the same server, offered by
+the manifest, visible to apps (:func:`app_call_target`), then the manifest's policy and approvals
+and the runner's caller, its output turned back into the ``CallToolResult`` the app expects
+(:func:`app_result`).
 """
 
 from __future__ import annotations
@@ -25,17 +26,24 @@ import binascii
 import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp import types
 
 from runner.errors import AppResourceError, ToolError
+from runner.events import ApprovalAsked
+from runner.tools.arguments import format_problems
 from runner.tools.content import ToolOutput
 
 if TYPE_CHECKING:
+    from runner.tools.caller import ToolCaller
     from runner.tools.catalog import ToolCatalog
+
+# Asks the person about a call the manifest says to ask about; answers as the chat's approvals do:
+# {"action": "approve"} (optionally with edited "args") or {"action": "deny", "reason": ...}.
+Approve = Callable[[ApprovalAsked], Awaitable[Mapping[str, Any]]]
 
 APP_MIME_TYPE = "text/html;profile=mcp-app"
 UI_SCHEME = "ui://"
@@ -199,6 +207,31 @@ def app_call_target(catalog: ToolCatalog, app: AppTool, tool: str) -> str:
             return name
     raise ToolError(f"{app.server}: the app of '{app.tool}' asked for tool '{tool}', which the manifest "
                     f"does not offer from server '{app.server}'")
+
+
+async def call_for_app(
+    caller: ToolCaller, catalog: ToolCatalog, app: AppTool, tool: str, arguments: dict[str, Any], *,
+    approve: Approve, call_id: str,
+) -> dict[str, Any]:
+    """An app's ``tools/call`` of ``tool`` made the way ``/call`` makes a call: a tool the app may
+    call (:func:`app_call_target`), its arguments checked before anyone is asked, the manifest's
+    policy and approvals (``approve`` is asked when they say so; ``call_id`` names the call there),
+    then the caller. Returns the app's ``CallToolResult``; raises ToolError, whose text the app is
+    told, for a refusal, a denial or a failed call."""
+    name = app_call_target(catalog, app, tool)
+    if problems := caller.argument_problems(name, arguments):
+        raise ToolError(f"invalid arguments for {name}:\n{format_problems(problems)}")
+    decision = caller.decide(name, arguments)  # a denial is raised by the call itself
+    if decision is not None and decision.action == "ask":
+        asked = ApprovalAsked(type="approval", tool=name, args=arguments, id=call_id)
+        if decision.rule is not None:
+            asked["policy"] = decision.reference()
+        answer = await approve(asked)
+        if answer.get("action") != "approve":
+            raise ToolError(f"denied: {answer.get('reason') or 'the user declined the call'}")
+        edited = answer.get("args", arguments)
+        arguments = edited if isinstance(edited, dict) else arguments
+    return app_result(await caller.call(name, arguments))
 
 
 def app_result(output: ToolOutput) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """A small page hosting MCP Apps with runner/web/static/apps-host.js, for the browser tests.
 
 ``harness_app(servers, folder, state)`` is a starlette app: at start it opens a fleet of the given
-servers (manifest entries by key) and builds their tool catalog. The page (``/?tool=NAME&args=JSON``), under
-a strict Content-Security-Policy like the real page's, asks ``/open`` to load the tool's app page
-(:func:`runner.web.apps.load_app`) and to call the tool through the runner's tool caller, then
-mounts the app with ``mountApp``; its ``callTool`` records each call in ``window.calls`` and runs it
-through ``/call`` (:func:`runner.web.apps.app_call_target`, then the caller, as the real page
-will). Any request under ``/api/`` (what a hostile app would aim at) is recorded in ``hits``.
-Its button ``#add-rogue`` embeds another frame of the page that posts a forged ``tools/call``.
+servers (manifest entries by key) and builds their tool catalog. The page
+(``/?tool=NAME&args=JSON``), under a strict Content-Security-Policy like the real page's, asks
+``/open`` to load the tool's app page (:func:`runner.web.apps.load_app`) and to call the tool
+through the runner's tool caller, then mounts the app with ``mountApp``; its ``callTool`` records
+each call in ``window.calls`` and runs it through ``/call`` (:func:`runner.web.apps.call_for_app`,
+whose approvals the harness records in ``approvals`` and grants). Any request under ``/api/``
+(what a hostile app would aim at) is recorded in ``hits``. Its button ``#add-rogue`` embeds
+another frame of the page that posts a forged ``tools/call``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from starlette.routing import Route
 
 from runner.agent.reconcile import launch_spec
 from runner.errors import ToolError
+from runner.events import ApprovalAsked
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
 from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
-from runner.web.apps import AppFrames, AppListing, app_call_target, app_result, find_apps, load_app
+from runner.web.apps import AppFrames, AppListing, app_result, call_for_app, find_apps, load_app
 
 if TYPE_CHECKING:
     from playwright.sync_api import FrameLocator, Page
@@ -110,6 +112,7 @@ parent.postMessage({rogue: "sent"}, "*");
 @dataclass
 class HarnessState:
     hits: list[str] = field(default_factory=list)  # paths under /api/ that reached the server
+    approvals: list[ApprovalAsked] = field(default_factory=list)  # the apps' calls the person was asked about
     catalog: ToolCatalog | None = None
     listing: AppListing | None = None
     frames: AppFrames = field(default_factory=AppFrames)
@@ -160,12 +163,17 @@ def harness_app(servers: dict[str, dict[str, Any]], folder: Path, state: Harness
         body = await request.json()
         assert state.catalog is not None and state.listing is not None
         app = state.listing.tools[body["tool"]]
+        call_id = f"app-call-{len(state.approvals) + 1}"
         try:
-            target = app_call_target(state.catalog, app, body["name"])
-            output = await caller().call(target, body["arguments"])
+            result = await call_for_app(caller(), state.catalog, app, body["name"], body["arguments"],
+                                        approve=approve, call_id=call_id)
         except ToolError as exc:
             return PlainTextResponse(str(exc), status_code=403)
-        return JSONResponse(app_result(output))
+        return JSONResponse(result)
+
+    async def approve(asked: ApprovalAsked) -> dict[str, Any]:
+        state.approvals.append(asked)  # the person says yes
+        return {"action": "approve"}
 
     async def api(request: Request) -> Response:
         state.hits.append(request.url.path)

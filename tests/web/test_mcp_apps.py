@@ -19,10 +19,12 @@ from mcp_servers.loopback import serve_app
 
 from runner.agent.reconcile import launch_spec
 from runner.errors import AppResourceError, ServerRequestError, ToolError
+from runner.events import ApprovalAsked
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
+from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
-from runner.web.apps import app_call_target, find_apps, load_app
+from runner.web.apps import app_call_target, call_for_app, find_apps, load_app
 
 pytestmark = pytest.mark.anyio
 TESTS = ROOT / "tests"
@@ -36,8 +38,8 @@ def apps_url() -> Iterator[str]:
 
 
 @asynccontextmanager
-async def catalog_for(tmp_path: Path, servers: dict[str, Any]) -> AsyncIterator[ToolCatalog]:
-    path = write_manifest(tmp_path, servers, name="t", defaults=FAST)
+async def catalog_for(tmp_path: Path, servers: dict[str, Any], **top: Any) -> AsyncIterator[ToolCatalog]:
+    path = write_manifest(tmp_path, servers, name="t", defaults=FAST, **top)
     loaded = parse_manifest(path.read_text(), file=str(path), path=path)
     specs = {key: launch_spec(spec) for key, spec in loaded.manifest.servers.items()}
     with anyio.fail_after(60):
@@ -140,3 +142,40 @@ async def test_an_app_may_call_only_app_visible_tools_its_own_server_offers(
         with pytest.raises(ToolError, match="does not offer from server 'apps'"):
             app_call_target(catalog, counter, "plain")  # filtered out by the manifest
         assert "other__plain" in catalog.entries  # the same tool on another server is no way round
+
+
+async def test_an_apps_call_goes_through_the_manifests_approvals_and_policy(
+    tmp_path: Path, apps_url: str,
+) -> None:
+    servers = {"apps": {"url": apps_url, "tools": {"approve": ["add"]}}}
+    policy = [{"tool": "apps__show_counter", "action": "deny", "reason": "no counters today"}]
+    asked: list[ApprovalAsked] = []
+    answers: list[dict[str, Any]] = [{"action": "approve"}, {"action": "approve", "args": {"count": 9}},
+                                     {"action": "deny", "reason": "not now"}]
+
+    async def approve(approval: ApprovalAsked) -> dict[str, Any]:
+        asked.append(approval)
+        return answers[len(asked) - 1]
+
+    async with catalog_for(tmp_path, servers, policy=policy) as catalog:
+        caller = ToolCaller(lambda: catalog)
+        counter = find_apps(catalog).tools["apps__show_counter"]
+
+        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            return await call_for_app(caller, catalog, counter, tool, arguments, approve=approve,
+                                      call_id="c1")
+
+        approved = await call("add", {"count": 1})
+        edited = await call("add", {"count": 1})
+        with pytest.raises(ToolError, match="^denied: not now$"):
+            await call("add", {"count": 1})
+        with pytest.raises(ToolError, match="no counters today"):
+            await call("show_counter", {})  # the policy denies it: nobody is asked
+        with pytest.raises(ToolError, match="invalid arguments for apps__add"):
+            await call("add", {"count": "many"})  # refused before anyone is asked
+        with pytest.raises(ToolError, match="not visible to apps"):
+            await call("model_only", {})
+    assert approved["structuredContent"] == {"count": 2} and approved["isError"] is False
+    assert edited["structuredContent"] == {"count": 10}
+    assert [(approval["tool"], approval["args"], approval["id"]) for approval in asked] == [
+        ("apps__add", {"count": 1}, "c1")] * 3

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     with (serve_app(_serve.http_app(apps_server.build(), transport="http")) as apps,
           serve_app(_serve.http_app(hostile_apps.build(), transport="http")) as hostile):
-        servers = {"apps": {"url": apps.url()}, "hostile": {"url": hostile.url()}}
+        servers = {"apps": {"url": apps.url(), "tools": {"approve": ["add"]}},
+                   "hostile": {"url": hostile.url()}}
         with serve_harness(servers, tmp_path_factory.mktemp("apps-harness")) as running:
             yield running
 
@@ -39,6 +40,8 @@ def test_an_app_renders_its_tool_result_and_calls_a_tool_back_through_the_page(
     frame.locator("#more").click()
     expect(frame.locator("#answer")).to_contain_text('"count": 42', timeout=WAIT)
     assert calls(page) == [{"name": "add", "arguments": {"count": 41}}]
+    asked = [(approval["tool"], approval["args"]) for approval in harness.state.approvals]
+    assert asked == [("apps__add", {"count": 41})]  # the manifest's approval was asked
 
     frame.locator("#docs").click()
     expect(frame.locator("#opened")).to_have_text("link opened", timeout=WAIT)
