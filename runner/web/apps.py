@@ -36,6 +36,7 @@ from runner.errors import AppResourceError, ToolError
 from runner.events import ApprovalAsked
 from runner.tools.arguments import format_problems
 from runner.tools.content import ToolOutput
+from runner.tools.visibility import tool_visibility
 
 if TYPE_CHECKING:
     from runner.tools.caller import ToolCaller
@@ -49,7 +50,6 @@ APP_MIME_TYPE = "text/html;profile=mcp-app"
 UI_SCHEME = "ui://"
 EXTENSION_ID = "io.modelcontextprotocol/ui"
 MAX_APP_BYTES = 4 * 1024 * 1024  # a single-file bundle of a framework app is well under this
-VISIBILITIES = frozenset({"model", "app"})
 # The declared origins and the directives they open (the extension's McpUiResourceCsp).
 CSP_FIELDS = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
 # An origin as a CSP source: a web scheme, a host (its first label may be ``*``), a port, a plain
@@ -135,16 +135,6 @@ class AppPage:
             "referrer-policy": "no-referrer",
             "cache-control": "no-store",
         }
-
-
-def tool_visibility(definition: types.Tool) -> frozenset[str]:
-    """Who may call ``definition``: ``model``, ``app`` or both (the default; unknown entries and a
-    malformed value count as nothing given)."""
-    ui = (definition.meta or {}).get("ui")
-    declared = ui.get("visibility") if isinstance(ui, Mapping) else None
-    if not isinstance(declared, list):
-        return VISIBILITIES
-    return frozenset(entry for entry in declared if entry in VISIBILITIES)
 
 
 def find_apps(catalog: ToolCatalog) -> AppListing:

@@ -1,33 +1,12 @@
-"""MCP Apps' pure parts: who may call a tool, the frame's policy from declared origins, the result
+"""MCP Apps' pure parts: the frame's policy from declared origins, the result
 an app gets for its call, and the frames the page keeps (no process, no network)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from mcp import types
 
 from runner.tools.content import ToolOutput
-from runner.web.apps import SOURCE, AppCsp, AppFrames, AppPage, AppTool, app_result, tool_visibility
-
-
-def definition(meta: dict[str, Any] | None) -> types.Tool:
-    return types.Tool(name="t", input_schema={"type": "object"}, _meta=meta)
-
-
-@pytest.mark.parametrize(("meta", "visibility"), [
-    (None, {"model", "app"}),
-    ({"ui": {"resourceUri": "ui://a"}}, {"model", "app"}),
-    ({"ui": {"visibility": ["app"]}}, {"app"}),
-    ({"ui": {"visibility": ["model"]}}, {"model"}),
-    ({"ui": {"visibility": ["app", "somebody"]}}, {"app"}),
-    ({"ui": {"visibility": []}}, set()),
-])
-def test_a_tools_visibility_is_both_unless_it_names_who(
-    meta: dict[str, Any] | None, visibility: set[str],
-) -> None:
-    assert tool_visibility(definition(meta)) == visibility
+from runner.web.apps import SOURCE, AppCsp, AppFrames, AppPage, AppTool, app_result
 
 
 @pytest.mark.parametrize("origin", [
