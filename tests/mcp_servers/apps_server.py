@@ -3,13 +3,13 @@ a ``ui://`` resource, the HTML page a host shows in a sandboxed frame.
 
 Tools: ``show_counter`` (its page, ``ui://counter/app.html``, renders the tool's input and result;
 one button calls ``add`` back through the host bridge, one asks the host to open a link, one
-navigates the frame away; it reports its size and answers the host's teardown with a log line),
-``add`` (visible to the app only), ``legacy_counter`` (the same page named by the deprecated flat key
-``ui/resourceUri``), ``model_only`` (visible to the model only), ``plain`` (no page),
-``wrong_type`` (its resource is ``text/html``, not an app), ``from_blob`` (its page comes
-base64-encoded), ``with_cdn`` (its resource declares CSP domains), ``bad_csp`` (its resource
-declares a domain that would smuggle a directive in), ``not_ui`` (names a resource outside
-``ui://``) and ``missing`` (names a resource that does not exist).
+navigates the frame away; it reports its size, shows a cancelled call, and answers the host's
+teardown with a log line), ``add`` (visible to the app only), ``legacy_counter`` (the same page
+named by the deprecated flat key ``ui/resourceUri``), ``model_only`` (visible to the model only),
+``plain`` (no page), ``wrong_type`` (its resource is ``text/html``, not an app), ``from_blob`` (its
+page comes base64-encoded), ``with_cdn`` (its resource declares CSP domains), ``bad_csp`` (its
+resource declares a domain that would smuggle a directive in), ``not_ui`` (names a resource
+outside ``ui://``) and ``missing`` (names a resource that does not exist).
 
 The page speaks the bridge by hand (JSON-RPC over ``postMessage``), as the extension's text shows,
 so the host is tested against the protocol rather than against an SDK.
@@ -88,6 +88,8 @@ window.addEventListener("message", (event) => {
     count = message.params.structuredContent.count;
     show("result", "result: " + message.params.content[0].text);
     document.getElementById("more").disabled = false;
+  } else if (message.method === "ui/notifications/tool-cancelled") {
+    show("result", "cancelled: " + message.params.reason);
   }
 });
 document.getElementById("more").addEventListener("click", async () => {

@@ -74,8 +74,12 @@ async function post(path, body) {
   return response.json();
 }
 const opened = await post("/open", {tool, arguments: JSON.parse(params.get("args") || "{}")});
+window.opened = opened;
+// pending=1: mounted while the call still runs (its result or cancellation sent later by the test)
+const {toolResult, ...known} = opened;
 window.app = mountApp(document.getElementById("apps"), {
-  ...opened,
+  ...known,
+  toolResult: params.get("pending") ? undefined : toolResult,
   hostContext: {theme: "light", locale: "en-US"},
   async callTool(name, args) {
     window.calls.push({name, arguments: args});

@@ -58,6 +58,20 @@ def test_an_app_renders_its_tool_result_and_calls_a_tool_back_through_the_page(
     assert page.locator("iframe.mcp-app-frame").count() == 0
 
 
+def test_an_app_mounted_while_its_call_runs_gets_the_result_or_the_cancellation_when_they_come(
+    page: Page, harness: Harness,
+) -> None:
+    from playwright.sync_api import expect
+
+    frame = open_app(page, harness, "tool=apps__show_counter&pending=1")
+    expect(frame.locator("#input")).to_have_text("input: {}", timeout=WAIT)
+    expect(frame.locator("#result")).to_have_text("no result yet", timeout=WAIT)
+    page.evaluate("window.app.sendToolCancelled('stopped by the user')")
+    expect(frame.locator("#result")).to_have_text("cancelled: stopped by the user", timeout=WAIT)
+    page.evaluate("window.app.sendToolResult(window.opened.toolResult)")
+    expect(frame.locator("#result")).to_contain_text('"count": 1', timeout=WAIT)
+
+
 def test_an_app_that_navigates_its_frame_away_loses_the_bridge_and_its_frame(
     page: Page, harness: Harness,
 ) -> None:
