@@ -2,14 +2,15 @@
 a ``ui://`` resource, the HTML page a host shows in a sandboxed frame.
 
 Tools: ``show_counter`` (its page, ``ui://counter/app.html``, renders the tool's input and result;
-one button calls ``add`` back through the host bridge, one asks the host to open a link, one
-navigates the frame away; it reports its size, shows a cancelled call, and answers the host's
-teardown with a log line), ``add`` (visible to the app only), ``legacy_counter`` (the same page
-named by the deprecated flat key ``ui/resourceUri``), ``model_only`` (visible to the model only),
-``plain`` (no page), ``wrong_type`` (its resource is ``text/html``, not an app), ``from_blob`` (its
-page comes base64-encoded), ``with_cdn`` (its resource declares CSP domains), ``bad_csp`` (its
-resource declares a domain that would smuggle a directive in), ``not_ui`` (names a resource
-outside ``ui://``) and ``missing`` (names a resource that does not exist).
+one button calls ``add`` back through the host bridge, one calls it twelve times at once, one asks
+the host to open a link, one navigates the frame away; it reports its size, shows a cancelled
+call, and answers the host's teardown with a log line), ``add`` (visible to the app only),
+``legacy_counter`` (the same page named by the deprecated flat key ``ui/resourceUri``),
+``model_only`` (visible to the model only), ``plain`` (no page), ``wrong_type`` (its resource is
+``text/html``, not an app), ``from_blob`` (its page comes base64-encoded), ``with_cdn`` (its
+resource declares CSP domains), ``bad_csp`` (its resource declares a domain that would smuggle a
+directive in), ``not_ui`` (names a resource outside ``ui://``) and ``missing`` (names a resource
+that does not exist).
 
 The page speaks the bridge by hand (JSON-RPC over ``postMessage``), as the extension's text shows,
 so the host is tested against the protocol rather than against an SDK.
@@ -53,6 +54,8 @@ COUNTER_PAGE = """<!DOCTYPE html>
 <button id="docs" type="button">Docs</button>
 <p id="opened">no link opened</p>
 <button id="wander" type="button">Leave</button>
+<button id="flood" type="button">Add twelve at once</button>
+<p id="flooded">no flood yet</p>
 <p id="size">no size sent</p>
 <script>
 "use strict";
@@ -100,6 +103,18 @@ document.getElementById("more").addEventListener("click", async () => {
   } catch (error) {
     show("answer", "refused: " + error.message);
   }
+});
+document.getElementById("flood").addEventListener("click", async () => {
+  let added = 0;
+  let refused = 0;
+  const calls = [];
+  for (let index = 0; index < 12; index++) {
+    calls.push(request("tools/call", {name: "add", arguments: {count: index}}).then(
+      () => { added += 1; },
+      () => { refused += 1; show("flooded", "refused " + refused); }));
+  }
+  await Promise.all(calls);
+  show("flooded", "done: " + added + " added, " + refused + " refused");
 });
 document.getElementById("wander").addEventListener("click", () => {
   location.href = "data:text/html,<p>elsewhere</p>";

@@ -75,6 +75,10 @@ async function post(path, body) {
 }
 const opened = await post("/open", {tool, arguments: JSON.parse(params.get("args") || "{}")});
 window.opened = opened;
+// gate=1: the app's calls wait until the test calls window.openGate()
+let openGate;
+const gate = new Promise((resolve) => { openGate = resolve; });
+window.openGate = () => openGate();
 // pending=1: mounted while the call still runs (its result or cancellation sent later by the test)
 const {toolResult, ...known} = opened;
 window.app = mountApp(document.getElementById("apps"), {
@@ -83,6 +87,7 @@ window.app = mountApp(document.getElementById("apps"), {
   hostContext: {theme: "light", locale: "en-US"},
   async callTool(name, args) {
     window.calls.push({name, arguments: args});
+    if (params.get("gate")) await gate;
     return post("/call", {tool, name, arguments: args});
   },
   async openLink(url) {

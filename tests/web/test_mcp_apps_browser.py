@@ -72,6 +72,20 @@ def test_an_app_mounted_while_its_call_runs_gets_the_result_or_the_cancellation_
     expect(frame.locator("#result")).to_contain_text('"count": 1', timeout=WAIT)
 
 
+def test_an_app_has_at_most_eight_requests_waiting_on_the_page_and_the_rest_are_refused(
+    page: Page, harness: Harness,
+) -> None:
+    from playwright.sync_api import expect
+
+    frame = open_app(page, harness, "tool=apps__show_counter&gate=1")
+    expect(frame.locator("#more")).to_be_enabled(timeout=WAIT)
+    frame.locator("#flood").click()  # twelve tools/call at once; the page holds them all
+    expect(frame.locator("#flooded")).to_have_text("refused 4", timeout=WAIT)
+    assert len(calls(page)) == 8
+    page.evaluate("window.openGate()")
+    expect(frame.locator("#flooded")).to_have_text("done: 8 added, 4 refused", timeout=WAIT)
+
+
 def test_an_app_that_navigates_its_frame_away_loses_the_bridge_and_its_frame(
     page: Page, harness: Harness,
 ) -> None:

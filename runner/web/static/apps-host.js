@@ -22,6 +22,9 @@ const ERROR = Object.freeze({
   refused: -32000, // implementation-defined: the host declined or the call failed
 });
 const MAX_TOOL_NAME = 128;
+// An app's tools/call and ui/open-link requests waiting for the page at once; more are refused
+// at once (a page cannot flood the person with approvals or the servers with calls).
+export const MAX_IN_FLIGHT = 8;
 const DEFAULT_MAX_HEIGHT = 800;
 const TEARDOWN_WAIT_MS = 2000;
 
@@ -101,6 +104,7 @@ export function mountApp(container, options) {
   let loads = 0;
   let nextId = 1;
   let inputSent = false;
+  let inFlight = 0;
   const queued = []; // notifications held until the app says it is initialized (the spec's rule)
   const pending = new Map(); // our requests (ui/resource-teardown) awaiting the app's answer
 
@@ -141,6 +145,18 @@ export function mountApp(container, options) {
     return {protocolVersion: PROTOCOL_VERSION, hostInfo: HOST_INFO, hostCapabilities, hostContext};
   }
 
+  async function bounded(work) {
+    if (inFlight >= MAX_IN_FLIGHT) {
+      throw new RequestError(ERROR.refused, `too many requests at once (at most ${MAX_IN_FLIGHT})`);
+    }
+    inFlight += 1;
+    try {
+      return await work();
+    } finally {
+      inFlight -= 1;
+    }
+  }
+
   async function handleRequest(method, params) {
     switch (method) {
       case "ui/initialize":
@@ -159,8 +175,9 @@ export function mountApp(container, options) {
         }
         let result;
         try {
-          result = await callTool(name, args);
+          result = await bounded(() => callTool(name, args));
         } catch (error) {
+          if (error instanceof RequestError) throw error;
           throw new RequestError(ERROR.refused, error instanceof Error ? error.message : String(error));
         }
         if (!isObject(result)) throw new RequestError(ERROR.refused, "the tool call gave no result");
@@ -171,8 +188,9 @@ export function mountApp(container, options) {
         const url = openableUrl(params.url);
         if (url === null) throw new RequestError(ERROR.invalidParams, "only http and https links are opened");
         try {
-          await openLink(url);
+          await bounded(() => openLink(url));
         } catch (error) {
+          if (error instanceof RequestError) throw error;
           throw new RequestError(ERROR.refused, error instanceof Error ? error.message : String(error));
         }
         return {};
