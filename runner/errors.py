@@ -9,7 +9,8 @@
     │   │       └── LoginRequiredError  no usable token and nobody to ask: ``mcp-run auth login``
     │   ├── ServerClosedError      its connection is gone (process exited, stream closed)
     │   ├── ServerTimeoutError     a request got no answer in time (carries the timeout)
-    │   └── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
+    │   ├── ServerRequestError     it answered a request with a JSON-RPC error (carries the code)
+    │   └── AppResourceError       its MCP App page cannot be shown (type, size, metadata; carries the URI)
     ├── ToolError                  a tool call failed in a way the model should hear about
     ├── PromptError                a prompt command cannot be run (bad line, unknown, arguments)
     ├── BuildError                 tools or prompts cannot be assembled
@@ -171,6 +172,18 @@ class ServerRequestError(ServerError):
         self.data = data
         self.kind = classify_code(code)
         super().__init__(server, f"{message} (code {code})")
+
+
+class AppResourceError(ServerError):
+    """The ``ui://`` resource (an MCP App's page) ``uri`` of server ``server`` cannot be shown: it is
+    missing, of the wrong type, too big, or declares unusable security metadata. The same resource
+    would fail again, so it is permanent."""
+
+    kind = ErrorKind.PERMANENT
+
+    def __init__(self, server: str, uri: str, message: str) -> None:
+        self.uri = uri
+        super().__init__(server, f"app resource {uri!r}: {message}")
 
 
 class ToolError(RunnerError):

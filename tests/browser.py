@@ -2,9 +2,9 @@
 scripts/test.sh) driven by Playwright for Python, launched by its executable path (no browser
 download).
 
-``browser`` is one Chromium per test module (Playwright's sync API keeps an event loop running in
-the thread while it is open: async tests of later modules in the same worker could not start
-theirs); ``page`` is a fresh context and page per test, whose
+``browser`` is one Chromium per test module (not per session: while Playwright's sync API runs, its
+event loop counts as running in the main thread, so no async test could run after a browser test
+in the same worker); ``page`` is a fresh context and page per test, whose
 screenshot is kept in ``test-artifacts/screenshots/`` (or ``$MCP_RUN_TEST_ARTIFACTS``) when the
 test fails. Tests that need them are skipped, with the reason, when Chromium or Playwright is
 missing. Playwright's sync API is used: it runs its own loop, so browser tests are plain functions.

@@ -54,6 +54,7 @@ FAST_FILES = frozenset({
     "tools/test_tools_schemas.py",
     "hosting/test_a2a_answers.py",
     "web/test_web_gate.py",
+    "web/test_mcp_apps_parts.py",
 })
 
 

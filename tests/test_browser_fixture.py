@@ -54,3 +54,25 @@ def test_a_failing_browser_test_keeps_a_screenshot_of_its_page(
     shots = list((artifacts / "screenshots").glob("*.png"))
     assert [shot.name for shot in shots] == ["test_inner.py_test_sees_the_wrong_heading.png"]
     assert shots[0].read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_async_test_runs_after_a_browser_test_of_another_module_in_the_same_process(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Playwright's sync API marks its event loop as running in the main thread while it is open:
+    # a browser kept for the whole session would leave no async test able to start after it.
+    pytester.makeconftest('pytest_plugins = ["browser"]')
+    pytester.makepyfile(test_a_browser="""
+        def test_shows(page):
+            page.set_content("<h1>hi</h1>")
+            assert page.text_content("h1") == "hi"
+    """, test_b_async="""
+        import anyio
+        import pytest
+
+        @pytest.mark.anyio
+        async def test_sleeps_not():
+            await anyio.lowlevel.checkpoint()
+    """)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "anyio")
+    result.assert_outcomes(passed=2)

@@ -33,6 +33,7 @@ from runner.tools.filters import is_selected
 from runner.tools.naming import generate_name
 from runner.tools.policy import PolicyDecision
 from runner.tools.suggest import close_names, unknown_tool_text
+from runner.tools.visibility import offered_to_model
 
 if TYPE_CHECKING:
     from langchain_core.messages import ToolMessage
@@ -199,7 +200,11 @@ class ToolCaller:
                        status="success")
 
     async def model_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        """A call the model makes: :meth:`call`, through the hook."""
+        """A call the model makes: :meth:`call`, through the hook; never of a tool only for apps."""
+        entry = self._catalog().entries.get(name)
+        if entry is not None and entry.definition is not None and not offered_to_model(entry.definition):
+            raise ToolError(f"{name} is a tool for its server's app pages only (_meta.ui.visibility); "
+                            "the model cannot call it")
         if self._hook is None:
             return await self.call(name, arguments)
         return await self._hook(name, arguments, self.call)

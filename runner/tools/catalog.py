@@ -35,6 +35,7 @@ from runner.tools.naming import NameTable, Origin, generate_name
 from runner.tools.policy import Policy
 from runner.tools.provider_schemas import provider_for_model, schema_for_provider
 from runner.tools.schemas import listing_problem
+from runner.tools.visibility import offered_to_model
 
 if TYPE_CHECKING:  # LangChain is imported when a tool is first made: listing and calling need none
     from langchain_core.tools import BaseTool
@@ -121,8 +122,8 @@ class ToolCatalog:
         tools = []
         for name in names:
             entry = self.entries.get(name)
-            if entry is None:
-                continue
+            if entry is None or (entry.definition is not None and not offered_to_model(entry.definition)):
+                continue  # an MCP App's tool for its page alone is not the model's
             try:
                 tools.append(entry.tool)
             except UnusableSchemaError as exc:
