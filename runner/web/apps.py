@@ -48,7 +48,6 @@ Approve = Callable[[ApprovalAsked], Awaitable[Mapping[str, Any]]]
 
 APP_MIME_TYPE = "text/html;profile=mcp-app"
 UI_SCHEME = "ui://"
-EXTENSION_ID = "io.modelcontextprotocol/ui"
 MAX_APP_BYTES = 4 * 1024 * 1024  # a single-file bundle of a framework app is well under this
 # The declared origins and the directives they open (the extension's McpUiResourceCsp).
 CSP_FIELDS = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
