@@ -128,6 +128,23 @@ def login(project: Path, tamper: Callable[[str], str] | None = None) -> tuple[in
     return status, output, url
 
 
+def logged_in(project: Path) -> None:
+    """The stored login of ``remote`` in ``project/agent.yaml``, made in this process by a run that
+    logs in (an ``Approver`` at the browser): for tests about what follows a login, not about
+    ``auth login`` itself (those run it, as a process)."""
+    spec = load_manifest(project / "agent.yaml").manifest.servers["remote"]
+    assert isinstance(spec, HttpServerSpec)
+
+    async def run() -> None:
+        with interacting(Approver()), anyio.fail_after(LOGIN_WAIT):
+            async with open_fleet({"remote": spec}, base_dir=project, state_dir=project / ".mcp-run"):
+                pass
+
+    anyio.run(run)
+    record = token_record(spec)
+    assert record is not None and record.login() is not None
+
+
 def test_first_login_uses_pkce_and_later_runs_use_the_stored_token(
     project: Path, protected: Protected
 ) -> None:
@@ -229,17 +246,18 @@ def test_an_expired_token_is_refreshed_before_use_and_a_rejected_one_once_on_401
         write_manifest(project, {"remote": remote(protected.url)})
         status, output, _ = login(project)
         assert status == 0, output
-        # A lifetime of 1 s counts as expired at once (refreshed half a lifetime early).
-        first = invoke("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
-        assert first.exit_code == 0, first.stderr
+        # A lifetime of 1 s counts as expired at once (refreshed half a lifetime early): these runs
+        # are processes, whose start takes longer than that half second.
+        first = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+        assert first.returncode == 0, first.stderr
         refreshes = protected.authority.refreshes
         assert refreshes >= 1
         protected.authority.access_lifetime = 3600
-        second = invoke("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
-        assert second.exit_code == 0, second.stderr
+        second = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+        assert second.returncode == 0, second.stderr
         protected.authority.expire_access_tokens()  # the server forgets them; the client cannot know
-        third = invoke("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
-        assert third.exit_code == 0, third.stderr
+        third = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+        assert third.returncode == 0, third.stderr
         assert "authorized" in third.stdout
         assert protected.authority.refreshes == refreshes + 2
         assert protected.authority.authorizations == 1
@@ -249,7 +267,7 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
     project: Path, protected: Protected
 ) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    assert login(project)[0] == 0
+    logged_in(project)
     protected.authority.revoke_everything()
     listed = mcp_run("tools", "agent.yaml", "--json", cwd=project)
     assert listed.returncode == 1, listed.stderr  # its only server could not start
@@ -279,7 +297,7 @@ def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
     assert "open: no login needed" in open_login.stdout
     before = invoke("auth", "status", "agent.yaml", cwd=project)
     assert "remote: needs login" in before.stdout and "open: no login needed" in before.stdout
-    assert login(project)[0] == 0
+    logged_in(project)
     after = invoke("auth", "status", "agent.yaml", cwd=project)
     assert after.exit_code == 0, after.stderr
     assert "remote: logged in (scopes: mcp, token expires" in after.stdout
@@ -299,7 +317,7 @@ def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     project: Path, protected: Protected, token_folder: Path
 ) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    assert login(project)[0] == 0
+    logged_in(project)
     out = invoke("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert out.exit_code == 0, out.stderr
     assert "remote: logged out (revoked at the server)" in out.stdout
@@ -684,7 +702,7 @@ def test_a_login_after_the_authorization_server_forgot_the_client_registers_a_ne
 ) -> None:
     with serve_protected() as protected:
         write_manifest(project, {"remote": remote(protected.url)})
-        assert login(project)[0] == 0
+        logged_in(project)
         protected.authority.revoke_everything()  # restarted, with clients and tokens in memory
         protected.authority.clients.clear()
         child = spawn_login(project)
