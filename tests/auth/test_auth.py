@@ -597,7 +597,7 @@ def test_status_and_runs_without_a_login_never_register_and_name_the_login_comma
     assert listed.exit_code == 1
     assert "mcp-run auth login agent.yaml remote" in listed.stderr
     assert protected.authority.clients == {}
-    assert login(project)[0] == 0
+    logged_in(project)
     registered = dict(protected.authority.clients)
     assert len(registered) == 1
     spawn = spawn_login(project, "--force")
