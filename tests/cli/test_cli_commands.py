@@ -147,8 +147,8 @@ def test_call_reaches_a_tool_its_server_answers_but_does_not_list_with_a_warning
                               "narrow": server("answers", tools={"except": ["unl*"]}),
                               "gated": server("answers", tools={"approve": ["unl*"]})},
                    name="unlisted", model="offline", checkpointer="memory")
-    called = mcp_run("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
-    assert called.returncode == 0 and called.stdout.strip() == "score 7", called.stderr
+    called = invoke("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert called.exit_code == 0 and called.stdout.strip() == "score 7", called.stderr
     assert "does not list a tool 'answers__unlisted'; calling it anyway" in called.stderr
     excluded = invoke("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
     assert excluded.exit_code == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
