@@ -12,6 +12,7 @@ this module adds only ``version``, a ``name`` and the ``servers``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -111,13 +112,17 @@ def mcp_run(*args: str, cwd: Path = ROOT, env: Mapping[str, str | None] | None =
                           env={key: value for key, value in environment.items() if value is not None})
 
 
-def invoke(*args: str, env: Mapping[str, str | None] | None = None) -> Result:
-    """``mcp-run ARGS`` through click's test runner, in this process (no process is started)."""
+def invoke(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None) -> Result:
+    """``mcp-run ARGS`` through click's test runner, in this process (no ``mcp-run`` process is
+    started: the import of LangGraph and the SDK is paid once per worker, not per command), in
+    ``cwd`` if given. Under pytest, log records (the runner's warnings) go to pytest's log capture,
+    not to ``result.stderr``: a test about them runs :func:`mcp_run`."""
     from click.testing import CliRunner
 
     from runner.cli import main
 
-    return CliRunner(env=env).invoke(main, list(args), prog_name="mcp-run", catch_exceptions=False)
+    with contextlib.chdir(cwd or os.getcwd()):
+        return CliRunner(env=env).invoke(main, list(args), prog_name="mcp-run", catch_exceptions=False)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import anyio
 import pexpect
 import pytest
 import yaml
-from builders import mcp_run
+from builders import invoke, mcp_run
 from mcp.shared.auth import AuthorizationCodeResult
 from mcp_servers.approver import Approver, follow_login
 from mcp_servers.loopback import serve_app
@@ -128,6 +128,23 @@ def login(project: Path, tamper: Callable[[str], str] | None = None) -> tuple[in
     return status, output, url
 
 
+def logged_in(project: Path) -> None:
+    """The stored login of ``remote`` in ``project/agent.yaml``, made in this process by a run that
+    logs in (an ``Approver`` at the browser): for tests about what follows a login, not about
+    ``auth login`` itself (those run it, as a process)."""
+    spec = load_manifest(project / "agent.yaml").manifest.servers["remote"]
+    assert isinstance(spec, HttpServerSpec)
+
+    async def run() -> None:
+        with interacting(Approver()), anyio.fail_after(LOGIN_WAIT):
+            async with open_fleet({"remote": spec}, base_dir=project, state_dir=project / ".mcp-run"):
+                pass
+
+    anyio.run(run)
+    record = token_record(spec)
+    assert record is not None and record.login() is not None
+
+
 def test_first_login_uses_pkce_and_later_runs_use_the_stored_token(
     project: Path, protected: Protected
 ) -> None:
@@ -136,12 +153,12 @@ def test_first_login_uses_pkce_and_later_runs_use_the_stored_token(
     assert status == 0, output
     assert "remote: logged in, 4 tools" in output
     assert "code_challenge_method=S256" in url and "state=" in url and "resource=" in url
-    called = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
-    assert called.returncode == 0, called.stderr
+    called = invoke("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+    assert called.exit_code == 0, called.stderr
     assert "authorized" in called.stdout
     write_scripted_manifest(project, protected.url)
-    turn = mcp_run("agent.yaml", "-p", "who am I?", "--json", cwd=project)
-    assert turn.returncode == 0, turn.stderr
+    turn = invoke("agent.yaml", "-p", "who am I?", "--json", cwd=project)
+    assert turn.exit_code == 0, turn.stderr
     results = [json.loads(line) for line in turn.stdout.splitlines()]
     assert any(event["type"] == "tool_result" and event["status"] == "success" for event in results)
     assert protected.authority.authorizations == 1
@@ -229,7 +246,8 @@ def test_an_expired_token_is_refreshed_before_use_and_a_rejected_one_once_on_401
         write_manifest(project, {"remote": remote(protected.url)})
         status, output, _ = login(project)
         assert status == 0, output
-        # A lifetime of 1 s counts as expired at once (refreshed half a lifetime early).
+        # A lifetime of 1 s counts as expired at once (refreshed half a lifetime early): these runs
+        # are processes, whose start takes longer than that half second.
         first = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
         assert first.returncode == 0, first.stderr
         refreshes = protected.authority.refreshes
@@ -249,7 +267,7 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
     project: Path, protected: Protected
 ) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    assert login(project)[0] == 0
+    logged_in(project)
     protected.authority.revoke_everything()
     listed = mcp_run("tools", "agent.yaml", "--json", cwd=project)
     assert listed.returncode == 1, listed.stderr  # its only server could not start
@@ -259,11 +277,11 @@ def test_a_revoked_login_means_a_run_skips_the_server_with_one_warning_naming_th
     assert listed.stderr.count(hint) == 1, listed.stderr
     assert "Traceback" not in listed.stderr
     write_manifest(project, {"remote": {**remote(protected.url), "required": True}})
-    failed = mcp_run("tools", "agent.yaml", cwd=project)
-    assert failed.returncode == 1
+    failed = invoke("tools", "agent.yaml", cwd=project)
+    assert failed.exit_code == 1
     assert hint in failed.stderr
-    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
-    assert status.returncode == 0, status.stderr
+    status = invoke("auth", "status", "agent.yaml", cwd=project)
+    assert status.exit_code == 0, status.stderr
     assert f"remote: needs login (run `{hint}`)" in status.stdout
 
 
@@ -274,38 +292,38 @@ def test_status_and_login_tell_logged_in_from_needs_login_from_no_login_needed(
 
     write_manifest(project, {"remote": remote(protected.url, scopes=["mcp"]),
                              "open": {"url": serve_http(demo_server.build())}})
-    open_login = mcp_run("auth", "login", "agent.yaml", "open", "--no-browser", cwd=project)
-    assert open_login.returncode == 0, open_login.stderr
+    open_login = invoke("auth", "login", "agent.yaml", "open", "--no-browser", cwd=project)
+    assert open_login.exit_code == 0, open_login.stderr
     assert "open: no login needed" in open_login.stdout
-    before = mcp_run("auth", "status", "agent.yaml", cwd=project)
+    before = invoke("auth", "status", "agent.yaml", cwd=project)
     assert "remote: needs login" in before.stdout and "open: no login needed" in before.stdout
-    assert login(project)[0] == 0
-    after = mcp_run("auth", "status", "agent.yaml", cwd=project)
-    assert after.returncode == 0, after.stderr
+    logged_in(project)
+    after = invoke("auth", "status", "agent.yaml", cwd=project)
+    assert after.exit_code == 0, after.stderr
     assert "remote: logged in (scopes: mcp, token expires" in after.stdout
 
 
 def test_status_exits_1_when_a_server_cannot_be_reached(project: Path, protected: Protected) -> None:
     nobody = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
     write_manifest(project, {"remote": remote(protected.url), "gone": {"url": nobody}})
-    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
-    assert status.returncode == 1, status.stdout
+    status = invoke("auth", "status", "agent.yaml", cwd=project)
+    assert status.exit_code == 1, status.stdout
     assert "remote: needs login" in status.stdout and "gone: cannot connect: " in status.stdout
     write_manifest(project, {"remote": remote(protected.url)})
-    assert mcp_run("auth", "status", "agent.yaml", cwd=project).returncode == 0
+    assert invoke("auth", "status", "agent.yaml", cwd=project).exit_code == 0
 
 
 def test_logout_revokes_the_tokens_and_deletes_the_stored_login(
     project: Path, protected: Protected, token_folder: Path
 ) -> None:
     write_manifest(project, {"remote": remote(protected.url)})
-    assert login(project)[0] == 0
-    out = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
-    assert out.returncode == 0, out.stderr
+    logged_in(project)
+    out = invoke("auth", "logout", "agent.yaml", "remote", cwd=project)
+    assert out.exit_code == 0, out.stderr
     assert "remote: logged out (revoked at the server)" in out.stdout
     assert list(token_folder.glob("*.json")) == []  # locks/ may stay: a lock holds no secret
     assert protected.authority.revocations == 2 and protected.authority.issued_tokens() == []
-    again = mcp_run("auth", "logout", "agent.yaml", "remote", cwd=project)
+    again = invoke("auth", "logout", "agent.yaml", "remote", cwd=project)
     assert "remote: no stored login" in again.stdout
 
 
@@ -573,13 +591,13 @@ def test_status_and_runs_without_a_login_never_register_and_name_the_login_comma
     project: Path, protected: Protected
 ) -> None:
     write_manifest(project, {"remote": {**remote(protected.url), "required": True}})
-    status = mcp_run("auth", "status", "agent.yaml", cwd=project)
+    status = invoke("auth", "status", "agent.yaml", cwd=project)
     assert "remote: needs login (run `mcp-run auth login agent.yaml remote`)" in status.stdout
-    listed = mcp_run("tools", "agent.yaml", cwd=project)
-    assert listed.returncode == 1
+    listed = invoke("tools", "agent.yaml", cwd=project)
+    assert listed.exit_code == 1
     assert "mcp-run auth login agent.yaml remote" in listed.stderr
     assert protected.authority.clients == {}
-    assert login(project)[0] == 0
+    logged_in(project)
     registered = dict(protected.authority.clients)
     assert len(registered) == 1
     spawn = spawn_login(project, "--force")
@@ -684,7 +702,7 @@ def test_a_login_after_the_authorization_server_forgot_the_client_registers_a_ne
 ) -> None:
     with serve_protected() as protected:
         write_manifest(project, {"remote": remote(protected.url)})
-        assert login(project)[0] == 0
+        logged_in(project)
         protected.authority.revoke_everything()  # restarted, with clients and tokens in memory
         protected.authority.clients.clear()
         child = spawn_login(project)
@@ -696,8 +714,8 @@ def test_a_login_after_the_authorization_server_forgot_the_client_registers_a_ne
         assert "refused the client mcp-run registered with it (HTTP 400" in before_url
         assert "registering again" in before_url
         assert len(protected.authority.clients) == 1
-        after = mcp_run("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
-        assert after.returncode == 0 and "authorized" in after.stdout, after.stderr
+        after = invoke("call", "agent.yaml", "remote__whoami", "{}", cwd=project)
+        assert after.exit_code == 0 and "authorized" in after.stdout, after.stderr
 
 
 def test_a_login_whose_callback_port_is_busy_says_so_before_registering_a_client(

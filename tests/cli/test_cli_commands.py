@@ -55,30 +55,30 @@ def agent(tmp_path: Path) -> Path:
 
 def test_a_malformed_or_missing_prompt_argument_and_an_unknown_prompt_exit_2(agent: Path) -> None:
     for args in (("demo__greet", "=x"), ("demo__greet",), ("demo__nothing", "name=x")):
-        result = mcp_run("prompt", "agent.yaml", *args, cwd=agent)
-        assert result.returncode == 2, (args, result.stderr)
+        result = invoke("prompt", "agent.yaml", *args, cwd=agent)
+        assert result.exit_code == 2, (args, result.stderr)
         assert result.stderr.startswith("error: ")
 
 
 def test_call_exits_2_for_an_unknown_tool_or_arguments_that_are_not_a_json_object(agent: Path) -> None:
-    unknown = mcp_run("call", "agent.yaml", "demo__ad", "{}", cwd=agent)
-    assert unknown.returncode == 2 and "unknown tool 'demo__ad' (did you mean 'demo__add'" in unknown.stderr
-    assert mcp_run("call", "agent.yaml", "demo__add", "{a: 1}", cwd=agent).returncode == 2
-    assert mcp_run("call", "agent.yaml", "demo__add", "[1, 2]", cwd=agent).returncode == 2
+    unknown = invoke("call", "agent.yaml", "demo__ad", "{}", cwd=agent)
+    assert unknown.exit_code == 2 and "unknown tool 'demo__ad' (did you mean 'demo__add'" in unknown.stderr
+    assert invoke("call", "agent.yaml", "demo__add", "{a: 1}", cwd=agent).exit_code == 2
+    assert invoke("call", "agent.yaml", "demo__add", "[1, 2]", cwd=agent).exit_code == 2
 
 
 def test_call_exits_1_when_the_tool_itself_fails(agent: Path) -> None:
-    result = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "broken"}', cwd=agent)
-    assert result.returncode == 1 and "broken" in result.stderr
+    result = invoke("call", "agent.yaml", "demo__fail", '{"message": "broken"}', cwd=agent)
+    assert result.exit_code == 1 and "broken" in result.stderr
 
 
 def test_call_of_a_tool_needing_approval_is_denied_without_a_terminal_unless_yes(agent: Path) -> None:
-    denied = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', cwd=agent)
-    assert denied.returncode == 1 and denied.stdout == ""
+    denied = invoke("call", "agent.yaml", "demo__echo", '{"text": "hi"}', cwd=agent)
+    assert denied.exit_code == 1 and denied.stdout == ""
     assert ("denied demo__echo: needs approval (servers.demo.tools.approve[0]) and no one can answer "
             "here (pass --yes to allow)") in denied.stderr
-    allowed = mcp_run("call", "agent.yaml", "demo__echo", '{"text": "hi"}', "--yes", cwd=agent)
-    assert allowed.returncode == 0 and allowed.stdout.strip() == "hi"
+    allowed = invoke("call", "agent.yaml", "demo__echo", '{"text": "hi"}', "--yes", cwd=agent)
+    assert allowed.exit_code == 0 and allowed.stdout.strip() == "hi"
 
 
 @pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
@@ -112,8 +112,8 @@ def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_
     assert "invalid arguments for demo__echo" in call.before
     assert "- (arguments): 'text' is a required property" in call.before
     assert "call the tool again" not in call.before  # said to the model, not to a person
-    unapproved = mcp_run("call", "agent.yaml", "demo__add", '{"a": "one"}', cwd=agent)
-    assert unapproved.returncode == 2 and unapproved.stdout == ""
+    unapproved = invoke("call", "agent.yaml", "demo__add", '{"a": "one"}', cwd=agent)
+    assert unapproved.exit_code == 2 and unapproved.stdout == ""
     assert "- a: 'one' is not of type 'integer'" in unapproved.stderr
     assert "- (arguments): 'b' is a required property" in unapproved.stderr
     assert "see its input_schema in `mcp-run tools agent.yaml --json`" in unapproved.stderr
@@ -121,18 +121,18 @@ def test_call_with_arguments_that_do_not_fit_the_tool_exits_2_before_asking_for_
 
 
 def test_call_cuts_structured_content_to_max_output_chars_too(agent: Path) -> None:
-    result = mcp_run("call", "agent.yaml", "demo__env", '{"name": "PATH"}', cwd=agent)
-    assert result.returncode == 0, result.stderr
+    result = invoke("call", "agent.yaml", "demo__env", '{"name": "PATH"}', cwd=agent)
+    assert result.exit_code == 0, result.stderr
     structured = result.stderr.split("structured content:", 1)[1].strip()
     assert 0 < len(structured) <= 60 + 80  # the head and the tail, and the marker between them
-    big = mcp_run("call", "agent.yaml", "demo__big_output", '{"chars": 5000}', cwd=agent)
-    assert big.returncode == 0 and len(big.stdout) < 200
+    big = invoke("call", "agent.yaml", "demo__big_output", '{"chars": 5000}', cwd=agent)
+    assert big.exit_code == 0 and len(big.stdout) < 200
 
 
 def test_call_saves_an_image_under_the_state_folder_and_prints_its_path(agent: Path) -> None:
-    first = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
-    again = mcp_run("call", "agent.yaml", "demo__image", cwd=agent)
-    assert first.returncode == again.returncode == 0, first.stderr
+    first = invoke("call", "agent.yaml", "demo__image", cwd=agent)
+    again = invoke("call", "agent.yaml", "demo__image", cwd=agent)
+    assert first.exit_code == again.exit_code == 0, first.stderr
     assert first.stdout.strip() == "[image image/png]"
     paths = [Path(line.split(": ", 1)[1]) for result in (first, again)
              for line in result.stderr.splitlines() if line.startswith("saved image/png from demo__image: ")]
@@ -147,15 +147,15 @@ def test_call_reaches_a_tool_its_server_answers_but_does_not_list_with_a_warning
                               "narrow": server("answers", tools={"except": ["unl*"]}),
                               "gated": server("answers", tools={"approve": ["unl*"]})},
                    name="unlisted", model="offline", checkpointer="memory")
-    called = mcp_run("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
-    assert called.returncode == 0 and called.stdout.strip() == "score 7", called.stderr
+    called = invoke("call", "agent.yaml", "answers__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert called.exit_code == 0 and called.stdout.strip() == "score 7", called.stderr
     assert "does not list a tool 'answers__unlisted'; calling it anyway" in called.stderr
-    excluded = mcp_run("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
-    assert excluded.returncode == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
-    gated = mcp_run("call", "agent.yaml", "gated__unlisted", '{"score": 7}', cwd=tmp_path)
-    assert gated.returncode == 1 and "denied gated__unlisted: needs approval" in gated.stderr
-    asked = mcp_run("agent.yaml", "-p", 'answers__unlisted {"score": 7}', cwd=tmp_path)  # not for the model
-    assert "score 7" not in asked.stdout and "answers__unlisted" not in mcp_run(
+    excluded = invoke("call", "agent.yaml", "narrow__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert excluded.exit_code == 2 and "unknown tool 'narrow__unlisted'" in excluded.stderr
+    gated = invoke("call", "agent.yaml", "gated__unlisted", '{"score": 7}', cwd=tmp_path)
+    assert gated.exit_code == 1 and "denied gated__unlisted: needs approval" in gated.stderr
+    asked = invoke("agent.yaml", "-p", 'answers__unlisted {"score": 7}', cwd=tmp_path)  # not for the model
+    assert "score 7" not in asked.stdout and "answers__unlisted" not in invoke(
         "tools", "agent.yaml", cwd=tmp_path).stdout
 
 
@@ -173,8 +173,8 @@ def test_tool_and_prompt_tables_never_cut_a_name_at_80_columns_when_piped(agent:
 
 
 def test_prompts_json_lists_every_prompt_command_with_its_arguments(agent: Path) -> None:
-    result = mcp_run("prompts", "agent.yaml", "--json", cwd=agent)
-    assert result.returncode == 0, result.stderr
+    result = invoke("prompts", "agent.yaml", "--json", cwd=agent)
+    assert result.exit_code == 0, result.stderr
     rows = {row["command"]: row for row in json.loads(result.stdout)}
     assert rows["/demo__greet"] == {"command": "/demo__greet", "server": "demo", "original": "greet",
                                     "arguments": "name=<name>", "description": "Greet someone."}
@@ -185,13 +185,13 @@ def test_text_from_a_server_is_printed_as_it_is_never_read_as_markup(agent: Path
     tools = mcp_run("tools", "agent.yaml", cwd=agent, env={**__import__("os").environ, "COLUMNS": "200"})
     words = " ".join(tools.stdout.split())
     assert "[bold]Loud[/bold] [link=https://evil.example]click[/link] [red]hidden" in words
-    prompts = mcp_run("prompts", "agent.yaml", cwd=agent)
+    prompts = invoke("prompts", "agent.yaml", cwd=agent)
     assert "[focus=<focus>]" in prompts.stdout
-    rendered = mcp_run("prompt", "agent.yaml", "a-rather-long-server-key__review", "code=x", cwd=agent)
-    assert rendered.returncode == 0, rendered.stderr
+    rendered = invoke("prompt", "agent.yaml", "a-rather-long-server-key__review", "code=x", cwd=agent)
+    assert rendered.exit_code == 0, rendered.stderr
     assert rendered.stdout.splitlines() == [
         "[user]", "[bold]Review[/] x [link=https://evil.example]now[/link] focus=all"]
-    called = mcp_run("call", "agent.yaml", "a-rather-long-server-key__shout", '{"text": "[/]"}', cwd=agent)
+    called = invoke("call", "agent.yaml", "a-rather-long-server-key__shout", '{"text": "[/]"}', cwd=agent)
     assert called.stdout.strip() == "[bold][/][/]"
 
 
@@ -241,10 +241,10 @@ def test_the_chat_prints_server_text_as_it_is_never_as_markup(agent: Path) -> No
 def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_the_readme_says(
     agent: Path,
 ) -> None:
-    failing = mcp_run("agent.yaml", "-p", 'demo__fail {"message": "broken"}', cwd=agent)
-    assert failing.returncode == 0, failing.stderr
-    denied = mcp_run("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
-    assert denied.returncode == 0 and "denied demo__echo" in denied.stderr
+    failing = invoke("agent.yaml", "-p", 'demo__fail {"message": "broken"}', cwd=agent)
+    assert failing.exit_code == 0, failing.stderr
+    denied = invoke("agent.yaml", "-p", 'demo__echo {"text": "hi"}', cwd=agent)
+    assert denied.exit_code == 0 and "denied demo__echo" in denied.stderr
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "for the `call` command, a tool that fails" in readme
     assert ("with `-p` the model hears a tool's error or denial and answers, so the turn still exits 0"
@@ -252,8 +252,8 @@ def test_a_failing_or_denied_tool_in_a_one_shot_run_is_answered_and_exits_0_as_t
 
 
 def test_prompt_with_an_unknown_name_says_unknown_prompt_with_a_suggestion(agent: Path) -> None:
-    result = mcp_run("prompt", "agent.yaml", "demo__gret", cwd=agent)
-    assert result.returncode == 2
+    result = invoke("prompt", "agent.yaml", "demo__gret", cwd=agent)
+    assert result.exit_code == 2
     assert "unknown prompt 'demo__gret' (did you mean 'demo__greet'?)" in result.stderr
     assert "command" not in result.stderr
 
@@ -331,8 +331,8 @@ def test_call_of_a_tool_whose_optional_server_is_down_says_so_and_exits_1(tmp_pa
         "demo": server("demo"),
         "time-sse": {"url": "http://127.0.0.1:9/sse", "transport": "sse", "required": False},
     }, name="cli", model="offline")
-    result = mcp_run("call", "agent.yaml", "time-sse__get_current_time", "{}", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("call", "agent.yaml", "time-sse__get_current_time", "{}", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     assert "server time-sse is not available (" in result.stderr
     assert "unknown tool" not in result.stderr
 
@@ -342,11 +342,11 @@ def test_call_runs_a_tool_that_tools_lists_for_a_client_capability_and_says_what
 ) -> None:
     # `summarize` is listed only to clients declaring sampling; nobody can approve a completion here.
     write_manifest(tmp_path, {"capable": server("capable", "--legacy")}, name="capable", model="offline")
-    listed = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
+    listed = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.exit_code == 0, listed.stderr
     assert {row["name"] for row in json.loads(listed.stdout)} == {"capable__echo", "capable__summarize"}
-    called = mcp_run("call", "agent.yaml", "capable__summarize", '{"text": "a long text"}', cwd=tmp_path)
-    assert called.returncode == 0, called.stderr
+    called = invoke("call", "agent.yaml", "capable__summarize", '{"text": "a long text"}', cwd=tmp_path)
+    assert called.exit_code == 0, called.stderr
     assert called.stdout.startswith("no summary: sampling was refused")
     assert "it was declined: this run cannot ask the user" in called.stdout
 
@@ -356,12 +356,12 @@ def test_tools_exits_1_and_says_so_when_no_server_could_start_and_0_when_one_did
             "missing": {"command": "mcp-run-test-no-such-command"}}
     write_manifest(tmp_path, dead, model="offline")
     for options in ((), ("--json",)):
-        none = mcp_run("tools", "agent.yaml", *options, cwd=tmp_path)
-        assert none.returncode == 1, none.stderr
+        none = invoke("tools", "agent.yaml", *options, cwd=tmp_path)
+        assert none.exit_code == 1, none.stderr
         assert "error: no server could start (2 declared)" in none.stderr
     write_manifest(tmp_path, {**dead, "demo": server("demo")}, model="offline")
-    some = mcp_run("tools", "agent.yaml", cwd=tmp_path)
-    assert some.returncode == 0, some.stderr
+    some = invoke("tools", "agent.yaml", cwd=tmp_path)
+    assert some.exit_code == 0, some.stderr
     assert "demo__echo" in some.stdout and "no server could start" not in some.stderr
 
 

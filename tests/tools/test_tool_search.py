@@ -4,16 +4,13 @@ many tools (tests/mcp_servers/toolbox.py), a scripted model that records what ea
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from builders import server, write_manifest
+from builders import invoke, server, write_manifest
 from langchain_core.messages import HumanMessage, ToolMessage
 from mcp_servers.loopback import serve_app
 from mcp_servers.toolbox import DOMAINS, NEEDLE, mount_path, wide_app
@@ -400,17 +397,16 @@ def test_the_tools_command_marks_what_the_model_starts_with_when_search_is_on(
 ) -> None:
     servers = toolbox_servers(small_url, SMALL_DOMAINS, weather={"tools": {"pin": ["get_alert"]}})
     path = agent(tmp_path, servers, search="on")
-    command = [str(Path(sys.executable).parent / "mcp-run"), "tools", str(path)]
-    env = {**os.environ, "COLUMNS": "200"}
-    listed = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=True).stdout
-    assert "* weather__get_alert" in listed and "* payments__" not in listed
-    assert "tool search is on: the model is offered search_tools and the 1 marked *" in listed
-    rows = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60,
-                                     env=env, check=True).stdout)
+    env = {"COLUMNS": "200"}
+    listed = invoke("tools", str(path), env=env)
+    assert listed.exit_code == 0, listed.stderr
+    assert "* weather__get_alert" in listed.stdout and "* payments__" not in listed.stdout
+    assert "tool search is on: the model is offered search_tools and the 1 marked *" in listed.stdout
+    rows = json.loads(invoke("tools", str(path), "--json", env=env).stdout)
     assert [row["name"] for row in rows if row["offered"]] == ["weather__get_alert"]
-    off = subprocess.run([*command[:2], str(agent(tmp_path, servers, search="off"))], capture_output=True,
-                         text=True, timeout=60, env=env, check=True).stdout
-    assert "tool search" not in off and "* " not in off
+    off = invoke("tools", str(agent(tmp_path, servers, search="off")), env=env)
+    assert off.exit_code == 0, off.stderr
+    assert "tool search" not in off.stdout and "* " not in off.stdout
 
 
 async def test_deciding_on_search_by_size_makes_no_langchain_tool_of_a_server_tool(

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from builders import ROOT, mcp_run, server, write_manifest
+from builders import ROOT, invoke, server, write_manifest
 from fixtures import hooks
 
 from runner.agent.reconcile import launch_spec
@@ -280,8 +280,8 @@ async def test_resource_tools_list_and_read_a_servers_resources(tmp_path: Path) 
 
 def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Path) -> None:
     write_agent(tmp_path, {"demo": demo(tools={"only": ["echo", "add"]})})
-    result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [(r["name"], r["server"], r["original"]) for r in rows] == [
         ("demo__echo", "demo", "echo"), ("demo__add", "demo", "add")]
@@ -289,12 +289,12 @@ def test_the_tools_command_lists_generated_names_with_their_origin(tmp_path: Pat
 
 def test_the_call_command_goes_through_validation_and_prints_the_result(tmp_path: Path) -> None:
     write_agent(tmp_path, {"demo": demo()})
-    ok = mcp_run("call", "agent.yaml", "demo__add", '{"a": 2, "b": 40}', cwd=tmp_path)
-    assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
-    bad = mcp_run("call", "agent.yaml", "demo__add", '{"a": "x"}', cwd=tmp_path)
-    assert bad.returncode == 2 and "required property" in bad.stderr  # invalid input, refused before the call
-    domain = mcp_run("call", "agent.yaml", "demo__fail", '{"message": "nope"}', cwd=tmp_path)
-    assert domain.returncode == 1 and "nope" in domain.stderr and "Traceback" not in domain.stderr
+    ok = invoke("call", "agent.yaml", "demo__add", '{"a": 2, "b": 40}', cwd=tmp_path)
+    assert ok.exit_code == 0 and ok.stdout.strip() == "42", ok.stderr
+    bad = invoke("call", "agent.yaml", "demo__add", '{"a": "x"}', cwd=tmp_path)
+    assert bad.exit_code == 2 and "required property" in bad.stderr  # invalid input, refused before the call
+    domain = invoke("call", "agent.yaml", "demo__fail", '{"message": "nope"}', cwd=tmp_path)
+    assert domain.exit_code == 1 and "nope" in domain.stderr and "Traceback" not in domain.stderr
 
 
 async def test_a_fallback_lacking_a_tool_is_a_warning_naming_it(tmp_path: Path) -> None:
@@ -374,7 +374,7 @@ async def test_a_server_error_answer_says_the_server_request_message_and_code_on
 def test_the_offline_answer_to_a_failed_call_says_error_and_the_tool_once(tmp_path: Path) -> None:
     write_agent(tmp_path, {"pg": server("answers")}, model="offline")
     request = 'pg__refused {"message": "relation \\"nope\\" does not exist"}'
-    result = mcp_run("agent.yaml", "-p", request, cwd=tmp_path)
+    result = invoke("agent.yaml", "-p", request, cwd=tmp_path)
     assert result.stdout.strip() == (
         "pg__refused failed: pg: tools/call 'refused': relation \"nope\" does not exist (code -32602)"
     ), result.stderr
@@ -385,8 +385,8 @@ def test_tools_json_shows_the_servers_input_schema_and_the_provider_form_beside_
     write_agent(tmp_path, {"notes": {"command": "python", "args": [str(copy)],
                                      "env": {"NOTES_FILE": str(tmp_path / "notes.json")}}},
                 model="openai:gpt-4.1-mini")
-    listed = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
+    listed = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.exit_code == 0, listed.stderr
     row = next(row for row in json.loads(listed.stdout) if row["name"] == "notes__calculate")
     expression = row["input_schema"]["properties"]["expression"]
     assert expression["maxLength"] == 200 and "description" not in expression  # as the server sent it
