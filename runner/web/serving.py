@@ -23,6 +23,7 @@ from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
 from runner.web.security import TOKEN_PARAMETER, Gate
+from runner.web.shown_apps import ShownApps
 from runner.web.steps import WebHost
 from runner.web.threads import Titles
 
@@ -58,19 +59,22 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
     try:
         async with load_agent(file, host=WebHost()) as runtime, background_tasks() as group:
             notices = Notices()
+            apps = ShownApps(runtime)  # one per process: the app frames the page shows
 
             def told_of_change(change: CatalogueChange) -> None:
                 notices.publish(dict(CatalogueChanged(
                     type="change", server=change.server, kind=change.kind, added=list(change.added),
                     removed=list(change.removed), changed=list(change.changed))))
+                apps.refresh()
 
             def told_of_reload(event: ReloadEvent) -> None:
+                apps.refresh()
                 on_reload(event)
                 notices.publish(dict(event))
 
             runtime.listeners.append(told_of_change)
             gate = Gate.for_address(options.token, *sock.getsockname()[:2], loopback=options.address.loopback)
-            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices)
+            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps)
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=int(STOP_LIMIT), use_colors=sys.stderr.isatty())
             server = _PageServer(config)
