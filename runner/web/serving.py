@@ -22,6 +22,7 @@ from runner.hosting.mcp.http_wire import Address, bind
 from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
+from runner.web.apps import apps_extension
 from runner.web.security import TOKEN_PARAMETER, Gate
 from runner.web.shown_apps import ShownApps
 from runner.web.steps import WebHost
@@ -56,8 +57,9 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
     """Serve the page of the agent of ``file`` until cancelled; ``on_ready(name, url)`` once it
     listens, ``on_reload`` for each reload in watch mode."""
     sock = bind(options.address)
+    host = WebHost(client_extensions=[apps_extension()])  # its servers are told the page shows MCP Apps
     try:
-        async with load_agent(file, host=WebHost()) as runtime, background_tasks() as group:
+        async with load_agent(file, host=host) as runtime, background_tasks() as group:
             notices = Notices()
             apps = ShownApps(runtime)  # one per process: the app frames the page shows
 

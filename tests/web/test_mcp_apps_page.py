@@ -4,7 +4,9 @@ app's own tool calls go through the manifest's approvals, asked in the card; a h
 nothing but the bridge; the extension's published example renders.
 
 One ``mcp-run web`` process serves the module's tests (apps_server and hostile_apps over streamable
-HTTP in this process, the published example over stdio); each test sends its own turn.
+HTTP in this process, the published example over stdio); each test sends its own turn. Its
+servers are told (the ``io.modelcontextprotocol/ui`` client extension) that the page shows apps;
+the chat's are not.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import BROWSER_TIMEOUT_MS
-from builders import write_manifest
+from builders import mcp_run, server, write_manifest
 from child_processes import SESSION_PROCESSES
 from mcp_servers import _serve, apps_server, hostile_apps
 from mcp_servers.loopback import serve_app
@@ -40,6 +43,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedPage]:
             "apps": {"url": apps.url(), "tools": {"approve": ["add"]}},
             "hostile": {"url": hostile.url()},
             "basic": {"command": program("mcp-server-basic-vanillajs"), "args": ["--stdio"]},
+            "announced": server("announced"),
         }, name="web-apps", model="offline", defaults={"startup_timeout": "60s"})
         with web_page(manifest) as running:
             SESSION_PROCESSES.add(running.process.pid)  # its servers are the module's, not a test's
@@ -181,3 +185,18 @@ def test_the_servers_panel_shows_what_is_wrong_with_a_tools_app_metadata(page: P
     open_page(page, served)
     expect(page.locator("#server-warnings")).to_contain_text("tool 'not_ui'")
 
+
+
+def test_the_servers_of_the_page_are_told_it_shows_mcp_apps_and_the_chats_are_not(
+    served: ServedPage, tmp_path: Path,
+) -> None:
+    status, _, body = request(served, "/api/call", token=served.token,
+                              body={"tool": "announced__extensions", "args": {}})
+    assert status == 200
+    announced = json.loads(json.loads(body)["result"]["text"])
+    assert announced == {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+    write_manifest(tmp_path, {"announced": server("announced")}, name="chat", model="offline")
+    chat = mcp_run("agent.yaml", "-p", "announced__extensions {}", cwd=tmp_path)
+    assert chat.returncode == 0, chat.stderr
+    assert chat.stdout.strip() == "announced__extensions returned: {}"
