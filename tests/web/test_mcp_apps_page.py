@@ -100,6 +100,20 @@ def test_an_app_is_told_the_reason_when_its_call_is_denied_in_the_page(page: Pag
     expect(frame.locator("#result")).to_contain_text('"count": 7')  # the app is still there
 
 
+def test_an_apps_call_runs_with_the_arguments_edited_in_the_page(page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'apps__show_counter {"start": 5}')
+    shown = card(page, "apps__show_counter")
+    frame = shown.frame_locator(FRAME)
+    expect(frame.locator("#result")).to_contain_text('"count": 5')
+    frame.locator("#more").click()
+    approval = shown.locator(".app-approval")
+    approval.get_by_role("button", name="Edit arguments").click()
+    approval.get_by_label("Arguments (JSON)").fill('{"count": 99}')
+    approval.get_by_role("button", name="Run with these arguments").click()
+    expect(frame.locator("#answer")).to_contain_text('"count": 100')
+
+
 def test_a_hostile_app_in_the_page_reaches_nothing_but_the_bridge(page: Page, served: ServedPage) -> None:
     from_frames: list[str] = []  # what the app's frame got from anywhere, beyond its own page
     app_calls: list[dict[str, Any]] = []  # the bridge's calls for the app (the page's /api/app-call)
