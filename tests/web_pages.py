@@ -5,6 +5,7 @@
         status, body = request(served, "/api/agent", token=served.token)
 
 The process is stopped (SIGINT, as Ctrl-C) when the block ends, whatever happened in it.
+:func:`open_page`, :func:`send` and :func:`card` drive the page in a browser test.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builders import ROOT
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
 
 WEB = [sys.executable, "-m", "runner", "web"]
 START_LIMIT = 60.0  # seconds for the agent's servers to start and the page to be served
@@ -116,3 +120,27 @@ def request(served: ServedPage, path: str, *, token: str | None = None, body: An
             return answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read()
     except urllib.error.HTTPError as refused:
         return refused.code, {k.lower(): v for k, v in refused.headers.items()}, refused.read()
+
+
+def open_page(page: Page, served: ServedPage, name: str) -> None:
+    """The page of agent ``name``, ready (its scripts started, the agent loaded)."""
+    from playwright.sync_api import expect
+
+    page.goto(served.url)
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    expect(page.locator("#agent-name")).to_have_text(name)
+
+
+def send(page: Page, text: str) -> None:
+    """Send ``text`` once the last turn has ended (its stream closed)."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def card(page: Page, tool: str) -> Locator:
+    """The last card of a call of ``tool``."""
+    return page.locator(".tool-card", has=page.locator(".tool-name", has_text=re.compile(f"^{tool}$"))).last

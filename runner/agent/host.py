@@ -24,10 +24,12 @@ A question a server asks during a tool call, in order:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mcp_types as types
+from mcp.client.extension import ClientExtension
 
 from runner.agent.checks import CheckedAgent
 from runner.agent.turn_stream import stream_writer
@@ -54,6 +56,12 @@ class AgentHost(Protocol):
     @property
     def sampling(self) -> Sampling:
         """What a server whose entry sets no ``sampling`` gets: ``ask`` declares the capability."""
+        ...
+
+    @property
+    def client_extensions(self) -> Sequence[ClientExtension]:
+        """The MCP extensions the agent's connections announce to every server (the page's MCP
+        Apps); read once, when the servers are opened."""
         ...
 
     def ask(self, server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
@@ -89,9 +97,11 @@ class Host:
     model and its tool calls are the manifest's own. Hosts that change one of these subclass it.
     """
 
-    def __init__(self, *, answers_questions: bool = True, sampling: Sampling | None = None) -> None:
+    def __init__(self, *, answers_questions: bool = True, sampling: Sampling | None = None,
+                 client_extensions: Sequence[ClientExtension] = ()) -> None:
         self.answers_questions = answers_questions
         self.sampling: Sampling = sampling or ("ask" if answers_questions else "deny")
+        self.client_extensions: Sequence[ClientExtension] = tuple(client_extensions)
 
     def ask(self, server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
         from runner.agent.graph import ask_by_interrupt

@@ -507,7 +507,8 @@ async def load_agent(
 
         sampling = SamplingPolicy(host.sampling, sample if model else None)
         fleet = await stack.enter_async_context(
-            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir, sampling=sampling)
+            open_servers({}, base_dir=loaded.base_dir, state_dir=state_dir, sampling=sampling,
+                         extensions=host.client_extensions)
         )
         checkpointer = None
         if model:

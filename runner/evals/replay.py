@@ -90,8 +90,9 @@ def replay_servers(listings: Mapping[str, ServerListing]) -> Any:
 
     @asynccontextmanager
     async def open_replay_fleet(
-        specs: Mapping[str, Any], *, base_dir: Path, state_dir: Path, sampling: Any = None
-    ) -> AsyncIterator[ReplayFleet]:  # ``sampling``: none is replayed (servers never run)
+        specs: Mapping[str, Any], *, base_dir: Path, state_dir: Path, sampling: Any = None,
+        extensions: Any = (),
+    ) -> AsyncIterator[ReplayFleet]:  # ``sampling``, ``extensions``: no server runs to get them
         fleet = ReplayFleet(listings)
         await fleet.start_all(specs)
         try:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client.extension import ClientExtension
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -82,7 +83,7 @@ class ServerConnection:
     def __init__(
         self, key: str, spec: ServerSpecType, *, base_dir: Path, state_dir: Path, publish: Publish,
         lifecycle: LifecycleView,
-        sampling: SamplingPolicy | None = None,
+        sampling: SamplingPolicy | None = None, extensions: Sequence[ClientExtension] = (),
     ) -> None:
         self.key = key
         self.spec = spec
@@ -94,7 +95,8 @@ class ServerConnection:
             if isinstance(spec, StdioServerSpec) else None
         )
         self.requests = ServerRequests(
-            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log", sampling=sampling
+            key, spec, base_dir=base_dir, log_path=state_dir / "logs" / f"{key}.log", sampling=sampling,
+            extensions=extensions,
         )
         self.eras = EraMemory(state_dir)  # which era to start in: supervision reads and records it
         self.changes = ChangeSignal()

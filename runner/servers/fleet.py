@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Literal
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.extension import ClientExtension
 
 from runner.errors import ServerStartError
 from runner.manifest import restart_fields
@@ -41,7 +42,7 @@ class ServerFleet:
 
     def __init__(
         self, task_group: anyio.abc.TaskGroup, *, base_dir: Path, state_dir: Path,
-        sampling: SamplingPolicy | None = None,
+        sampling: SamplingPolicy | None = None, extensions: Sequence[ClientExtension] = (),
     ) -> None:
         self.connections: dict[str, ServerConnection] = {}
         self.base_dir = base_dir
@@ -49,6 +50,7 @@ class ServerFleet:
         self._task_group = task_group
         # Sampling: the policy of servers whose spec says nothing, and who completes (the runtime).
         self.sampling = sampling if sampling is not None else SamplingPolicy()
+        self.extensions = tuple(extensions)  # what every connection announces to its server
         self._subscribers: list[MemoryObjectSendStream[CatalogueChange]] = []
 
     def subscribe(self) -> MemoryObjectReceiveStream[CatalogueChange]:
@@ -130,7 +132,7 @@ class ServerFleet:
         connection = ServerConnection(
             key, spec, base_dir=self.base_dir, state_dir=self.state_dir, publish=self._publish,
             lifecycle=lifecycle,
-            sampling=self.sampling,
+            sampling=self.sampling, extensions=self.extensions,
         )
         self.connections[key] = connection
         self._task_group.start_soon(supervise, connection, lifecycle, name=f"mcp server {key}")
@@ -196,17 +198,19 @@ async def _stop(connection: ServerConnection) -> None:
 @asynccontextmanager
 async def open_fleet(
     specs: Mapping[str, ServerSpecType], *, base_dir: Path, state_dir: Path,
-    sampling: SamplingPolicy | None = None,
+    sampling: SamplingPolicy | None = None, extensions: Sequence[ClientExtension] = (),
 ) -> AsyncIterator[ServerFleet]:
     """Start every server of ``specs`` concurrently; stop them all when the block ends.
 
-    ``sampling``: how the servers get completions (default: refused).
+    ``sampling``: how the servers get completions (default: refused). ``extensions``: the MCP
+    extensions every connection announces in its client capabilities (default: none).
     ``base_dir`` resolves relative ``cwd`` values; server stderr goes to
     ``state_dir/logs/<key>.log``. Raises ServerStartError naming the first required server that
     could not start, after stopping the others.
     """
     async with background_tasks() as task_group:  # callers see the block's errors unwrapped
-        fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir, sampling=sampling)
+        fleet = ServerFleet(task_group, base_dir=base_dir, state_dir=state_dir, sampling=sampling,
+                            extensions=extensions)
         try:
             await fleet.start_all(specs)
             yield fleet

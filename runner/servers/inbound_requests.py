@@ -34,7 +34,7 @@ import contextvars
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from typing import Any, Literal, TextIO
 
 import anyio
 import mcp_types as types
+from mcp.client.extension import ClientExtension
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import ValidationError
@@ -138,12 +139,13 @@ class ServerRequests:
 
     def __init__(
         self, key: str, spec: StdioServerSpec | HttpServerSpec, *, base_dir: Path, log_path: Path,
-        sampling: SamplingPolicy | None = None,
+        sampling: SamplingPolicy | None = None, extensions: Sequence[ClientExtension] = (),
     ) -> None:
         self.key = key
         self.spec = spec
         self.base_dir = base_dir
         self.log_path = log_path
+        self.extensions = tuple(extensions)  # announced in the client capabilities (MCP Apps in the page)
         self.fallback_ask: Ask | None = None  # answers requests no call is waiting for (tests, tools)
         self.sampling_policy = sampling if sampling is not None else SamplingPolicy()
         self._askers: list[Ask] = []
@@ -156,11 +158,14 @@ class ServerRequests:
     # -- what the sessions get ---------------------------------------------------------------
 
     def client_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``mcp.Client``: a callback per enabled capability."""
+        """Keyword arguments for ``mcp.Client``: a callback per enabled capability, and the
+        extensions the host announces."""
         options: dict[str, Any] = {
             "logging_callback": self.on_log,
             "log_level": self.spec.logging.level,
         }
+        if self.extensions:
+            options["extensions"] = list(self.extensions)
         if self.spec.elicitation == "ask":
             options["elicitation_callback"] = self.on_elicit
         if self.spec.roots:

@@ -11,14 +11,16 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     GET  /api/notices                reloads and server changes, streamed
     GET  /api/servers                the servers panel (:mod:`runner.web.workbench`)
     POST /api/call {tool, args, answer?}   "try it": a tool called outside the conversation
+    GET  /apps/frame/KEY             an MCP App's page, for its frame in a card (:mod:`runner.web.shown_apps`)
+    POST /api/app-call {key, name, arguments, answer?}   that app's tools/call
 
 A turn's stream sends ``event: event`` for each event of :mod:`runner.events` (``data``: the event
 as ``--json`` prints it), ``event: step`` with what a model step is given
 (:mod:`runner.web.steps`), ``event: detail`` with what a tool card shows of each result
-(:func:`runner.web.threads.tool_detail`), ``event: failed`` when the turn failed, and ``event:
-end`` last. A turn that pauses on a question (an approval, a server's form, a sampling request)
-ends its stream with the question; the answer, checked here as the chat checks it
-(:mod:`runner.web.answers`), resumes it with another ``POST /api/turn``.
+(:func:`runner.web.threads.tool_detail`; with ``app`` for a tool with an MCP App), ``event:
+failed`` when the turn failed, and ``event: end`` last. A turn that pauses on a question (an
+approval, a server's form, a sampling request) ends its stream with the question; the answer,
+checked here as the chat checks it (:mod:`runner.web.answers`), resumes it with another ``POST /api/turn``.
 """
 
 from __future__ import annotations
@@ -36,18 +38,19 @@ from anyio.streams.memory import MemoryObjectSendStream
 from langgraph.types import Command
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
-from runner.errors import RunnerError
+from runner.errors import RunnerError, ToolError
 from runner.hosting.mcp.conversations import THREAD_PATTERN
 from runner.manifest import MAIN_AGENT
 from runner.web.answers import AnswerError, checked_answer
-from runner.web.security import SECURITY_HEADERS, TOKEN_HEADER, TOKEN_PARAMETER, Gate
+from runner.web.security import APP_FRAME_PATH, TOKEN_HEADER, TOKEN_PARAMETER, Gate, security_headers
+from runner.web.shown_apps import ApprovalToAsk, ShownApps
 from runner.web.steps import STEP_EVENT
 from runner.web.threads import Titles, pending_question, thread_history, thread_rows, tool_details
 from runner.web.workbench import CallRefused, server_rows, try_call
@@ -107,10 +110,11 @@ def sse(kind: str, data: Any) -> bytes:
 class WebApi:
     """The API over one running agent."""
 
-    def __init__(self, runtime: Runtime, titles: Titles, notices: Notices) -> None:
+    def __init__(self, runtime: Runtime, titles: Titles, notices: Notices, apps: ShownApps) -> None:
         self.runtime = runtime
         self.titles = titles
         self.notices = notices
+        self.apps = apps
 
     def routes(self) -> list[Route]:
         return [
@@ -123,10 +127,35 @@ class WebApi:
             Route("/api/notices", self.notices_stream, methods=["GET"]),
             Route("/api/servers", self.servers, methods=["GET"]),
             Route("/api/call", self.call, methods=["POST"]),
+            Route("/api/app-call", self.app_call, methods=["POST"]),
+            Route(APP_FRAME_PATH + "{key}", self.app_frame, methods=["GET"]),
         ]
 
+    async def app_frame(self, request: Request) -> Response:
+        """An app's page for its frame: the key is the credential (a frame's load carries no token)."""
+        page = self.apps.page(request.path_params["key"])
+        if page is None:
+            headers = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+            return PlainTextResponse("no such app frame", status_code=404, headers=headers)
+        return Response(page.html, headers=page.headers())
+
+    async def app_call(self, request: Request) -> Response:
+        body = await _json_body(request)
+        key, name, arguments = body.get("key"), body.get("name"), body.get("arguments", {})
+        if not isinstance(key, str) or self.apps.page(key) is None:
+            raise RefusedRequest("key: no app is shown under this key (reopen its thread)", status=404)
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise RefusedRequest("expected a tool name and its arguments as an object")
+        try:
+            return JSONResponse({"result": await self.apps.call(key, name, arguments, body.get("answer"))})
+        except ApprovalToAsk as asking:
+            return JSONResponse({"approval": asking.asked})
+        except (ToolError, AnswerError) as exc:
+            raise RefusedRequest(str(exc), status=422) from exc
+
     async def servers(self, request: Request) -> Response:
-        return JSONResponse({"servers": server_rows(self.runtime)}, headers={"cache-control": "no-store"})
+        return JSONResponse({"servers": server_rows(self.runtime), "warnings": self.apps.warnings},
+                            headers={"cache-control": "no-store"})
 
     async def call(self, request: Request) -> Response:
         body = await _json_body(request)
@@ -155,6 +184,9 @@ class WebApi:
         agent = self._agent(request.query_params.get("agent"))
         thread = _thread(request.query_params.get("thread"))
         items = await thread_history(self.runtime, agent, thread)
+        for item in items:
+            if item["type"] == "tool_result" and item.get("detail") is not None:
+                await self._with_app(item["name"], item["detail"], item["status"])
         return JSONResponse({"items": items, "question": await pending_question(self.runtime, agent, thread)},
                             headers={"cache-control": "no-store"})
 
@@ -201,16 +233,19 @@ class WebApi:
 
     async def _turn_events(self, agent: str, thread: str, message: str | Command) -> AsyncIterator[bytes]:
         results: dict[str, str] = {}
+        statuses: dict[str, str] = {}
         try:
             async with aclosing(stream_turn(self.runtime, message, thread_id=thread, agent=agent)) as events:
                 async for event in events:
                     yield sse("step" if event["type"] == STEP_EVENT else "event", event)
                     if event["type"] == "tool_result":
                         results[event["id"]] = event["name"]
+                        statuses[event["id"]] = event["status"]
         except RunnerError as exc:
             yield sse("failed", {"message": f"the turn failed: {exc}"})
         if results:
             for call_id, detail in (await tool_details(self.runtime, agent, thread, results)).items():
+                await self._with_app(results[call_id], detail, statuses[call_id])
                 yield sse("detail", {"id": call_id, **detail})
         yield sse("end", {})
 
@@ -222,6 +257,12 @@ class WebApi:
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"cache-control": "no-store"})
+
+    async def _with_app(self, name: str, detail: dict[str, Any], status: str) -> None:
+        """``detail`` with the ``app`` its card mounts, for a tool with an MCP App."""
+        app = await self.apps.card_app(name, detail, status)
+        if app is not None:
+            detail["app"] = app
 
     def _agent(self, name: Any) -> str:
         name = name or MAIN_AGENT
@@ -266,9 +307,9 @@ def page(request: Request) -> Response:
                         headers={"cache-control": "no-store"})
 
 
-def web_app(runtime: Runtime, gate: Gate, titles: Titles, notices: Notices) -> ASGIApp:
+def web_app(runtime: Runtime, gate: Gate, titles: Titles, notices: Notices, apps: ShownApps) -> ASGIApp:
     """The page and its API over ``runtime``, behind ``gate``."""
-    api = WebApi(runtime, titles, notices)
+    api = WebApi(runtime, titles, notices, apps)
     app = Starlette(routes=[Route("/", page, methods=["GET"]), *api.routes(),
                             Mount("/static", StaticFiles(directory=STATIC), name="static")],
                     exception_handlers={RefusedRequest: _refused})
@@ -292,9 +333,12 @@ def guarded(app: ASGIApp, gate: Gate) -> ASGIApp:
         elif refusal is None and path == "/":
             refusal = gate.token_refusal(_query_token(scope))
         if refusal is not None:
-            await _with_headers(JSONResponse({"error": refusal}, status_code=403))(scope, receive, send)
+            await _with_headers(JSONResponse({"error": refusal}, status_code=403), host)(scope, receive, send)
             return
-        await _with_headers(app)(scope, receive, send)
+        if path.startswith(APP_FRAME_PATH):  # an app's page: its own policy, not the page's
+            await app(scope, receive, send)
+            return
+        await _with_headers(app, host)(scope, receive, send)
 
     return checked
 
@@ -306,11 +350,11 @@ def _query_token(scope: Scope) -> str | None:
     return values[0] if values else None
 
 
-def _with_headers(app: ASGIApp) -> ASGIApp:
+def _with_headers(app: ASGIApp, host: str | None) -> ASGIApp:
     async def with_headers(scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with(message: Message) -> None:
             if message["type"] == "http.response.start":
-                added = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS]
+                added = [(name.encode(), value.encode()) for name, value in security_headers(host)]
                 message = {**message, "headers": [*message.get("headers", []), *added]}
             await send(message)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp import types
+from mcp.client.extension import ClientExtension, advertise
 
 from runner.errors import AppResourceError, ToolError
 from runner.events import ApprovalAsked
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 Approve = Callable[[ApprovalAsked], Awaitable[Mapping[str, Any]]]
 
 APP_MIME_TYPE = "text/html;profile=mcp-app"
+UI_EXTENSION = "io.modelcontextprotocol/ui"
 UI_SCHEME = "ui://"
 MAX_APP_BYTES = 4 * 1024 * 1024  # a single-file bundle of a framework app is well under this
 # The declared origins and the directives they open (the extension's McpUiResourceCsp).
@@ -134,6 +136,11 @@ class AppPage:
             "referrer-policy": "no-referrer",
             "cache-control": "no-store",
         }
+
+
+def apps_extension() -> ClientExtension:
+    """The client capability that tells servers this host shows MCP Apps (``mcp-run web`` only)."""
+    return advertise(UI_EXTENSION, {"mimeTypes": [APP_MIME_TYPE]})
 
 
 def find_apps(catalog: ToolCatalog) -> AppListing:

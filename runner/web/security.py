@@ -11,12 +11,16 @@ without a CORS preflight, which is never allowed. Checked besides:
 * ``Origin``: when a browser sends one, it is the page's own (``http://`` + its ``Host``).
 
 Every answer carries a strict Content-Security-Policy (scripts and styles from the page's own
-files only, nothing inline) and asks for no referrer, so the token never leaves in a link.
+files only, nothing inline; frames only of the MCP Apps' pages under ``/apps/frame/``) and asks for
+no referrer, so the token never leaves in a link. An MCP App's page (``/apps/frame/KEY``) is the
+exception: it carries its own policy (:meth:`runner.web.apps.AppPage.headers`), not the page's, and
+its unguessable key is its credential (a frame's load carries neither the token nor an Origin).
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,14 +33,28 @@ CONTENT_SECURITY_POLICY = (
     "media-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
+APP_FRAME_PATH = "/apps/frame/"
+_HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?")
 SECURITY_HEADERS = (
-    ("content-security-policy", CONTENT_SECURITY_POLICY),
     ("x-content-type-options", "nosniff"),
     ("referrer-policy", "no-referrer"),
     ("x-frame-options", "DENY"),
     ("cross-origin-opener-policy", "same-origin"),
     ("cross-origin-resource-policy", "same-origin"),
 )
+
+
+def page_policy(host: str | None) -> str:
+    """The page's Content-Security-Policy for a request to ``host`` (its Host header, checked by
+    the gate): :data:`CONTENT_SECURITY_POLICY`, and frames only from :data:`APP_FRAME_PATH` there."""
+    frames = f"http://{host}{APP_FRAME_PATH}" if host is not None and _HOST.fullmatch(host) else "'none'"
+    return f"{CONTENT_SECURITY_POLICY}; frame-src {frames}"
+
+
+def security_headers(host: str | None) -> list[tuple[str, str]]:
+    """The headers every answer but an app's frame carries (``http://`` in ``frame-src`` matches
+    ``https://`` too)."""
+    return [("content-security-policy", page_policy(host)), *SECURITY_HEADERS]
 
 
 def new_token() -> str:

@@ -22,7 +22,9 @@ from runner.hosting.mcp.http_wire import Address, bind
 from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
+from runner.web.apps import apps_extension
 from runner.web.security import TOKEN_PARAMETER, Gate
+from runner.web.shown_apps import ShownApps
 from runner.web.steps import WebHost
 from runner.web.threads import Titles
 
@@ -55,22 +57,26 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
     """Serve the page of the agent of ``file`` until cancelled; ``on_ready(name, url)`` once it
     listens, ``on_reload`` for each reload in watch mode."""
     sock = bind(options.address)
+    host = WebHost(client_extensions=[apps_extension()])  # its servers are told the page shows MCP Apps
     try:
-        async with load_agent(file, host=WebHost()) as runtime, background_tasks() as group:
+        async with load_agent(file, host=host) as runtime, background_tasks() as group:
             notices = Notices()
+            apps = ShownApps(runtime)  # one per process: the app frames the page shows
 
             def told_of_change(change: CatalogueChange) -> None:
                 notices.publish(dict(CatalogueChanged(
                     type="change", server=change.server, kind=change.kind, added=list(change.added),
                     removed=list(change.removed), changed=list(change.changed))))
+                apps.refresh()
 
             def told_of_reload(event: ReloadEvent) -> None:
+                apps.refresh()
                 on_reload(event)
                 notices.publish(dict(event))
 
             runtime.listeners.append(told_of_change)
             gate = Gate.for_address(options.token, *sock.getsockname()[:2], loopback=options.address.loopback)
-            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices)
+            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps)
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=int(STOP_LIMIT), use_colors=sys.stderr.isatty())
             server = _PageServer(config)

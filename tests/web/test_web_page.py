@@ -21,7 +21,8 @@ from browser import BROWSER_TIMEOUT_MS
 from builders import ROOT, invoke, server, write_manifest
 from child_processes import SESSION_PROCESSES
 from playwright.sync_api import Page, expect
-from web_pages import ServedPage, request, start_page, stop_page, web_page
+from web_pages import ServedPage, card, request, send, start_page, stop_page, web_page
+from web_pages import open_page as open_agent_page
 
 from runner.tools.form_answers import content_problem
 
@@ -59,21 +60,7 @@ def served(agent: Path) -> Iterator[ServedPage]:
 
 
 def open_page(page: Page, served: ServedPage) -> None:
-    page.goto(served.url)
-    expect(page.locator("body[data-ready=true]")).to_be_attached()
-    expect(page.locator("#agent-name")).to_have_text("web-test")
-
-
-def send(page: Page, text: str) -> None:
-    """Send ``text`` once the last turn has ended (its stream closed)."""
-    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
-    box = page.get_by_label("Message")
-    box.fill(text)
-    box.press("Enter")
-
-
-def card(page: Page, tool: str) -> Any:
-    return page.locator(".tool-card", has=page.locator(".tool-name", has_text=re.compile(f"^{tool}$"))).last
+    open_agent_page(page, served, "web-test")
 
 
 # --------------------------------------------------------------------------- who may drive the agent

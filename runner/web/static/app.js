@@ -1,6 +1,7 @@
 // The page: the agent's threads, the conversation with streamed answers, tool calls as cards,
 // the questions a turn pauses on, and the notices of reloads.
 import { ApiError, getJson, getStream, postJson, postStream } from "./api.js";
+import { closeApps } from "./app-frames.js";
 import { ToolCard } from "./cards.js";
 import { el } from "./dom.js";
 import { questionPanel } from "./questions.js";
@@ -182,6 +183,7 @@ async function deleteThread(id) {
 
 function newThread() {
   state.thread = null;
+  closeApps("the thread was closed");
   state.cards.clear();
   $("log").replaceChildren();
   $("question").replaceChildren();
@@ -192,6 +194,7 @@ async function openThread(id) {
   state.thread = id;
   state.cards.clear();
   const { items, question } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
+  closeApps("the thread was closed");
   $("log").replaceChildren();
   let bubble = null;
   for (const item of items) {

@@ -14,6 +14,7 @@ export class ToolCard {
     this.call = call;
     this.result = null;
     this.detail = null;
+    this.mounted = false;
     this.status = el("span", { className: "status running", text: "running" });
     this.duration = el("span", { className: "duration muted" });
     this.server = el("span", { className: "server muted" });
@@ -52,8 +53,10 @@ export class ToolCard {
     if (parts.length) {
       this.body.replaceChildren(el("h4", { text: this.result && this.result.status === "error" ? "Error" : "Result" }), ...parts);
     }
-    this.extra.replaceChildren();
-    for (const mount of resultMounts) mount(this.extra, this.call, this.result, detail);
+    if (!this.mounted) {  // once: what is mounted (an app's frame) must not move or reload
+      this.mounted = true;
+      for (const mount of resultMounts) mount(this.extra, this.call, this.result, detail);
+    }
     this.updateRaw();
   }
 

@@ -20,10 +20,12 @@ export function startServersPanel() {
 
 async function refresh() {
   try {
-    const { servers } = await getJson("/api/servers");
-    const text = JSON.stringify(servers);
+    const { servers, warnings } = await getJson("/api/servers");
+    const text = JSON.stringify([servers, warnings]);
     if (text !== shown) {  // redrawn only when something changed: focus and scroll stay put
       shown = text;
+      // what is wrong with a tool's MCP App metadata (the tool is shown without its app)
+      $("server-warnings").replaceChildren(...warnings.map((warning) => el("li", { className: "error", text: warning })));
       $("server-list").replaceChildren(...servers.map(serverCard));
       filterTools();
     }
