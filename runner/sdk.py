@@ -261,6 +261,13 @@ def parent_namespace(namespace: str) -> str:
     return namespace.rpartition(_langgraph_constants().NS_SEP)[0]
 
 
+def namespace_node(namespace: str) -> str:
+    """The node of a checkpoint namespace's last part (``NODE:TASK_ID``, parts joined by the
+    private ``NS_SEP`` and ``NS_END``)."""
+    constants = _langgraph_constants()
+    return namespace.rpartition(constants.NS_SEP)[2].partition(constants.NS_END)[0]
+
+
 def null_task_id() -> str:
     """The task id of writes that belong to a checkpoint rather than to one of its tasks (private
     ``NULL_TASK_ID``, what LangGraph itself writes them under)."""

@@ -329,17 +329,16 @@ def _names(path: Path, descriptor: int) -> bool:
         return False
 
 
-def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "async"]:
-    """When a graph run on ``saver`` writes its state: ``exit`` once, when the turn ends or pauses
-    (an approval, a question), for the checkpointers of one process (memory, a SQLite file);
-    ``async`` after every step for the others (PostgreSQL), which instances share: one may take a
-    thread over in the middle of a turn that another started.
-
-    A turn that ended or paused is on disk when its run returns either way; ``exit`` spares each
-    step a write (and a thread hop), and loses only the steps of a turn in flight when the
-    process dies.
+def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "sync"]:
+    """When a graph run on ``saver`` writes its state: after every step (``sync``: before the next
+    step starts) for the checkpointers that outlive the process (a SQLite file, PostgreSQL), so a
+    process killed in the middle of a turn leaves the steps it had done, those of the agents and
+    workflows it runs included (each under its own checkpoint namespace), and the thread resumes
+    at the step it reached (:mod:`runner.agent.resume`); with PostgreSQL another instance may also
+    take a thread over in the middle of a turn. ``exit`` (once, when the turn ends or pauses) for
+    the memory one, which a dead process loses whole anyway.
     """
-    return "exit" if isinstance(saver, InMemorySaver | SqliteCheckpointer) else "async"
+    return "exit" if isinstance(saver, InMemorySaver) else "sync"
 
 
 @asynccontextmanager
