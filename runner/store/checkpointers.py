@@ -329,16 +329,24 @@ def _names(path: Path, descriptor: int) -> bool:
         return False
 
 
-def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "sync"]:
-    """When a graph run on ``saver`` writes its state: after every step (``sync``: before the next
-    step starts) for the checkpointers that outlive the process (a SQLite file, PostgreSQL), so a
-    process killed in the middle of a turn leaves the steps it had done, those of the agents and
-    workflows it runs included (each under its own checkpoint namespace), and the thread resumes
-    at the step it reached (:mod:`runner.agent.resume`); with PostgreSQL another instance may also
-    take a thread over in the middle of a turn. ``exit`` (once, when the turn ends or pauses) for
-    the memory one, which a dead process loses whole anyway.
+Durability = Literal["exit", "async", "sync"]
+
+
+def turn_durability(saver: BaseCheckpointSaver | None, *, several_agents: bool = False) -> Durability:
+    """When a graph run on ``saver`` writes its state. The memory checkpointer, which a dead
+    process loses whole anyway: ``exit``, once, when the turn ends or pauses (an approval, a
+    question). The others (a SQLite file, PostgreSQL) write every step, so a process killed in the
+    middle of a turn leaves the steps it had done and the thread resumes at the step it reached
+    (:mod:`runner.agent.resume`); with PostgreSQL another instance may also take the thread over.
+
+    With ``several_agents`` (a manifest with ``agents:``) each step is written before the next one
+    starts (``sync``): the steps of the agents and workflows a turn runs (each under its own
+    checkpoint namespace) are long and worth never running twice. Otherwise the write of a step
+    runs beside the next one (``async``), off the turn's path: a kill may lose the step just done.
     """
-    return "exit" if isinstance(saver, InMemorySaver) else "sync"
+    if isinstance(saver, InMemorySaver):
+        return "exit"
+    return "sync" if several_agents else "async"
 
 
 @asynccontextmanager
