@@ -52,7 +52,9 @@ class CutOffTurn:
 async def cut_off_turn(runtime: Runtime, thread_id: str | None = None, *, agent: str = MAIN_AGENT
                        ) -> CutOffTurn | None:
     """The cut-off turn of the thread (default: the runtime's), or None: it ended, it waits for an
-    answer to a question (an interrupt), or it has no turn."""
+    answer to a question (an interrupt), or it has no turn (nor a checkpointer: no model)."""
+    if runtime.checkpointer is None:
+        return None
     config = runtime.config(thread_id, agent=agent)
     state = await runtime.agents[agent].aget_state(config)
     if not state.next or state.interrupts:
