@@ -142,3 +142,29 @@ def test_a_single_agent_turn_killed_mid_call_is_closed_by_the_next_message_as_pr
     assert sent[-3]["tool_calls"][0]["id"] == sent[-2]["tool_call_id"]
     assert sent[-2]["content"] == STOPPED_TEXT
     assert sent[-1]["content"] == "again"
+
+
+def test_in_the_chat_a_new_message_closes_the_cut_off_turn_and_then_nothing_is_left_to_resume(
+    tmp_path: Path, provider_server: ProviderServer,
+) -> None:
+    provider_server.script(Reply(tool_calls=[("steps__work", {"step": "y", "hold": True})]),
+                           Reply("Next answer."))
+    manifest(tmp_path, model=provider_server.model())
+    with killed_while_held(tmp_path, "y.held", "-p", "go", "--thread", "talk"):
+        pass
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "/thread talk"})
+        assert "cut off at step steps__work" in chat.wait_for("thread")["note"]
+        chat.send({"text": "again"})
+        assert chat.wait_for("final")["text"] == "Next answer."
+        chat.send({"text": "/resume"})
+        assert chat.wait_for("error")["message"].startswith("nothing to resume")
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=COMMAND_LIMIT)
+    sent = provider_server.completions()[-1].body["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "user"]
+    assert sent[-2]["content"] == STOPPED_TEXT
+    assert done(tmp_path) == []
