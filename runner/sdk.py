@@ -268,6 +268,13 @@ def resuming(config: Mapping[str, Any]) -> bool:
     return bool((config.get("configurable") or {}).get(_langgraph_constants().CONFIG_KEY_RESUMING))
 
 
+def namespace_node(namespace: str) -> str:
+    """The node of a checkpoint namespace's last part (``NODE:TASK_ID``, parts joined by the
+    private ``NS_SEP`` and ``NS_END``)."""
+    constants = _langgraph_constants()
+    return namespace.rpartition(constants.NS_SEP)[2].partition(constants.NS_END)[0]
+
+
 def null_task_id() -> str:
     """The task id of writes that belong to a checkpoint rather than to one of its tasks (private
     ``NULL_TASK_ID``, what LangGraph itself writes them under)."""

@@ -83,6 +83,7 @@ CALLABLES: list[tuple[str, str, str, tuple[str, ...] | None]] = [
     ("langgraph._internal._constants:NS_SEP", "langgraph", "parent_namespace", None),
     ("langgraph._internal._constants:NULL_TASK_ID", "langgraph", "null_task_id", None),
     ("langgraph._internal._constants:CONFIG_KEY_RESUMING", "langgraph", "resuming", None),
+    ("langgraph._internal._constants:NS_END", "langgraph", "namespace_node", None),
     ("langchain.chat_models.base:_BUILTIN_PROVIDERS", "langchain", "chat_model_providers", None),
     ("langchain.chat_models.base:_parse_model", "langchain", "inferred_provider",
      ("model", "model_provider")),

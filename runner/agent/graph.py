@@ -60,7 +60,7 @@ from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent
 from runner.events import ElicitationAsked
 from runner.models import ModelChain, as_model_chain
-from runner.store.checkpointers import turn_durability
+from runner.store.checkpointers import Durability, turn_durability
 from runner.tools.search import ToolSearch
 
 # --------------------------------------------------------------------------- elicitation
@@ -150,6 +150,7 @@ def build_graph(
     spending: Spending | None = None,
     context: ContextWindow | None = None,
     handoffs: Handoffs | None = None,
+    durability: Durability | None = None,
 ) -> CompiledStateGraph:
     """Compile the agent graph. Invoke with ``{"messages": [HumanMessage(...)]}`` and a thread id;
     resume an approval interrupt with ``Command(resume={"action": "approve"})`` (or deny / edit).
@@ -191,5 +192,6 @@ def build_graph(
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).
+    durability = durability or turn_durability(checkpointer)
     return compiled.with_config(recursion_limit=3 * max_steps + 5,
-                                configurable=sdk.durability_config(turn_durability(checkpointer)))
+                                configurable=sdk.durability_config(durability))

@@ -50,6 +50,7 @@ from runner.prompts import (
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.inbound_requests import SAMPLING_REFUSED, Completion, Question, Reply, SamplingPolicy
+from runner.store.checkpointers import turn_durability
 from runner.store.state_folder import state_folder
 from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
@@ -324,6 +325,7 @@ class Runtime:
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
                 context=context,
                 handoffs=handoffs,
+                durability=turn_durability(self.checkpointer, several_agents=bool(manifest.agents)),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models,

@@ -29,6 +29,7 @@ from langgraph.types import Command
 from runner.agent.host import Host
 from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
+from runner.agent.resume import close_cut_off_turn, cut_off_turn
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.spending import LIMIT_REASON
 from runner.agent.turns import stream_turn
@@ -107,7 +108,11 @@ async def _one_shot(file: str, text: str, thread_id: str | None, as_json: bool, 
             # "new" or "resumed" is what this turn finds, not what the thread was before that turn.
             async with thread_turn(runtime.checkpointer, thread_id):
                 resolved, note = await resolve_thread(runtime, thread_id)
-            runtime.use_thread(resolved)
+                runtime.use_thread(resolved)
+                if (cut_off := await cut_off_turn(runtime)) is not None:
+                    # A new message closes it: the model hears its unfinished calls were stopped.
+                    await close_cut_off_turn(runtime, cut_off)
+                    note = f"{note}; {visible(cut_off.note())}: closed (the chat's /resume would continue it)"
         stderr.print(note or f"thread {runtime.thread_id}", style="dim", markup=False, highlight=False)
         if as_json:  # a script continues the thread from here (--thread), knows the tools
             click.echo(json.dumps(ready_event(runtime)))

@@ -62,6 +62,7 @@ CHAT_COMMAND_HELP = {
     "call": ("/call NAME {json}",
              "call a tool directly, without the model (asks first if it needs approval)"),
     "thread": ("/thread [ID|new]", "show the conversation thread, switch to ID, or start a new one"),
+    "resume": ("/resume", "continue the thread's last turn where it was cut off (a crash, kill -9, Ctrl-C)"),
     "reload": ("/reload", "reload the manifest, templates and modules now"),
     "save": ("/save NAME", "write the conversation so far as the test case evals/NAME.yaml"),
     "media": ("/media", "the images, audio and files tools returned in this thread, saved as files"),
@@ -124,8 +125,15 @@ async def _thread(session: ChatSession, line: str) -> None:
     elif len(parts) > 1:
         thread_id, note = await resolve_thread(session.runtime, parts[1])
         session.runtime.use_thread(thread_id)
+        if cut_off := await session.find_cut_off():
+            note = f"{note}; {cut_off}"
     session.view.show(ThreadShown(type="thread", thread=session.runtime.thread_id, note=note))
     await session.follow_agent()  # that thread's agent answers
+
+
+@chat_command("resume")
+async def _resume(session: ChatSession, line: str) -> None:
+    await session.resume()
 
 
 @chat_command("reload")

@@ -17,11 +17,13 @@ import anyio
 from langgraph.types import Command
 
 from runner.agent.handoffs import current_agent
+from runner.agent.resume import CONTINUE, CutOffTurn, close_cut_off_turn, cut_off_turn
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
 from runner.cli.answering import answer_question
 from runner.cli.media import MediaFolder, save_turn_media
+from runner.cli.safe_text import visible
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
 from runner.evals.saving import approval_entry
@@ -34,6 +36,7 @@ from runner.events import (
     Interrupted,
     Question,
     ReloadEvent,
+    ThreadShown,
     ToolResult,
     is_question,
 )
@@ -113,12 +116,17 @@ class ChatSession:
         self.media = MediaFolder(runtime.fleet.state_dir)
         # The approvals answered in each thread's turns, in order, as /save writes them in a case.
         self._answered: dict[str, list[dict[str, Any]]] = {}
+        # The cut-off turn of the thread the chat resumed (runner.agent.resume), until it is
+        # continued (/resume) or a new message closes it.
+        self._cut_off: CutOffTurn | None = None
         runtime.listeners.append(self._show_change)
 
     async def run(self) -> int:
         runtime = self.runtime
         self.view.show(ready_event(runtime))
         await self.follow_agent()
+        if note := await self.find_cut_off():
+            self.view.show(ThreadShown(type="thread", thread=runtime.thread_id, note=note))
         while True:
             line = await self.view.read()
             if line is None:
@@ -171,9 +179,29 @@ class ChatSession:
             return
         await self._interruptible(partial(self._turn, messages))
 
+    async def find_cut_off(self) -> str:
+        """What to say of the current thread's last turn if it was cut off (else nothing); a new
+        message then closes it, ``/resume`` continues it."""
+        self._cut_off = await cut_off_turn(self.runtime)
+        if self._cut_off is None:
+            return ""
+        return visible(f"{self._cut_off.note()}: /resume continues it, a new message closes it")
+
+    async def resume(self) -> None:
+        """``/resume``: continue the thread's cut-off turn from the step it reached."""
+        if await cut_off_turn(self.runtime) is None:
+            self.error("nothing to resume: the thread's last turn ended, or waits for an answer")
+            return
+        self._cut_off = None
+        await self._turn(CONTINUE)
+
     async def _turn(self, message: Any) -> None:
         """One turn and the questions it asks; a turn that fails (the model, after its retries and
         fallbacks; an answer object that never validated) is an error line, and the chat goes on."""
+        if self._cut_off is not None and self._cut_off.thread_id == self.runtime.thread_id \
+                and not isinstance(message, Command):
+            await close_cut_off_turn(self.runtime, self._cut_off)
+        self._cut_off = None
         try:
             await self._turn_until_answered(message)
         except RunnerError as exc:

@@ -30,8 +30,8 @@ PYTHON_COMMANDS = ("python", "python3")
 OFFLINE_ID = "offline"
 SCRIPTED_ID = "scripted"
 # The chat's own commands (``/help`` ...): a prompt command may not take one of these names.
-CHAT_COMMANDS = ("help", "tools", "prompts", "agents", "agent", "call", "thread", "reload", "save", "media",
-                 "usage", "context", "exit", "quit")
+CHAT_COMMANDS = ("help", "tools", "prompts", "agents", "agent", "call", "thread", "resume", "reload", "save",
+                 "media", "usage", "context", "exit", "quit")
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

@@ -329,17 +329,24 @@ def _names(path: Path, descriptor: int) -> bool:
         return False
 
 
-def turn_durability(saver: BaseCheckpointSaver | None) -> Literal["exit", "async"]:
-    """When a graph run on ``saver`` writes its state: ``exit`` once, when the turn ends or pauses
-    (an approval, a question), for the checkpointers of one process (memory, a SQLite file);
-    ``async`` after every step for the others (PostgreSQL), which instances share: one may take a
-    thread over in the middle of a turn that another started.
+Durability = Literal["exit", "async", "sync"]
 
-    A turn that ended or paused is on disk when its run returns either way; ``exit`` spares each
-    step a write (and a thread hop), and loses only the steps of a turn in flight when the
-    process dies.
+
+def turn_durability(saver: BaseCheckpointSaver | None, *, several_agents: bool = False) -> Durability:
+    """When a graph run on ``saver`` writes its state. The memory checkpointer, which a dead
+    process loses whole anyway: ``exit``, once, when the turn ends or pauses (an approval, a
+    question). The others (a SQLite file, PostgreSQL) write every step, so a process killed in the
+    middle of a turn leaves the steps it had done and the thread resumes at the step it reached
+    (:mod:`runner.agent.resume`); with PostgreSQL another instance may also take the thread over.
+
+    With ``several_agents`` (a manifest with ``agents:``) each step is written before the next one
+    starts (``sync``): the steps of the agents and workflows a turn runs (each under its own
+    checkpoint namespace) are long and worth never running twice. Otherwise the write of a step
+    runs beside the next one (``async``), off the turn's path: a kill may lose the step just done.
     """
-    return "exit" if isinstance(saver, InMemorySaver | SqliteCheckpointer) else "async"
+    if isinstance(saver, InMemorySaver):
+        return "exit"
+    return "sync" if several_agents else "async"
 
 
 @asynccontextmanager

@@ -39,6 +39,7 @@ from starlette.requests import Request
 
 from runner import telemetry
 from runner.agent.nodes import MAX_STEPS_REASON
+from runner.agent.resume import close_cut_off_turn, cut_off_turn
 from runner.agent.runtime import Runtime
 from runner.agent.spending import LIMIT_REASON, TurnSpending
 from runner.agent.team import TASK_DESCRIPTION, agent_thread
@@ -439,6 +440,13 @@ class AskHandler:
             del self._asked[known]
         self._asked[token] = now
 
+    async def _close_cut_off(self, stored: str, agent: str, progress: Progress) -> None:
+        """A new message on a thread whose last turn was cut off (its process killed) closes that
+        turn: its unanswered calls are answered as stopped (:mod:`runner.agent.resume`)."""
+        if (cut_off := await cut_off_turn(self.runtime, stored, agent=agent)) is not None:
+            await close_cut_off_turn(self.runtime, cut_off)
+            await progress.note(f"the thread's last turn was cut off at step {cut_off.step}: closed")
+
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool,
                     caller: str | None, agent: str, progress_from: int = 0
                     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -448,6 +456,8 @@ class AskHandler:
         spent = TurnSpending()
         turn = self.scheduler.turn(agent_thread(agent, stored), waiting=progress.note)
         async with progress.coalescing(), turn:
+            if not new and not isinstance(message, Command):
+                await self._close_cut_off(stored, agent, progress)
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
