@@ -25,9 +25,9 @@ def desk(folder: Path, main: list[Any], scripts: dict[str, list[Any]], *,
     agents, each playing its script (``folder/NAME.yaml``)."""
     shutil.copy(ROOT / "examples" / "notes_server.py", folder / "notes_server.py")
     write_scripts(folder, {"main": main, **scripts})
-    declared = {"billing": {"description": "Refunds, invoices and charges.", "tools": ["notes"],
-                            "approve": ["notes__add_*"]},
-                "support": {"description": "Errors and crashes."}, **agents}
+    declared = {"billing": {"description": "Refunds, invoices and charges.", "model": "offline",
+                            "tools": ["notes"], "approve": ["notes__add_*"]},
+                "support": {"description": "Errors and crashes.", "model": "offline"}, **agents}
     for name in scripts:
         declared[name] = {**declared[name], "model": {"id": "scripted", "script": f"{name}.yaml"}}
     document = {"version": 1, "name": "desk", "description": "The front desk.",
