@@ -97,9 +97,10 @@ def output_warnings(loaded: LoadedManifest) -> list[Problem]:
         elif isinstance(node, dict):
             for key, value in node.items():
                 if value is None:
-                    found.append(source.problem((*root, *where, key), f"'{key}' has no value (null), and no "
-                                                "JSON Schema keyword takes null: a comma in a YAML flow "
-                                                "mapping ({...}) splits it; quote the text or use block style"))
+                    found.append(source.problem((*root, *where, key), f"'{key}' has no value (null), and "
+                                                "no JSON Schema keyword takes null: a comma in a YAML flow "
+                                                "mapping ({...}) splits it; quote the text or use block "
+                                                "style"))
                 elif key not in _DATA_KEYWORDS:
                     walk(value, (*where, key))
 
