@@ -94,6 +94,16 @@ async def test_a_model_no_price_is_known_for_shows_its_tokens_and_no_cost(tmp_pa
     assert usage["step"]["cost"] is None and usage["turn"]["unpriced_steps"] == 1
 
 
+async def test_the_built_in_models_name_themselves_in_usage_events(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "o").mkdir()
+    [scripted_events] = await run(agent(tmp_path / "s", [step(10, 5, text="hi")]), "hello")
+    offline = write_manifest(tmp_path / "o", {}, model="offline", checkpointer="memory")
+    [offline_events] = await run(offline, "hello")
+    assert [usage["model"] for usage in of(scripted_events, "usage")] == ["scripted"]
+    assert [usage["model"] for usage in of(offline_events, "usage")] == ["offline"]
+
+
 async def test_the_offline_model_reports_the_tokens_it_counts(tmp_path: Path) -> None:
     path = write_manifest(tmp_path, {"demo": server("demo", timeout="20s")}, model="offline",
                           checkpointer="memory")
