@@ -55,10 +55,11 @@ def test_a_one_shot_run_refuses_an_ask_call_naming_the_rule_to_the_user_and_to_t
     assert ("denied demo__add: needs approval (policy[1]: big sums) and no one can answer here "
             "(pass --yes to allow)") in refused.stderr
     events = mcp_run("agent.yaml", "-p", 'demo__add {"a": 500, "b": 1}', "--json", cwd=agent)
-    [result] = [event for event in map(json.loads, events.stdout.splitlines()) if event["type"] == "tool_result"]
+    [result] = [event for event in map(json.loads, events.stdout.splitlines())
+                if event["type"] == "tool_result"]
     assert result["status"] == "error"
-    assert result["text"].startswith("The call to demo__add was not approved: a one-shot run cannot ask, and it "
-                                     "needs approval (policy[1]: big sums)")
+    assert result["text"].startswith("The call to demo__add was not approved: a one-shot run cannot ask, "
+                                     "and it needs approval (policy[1]: big sums)")
 
 
 def test_call_in_the_chat_shows_a_denial_and_asks_about_an_ask_call(agent: Path) -> None:
