@@ -106,10 +106,13 @@ class Malformed:
 
 @dataclass(frozen=True)
 class Cut:
-    """``reply`` begins, then the connection is dropped after ``after`` chunks."""
+    """``reply`` begins, then the connection is dropped after ``after`` chunks. ``closed``: the
+    stream's body is not chunked but ends where the connection does, and it is closed cleanly
+    (nothing tells the client the answer was cut, but the missing finish_reason and [DONE])."""
 
     reply: Reply = field(default_factory=lambda: Reply("This answer will never be finished."))
     after: int = 2
+    closed: bool = False
 
 
 Answer = Reply | Failure | Malformed | Cut
@@ -260,7 +263,11 @@ class ProviderServer:
             model = body.get("model", "stub") if isinstance(body, dict) else "stub"
             if recorded.streamed:
                 usage_asked = bool((body.get("stream_options") or {}).get("include_usage"))
-                await _send_stream(writer, _chunks(model, reply, usage_asked), cut, reply.chunk_delay)
+                chunks = _chunks(model, reply, usage_asked)
+                if isinstance(answer, Cut) and answer.closed:
+                    await _send_closed_stream(writer, chunks[:answer.after])
+                else:
+                    await _send_stream(writer, chunks, cut, reply.chunk_delay)
             else:
                 payload = json.dumps(_completion(model, reply)).encode()
                 if cut is not None:  # half of the body, then the connection drops
@@ -318,6 +325,15 @@ async def _send_stream(writer: asyncio.StreamWriter, chunks: list[bytes], cut: i
         await writer.drain()
     writer.write(b"0\r\n\r\n")
     await writer.drain()
+
+
+async def _send_closed_stream(writer: asyncio.StreamWriter, chunks: list[bytes]) -> None:
+    """Server-sent events in a body that ends with the connection (HTTP/1.0 style), closed cleanly."""
+    writer.write(_head(200, {"Content-Type": "text/event-stream"}))
+    for chunk in chunks:
+        writer.write(chunk)
+    await writer.drain()
+    writer.close()
 
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner import telemetry
 from runner.agent.included import check_included, merge_included, own_origins
-from runner.agent.output_contract import OutputContract, contract_files, output_contract
+from runner.agent.output_contract import OutputContract, contract_files, output_contract, output_warnings
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import (
     OFFLINE_ID,
@@ -138,7 +138,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         from runner.prompts.system import template_files  # Jinja: only for templates
 
         templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
-    warnings += unpriced_budget_warnings(loaded)
+    warnings += unpriced_budget_warnings(loaded) + output_warnings(loaded)
     warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
     return CheckedAgent(replace(loaded, manifest=merged.manifest), template, warnings + merged.warnings,
                         templates, local_modules(loaded),

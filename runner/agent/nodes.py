@@ -101,6 +101,7 @@ class Deny(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["deny"]
     reason: str | None = None
+    asked: bool = True  # False: no one could be asked (a one-shot run); ``reason`` says why
 
 
 class Edit(BaseModel):
@@ -228,7 +229,7 @@ class ApprovalNode:
                 continue
             decision = _ask_approval(call, self.approvals.decided(call))
             if isinstance(decision, Deny):
-                messages.append(_denied(call, decision.reason))
+                messages.append(_denied(call, decision))
             elif isinstance(decision, Edit):
                 call["args"] = decision.args
                 edited = True
@@ -371,8 +372,10 @@ def close_dangling_tool_calls(
     return closed
 
 
-def _denied(call: dict[str, Any], reason: str | None) -> ToolMessage:
-    because = f": {reason}" if reason else "."
+def _denied(call: dict[str, Any], decision: Deny) -> ToolMessage:
+    because = f": {decision.reason}" if decision.reason else "."
+    if not decision.asked:
+        return _error_message(call, f"The call to {call['name']} was not approved{because}")
     return _error_message(call, f"The user denied this call to {call['name']}{because}")
 
 

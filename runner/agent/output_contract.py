@@ -80,6 +80,34 @@ def output_contract(loaded: LoadedManifest) -> OutputContract | None:
     return OutputContract(schema, spec.retries, spec.method)
 
 
+def output_warnings(loaded: LoadedManifest) -> list[Problem]:
+    """Keywords of the output schema whose value is null (no JSON Schema keyword takes null), each
+    located: usually YAML flow style split at a comma (``{description: Found, in short}`` makes a
+    key ``in short``). The meta-schema allows unknown keywords, so these are warnings."""
+    spec = loaded.manifest.output
+    if spec is None:
+        return []
+    schema, source, root = _schema_source(spec, loaded)
+    found: list[Problem] = []
+
+    def walk(node: Any, where: tuple[str | int, ...]) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, (*where, index))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if value is None:
+                    found.append(source.problem((*root, *where, key), f"'{key}' has no value (null), and "
+                                                "no JSON Schema keyword takes null: a comma in a YAML flow "
+                                                "mapping ({...}) splits it; quote the text or use block "
+                                                "style"))
+                elif key not in _DATA_KEYWORDS:
+                    walk(value, (*where, key))
+
+    walk(schema, ())
+    return found
+
+
 def _schema_source(spec: OutputSpec, loaded: LoadedManifest
                    ) -> tuple[dict[str, Any], SourceMap, tuple[str | int, ...]]:
     if spec.schema_file is None:

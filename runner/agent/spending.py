@@ -163,8 +163,13 @@ def _over(budget: BudgetSpec, scope: Scope, spent: Mapping[str, float], *, calls
         checks.append(("max_tool_calls", budget.max_tool_calls, spent.get("tool_calls", 0)))
     for name, limit, value in checks:
         if limit is not None and value >= limit:
+            if name in _COUNTED:  # counts stay whole numbers in events and _meta (3, not 3.0)
+                return LimitHit(scope, name, int(limit), int(value))
             return LimitHit(scope, name, float(limit), float(value))
     return None
+
+
+_COUNTED: frozenset[LimitName] = frozenset({"max_tokens", "max_tool_calls"})
 
 
 class TurnLedger:

@@ -195,9 +195,14 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
         if yes:
             message = Command(resume={"action": "approve"})
         else:
-            stderr.print(f"denied {approval['tool']}: needs approval (pass --yes to allow)",
-                         style="yellow", markup=False)
-            message = Command(resume={"action": "deny", "reason": "not approved (one-shot run)"})
+            rule = approval.get("policy")
+            asks = "needs approval"
+            if rule is not None:
+                asks += f" ({rule['source']}" + (f": {rule['reason']}" if rule["reason"] else "") + ")"
+            stderr.print(f"denied {approval['tool']}: {visible(asks)} and no one can answer here "
+                         "(pass --yes to allow)", style="yellow", markup=False)
+            message = Command(resume={"action": "deny", "asked": False,
+                                      "reason": f"a one-shot run cannot ask, and it {asks}"})
 
 
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool,

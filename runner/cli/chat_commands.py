@@ -206,6 +206,8 @@ async def _call(session: ChatSession, line: str) -> None:
                                          text=f"denied: {answer['reason']}"), in_full=True)
             return
         args = answer.get("args", args)
+    if decision is not None:  # told as for the model's calls (outside a turn, no graph stream carries it)
+        session.view.show(decision.event(name, call_id))
     try:
         output = await (session.runtime.caller.call(name, args) if unlisted is None
                         else session.runtime.caller.call_unlisted(unlisted, args))

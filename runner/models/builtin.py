@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import yaml
 from langchain_core.callbacks import (
@@ -40,7 +40,7 @@ from pydantic import (
 )
 
 from runner.errors import ManifestError, ModelError, Problem
-from runner.manifest import did_you_mean
+from runner.manifest import OFFLINE_ID, SCRIPTED_ID, did_you_mean
 from runner.models.schema_values import FINAL_ANSWER_TOOL, fitting_value
 
 logger = logging.getLogger(__name__)
@@ -78,6 +78,8 @@ def _as_answer(value: Any, tools: list[dict[str, Any]], schema: dict[str, Any] |
 class _BuiltinChatModel(BaseChatModel):
     """Binds tools the way provider models do: as OpenAI-format ``tools`` call kwargs."""
 
+    model_id: ClassVar[str]  # the manifest's model id of this built-in model
+
     def bind_tools(
         self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
     ) -> Runnable[LanguageModelInput, AIMessage]:
@@ -95,7 +97,7 @@ class _BuiltinChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs))
+        message = self._named(self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs)))
         message.response_metadata.setdefault("finish_reason", _finish_reason(message))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -116,8 +118,14 @@ class _BuiltinChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         # BaseChatModel reports each chunk to the callbacks itself.
-        for chunk in _as_chunks(self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs))):
+        reply = self._reply(messages, _offered_tools(kwargs), _answer_schema(kwargs))
+        for chunk in _as_chunks(self._named(reply)):
             yield chunk
+
+    def _named(self, message: AIMessage) -> AIMessage:
+        """``message`` naming the model that wrote it (``usage`` events say which), as providers' do."""
+        message.response_metadata.setdefault("model_name", self.model_id)
+        return message
 
 
 def _as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
@@ -145,6 +153,8 @@ def _finish_reason(message: AIMessage) -> str:
 
 class OfflineChatModel(_BuiltinChatModel):
     """A deterministic model without network: calls tools on request and reports results."""
+
+    model_id: ClassVar[str] = OFFLINE_ID
 
     @property
     def _llm_type(self) -> str:
@@ -406,6 +416,8 @@ class ScriptedChatModel(_BuiltinChatModel):
     @classmethod
     def from_file(cls, path: Path) -> ScriptedChatModel:
         return cls(load_script(path), id_prefix="call_" + re.sub(r"[^A-Za-z0-9_-]", "_", path.stem))
+
+    model_id: ClassVar[str] = SCRIPTED_ID
 
     @property
     def _llm_type(self) -> str:

@@ -67,6 +67,20 @@ class Trouble:
         return f"{text} (HTTP {self.status})" if self.reason == "server_error" and self.status else text
 
 
+class StreamCutOff(ConnectionError):
+    """A streamed answer ended (its connection closed) without saying it was finished."""
+
+
+# Where providers say why an answer ended (OpenAI, Gemini: finish_reason; Anthropic: stop_reason;
+# Ollama: done_reason; Bedrock: stopReason). A streamed answer with none of them was cut off.
+_END_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
+
+
+def _cut_short(result: Any) -> bool:
+    metadata = getattr(result, "response_metadata", None)
+    return isinstance(metadata, Mapping) and not any(metadata.get(key) for key in _END_KEYS)
+
+
 class AttemptTimedOut(TimeoutError):
     """An attempt got no answer (or no next piece of a streamed one) within ``model.timeout``."""
 
@@ -261,11 +275,15 @@ class Attempts:
         with anyio.CancelScope(deadline=anyio.current_time() + self.timeout) as scope:
             deadline = _Deadline(scope, self.timeout)
             try:
-                return await invoke(merge_configs(config, {"callbacks": [deadline]}))
+                result = await invoke(merge_configs(config, {"callbacks": [deadline]}))
             except GraphBubbleUp:  # LangGraph's control flow (an interrupt), not a failure
                 raise
             except Exception as exc:  # the provider's own errors, told apart by classify()
                 raise _Failed(classify(exc, answered=deadline.pieces > 0), exc) from exc
+            if deadline.pieces and _cut_short(result):  # the connection closed cleanly mid-answer
+                raise _Failed(Trouble("cut_off"), StreamCutOff("the streamed answer ended without a "
+                                                               "finish reason (no end of stream)"))
+            return result
         timed_out = AttemptTimedOut(f"no answer within {format_seconds(self.timeout)} s (model.timeout)")
         raise _Failed(Trouble("timeout"), timed_out)
 

@@ -3,6 +3,7 @@ the scripted model reporting usage and the demo MCP server's real tools."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,16 @@ async def test_a_model_no_price_is_known_for_shows_its_tokens_and_no_cost(tmp_pa
     assert usage["step"]["cost"] is None and usage["turn"]["unpriced_steps"] == 1
 
 
+async def test_the_built_in_models_name_themselves_in_usage_events(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "o").mkdir()
+    [scripted_events] = await run(agent(tmp_path / "s", [step(10, 5, text="hi")]), "hello")
+    offline = write_manifest(tmp_path / "o", {}, model="offline", checkpointer="memory")
+    [offline_events] = await run(offline, "hello")
+    assert [usage["model"] for usage in of(scripted_events, "usage")] == ["scripted"]
+    assert [usage["model"] for usage in of(offline_events, "usage")] == ["offline"]
+
+
 async def test_the_offline_model_reports_the_tokens_it_counts(tmp_path: Path) -> None:
     path = write_manifest(tmp_path, {"demo": server("demo", timeout="20s")}, model="offline",
                           checkpointer="memory")
@@ -136,6 +147,15 @@ async def test_max_tool_calls_lets_that_many_calls_run_and_refuses_the_rest(tmp_
     assert (limit["limit"], limit["max"], limit["spent"]) == ("max_tool_calls", 2, 2)
     assert limit["turn"]["tool_calls"] == 2
     assert of(events, "final")[0]["reason"] == "limit"
+
+
+async def test_a_limit_on_a_count_is_told_as_whole_numbers(tmp_path: Path) -> None:
+    calls = [{**ADD, "id": "c1"}, {"name": "demo__echo", "args": {"text": "x"}, "id": "c2"}]
+    path = agent(tmp_path, [step(1000, 100, calls=calls)], limits={"per_turn": {"max_tool_calls": 1}})
+    [events] = await run(path, "two calls")
+    [limit] = of(events, "limit")
+    assert (type(limit["max"]), type(limit["spent"])) == (int, int)
+    assert '"max": 1, "spent": 1' in json.dumps(limit)
 
 
 async def test_max_cost_ends_the_turn_once_its_steps_cost_that_much(tmp_path: Path) -> None:

@@ -49,6 +49,33 @@ def test_call_refuses_an_ask_call_without_a_terminal_naming_the_rule_and_runs_it
     assert small.returncode == 0 and small.stdout.strip() == "6"
 
 
+def test_a_one_shot_run_refuses_an_ask_call_naming_the_rule_to_the_user_and_to_the_model(
+        agent: Path) -> None:
+    refused = mcp_run("agent.yaml", "-p", 'demo__add {"a": 500, "b": 1}', cwd=agent)
+    assert ("denied demo__add: needs approval (policy[1]: big sums) and no one can answer here "
+            "(pass --yes to allow)") in refused.stderr
+    events = mcp_run("agent.yaml", "-p", 'demo__add {"a": 500, "b": 1}', "--json", cwd=agent)
+    [result] = [event for event in map(json.loads, events.stdout.splitlines())
+                if event["type"] == "tool_result"]
+    assert result["status"] == "error"
+    assert result["text"].startswith("The call to demo__add was not approved: a one-shot run cannot ask, "
+                                     "and it needs approval (policy[1]: big sums)")
+
+
+def test_call_in_the_chat_tells_the_policy_decision_as_an_event_as_for_the_model_s_calls(agent: Path) -> None:
+    chat = JsonChat(agent)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": '/call demo__echo {"text": "/etc/passwd"}'})
+        decided = chat.wait_for("policy")
+        told = (decided["tool"], decided["action"], decided["rule"], decided["source"], decided["reason"])
+        assert told == ("demo__echo", "deny", 0, "policy[0]", "system files stay private")
+        assert chat.wait_for("tool_result")["status"] == "error"
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
+
+
 def test_call_in_the_chat_shows_a_denial_and_asks_about_an_ask_call(agent: Path) -> None:
     chat = JsonChat(agent)
     try:

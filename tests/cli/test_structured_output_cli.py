@@ -154,3 +154,21 @@ def test_config_shows_the_output_settings_and_where_each_comes_from(tmp_path: Pa
     assert "    type: object  # manifest " in block
     assert f"  retries: 4  # manifest {path}:" in block
     assert "  method: auto  # built-in" in block
+
+
+def test_validate_warns_at_a_schema_keyword_left_null_by_a_comma_in_a_flow_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: cut\noutput:\n  schema:\n    type: object\n    properties:\n"
+                    "      summary: {type: string, description: What was found, in a sentence.}\n")
+    result = invoke("validate", str(path))
+    assert result.exit_code == 0, result.output
+    assert f"{path}:7:" in result.output
+    assert "output.schema.properties.summary.in a sentence.: warning: 'in a sentence.' has no value (null)" \
+        in result.output
+
+
+def test_the_structured_output_example_gives_its_description_whole(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "structured-output.yaml"
+    result = invoke("validate", str(example))
+    assert result.exit_code == 0, result.output
+    assert "has no value" not in result.output

@@ -94,6 +94,16 @@ async def test_a_stream_cut_mid_answer_is_asked_again_and_the_final_answer_is_wh
     assert [request.streamed for request in provider_server.completions()] == [True, True]
 
 
+async def test_a_stream_whose_connection_closes_cleanly_mid_answer_is_asked_again_as_cut_off(
+        tmp_path: Path, provider_server: ProviderServer) -> None:
+    provider_server.script(Cut(Reply("partial answer here"), after=2, closed=True), Reply("Hello there."))
+    events = await turn(agent(tmp_path, provider_server, retries=QUICK))
+    (retry,) = of_type(events, "model_retry")
+    assert (retry["reason"], retry["attempt"]) == ("cut_off", 2)
+    assert of_type(events, "final")[0]["text"] == "Hello there."
+    assert [request.streamed for request in provider_server.completions()] == [True, True]
+
+
 async def test_an_answer_cut_without_streaming_is_asked_again(
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Cut(), Reply("Hello."))
