@@ -23,6 +23,8 @@ from test_readme_commands import commands_in, readme_sections
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
+from runner.manifest.basics import parse_duration
+from runner.manifest.servers import DefaultsSpec
 
 LIMIT = 90
 CALCULATE = 'notes__calculate {"expression": "6*7"}'
@@ -104,6 +106,14 @@ async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main
             events = [event async for event in stream_turn(runtime, message)]
     [final] = [event for event in events if event["type"] == "final"]
     assert final["text"] == f"{key}__ask returned: notes__calculate returned: 42"
+
+
+def test_the_composition_snippet_gives_the_sub_agent_longer_than_the_default_to_start() -> None:
+    # A served sub-agent starts its own servers before it answers: 20 s is short on a loaded machine.
+    [snippet] = [block for block in blocks("yaml") if "servers:" in block]
+    [entry] = yaml.safe_load(snippet)["servers"].values()
+    assert "startup_timeout" in entry
+    assert parse_duration(entry["startup_timeout"]) > DefaultsSpec().startup_timeout
 
 
 def openai_section() -> str:
