@@ -183,3 +183,22 @@ async def test_the_a2a_command_and_client_snippet_talk_to_the_bundled_agent(bund
     assert result.returncode == 0, result.stderr.decode()
     assert "TASK_STATE_COMPLETED" in result.stdout.decode()
     assert "notes__calculate returned: 42" in result.stdout.decode()
+
+
+async def test_the_a2a_snippet_given_the_token_as_the_readme_says_talks_to_an_agent_behind_one(
+    bundled: Path
+) -> None:
+    [snippet] = [block for block in blocks("python") if "a2a.client" in block]
+    [with_token] = re.findall(r"`(httpx\.AsyncClient\([^`]*headers=[^`]*\))`", serving())
+    token = "a2a-readme-token"
+    script = bundled / "a2a_client.py"
+    with http_agent(bundled / "agent.yaml", "--a2a", "--token-env", "MCP_RUN_TOKEN",
+                    env={"MCP_RUN_TOKEN": token}) as served:
+        given = snippet.replace("httpx.AsyncClient(timeout=60)", with_token)
+        script.write_text(f"token = {token!r}\n"
+                          + given.replace("http://127.0.0.1:8000/", served.url.removesuffix("mcp")))
+        with anyio.fail_after(LIMIT):
+            result = await anyio.run_process([sys.executable, str(script)], check=False)
+    assert given != snippet
+    assert result.returncode == 0, result.stderr.decode()
+    assert "notes__calculate returned: 42" in result.stdout.decode()
