@@ -2,7 +2,8 @@
 
 Mounted on serve's HTTP server under :data:`A2A_PATH`: the agent card at
 ``/a2a/.well-known/agent-card.json`` (built from the manifest at every request, so it follows
-``--watch``: the agent's name, its description, one skill), JSON-RPC at ``/a2a``. A task's
+``--watch``: the agent's name, its description, one skill, and the bearer scheme when a token is
+required), JSON-RPC at ``/a2a``. A task's
 context is a conversation thread (the context id is the thread id; a task without one starts a
 new thread), and its turns share the scheduler of the MCP callers (a thread's turns run in order).
 While a turn runs, its tool calls and their results come as ``working`` status updates and the
@@ -48,7 +49,18 @@ try:
     from a2a.server.request_handlers import DefaultRequestHandlerV2
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, TaskState
+    from a2a.types import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        HTTPAuthSecurityScheme,
+        Message,
+        SecurityRequirement,
+        SecurityScheme,
+        StringList,
+        TaskState,
+    )
     from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT, TransportProtocol
 except ImportError as exc:  # the a2a extra is not installed
     raise ServeError(f"serving A2A (--a2a) needs the a2a-sdk package: {EXTRA_HINT}") from exc
@@ -57,6 +69,7 @@ A2A_PATH = "/a2a"
 STOPPING = "the agent is stopping: this task was cancelled (its tool calls too); ask again when it is back"
 ANSWER_ARTIFACT = "answer"
 YES = frozenset({"y", "yes", "approve", "allow", "ok"})
+BEARER = "bearer"  # the card's name of its security scheme, when a token is required
 
 
 def card_url(url: str) -> str:
@@ -64,10 +77,18 @@ def card_url(url: str) -> str:
     return url + AGENT_CARD_WELL_KNOWN_PATH
 
 
-def agent_card(runtime: Runtime, url: str) -> AgentCard:
-    """The card of the agent the runtime holds now: its name, description and one skill."""
+def agent_card(runtime: Runtime, url: str, *, bearer: bool = False) -> AgentCard:
+    """The card of the agent the runtime holds now: its name, description and one skill; with
+    ``bearer`` (served behind a token), the HTTP bearer scheme every request needs."""
     manifest = runtime.manifest
     description = manifest.description or f"The agent '{manifest.name}', declared with mcp-run."
+    security: dict[str, Any] = {}
+    if bearer:
+        scheme = HTTPAuthSecurityScheme(
+            scheme="Bearer", description="The token the agent is served with, on every request: "
+                                         "'Authorization: Bearer TOKEN'.")
+        security = {"security_schemes": {BEARER: SecurityScheme(http_auth_security_scheme=scheme)},
+                    "security_requirements": [SecurityRequirement(schemes={BEARER: StringList()})]}
     return AgentCard(
         name=manifest.name,
         description=description,
@@ -79,17 +100,20 @@ def agent_card(runtime: Runtime, url: str) -> AgentCard:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id=manifest.name, name=manifest.name, description=description,
                            tags=["conversation"])],
+        **security,
     )
 
 
-def a2a_app(runtime: Runtime, scheduler: TurnScheduler, url: str) -> tuple[Starlette, AgentTurns]:
+def a2a_app(runtime: Runtime, scheduler: TurnScheduler, url: str, *, bearer: bool = False
+            ) -> tuple[Starlette, AgentTurns]:
     """The A2A endpoints for a server whose A2A base URL is ``url`` (ending in :data:`A2A_PATH`), and
-    the turns they run (:meth:`AgentTurns.stop` when the server stops)."""
-    card = agent_card(runtime, url)
+    the turns they run (:meth:`AgentTurns.stop` when the server stops). ``bearer``: the server
+    requires a bearer token, and the card says so."""
+    card = agent_card(runtime, url, bearer=bearer)
     turns = AgentTurns(runtime, scheduler)
 
     async def current_card(_: AgentCard) -> AgentCard:
-        return agent_card(runtime, url)  # the manifest of now: a reload changes it
+        return agent_card(runtime, url, bearer=bearer)  # the manifest of now: a reload changes it
 
     handler = DefaultRequestHandlerV2(turns, InMemoryTaskStore(), card)
     routes = [*create_agent_card_routes(card, card_modifier=current_card,

@@ -10,7 +10,8 @@ looked up in its own space, is one it never started: refused exactly as an unkno
 
 The tokens file maps each caller to its token, one ``caller: token`` line each (it is YAML: ``#``
 starts a comment, a token may be quoted). It must be readable by its owner alone (mode 0600):
-a file others can read is refused. Callers are named by letters, digits, ``_`` and ``-``
+a file others can read is refused, and so is one that names no caller (served with no caller,
+nobody would need a token). Callers are named by letters, digits, ``_`` and ``-``
 (``MCP_RUN_TOKEN_DIR``, the OAuth token store's folder, names no caller).
 """
 
@@ -146,8 +147,9 @@ def _file_entries(path: Path) -> list[tuple[str, str, str]]:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ServeError(f"{path}{line}: not a tokens file: each line is 'caller: token'") from None
-    if root is None:
-        return []
+    if root is None or (isinstance(root, yaml.MappingNode) and not root.value):
+        raise ServeError(f"{path}: the tokens file names no caller: write one 'caller: token' "
+                         "line for each caller")
     if not isinstance(root, yaml.MappingNode):
         raise ServeError(f"{path}:{root.start_mark.line + 1}: not a tokens file: each line is "
                          "'caller: token'")

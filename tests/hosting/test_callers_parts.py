@@ -51,6 +51,14 @@ def test_a_bad_tokens_file_is_refused_at_its_line_without_showing_a_token(
     assert "same" not in str(refused.value).replace("the same token", "")
 
 
+@pytest.mark.parametrize("text", ["", "# alice: to come\n", "{}\n"])
+def test_a_tokens_file_that_names_no_caller_is_refused_naming_the_file(tmp_path: Path, text: str) -> None:
+    path = tokens(tmp_path, text)
+    with pytest.raises(ServeError) as refused:
+        read_callers(path, {"MCP_RUN_TOKEN_carol": "c-secret"})
+    assert str(refused.value).startswith(f"{path}: the tokens file names no caller")
+
+
 def test_a_tokens_file_others_may_read_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ServeError, match="chmod 600"):
         read_callers(tokens(tmp_path, "alice: one\n", mode=0o640), {})

@@ -271,3 +271,37 @@ async def test_a_long_streamed_answer_comes_in_few_artifact_chunks_the_last_one_
     assert 1 <= len(chunks) <= words // 4  # one per token would be `words` of them
     assert get_artifact_text(chunks[-1].artifact) == answer and chunks[-1].last_chunk
     assert answer_of(task) == answer
+
+
+async def test_behind_a_token_the_card_declares_the_bearer_scheme_and_a_client_giving_it_is_answered(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    token = "a2a-s3cret-for-tests"
+    with http_agent(write_served_agent(tmp_path, url), "--a2a", "--token-env", "MCP_RUN_SERVE_TOKEN",
+                    env={"MCP_RUN_SERVE_TOKEN": token}) as served:
+        with anyio.fail_after(LIMIT):
+            async with httpx.AsyncClient(timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
+                card = await A2ACardResolver(http, a2a_url(served.url)).get_agent_card()
+                client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(
+                    a2a_url(served.url))
+                try:
+                    done, _ = await send(client, call_message("gates__note", text="hi"))
+                finally:
+                    await client.close()
+    [(name, scheme)] = card.security_schemes.items()
+    assert scheme.http_auth_security_scheme.scheme == "Bearer"
+    assert [list(requirement.schemes) for requirement in card.security_requirements] == [[name]]
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_of(done) == "gates__note returned: noted hi"
+
+
+async def test_without_a_token_the_card_declares_no_security_scheme(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    _, url = gates
+    with http_agent(write_served_agent(tmp_path, url), "--a2a") as served:
+        with anyio.fail_after(LIMIT):
+            async with httpx.AsyncClient(timeout=60) as http:
+                card = await A2ACardResolver(http, a2a_url(served.url)).get_agent_card()
+    assert not card.security_schemes and not card.security_requirements

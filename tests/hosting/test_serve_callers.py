@@ -81,6 +81,18 @@ def test_a_tokens_file_others_can_read_is_refused_before_serving(tmp_path: Path)
     assert f"chmod 600 {tokens}" in done.stderr and ALICE not in done.stderr
 
 
+@pytest.mark.parametrize("where", [("127.0.0.1:0",), ("0.0.0.0:0", "--allow-remote")])
+def test_a_tokens_file_that_names_no_caller_is_refused_before_serving(
+    tmp_path: Path, where: tuple[str, ...]
+) -> None:
+    # Served with no caller, no token would be asked of anyone: the file is refused instead.
+    manifest = write_manifest(tmp_path, {}, model="offline")
+    tokens = tokens_file(tmp_path, "")
+    done = serve_refused(manifest, "--http", *where, "--tokens-file", str(tokens))
+    assert done.returncode == 2, done.stderr
+    assert f"{tokens}: the tokens file names no caller" in " ".join(done.stderr.split())
+
+
 def test_one_token_and_callers_tokens_together_are_refused(tmp_path: Path) -> None:
     manifest = write_manifest(tmp_path, {}, model="offline")
     tokens = tokens_file(tmp_path, f"alice: {ALICE}\n")

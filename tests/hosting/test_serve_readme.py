@@ -23,6 +23,8 @@ from test_readme_commands import commands_in, readme_sections
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
+from runner.manifest.basics import parse_duration
+from runner.manifest.servers import DefaultsSpec
 
 LIMIT = 90
 CALCULATE = 'notes__calculate {"expression": "6*7"}'
@@ -106,6 +108,14 @@ async def test_the_composition_snippet_makes_the_served_agent_a_tool_of_the_main
     assert final["text"] == f"{key}__ask returned: notes__calculate returned: 42"
 
 
+def test_the_composition_snippet_gives_the_sub_agent_longer_than_the_default_to_start() -> None:
+    # A served sub-agent starts its own servers before it answers: 20 s is short on a loaded machine.
+    [snippet] = [block for block in blocks("yaml") if "servers:" in block]
+    [entry] = yaml.safe_load(snippet)["servers"].values()
+    assert "startup_timeout" in entry
+    assert parse_duration(entry["startup_timeout"]) > DefaultsSpec().startup_timeout
+
+
 def openai_section() -> str:
     return serving().split("### Serving over the OpenAI API", 1)[1].split("\n### ", 1)[0]
 
@@ -172,4 +182,23 @@ async def test_the_a2a_command_and_client_snippet_talk_to_the_bundled_agent(bund
         result = await anyio.run_process([sys.executable, str(script)], check=False)
     assert result.returncode == 0, result.stderr.decode()
     assert "TASK_STATE_COMPLETED" in result.stdout.decode()
+    assert "notes__calculate returned: 42" in result.stdout.decode()
+
+
+async def test_the_a2a_snippet_given_the_token_as_the_readme_says_talks_to_an_agent_behind_one(
+    bundled: Path
+) -> None:
+    [snippet] = [block for block in blocks("python") if "a2a.client" in block]
+    [with_token] = re.findall(r"`(httpx\.AsyncClient\([^`]*headers=[^`]*\))`", serving())
+    token = "a2a-readme-token"
+    script = bundled / "a2a_client.py"
+    with http_agent(bundled / "agent.yaml", "--a2a", "--token-env", "MCP_RUN_TOKEN",
+                    env={"MCP_RUN_TOKEN": token}) as served:
+        given = snippet.replace("httpx.AsyncClient(timeout=60)", with_token)
+        script.write_text(f"token = {token!r}\n"
+                          + given.replace("http://127.0.0.1:8000/", served.url.removesuffix("mcp")))
+        with anyio.fail_after(LIMIT):
+            result = await anyio.run_process([sys.executable, str(script)], check=False)
+    assert given != snippet
+    assert result.returncode == 0, result.stderr.decode()
     assert "notes__calculate returned: 42" in result.stdout.decode()

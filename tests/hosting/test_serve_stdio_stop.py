@@ -4,7 +4,9 @@ when it sends SIGTERM after its grace (as the MCP SDK's stdio client does) while
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,3 +104,44 @@ async def test_the_sdks_stdio_client_closing_sees_serve_exit_with_0_not_stopped_
     assert outcome.exists(), f"serve was killed; its stderr: {errors.read_text()}"
     assert outcome.read_text() == "0", errors.read_text()
     assert "stopped by" not in errors.read_text()
+
+
+def test_sigterm_then_stdin_closed_at_once_stops_by_the_signal_and_answers_the_turn_stopping(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    # The signal came first: it is why serve stops (143), not the end of input that followed it,
+    # and the call in flight is answered that the agent is stopping (not the wire's "closed").
+    log, url = gates
+    manifest = write_served_agent(tmp_path, url)
+    ask = {"name": "ask", "arguments": {"message": call_message("gates__hold", key="race")}}
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-11-25", "capabilities": {},
+                 "clientInfo": {"name": "t", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ask}]
+    errors = (tmp_path / "stderr").open("wb")
+    process = subprocess.Popen([*SERVE, str(manifest)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=errors)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        log.wait_for("enter race")
+        process.send_signal(signal.SIGTERM)
+        process.stdin.close()
+        process.wait(timeout=LIMIT)
+        out = process.stdout.read()
+    finally:
+        log.open("race")
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        errors.close()
+    err = (tmp_path / "stderr").read_text()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by SIGTERM" in err
+    [answer] = [json.loads(line) for line in out.splitlines() if json.loads(line).get("id") == 2]
+    assert "error" not in answer, answer
+    assert answer["result"]["isError"]
+    assert answer["result"]["content"][0]["text"].startswith("the agent is stopping: this turn was cancelled")

@@ -153,7 +153,8 @@ async def serve_agent(path: str | Path, options: ServeOptions, on_event: Events 
                     listening = Listening(type="listening", url="", name=runtime.manifest.name)
                     if options.a2a:
                         url = http_url(sock).removesuffix(MCP_PATH) + a2a_api.A2A_PATH
-                        app, a2a_turns = a2a_api.a2a_app(runtime, service.scheduler, url)
+                        app, a2a_turns = a2a_api.a2a_app(runtime, service.scheduler, url,
+                                                           bearer=bool(callers))
                         also[a2a_api.A2A_PATH] = app
                         stops.append(a2a_turns.stop)
                         listening["a2a"] = a2a_api.card_url(url)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
@@ -32,6 +33,9 @@ from runner.hosting.mcp.http_wire import GRACEFUL_SHUTDOWN, cancelled_when
 from runner.hosting.mcp.malformed import refusal
 
 CANCELLED = "notifications/cancelled"
+# Turns of the event loop from a signal's wakeup byte to its receiver's task: reading the wakeup
+# pipe, the loop's signal callback, anyio's, the waiting task; twice that, to spare.
+SIGNAL_SETTLING_TURNS = 8
 
 
 class Unanswered:
@@ -121,6 +125,12 @@ async def serve_stdio(server: Server[Any], *, on_stop: Callable[[], Awaitable[No
 
     async def at_end_of_input() -> None:
         if input_ended is not None:
+            # A signal sent just before stdin closed has reached this process already (its byte is
+            # in the event loop's wakeup pipe), but the reader thread's end of input can be handed
+            # to the loop ahead of it. A few turns of the loop let the signal be seen first: then
+            # it is why serve stops (128+N, the running turns told the agent is stopping).
+            for _ in range(SIGNAL_SETTLING_TURNS):
+                await anyio.lowlevel.checkpoint()
             input_ended.set()
         await answer_what_was_read()
 
