@@ -295,3 +295,16 @@ def test_the_main_model_is_offered_the_agents_it_may_call(tmp_path: Path) -> Non
     assert [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"] == [
         ("notes__calculate", "success"), ("helper", "success")]
     assert results(events, "helper") == {"notes__calculate": "4"}
+
+
+def test_a_misspelt_tool_in_an_agents_tools_is_warned_at_start_with_its_place_and_a_near_name(
+        tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"helper": {"description": "Helps.", "tools": ["notes__calcualte", "notes"]}},
+         scripts={"helper": ["Hi."]}, agent={"agents": ["helper"]})
+    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "agents.helper.tools" in line]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("warning: ") and "agent.yaml:" in warnings[0]
+    assert ("agents.helper.tools[0]: 'notes__calcualte' matches no tool (did you mean 'notes__calculate'?)"
+            in warnings[0])
