@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agent_teams import call, write_team
 from builders import mcp_run
 from evals_support import write_cases
@@ -87,3 +88,19 @@ def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_r
     assert [(c["name"], c["status"]) for c in case["tool_calls"]] == [
         ("researcher", "success"), ("notes__calculate", "error")]
     assert case["status"] == "passed", case["differences"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_every_case_plays_the_scripted_models_from_their_first_turn(tmp_path: Path, jobs: str) -> None:
+    # Each script holds one run only: a case that went on from where another left off (or raced
+    # it) would find no turn left.
+    manifest = write_team(
+        tmp_path, [call("pipeline", task="6*7"), "Done."], PIPELINE,
+        scripts={"researcher": [call("notes__calculate", expression="6*7"), "42"], "writer": ["It is 42."]},
+        agent={"agents": ["pipeline"]})
+    write_cases(tmp_path, "cases:\n" + "".join(
+        f"  - {{name: run-{n}, input: go, expect: {{agents: [pipeline, researcher, writer]}}}}\n"
+        for n in range(3)))
+    done = mcp_run("test", str(manifest), "-j", jobs, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 cases: 3 passed" in done.stdout
