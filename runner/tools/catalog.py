@@ -23,6 +23,7 @@ from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
 from runner.manifest import Manifest, ServerBase, did_you_mean
+from runner.manifest.agents import handoff_tool_names
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
 from runner.tools.caller import READ_RESOURCE, RESOURCE_TOOLS, Connection, FallbackEvent, ToolCall, ToolCaller
@@ -244,7 +245,9 @@ class ToolCatalog:
             return []
         warnings = []
         # The agents of 'agents:' are tools too (of the agents that call them).
-        for index in self.policy.unmatched([*entries, *self.manifest.agents]):
+        # So are the handoff tools (handoff_to_NAME, handoff_back) of the models that hand off.
+        handoffs = handoff_tool_names(self.manifest.agents, self.manifest.agent.handoffs)
+        for index in self.policy.unmatched([*entries, *self.manifest.agents, *handoffs]):
             glob = self.manifest.policy[index].tool
             message = f"'{glob}' matches no tool the servers offer{did_you_mean(glob, entries)}"
             where = ("policy", index, "tool")

@@ -308,3 +308,14 @@ def test_a_misspelt_tool_in_an_agents_tools_is_warned_at_start_with_its_place_an
     assert warnings[0].startswith("warning: ") and "agent.yaml:" in warnings[0]
     assert ("agents.helper.tools[0]: 'notes__calcualte' matches no tool (did you mean 'notes__calculate'?)"
             in warnings[0])
+
+
+def test_a_policy_rule_naming_a_handoff_tool_is_not_warned_as_matching_no_tool(tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"billing": {"description": "Refunds."}}, scripts={"billing": ["Hi."]},
+         agent={"handoffs": ["billing"]},
+         policy=[{"tool": "handoff_to_billing", "action": "ask"}, {"tool": "handoff_back", "action": "allow"},
+                 {"tool": "handoff_to_biling", "action": "deny"}])
+    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "matches no tool" in line]
+    assert len(warned) == 1 and "policy[2].tool: 'handoff_to_biling'" in warned[0], result.stderr
