@@ -215,6 +215,8 @@ class HandoffNode:
         first = taken[0]
         target, problem = self.handoffs.target(first["name"], state)
         decision = self.approvals.decided(first)
+        if decision is not None and (writer := stream_writer()) is not None:
+            writer(decision.event(first["name"], first["id"]))  # as for any tool call a rule decides
         if decision is not None and decision.action == "deny":
             problem = decision.denial(first["name"])
         elif problem is None and handoffs_this_turn(messages) >= MAX_HANDOFFS:

@@ -319,3 +319,15 @@ def test_a_policy_rule_naming_a_handoff_tool_is_not_warned_as_matching_no_tool(t
     assert result.returncode == 0, result.stderr
     warned = [line for line in result.stderr.splitlines() if "matches no tool" in line]
     assert len(warned) == 1 and "policy[2].tool: 'handoff_to_biling'" in warned[0], result.stderr
+
+
+def test_a_policy_rule_deciding_a_handoff_emits_a_policy_event(tmp_path: Path) -> None:
+    handoff = {"tool_calls": [{"name": "handoff_to_billing", "args": {"reason": "a charge"}, "id": "h-1"}]}
+    team(tmp_path, [handoff, "I answer myself."], {"billing": {"description": "Refunds."}},
+         scripts={"billing": ["Hi."]}, agent={"handoffs": ["billing"]},
+         policy=[{"tool": "handoff_to_billing", "action": "deny", "reason": "no billing today"}])
+    events = one_shot(tmp_path)
+    decided = [e for e in events if e["type"] == "policy"]
+    assert decided == [{"type": "policy", "tool": "handoff_to_billing", "action": "deny", "rule": 0,
+                        "source": "policy[0]", "reason": "no billing today", "id": "h-1"}]
+    assert not [e for e in events if e["type"] == "handoff"]
