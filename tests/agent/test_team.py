@@ -331,3 +331,15 @@ def test_a_policy_rule_deciding_a_handoff_emits_a_policy_event(tmp_path: Path) -
     assert decided == [{"type": "policy", "tool": "handoff_to_billing", "action": "deny", "rule": 0,
                         "source": "policy[0]", "reason": "no billing today", "id": "h-1"}]
     assert not [e for e in events if e["type"] == "handoff"]
+
+
+def test_validate_locates_a_broken_parallel_template_at_the_workflows_template(tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"a": {"description": "A."}, "b": {"description": "B."},
+                               "board": {"parallel": ["a", "b"], "template": "{{ answers }"}},
+         scripts={"a": ["A."], "b": ["B."]}, agent={"agents": ["board"]})
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = next(n for n, text in enumerate((tmp_path / "agent.yaml").read_text().splitlines(), start=1)
+                if text.strip().startswith("template:"))
+    assert f"agent.yaml:{line}:" in result.stdout + result.stderr
+    assert "agents.board.template: the template is not valid Jinja2 (line 1)" in result.stdout + result.stderr
