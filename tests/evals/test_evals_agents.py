@@ -72,6 +72,17 @@ def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_
     assert "the manifest's agents: has no 'reseacher' (did you mean 'researcher'?)" in said
 
 
+def test_validate_locates_an_expected_agent_the_manifest_does_not_declare(tmp_path: Path) -> None:
+    manifest = two_runs_of_the_pipeline(tmp_path)
+    write_cases(tmp_path, "cases:\n  - name: typo\n    input: go\n"
+                                  "    expect: {agents: [pipeline, reseacher]}\n")
+    done = mcp_run("validate", str(manifest), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert "cases.yaml:4:33: cases[0].expect.agents[1]: the manifest's agents: has no 'reseacher' " \
+           "(did you mean 'researcher'?)" in said
+
+
 def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_report(tmp_path: Path) -> None:
     # Every scripted model's first call is its turn 0, call 0: the main agent's call of the
     # researcher and the researcher's failing call must still be told apart.
