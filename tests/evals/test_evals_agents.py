@@ -38,6 +38,8 @@ cases:
     expect: {agents: [pipeline, writer, researcher]}
 """
 
+TYPO_CASE = "cases:\n  - name: typo\n    input: go\n    expect: {agents: [pipeline, reseacher]}\n"
+
 
 def test_a_case_expecting_the_agents_in_the_order_they_ran_passes_and_another_order_fails(
     tmp_path: Path,
@@ -63,8 +65,7 @@ def test_the_json_report_lists_the_agent_runs_of_each_case(tmp_path: Path) -> No
 
 def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
-    write_cases(tmp_path, "cases:\n  - name: typo\n    input: go\n"
-                                  "    expect: {agents: [pipeline, reseacher]}\n")
+    write_cases(tmp_path, TYPO_CASE)
     done = mcp_run("test", str(manifest), cwd=tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 1  # the case errs, as one naming a tool the agent lacks
@@ -74,8 +75,7 @@ def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_
 
 def test_validate_locates_an_expected_agent_the_manifest_does_not_declare(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
-    write_cases(tmp_path, "cases:\n  - name: typo\n    input: go\n"
-                                  "    expect: {agents: [pipeline, reseacher]}\n")
+    write_cases(tmp_path, TYPO_CASE)
     done = mcp_run("validate", str(manifest), cwd=tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 2, said
