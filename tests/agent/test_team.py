@@ -343,3 +343,27 @@ def test_validate_locates_a_broken_parallel_template_at_the_workflows_template(t
                 if text.strip().startswith("template:"))
     assert f"agent.yaml:{line}:" in result.stdout + result.stderr
     assert "agents.board.template: the template is not valid Jinja2 (line 1)" in result.stdout + result.stderr
+
+
+def test_a_routers_own_model_step_is_reported_and_counted_as_the_routers_usage(tmp_path: Path) -> None:
+    spent = {"input_tokens": 100, "output_tokens": 10}
+    team(tmp_path, [call("desk", task="Refund please"), "Main: done."],
+         {"billing": {"description": "Refunds."}, "general": {"description": "Anything else."},
+          "desk": {"description": "Routes.", "router": ["billing", "general"],
+                   "model": {"id": "scripted", "script": "router.yaml"}}},
+         scripts={"billing": ["Refunded."], "general": ["Hi."]}, agent={"agents": ["desk"]})
+    (tmp_path / "router.yaml").write_text(yaml.safe_dump([{**call("billing", task="Refund please"),
+                                                           "usage": spent}]))
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "go"})
+        chat.wait_for("final")
+        steps = [(e["agent"], e["step"]["input_tokens"]) for e in chat.seen if e["type"] == "usage"]
+        assert ("desk", 100) in steps
+        chat.send({"text": "/usage"})
+        totals = chat.wait_for("usage_totals")
+        assert totals["agents"]["desk"]["input_tokens"] == 100
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
