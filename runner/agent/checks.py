@@ -31,6 +31,7 @@ from runner.manifest import (
     Manifest,
     ModelAgentSpec,
     ModelSpec,
+    ParallelSpec,
     RouterSpec,
     StdioServerSpec,
     did_you_mean,
@@ -102,7 +103,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         except ManifestError as exc:
             problems += exc.problems
     agent_templates, agent_problems = compile_agent_prompts(loaded)
-    problems += agent_problems
+    problems += agent_problems + join_template_problems(loaded)
     for where, import_path in import_paths(loaded.manifest):
         try:
             load_import_path(import_path, base_dir=loaded.base_dir)
@@ -156,6 +157,26 @@ def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:
         if model is not None:
             found.append((("agents", name, "model"), model))
     return found
+
+
+def join_template_problems(loaded: LoadedManifest) -> list[Problem]:
+    """Each ``parallel`` workflow's ``template`` that is not valid Jinja2, located at it (found
+    here, not when the workflow first joins its answers)."""
+    templates = {name: spec.template for name, spec in loaded.manifest.agents.items()
+                 if isinstance(spec, ParallelSpec) and spec.template is not None}
+    if not templates:
+        return []
+    from jinja2 import TemplateSyntaxError
+    from jinja2.sandbox import SandboxedEnvironment
+
+    problems = []
+    for name, template in templates.items():
+        try:
+            SandboxedEnvironment(autoescape=False).parse(template)
+        except TemplateSyntaxError as exc:
+            message = f"the template is not valid Jinja2 (line {exc.lineno}): {exc.message}"
+            problems.append(loaded.source.problem(("agents", name, "template"), message))
+    return problems
 
 
 def agent_prompt_files(loaded: LoadedManifest) -> dict[str, frozenset[Path]]:

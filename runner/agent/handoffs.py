@@ -43,14 +43,13 @@ from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import ToolError
 from runner.events import FinalAnswer, HandedOff
 from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec
+from runner.manifest.agents import HANDOFF_BACK, HANDOFF_PREFIX
 
 if TYPE_CHECKING:
     from langgraph.graph import StateGraph
 
 HANDOFF = "handoff"  # the node that takes a handoff call
 ANSWER = "agent"  # the main graph's node running the current agent, when it is not main
-HANDOFF_PREFIX = "handoff_to_"
-HANDOFF_BACK = "handoff_back"
 HANDED_TO = "handed_to"  # the artifact key of a handoff's tool result: the agent it went to
 ANSWERING = "answering"  # the custom event naming the agent whose run's events come from a namespace
 MAX_HANDOFFS = 5  # in one turn: agents handing the conversation round and round end the turn
@@ -216,6 +215,8 @@ class HandoffNode:
         first = taken[0]
         target, problem = self.handoffs.target(first["name"], state)
         decision = self.approvals.decided(first)
+        if decision is not None and (writer := stream_writer()) is not None:
+            writer(decision.event(first["name"], first["id"]))  # as for any tool call a rule decides
         if decision is not None and decision.action == "deny":
             problem = decision.denial(first["name"])
         elif problem is None and handoffs_this_turn(messages) >= MAX_HANDOFFS:

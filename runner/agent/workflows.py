@@ -20,8 +20,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
+from runner.agent.spending import totals, turn_ledger
 from runner.agent.team import AgentTask, run_agent
+from runner.agent.turn_stream import stream_writer
 from runner.errors import RunnerError
+from runner.events import UsageReported
 from runner.manifest import ChainSpec, LoopSpec, ParallelSpec, RouterSpec
 
 if TYPE_CHECKING:
@@ -55,7 +58,7 @@ def build_workflow(name: str, spec: Any, graphs: Mapping[str, Runnable[Any, Any]
     elif isinstance(spec, ParallelSpec):
         graph = _parallel(spec, graphs)
     elif isinstance(spec, RouterSpec):
-        graph = _router(spec, graphs, parts)
+        graph = _router(name, spec, graphs, parts)
     elif isinstance(spec, LoopSpec):
         graph = _loop(spec, graphs)
     else:
@@ -150,9 +153,11 @@ def render_join(template: str, task: str, answers: Mapping[str, str]) -> str:
         raise RunnerError(f"the parallel workflow's template failed: {exc}") from exc
 
 
-def _router(spec: RouterSpec, graphs: Mapping[str, Runnable[Any, Any]], parts: TeamParts) -> StateGraph:
+def _router(name: str, spec: RouterSpec, graphs: Mapping[str, Runnable[Any, Any]], parts: TeamParts
+            ) -> StateGraph:
     manifest = parts.manifest
     model = parts.model_for(spec.model or manifest.model)
+    spending = parts.spending_for(name, spec.model or manifest.model)  # its step is the router's
     choices = [StructuredTool(name=member, description=_description(manifest, member), args_schema=AgentTask,
                               func=_never_run) for member in spec.router]
     system = ("Choose the one agent best suited to the task, by calling its tool with the task. "
@@ -162,6 +167,7 @@ def _router(spec: RouterSpec, graphs: Mapping[str, Runnable[Any, Any]], parts: T
     async def route(state: WorkflowState, config: RunnableConfig) -> dict[str, Any]:
         reply = await model.ainvoke([SystemMessage(system), HumanMessage(task_of(state))], tools=choices,
                                     config=config)
+        _report_usage(name, reply, spending.after_step(reply, config), config)
         picked = next((call["name"] for call in getattr(reply, "tool_calls", [])
                        if call["name"] in spec.router), None)
         if picked is None and spec.fallback is None:
@@ -178,6 +184,18 @@ def _router(spec: RouterSpec, graphs: Mapping[str, Runnable[Any, Any]], parts: T
     graph.add_edge("route", "run")
     graph.add_edge("run", END)
     return graph
+
+
+def _report_usage(name: str, reply: Any, update: Mapping[str, Any], config: RunnableConfig) -> None:
+    """The ``usage`` event of a router's own model step (recorded in the turn's ledger: it counts
+    in the budgets and the thread's totals, as an agent's step does)."""
+    ledger, writer = turn_ledger(config), stream_writer()
+    if ledger is None or writer is None:
+        return
+    model = reply.response_metadata.get("model_name") if isinstance(reply, AIMessage) else None
+    writer(UsageReported(type="usage", agent=name, model=model if isinstance(model, str) else None,
+                         step=totals(update["usage"][name]), turn=totals(ledger.turn()),
+                         thread=totals(ledger.thread())))
 
 
 def _never_run(task: str) -> str:

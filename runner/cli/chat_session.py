@@ -23,6 +23,7 @@ from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
 from runner.cli.answering import answer_question
 from runner.cli.media import MediaFolder, save_turn_media
+from runner.cli.rows import main_tool_names
 from runner.cli.safe_text import visible
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
@@ -62,9 +63,7 @@ def chat_command(name: str) -> Callable[[Handler], Handler]:
 def ready_event(runtime: Runtime) -> ChatReady:
     """The first event of a chat, and of a ``-p --json`` turn: agent, model, thread, the names of
     the main agent's tools (not those of servers only agents from other files use)."""
-    hidden = runtime.generation.checked.hidden_servers
-    tools = sorted(name for name, entry in runtime.catalog.entries.items()
-                   if entry.origin.server not in hidden)
+    tools = main_tool_names(runtime)
     return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
                      thread=runtime.thread_id, tools=tools,
                      agents=list(runtime.manifest.agent.agents))
@@ -283,5 +282,5 @@ class ChatSession:
 
     def show_reload(self, event: ReloadEvent) -> None:
         if event["type"] == "reload":
-            event = event | {"tools": sorted(self.runtime.catalog.entries)}
+            event = event | {"tools": main_tool_names(self.runtime)}
         self.view.show(event)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
 from runner.cli import main, reports_errors
@@ -42,11 +44,13 @@ def agents_mermaid(manifest: Manifest, *, hidden: frozenset[str] = frozenset()) 
     lines = ["flowchart TD", f'  {_id(MAIN_AGENT)}["{MAIN_AGENT}: {_label(manifest.name)}"]']
     for name in manifest.agent.agents:
         lines.append(f"  {_id(MAIN_AGENT)} -->|calls| {_id(name)}")
+    lines += _handoffs(MAIN_AGENT, manifest.agent.handoffs)
     lines += _tools(MAIN_AGENT, sorted(set(manifest.servers) - hidden))
     for name, spec in sorted(manifest.agents.items()):
         if isinstance(spec, ModelAgentSpec):
             lines.append(f'  {_id(name)}["{name}"]')
             lines += [f"  {_id(name)} -->|calls| {_id(callee)}" for callee in spec.agents]
+            lines += _handoffs(name, spec.handoffs)
             servers = sorted({entry.split(manifest.agent.tool_separator, 1)[0] for entry in spec.tools}
                              & set(manifest.servers))
             lines += _tools(name, servers)
@@ -69,6 +73,11 @@ def agents_mermaid(manifest: Manifest, *, hidden: frozenset[str] = frozenset()) 
             lines.append(f"  {_id(name)} -->|write| {_id(spec.loop.generator)}")
             lines.append(f"  {_id(name)} -->|judge| {_id(spec.loop.evaluator)}")
     return "\n".join(lines)
+
+
+def _handoffs(agent: str, targets: Sequence[str]) -> list[str]:
+    """A thick arrow to each agent ``agent`` may hand the conversation to (it answers from then on)."""
+    return [f"  {_id(agent)} ==>|hands off| {_id(target)}" for target in targets]
 
 
 def _tools(agent: str, servers: list[str]) -> list[str]:

@@ -22,6 +22,7 @@ from runner.cli import EXIT_FAILURE, EXIT_INVALID, counted, main, reports_errors
 from runner.cli.closed_output import stop_when_output_closes
 from runner.cli.rows import (
     first_line,
+    main_tool_names,
     offered_at_start,
     output_limit,
     output_text,
@@ -323,7 +324,7 @@ def watch(file: str, as_json: bool) -> None:
 
     def show(runtime: Runtime, event: ReloadEvent) -> None:
         if as_json:
-            event = event | {"tools": sorted(runtime.catalog.entries)} if event["type"] == "reload" else event
+            event = event | {"tools": main_tool_names(runtime)} if event["type"] == "reload" else event
             click.echo(json.dumps(event), nl=True)
             return
         if event["type"] == "reload_error":
@@ -332,12 +333,12 @@ def watch(file: str, as_json: bool) -> None:
             stderr.print("still running the last good version", style="yellow")
             return
         stdout.print(event["summary"], style="green", markup=False)
-        stdout.print(", ".join(sorted(runtime.catalog.entries)) or "(no tools)", markup=False)
+        stdout.print(", ".join(main_tool_names(runtime)) or "(no tools)", markup=False)
 
     async def follow() -> None:
         async with load_agent(file, model=False) as runtime:
             if as_json:
-                click.echo(json.dumps(Watching(type="watching", tools=sorted(runtime.catalog.entries))))
+                click.echo(json.dumps(Watching(type="watching", tools=main_tool_names(runtime))))
             else:
                 show(runtime, ReloadReport().event() | {"summary": "watching; tools:"})
             await watch_and_reload(runtime, lambda event: show(runtime, event), stop=anyio.Event())

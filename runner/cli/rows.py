@@ -15,14 +15,26 @@ from runner.tools.arguments import problem_lines
 from runner.tools.content import ToolOutput, guard_text
 
 
+def main_tool_names(runtime: Runtime) -> list[str]:
+    """The names of the catalog's tools the main agent can call, sorted: not those of servers only
+    agents from other files bring (``ready``'s ``tools``, ``/tools``, ``mcp-run tools``, reloads)."""
+    hidden = runtime.generation.checked.hidden_servers
+    return sorted(name for name, entry in runtime.catalog.entries.items()
+                  if entry.origin.server not in hidden)
+
+
 def tool_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any]]:
     """One row per tool; ``schemas=False`` leaves out ``input_schema`` (the server's, which
     arguments are checked against) and ``provider_schema`` (the form the model is offered, adapted
     to its provider, which makes each LangChain tool). A server tool whose schema does not convert
-    is left out with a warning, as the model's list leaves it out."""
+    is left out with a warning, as the model's list leaves it out; so are the tools of servers only
+    agents from other files bring (the main agent cannot call them)."""
     rows = []
     runtime.catalog.withdraw_unusable()
+    hidden = runtime.generation.checked.hidden_servers  # the main agent cannot call their tools
     for entry in runtime.catalog.entries.values():
+        if entry.origin.server in hidden:
+            continue
         row: dict[str, Any] = {
             "name": entry.name,
             "server": entry.origin.server,

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -74,7 +74,8 @@ class CaseRun:
         assert self.cassette is not None
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"]} for c in reply.tool_calls]
         recorded = RecordedReply(text=str(reply.text), tool_calls=calls,
-                                 reason=reply.response_metadata.get("finish_reason"))
+                                 reason=reply.response_metadata.get("finish_reason"),
+                                 usage=dict(reply.usage_metadata) if reply.usage_metadata else None)
         self.cassette.model_calls.append(ModelCall(
             system=None if system == self._last_system else system, tools=tools,
             conversation=conversation, reply=recorded))
@@ -105,7 +106,8 @@ class CaseRun:
         reply = recorded.reply
         metadata = {"finish_reason": reply.reason} if reply.reason else {}
         calls = [{**call, "type": "tool_call"} for call in reply.tool_calls]
-        return AIMessage(content=reply.text, tool_calls=calls, response_metadata=metadata)
+        return AIMessage(content=reply.text, tool_calls=calls, response_metadata=metadata,
+                         usage_metadata=cast(Any, reply.usage))
 
     def record_tool_call(self, name: str, args: dict[str, Any], content: Any, error: bool) -> None:
         assert self.cassette is not None

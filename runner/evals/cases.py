@@ -288,6 +288,11 @@ class Case:
             if name not in tools:
                 found.append(self._problem(where, f"the agent offers no tool '{name}'"
                                            f"{did_you_mean(name, list(tools))}"))
+        return found + self.agent_problems(agents)
+
+    def agent_problems(self, agents: Collection[str]) -> list[Problem]:
+        """Each expected agent that ``agents:`` does not declare, with the closest name."""
+        found: list[Problem] = []
         for index, name in enumerate(self.spec.expect.agents or []):
             if name not in agents:
                 declared = f"{did_you_mean(name, list(agents))}" if agents else " (it declares none)"
@@ -365,7 +370,10 @@ def case_folder_problems(manifest_path: Path, manifest: Manifest,
         cases = load_cases(find_case_files(manifest_path), environ=environ)
     except ManifestError as exc:
         return list(exc.problems)
-    return manifest_case_problems(cases, manifest)
+    # The expected agents too (``mcp-run test`` says them when a case runs): ``manifest`` is the
+    # checked one, with the agents other files bring.
+    return manifest_case_problems(cases, manifest) + [
+        problem for case in cases for problem in case.agent_problems(manifest.agents)]
 
 
 def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[CaseSpec], SourceMap]:

@@ -49,6 +49,9 @@ class RecordedReply(_CassetteModel):
     text: str = ""
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     reason: str | None = None
+    # The reply's token counts (LangChain's usage_metadata), replayed so a replayed case spends as
+    # the recorded one did; absent in recordings made before it was kept.
+    usage: dict[str, Any] | None = None
 
 
 class ModelCall(_CassetteModel):

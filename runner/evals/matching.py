@@ -167,6 +167,11 @@ def expectation_differences(expect: ExpectSpec, observed: Observation) -> list[s
         differences += output_differences(expect.output, observed.output)
     if expect.agents is not None:
         differences += agent_differences(expect.agents, observed.agents, expect.agents_match)
+    failed = [c for c in observed.calls if c.status == "error"]
+    if differences and failed and not expect.no_tool_errors:
+        # A failed call (an agent whose model could not answer, a server's error) is likely why
+        # the rest differs: said first, before "agent writer did not run".
+        differences.insert(0, f"tool call {describe_call(failed[0])} failed: {excerpt(failed[0].result)}")
     return differences
 
 

@@ -36,6 +36,7 @@ from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
 from runner.events import ApprovalAsked, FinalAnswer, UsageTotals
+from runner.models.builtin import scripts_from_the_start
 
 Status = Literal["passed", "failed", "drift", "error"]
 DEFAULT_JOBS = 4
@@ -151,9 +152,10 @@ async def run_case(
     status: Status
     approvals = CaseApprovals(case.spec.approvals)
     try:
-        for text in case.spec.input:
-            run.begin_turn()
-            await _run_turn(runtime, text, thread_id, calls, finals, approvals, agents)
+        with scripts_from_the_start():  # a scripted model plays each case from its first turn
+            for text in case.spec.input:
+                run.begin_turn()
+                await _run_turn(runtime, text, thread_id, calls, finals, approvals, agents)
         if run.drift is not None:
             raise CassetteDrift(run.drift)
         observed = _observation(calls, finals, agents=agents)

@@ -289,6 +289,19 @@ def switch_problem(name: str, agents: Mapping[str, Any]) -> str | None:
     return f"unknown agent '{name}'{hint}; the agents: {', '.join(choices)}"
 
 
+HANDOFF_PREFIX = "handoff_to_"  # a model's tool handing the conversation to the agent named after it
+HANDOFF_BACK = "handoff_back"  # the tool of an agent answering a handed conversation: back to who handed it
+
+
+def handoff_tool_names(agents: Mapping[str, Any], main_handoffs: Sequence[str]) -> list[str]:
+    """The names of the handoff tools some model is offered (``handoff_to_NAME``, and
+    ``handoff_back`` once any agent can be handed the conversation): tools for ``policy``."""
+    targets = {*main_handoffs, *(target for spec in agents.values() if isinstance(spec, ModelAgentSpec)
+                                 for target in spec.handoffs)}
+    names = [f"{HANDOFF_PREFIX}{target}" for target in sorted(targets)]
+    return [*names, HANDOFF_BACK] if names else []
+
+
 def conversing_agents(agents: Mapping[str, Any]) -> list[str]:
     """The agents a conversation can be handed to, or switched to (``/agent``, ``--agent``):
     ``main`` and every agent with a model of its own."""

@@ -8,6 +8,8 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -387,6 +389,23 @@ Turn = Annotated[
 _SCRIPT = TypeAdapter(list[Turn])
 
 
+# Where each scripted model is in its script, by the model's id, for the runs of one context
+# (None: each model's own position, shared by every thread). The tasks a run starts share it.
+_SCRIPT_POSITIONS: ContextVar[dict[int, int] | None] = ContextVar("script_positions", default=None)
+
+
+@contextmanager
+def scripts_from_the_start() -> Iterator[None]:
+    """Within it (and the tasks started in it), every scripted model plays its script from its
+    first turn, apart from other contexts: each eval case runs the scripts as a lone run would,
+    whatever ran before or runs beside it."""
+    token = _SCRIPT_POSITIONS.set({})
+    try:
+        yield
+    finally:
+        _SCRIPT_POSITIONS.reset(token)
+
+
 class ScriptedChatModel(_BuiltinChatModel):
     """Replays turns: each call consumes the next one. Records what each call was offered.
 
@@ -442,13 +461,18 @@ class ScriptedChatModel(_BuiltinChatModel):
             len(json.dumps({"type": "function", "function": tool}, separators=(",", ":"))) for tool in tools
         ))
         self._received.append(list(messages))
-        if self._next >= len(self.turns):
+        positions = _SCRIPT_POSITIONS.get()  # set: this case's own positions (scripts_from_the_start)
+        index = self._next if positions is None else positions.get(id(self), 0)
+        if index >= len(self.turns):
             raise ModelError(
                 f"the scripted model has no turn left: its {len(self.turns)} turns were used "
-                f"before call {len(self._calls)}"
+                f"before call {len(self._calls) if positions is None else index + 1}"
             )
-        index, turn = self._next, self.turns[self._next]
-        self._next += 1
+        turn = self.turns[index]
+        if positions is None:
+            self._next += 1
+        else:
+            positions[id(self)] = index + 1
         usage = None if turn.usage is None else _usage_metadata(turn.usage)
         metadata = _answered_by(turn.model)
         if isinstance(turn, TextTurn):

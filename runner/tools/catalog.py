@@ -14,6 +14,7 @@ import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from mcp import types
 
 from runner.errors import BuildError, ToolError, UnusableSchemaError
 from runner.manifest import Manifest, ServerBase, did_you_mean
+from runner.manifest.agents import handoff_tool_names
 from runner.manifest.loading import SourceMap, format_path
 from runner.servers.tasks import offered_to_agent
 from runner.tools.caller import READ_RESOURCE, RESOURCE_TOOLS, Connection, FallbackEvent, ToolCall, ToolCaller
@@ -223,6 +225,7 @@ class ToolCatalog:
                                          local.model_copy(update={"name": name}))
         warnings += self._fallback_warnings(offered)
         warnings += self._policy_warnings(entries)
+        warnings += self._agent_tool_warnings(entries)
         for origin in table.unused_renames():
             warnings.append(f"{origin.server}: tools.rename names '{origin.name}', which is not offered")
         self.entries = entries
@@ -242,12 +245,33 @@ class ToolCatalog:
             return []
         warnings = []
         # The agents of 'agents:' are tools too (of the agents that call them).
-        for index in self.policy.unmatched([*entries, *self.manifest.agents]):
+        # So are the handoff tools (handoff_to_NAME, handoff_back) of the models that hand off.
+        handoffs = handoff_tool_names(self.manifest.agents, self.manifest.agent.handoffs)
+        for index in self.policy.unmatched([*entries, *self.manifest.agents, *handoffs]):
             glob = self.manifest.policy[index].tool
             message = f"'{glob}' matches no tool the servers offer{did_you_mean(glob, entries)}"
             where = ("policy", index, "tool")
             warnings.append(str(self.source.problem(where, message)) if self.source is not None
                             else f"{format_path(where)}: {message}")
+        return warnings
+
+    def _agent_tool_warnings(self, entries: Mapping[str, CatalogEntry]) -> list[str]:
+        """``agents.<name>.tools`` entries that give the agent no tool (a misspelt tool name), said
+        as the servers' ``tools.only`` entries that match nothing are, once every exposed server
+        is running (while one is down, its tools are not known)."""
+        if any(self._live(key) is None for key, spec in self.manifest.servers.items() if spec.expose):
+            return []
+        warnings = []
+        for agent, spec in self.manifest.agents.items():
+            for index, entry in enumerate(getattr(spec, "tools", None) or ()):
+                if entry in self.manifest.servers or any(
+                        fnmatchcase(name, entry) or entry == item.origin.server
+                        for name, item in entries.items()):
+                    continue  # a server key gives all its tools, even none; a name or glob matched
+                message = f"'{entry}' matches no tool{did_you_mean(entry, entries)}"
+                where = ("agents", agent, "tools", index)
+                warnings.append(str(self.source.problem(where, message)) if self.source is not None
+                                else f"{format_path(where)}: {message}")
         return warnings
 
     def _name_table(self, origins: list[tuple[str | None, str]]) -> NameTable:

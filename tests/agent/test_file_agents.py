@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import ROOT, mcp_run, server
+from builders import ROOT, JsonChat, mcp_run, server
 
 NOTES_SERVER = ROOT / "examples" / "notes_server.py"
 
@@ -107,6 +107,34 @@ def test_the_main_model_is_not_offered_nor_finds_the_tools_of_servers_only_anoth
         searched = one_shot(tmp_path, 'search_tools {"query": "calculate"}')
         found = [e["text"] for e in searched if e["type"] == "tool_result" and e["name"] == "search_tools"]
         assert found == ["No tool matches 'calculate'. Try other or fewer words."]
+
+
+def test_tools_lists_only_the_tools_the_main_agent_can_call_not_those_another_file_brings(
+        tmp_path: Path) -> None:
+    researcher(tmp_path, ["Unused."])
+    main(tmp_path, [], {"research": {"file": "parts/research.yaml"}},
+         servers={"clock": server("demo")})
+    result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listed = {row["name"] for row in json.loads(result.stdout)}
+    assert listed and not any(name.startswith("notes__") for name in listed)
+    assert all(name.startswith("clock__") for name in listed), listed
+
+
+def test_the_chats_tools_command_agrees_with_ready_on_the_main_agents_tools(tmp_path: Path) -> None:
+    researcher(tmp_path, ["Unused."])
+    main(tmp_path, [], {"research": {"file": "parts/research.yaml"}},
+         servers={"clock": server("demo")})
+    chat = JsonChat(tmp_path)
+    try:
+        ready = chat.wait_for("ready")
+        chat.send({"text": "/tools"})
+        listed = [row["name"] for row in chat.wait_for("tools")["tools"]]
+        assert listed and sorted(listed) == ready["tools"]
+        assert not any(name.startswith("notes__") for name in listed)
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)
 
 
 def test_a_server_both_files_define_alike_is_one_server_used_by_both(tmp_path: Path) -> None:

@@ -295,3 +295,75 @@ def test_the_main_model_is_offered_the_agents_it_may_call(tmp_path: Path) -> Non
     assert [(e["name"], e["status"]) for e in events if e["type"] == "tool_result"] == [
         ("notes__calculate", "success"), ("helper", "success")]
     assert results(events, "helper") == {"notes__calculate": "4"}
+
+
+def test_a_misspelt_tool_in_an_agents_tools_is_warned_at_start_with_its_place_and_a_near_name(
+        tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"helper": {"description": "Helps.", "tools": ["notes__calcualte", "notes"]}},
+         scripts={"helper": ["Hi."]}, agent={"agents": ["helper"]})
+    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "agents.helper.tools" in line]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("warning: ") and "agent.yaml:" in warnings[0]
+    assert ("agents.helper.tools[0]: 'notes__calcualte' matches no tool (did you mean 'notes__calculate'?)"
+            in warnings[0])
+
+
+def test_a_policy_rule_naming_a_handoff_tool_is_not_warned_as_matching_no_tool(tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"billing": {"description": "Refunds."}}, scripts={"billing": ["Hi."]},
+         agent={"handoffs": ["billing"]},
+         policy=[{"tool": "handoff_to_billing", "action": "ask"}, {"tool": "handoff_back", "action": "allow"},
+                 {"tool": "handoff_to_biling", "action": "deny"}])
+    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "matches no tool" in line]
+    assert len(warned) == 1 and "policy[2].tool: 'handoff_to_biling'" in warned[0], result.stderr
+
+
+def test_a_policy_rule_deciding_a_handoff_emits_a_policy_event(tmp_path: Path) -> None:
+    handoff = {"tool_calls": [{"name": "handoff_to_billing", "args": {"reason": "a charge"}, "id": "h-1"}]}
+    team(tmp_path, [handoff, "I answer myself."], {"billing": {"description": "Refunds."}},
+         scripts={"billing": ["Hi."]}, agent={"handoffs": ["billing"]},
+         policy=[{"tool": "handoff_to_billing", "action": "deny", "reason": "no billing today"}])
+    events = one_shot(tmp_path)
+    decided = [e for e in events if e["type"] == "policy"]
+    assert decided == [{"type": "policy", "tool": "handoff_to_billing", "action": "deny", "rule": 0,
+                        "source": "policy[0]", "reason": "no billing today", "id": "h-1"}]
+    assert not [e for e in events if e["type"] == "handoff"]
+
+
+def test_validate_locates_a_broken_parallel_template_at_the_workflows_template(tmp_path: Path) -> None:
+    team(tmp_path, ["Done."], {"a": {"description": "A."}, "b": {"description": "B."},
+                               "board": {"parallel": ["a", "b"], "template": "{{ answers }"}},
+         scripts={"a": ["A."], "b": ["B."]}, agent={"agents": ["board"]})
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = next(n for n, text in enumerate((tmp_path / "agent.yaml").read_text().splitlines(), start=1)
+                if text.strip().startswith("template:"))
+    assert f"agent.yaml:{line}:" in result.stdout + result.stderr
+    assert "agents.board.template: the template is not valid Jinja2 (line 1)" in result.stdout + result.stderr
+
+
+def test_a_routers_own_model_step_is_reported_and_counted_as_the_routers_usage(tmp_path: Path) -> None:
+    spent = {"input_tokens": 100, "output_tokens": 10}
+    team(tmp_path, [call("desk", task="Refund please"), "Main: done."],
+         {"billing": {"description": "Refunds."}, "general": {"description": "Anything else."},
+          "desk": {"description": "Routes.", "router": ["billing", "general"],
+                   "model": {"id": "scripted", "script": "router.yaml"}}},
+         scripts={"billing": ["Refunded."], "general": ["Hi."]}, agent={"agents": ["desk"]})
+    (tmp_path / "router.yaml").write_text(yaml.safe_dump([{**call("billing", task="Refund please"),
+                                                           "usage": spent}]))
+    chat = JsonChat(tmp_path)
+    try:
+        chat.wait_for("ready")
+        chat.send({"text": "go"})
+        chat.wait_for("final")
+        steps = [(e["agent"], e["step"]["input_tokens"]) for e in chat.seen if e["type"] == "usage"]
+        assert ("desk", 100) in steps
+        chat.send({"text": "/usage"})
+        totals = chat.wait_for("usage_totals")
+        assert totals["agents"]["desk"]["input_tokens"] == 100
+    finally:
+        chat.process.terminate()
+        chat.process.wait(timeout=60)

@@ -318,7 +318,7 @@ def test_the_completion_menu_shows_more_than_three_rows_in_a_tall_window(agent_d
     try:
         session.expect("> ")
         session.send("/\t")
-        for name in ("/help", "/tools", "/prompts", "/call", "/thread", "/reload", "/save", "/media"):
+        for name in ("/help", "/tools", "/prompts", "/agents", "/agent", "/call", "/thread"):
             session.expect(re.escape(name))  # in the menu, in order
         session.send("\x1b")
         session.sendcontrol("u")

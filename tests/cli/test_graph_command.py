@@ -67,3 +67,15 @@ def test_graph_of_an_invalid_manifest_is_a_located_error(tmp_path: Path) -> None
     result = invoke("graph", str(tmp_path / "agent.yaml"))
     assert result.exit_code == 2
     assert "agent.agents[0]" in result.output and "unknown agent 'nobody'" in result.output
+
+
+def test_graph_draws_handoffs_as_thick_labelled_arrows_apart_from_calls() -> None:
+    result = invoke("graph", str(ROOT / "examples" / "agents" / "handoff.yaml"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert sorted(line for line in lines if "==>" in line) == [
+        "  agent_billing ==>|hands off| agent_support",
+        "  agent_main ==>|hands off| agent_billing",
+        "  agent_main ==>|hands off| agent_support",
+    ]
+    assert not any("-->|calls| agent_billing" in line for line in lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agent_teams import call, write_team
 from builders import mcp_run
 from evals_support import write_cases
@@ -37,6 +38,8 @@ cases:
     expect: {agents: [pipeline, writer, researcher]}
 """
 
+TYPO_CASE = "cases:\n  - name: typo\n    input: go\n    expect: {agents: [pipeline, reseacher]}\n"
+
 
 def test_a_case_expecting_the_agents_in_the_order_they_ran_passes_and_another_order_fails(
     tmp_path: Path,
@@ -62,13 +65,22 @@ def test_the_json_report_lists_the_agent_runs_of_each_case(tmp_path: Path) -> No
 
 def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
-    write_cases(tmp_path, "cases:\n  - name: typo\n    input: go\n"
-                                  "    expect: {agents: [pipeline, reseacher]}\n")
+    write_cases(tmp_path, TYPO_CASE)
     done = mcp_run("test", str(manifest), cwd=tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 1  # the case errs, as one naming a tool the agent lacks
     assert "cases.yaml:4:33: cases[0].expect.agents[1]: " in said
     assert "the manifest's agents: has no 'reseacher' (did you mean 'researcher'?)" in said
+
+
+def test_validate_locates_an_expected_agent_the_manifest_does_not_declare(tmp_path: Path) -> None:
+    manifest = two_runs_of_the_pipeline(tmp_path)
+    write_cases(tmp_path, TYPO_CASE)
+    done = mcp_run("validate", str(manifest), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert "cases.yaml:4:33: cases[0].expect.agents[1]: the manifest's agents: has no 'reseacher' " \
+           "(did you mean 'researcher'?)" in said
 
 
 def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_report(tmp_path: Path) -> None:
@@ -87,3 +99,19 @@ def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_r
     assert [(c["name"], c["status"]) for c in case["tool_calls"]] == [
         ("researcher", "success"), ("notes__calculate", "error")]
     assert case["status"] == "passed", case["differences"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_every_case_plays_the_scripted_models_from_their_first_turn(tmp_path: Path, jobs: str) -> None:
+    # Each script holds one run only: a case that went on from where another left off (or raced
+    # it) would find no turn left.
+    manifest = write_team(
+        tmp_path, [call("pipeline", task="6*7"), "Done."], PIPELINE,
+        scripts={"researcher": [call("notes__calculate", expression="6*7"), "42"], "writer": ["It is 42."]},
+        agent={"agents": ["pipeline"]})
+    write_cases(tmp_path, "cases:\n" + "".join(
+        f"  - {{name: run-{n}, input: go, expect: {{agents: [pipeline, researcher, writer]}}}}\n"
+        for n in range(3)))
+    done = mcp_run("test", str(manifest), "-j", jobs, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 cases: 3 passed" in done.stdout

@@ -112,3 +112,14 @@ def test_no_tool_errors_and_max_tool_calls_are_checked() -> None:
     assert second == "2 tool calls made; at most 1 expected"
     assert expectation_differences(ExpectSpec(no_tool_errors=True, max_tool_calls=2),
                                    Observation(calls=[ADD, LIST])) == []
+
+
+def test_a_failed_call_is_said_first_when_an_expected_agent_did_not_run() -> None:
+    failed = ObservedCall("pipeline", {"task": "go"}, "error",
+                          "ModelError: the scripted model has no turn left")
+    observed = Observation(calls=[failed], answer="Sorry.", agents=["pipeline", "researcher"])
+    expect = ExpectSpec(agents=["pipeline", "researcher", "writer"], agents_match="unordered")
+    first, second = expectation_differences(expect, observed)
+    assert first.startswith("tool call pipeline") and "no turn left" in first
+    assert second.startswith("agent writer did not run")
+    assert expectation_differences(ExpectSpec(agents=["pipeline", "researcher"]), observed) == []

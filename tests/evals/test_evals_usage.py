@@ -46,3 +46,17 @@ def test_a_case_whose_turn_hits_a_limit_fails_on_its_expectations_with_the_limit
     assert case["status"] == "failed"
     assert "limits.per_turn.max_tool_calls" in case["answer"]
     assert case["usage"]["tool_calls"] == 0
+
+
+def test_a_replayed_case_spends_the_tokens_its_recording_spent(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path, model=MODEL)
+    write_cases(tmp_path, CASES)
+    recorded = mcp_run("test", str(manifest), "--record", "--json")
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    [live] = json.loads(recorded.stdout)["cases"]
+    assert live["usage"]["total_tokens"] > 0
+    replayed = mcp_run("test", str(manifest), "--replay", "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    [case] = json.loads(replayed.stdout)["cases"]
+    assert case["usage"]["total_tokens"] == live["usage"]["total_tokens"]
+    assert case["usage"]["input_tokens"] == live["usage"]["input_tokens"]

@@ -50,8 +50,9 @@ def elicitation_for(event: Question) -> types.ElicitRequestParams:
         args = json.dumps(event.get("args", {}), sort_keys=True)
         rule = event.get("policy")
         why = f" ({rule['source']}: {rule['reason']})" if rule and rule["reason"] else ""
+        who = event.get("agent") or "The agent"  # a sub-agent's call is said as its own, as the chat does
         return types.ElicitRequestFormParams(
-            message=f"The agent wants to call the tool {event['tool']} with {args}.{why} Allow it?",
+            message=f"{who} wants to call the tool {event['tool']} with {args}.{why} Allow it?",
             requested_schema=_DECISION_SCHEMA,
         )
     if event["type"] == "sampling":
