@@ -374,7 +374,7 @@ def plain_agent(documented: dict[str, set[str]]) -> dict[str, set[str]]:
     plain = {kind: fields - {"agent"} if kind in NAMING_AN_AGENT else fields
              for kind, fields in documented.items() if kind not in ("agent", "handoff")}
     plain["final"] = plain["final"] - {"output"}
-    plain["reload"] = plain["reload"] - {"agents"}  # the agents an edit touched: tests/agent/test_agent_reload.py
+    plain["reload"] = plain["reload"] - {"agents"}  # agents an edit touched: test_agent_reload.py
     return plain
 
 
