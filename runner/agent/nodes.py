@@ -28,10 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
-from runner.agent.spending import TOOL_CALL_USAGE, Spending, add_usage, refused_call
+from runner.agent.spending import TOOL_CALL_USAGE, Spending, add_usage, refused_call, step_event
 from runner.agent.structured import StructuredOutput
-from runner.agent.turn_stream import naming_agent
-from runner.errors import RunnerError, ToolError
+from runner.agent.turn_stream import naming_agent, stream_writer
+from runner.errors import OutputError, RunnerError, ToolError
 from runner.events import ToolApprovalRequest
 from runner.models import ModelChain
 from runner.tools.policy import PolicyDecision
@@ -197,16 +197,37 @@ class ModelNode:
                                                       state.get("context_summary"), config)
             kept = {"context_summary": summary} if summary is not None else {}
         prompt = prompt + history
+        rejected: list[dict[str, Any]] = []  # the state updates of structured answers not accepted
         if self.output is None:
             reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
         else:  # offered final_answer or asked with response_format; the answer checked, retried
             output, tools = self.output, self.output.offer(tools)
             reply = await self.chain.ainvoke(prompt, tools=tools, config=config, options=output.options())
             if output.answers(reply) and reply.response_metadata.get("finish_reason") != MAX_STEPS_REASON:
-                reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
-                    conversation, tools=tools, config=config, options=output.options()))
+                try:
+                    reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
+                        conversation, tools=tools, config=config, options=output.options()),
+                        rejected=lambda attempt: rejected.append(self._rejected(attempt, config)))
+                except OutputError:  # the turn fails: its steps are still the thread's
+                    if self.spending is not None:
+                        self.spending.failed_steps(_summed(rejected), config)
+                    raise
         spent = {} if self.spending is None else self.spending.after_step(reply, config)
-        return {"messages": [reply], "model_calls": calls + 1, **spent, **kept}
+        if rejected:
+            spent["usage"] = add_usage(_summed(rejected), spent.get("usage"))
+        return {"messages": [reply], "model_calls": calls + 1 + len(rejected), **spent, **kept}
+
+    def _rejected(self, attempt: AIMessage, config: RunnableConfig) -> dict[str, Any]:
+        """A structured answer that did not validate: a model step of its own, counted in the
+        turn's ledger (so in its totals and budgets) and reported by its own ``usage`` event."""
+        if self.spending is None:
+            return {"usage": {}}  # nothing counted: no pricer, no budgets
+        update = self.spending.after_step(attempt, config)
+        spent = update["usage"][self.spending.agent]
+        if (event := step_event(attempt, spent, config, self.spending.agent)) is not None and (
+                sink := stream_writer()) is not None:
+            sink(event)
+        return update
 
 
 @dataclass(frozen=True)
@@ -327,6 +348,14 @@ class ModelRoute:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _summed(updates: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The ``usage`` of state updates added up."""
+    total: dict[str, dict[str, float]] = {}
+    for update in updates:
+        total = add_usage(total, update.get("usage"))
+    return total
 
 
 def last_request(messages: Sequence[BaseMessage]) -> AIMessage:

@@ -189,6 +189,9 @@ class TurnLedger:
         # What agents of 'agents:' spent in this turn and the thread's state has not had yet: they
         # run as subgraphs with states of their own; the main agent's next step writes it.
         self._unsaved: dict[str, Spent] = {}
+        # Each model step's own spending, by its message's id, until its ``usage`` event is made:
+        # the node's update may carry more (structured output's rejected answers, steps of their own).
+        self._steps: dict[str, Spent] = {}
         self.hit: LimitHit | None = None  # the limit that stopped a tool call
         self._limit_told = False  # the turn's one ``limit`` event was emitted
 
@@ -213,6 +216,19 @@ class TurnLedger:
         if agent != MAIN_AGENT:
             self._unsaved[agent] = _plus(self._unsaved.get(agent, {}), written)
         return written
+
+    def remember_step(self, message_id: str | None, spent: Spent) -> None:
+        if message_id:
+            self._steps[message_id] = spent
+
+    def step_of(self, message: AIMessage | None, written: Spent) -> Spent:
+        """The spending of the step that made ``message`` (``written``, its node's, when unknown)."""
+        return self._steps.pop(message.id, written) if message is not None and message.id else written
+
+    def keep_unsaved(self, usage: Mapping[str, Spent]) -> None:
+        """Steps whose node failed (its update is lost): the turn writes them to the thread
+        (:func:`runner.agent.turns.stream_turn`)."""
+        self._unsaved = add_usage(self._unsaved, usage)
 
     def take_unsaved(self) -> dict[str, Spent]:
         """What the agents of 'agents:' spent since the last call, for the thread's state."""
@@ -298,6 +314,11 @@ class Spending:
         hit = ledger.before_model_step()
         return None if hit is None else limit_message(hit, ledger.turn(), ledger.thread())
 
+    def failed_steps(self, usage: Mapping[str, Spent], config: RunnableConfig) -> None:
+        """``usage`` (agent -> spent) of steps whose node then failed, kept for the thread's state."""
+        if (ledger := turn_ledger(config)) is not None:
+            ledger.keep_unsaved(usage)
+
     def after_step(self, reply: AIMessage, config: RunnableConfig) -> dict[str, Any]:
         """The state update of a model step's spending (added to the turn's ledger too)."""
         spent = step_spent(reply, self.pricer)
@@ -306,7 +327,9 @@ class Spending:
         ledger = turn_ledger(config)
         if ledger is None:
             return usage_update(spent, self.agent)
-        update = usage_update(ledger.record(spent, self.agent), self.agent)
+        written = ledger.record(spent, self.agent)
+        ledger.remember_step(reply.id, written)
+        update = usage_update(written, self.agent)
         if self.agent == MAIN_AGENT and (others := ledger.take_unsaved()):
             update["usage"] = add_usage(update["usage"], others)  # the thread's totals include theirs
         return update
@@ -336,6 +359,19 @@ async def turn_started(
     return with_ledger(config, ledger)
 
 
+def step_event(reply: AIMessage, spent: Mapping[str, float], config: RunnableConfig,
+               agent: str = MAIN_AGENT) -> UsageReported | None:
+    """The ``usage`` event of a model step the node reports itself (structured output's rejected
+    answers: steps inside one node run), or None outside a turn."""
+    ledger = turn_ledger(config)
+    if ledger is None:
+        return None
+    model = reply.response_metadata.get("model_name")
+    return UsageReported(type="usage", agent=agent, model=model if isinstance(model, str) else None,
+                         step=totals(ledger.step_of(reply, dict(spent))), turn=totals(ledger.turn()),
+                         thread=totals(ledger.thread()))
+
+
 def usage_events(node: str, update: Any, config: RunnableConfig, agent: str = MAIN_AGENT
                  ) -> list[UsageReported | LimitReached]:
     """The events of one node's state update: ``agent``'s model step's ``usage`` (the main agent's
@@ -352,7 +388,8 @@ def usage_events(node: str, update: Any, config: RunnableConfig, agent: str = MA
         model = reply.response_metadata.get("model_name") if reply is not None else None
         events.append(UsageReported(
             type="usage", agent=stepper, model=model if isinstance(model, str) else None,
-            step=totals(spent), turn=totals(ledger.turn()), thread=totals(ledger.thread())))
+            step=totals(ledger.step_of(reply, spent)), turn=totals(ledger.turn()),
+            thread=totals(ledger.thread())))
     for message in update.get("messages", ()):
         limit = isinstance(message, AIMessage) and message.response_metadata.get("limit")
         if limit and ledger.tell_limit():

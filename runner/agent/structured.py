@@ -8,8 +8,9 @@ then the turn fails with those errors (:class:`~runner.errors.OutputError`).
 
 Only the accepted answer enters the thread: an ``AIMessage`` whose text is the object as JSON and
 whose ``response_metadata[OUTPUT_KEY]`` is the object itself (kept by the checkpointer with the
-message). The attempts and the errors sent back stay inside the model step; their token usage is
-added to the accepted answer's.
+message). The attempts and the errors sent back stay inside the model node, but each rejected
+attempt is a model step of its own: it is handed to ``rejected`` (the node counts its usage) before
+the errors go back or the turn fails.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.messages.ai import add_usage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from runner.agent.output_contract import OutputContract
@@ -33,6 +33,7 @@ OUTPUT_KEY = "structured_output"  # where the accepted object is kept: the answe
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
 
 Ask = Callable[[Sequence[BaseMessage]], Awaitable[AIMessage]]
+Rejected = Callable[[AIMessage], None]
 
 
 def structured_output(contract: OutputContract | None, model: ModelSpec) -> StructuredOutput | None:
@@ -77,15 +78,19 @@ class StructuredOutput:
         called = [call["name"] for call in (*reply.tool_calls, *reply.invalid_tool_calls)]
         return not called or FINAL_ANSWER_TOOL in called
 
-    async def settle(self, reply: AIMessage, prompt: Sequence[BaseMessage], ask: Ask) -> AIMessage:
+    async def settle(self, reply: AIMessage, prompt: Sequence[BaseMessage], ask: Ask,
+                     rejected: Rejected | None = None) -> AIMessage:
         """The accepted answer for ``reply``: it, or a retry asked with ``ask`` after the
-        validation errors were sent back; OutputError once the retries are spent."""
+        validation errors were sent back; OutputError once the retries are spent. Each rejected
+        answer is handed to ``rejected`` first (a model step of its own: its usage is not the
+        accepted answer's)."""
         conversation = list(prompt)
-        usage = reply.usage_metadata
         for attempt in range(self.contract.retries + 1):
             value, problems = self._read(reply)
             if not problems:
-                return _accepted(reply, value, usage, native=self.native)
+                return _accepted(reply, value, native=self.native)
+            if rejected is not None:
+                rejected(reply)
             if attempt == self.contract.retries:
                 tries = f"{attempt + 1} answer{'s' if attempt else ''}"
                 raise OutputError(f"the model's answer does not match output.schema after {tries} "
@@ -93,8 +98,6 @@ class StructuredOutput:
                                   problems)
             conversation += [reply, *self._feedback(reply, problems)]
             reply = await ask(conversation)
-            usage = add_usage(usage, reply.usage_metadata) if usage and reply.usage_metadata else (
-                usage or reply.usage_metadata)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read(self, reply: AIMessage) -> tuple[Any, list[str]]:
@@ -149,12 +152,12 @@ def final_answer_tool(schema: dict[str, Any]) -> BaseTool:
                           "answer as its arguments, when the work is done.")
 
 
-def _accepted(reply: AIMessage, value: Any, usage: Any, *, native: bool) -> AIMessage:
+def _accepted(reply: AIMessage, value: Any, *, native: bool) -> AIMessage:
     metadata = {**reply.response_metadata, OUTPUT_KEY: value}
     if not native:  # the final_answer call is the answer: it ends the turn like text would
         metadata["finish_reason"] = "stop"
     return AIMessage(content=json.dumps(value, indent=2, ensure_ascii=False), id=reply.id,
-                     response_metadata=metadata, usage_metadata=usage)
+                     response_metadata=metadata, usage_metadata=reply.usage_metadata)
 
 
 def _text(reply: AIMessage) -> str:

@@ -16,12 +16,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
-from runner import telemetry
+from runner import sdk, telemetry
 from runner.agent.handoffs import ANSWER, answered_final, answering_notice, is_handoff_notice, switching_input
 from runner.agent.runtime import Runtime
-from runner.agent.spending import turn_started, usage_events
+from runner.agent.spending import turn_ledger, turn_started, usage_events
 from runner.agent.structured import answer_object
 from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
+from runner.errors import OutputError
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
 from runner.manifest import MAIN_AGENT
 from runner.store.thread_locks import thread_turn
@@ -79,9 +80,24 @@ async def stream_turn(
         given = turn_input(message)
         if switch_to is not None and not isinstance(message, Command):
             given = switching_input(given, switch_to)
-        async with aclosing(_turn_events(runtime, given, config, agent)) as events:
-            async for event in events:
-                yield event
+        try:
+            async with aclosing(_turn_events(runtime, given, config, agent)) as events:
+                async for event in events:
+                    yield event
+        except OutputError:  # the steps of the failed model node are the thread's all the same
+            await _save_unsaved(runtime, config, agent)
+            raise
+
+
+async def _save_unsaved(runtime: Runtime, config: RunnableConfig, agent: str) -> None:
+    """Add what the turn's failed steps spent to the thread's totals: a write of no task on its
+    latest checkpoint, applied to the state whatever the thread's next run is."""
+    ledger = turn_ledger(config)
+    lost = ledger.take_unsaved() if ledger is not None else {}
+    if not lost or runtime.checkpointer is None:
+        return
+    state = await runtime.agents[agent].aget_state(config)
+    await runtime.checkpointer.aput_writes(state.config, [("usage", lost)], sdk.null_task_id())
 
 
 async def _turn_events(

@@ -1,7 +1,7 @@
 """How an answer is read against ``output.schema``, without a graph: fenced JSON is accepted, a
 final_answer call mixed with other calls is sent back with a result for every call, broken
-arguments are named, usage adds up over the attempts; and the values the offline model makes fit
-the schemas they are made from."""
+arguments are named, each rejected answer is handed back as a step of its own; and the values
+the offline model makes fit the schemas they are made from."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ async def test_a_fenced_json_answer_is_accepted_and_the_object_kept_with_the_mes
     assert accepted.content == '{\n  "n": 3\n}'
 
 
-async def test_final_answer_mixed_with_other_calls_gets_a_result_for_every_call_and_usage_adds_up() -> None:
+async def test_a_mixed_final_answer_gets_a_result_for_every_call_and_is_a_step_of_its_own() -> None:
     output = StructuredOutput(OutputContract(SCHEMA), native=False)
     mixed = AIMessage(content="", usage_metadata=usage(10), tool_calls=[
         {"name": "demo__echo", "args": {}, "id": "a", "type": "tool_call"},
@@ -58,9 +58,11 @@ async def test_final_answer_mixed_with_other_calls_gets_a_result_for_every_call_
     fixed = AIMessage(content="", usage_metadata=usage(20), tool_calls=[
         {"name": "final_answer", "args": {"n": 2}, "id": "c", "type": "tool_call"}])
     replies = Replies(fixed)
-    accepted = await output.settle(mixed, [HumanMessage("n?")], replies)
+    rejected: list[AIMessage] = []
+    accepted = await output.settle(mixed, [HumanMessage("n?")], replies, rejected=rejected.append)
     assert accepted.response_metadata[OUTPUT_KEY] == {"n": 2} and not accepted.tool_calls
-    assert accepted.usage_metadata["input_tokens"] == 30
+    assert accepted.usage_metadata is not None and accepted.usage_metadata["input_tokens"] == 20
+    assert rejected == [mixed]  # a step of its own: the model node counts its usage
     answered = [m for m in replies.sent[0] if isinstance(m, ToolMessage)]
     assert [(m.tool_call_id, m.status) for m in answered] == [("a", "error"), ("b", "error")]
     assert "call final_answer alone and once" in answered[1].text

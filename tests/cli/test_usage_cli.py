@@ -131,3 +131,47 @@ def test_config_shows_the_limits_and_prices_with_where_each_comes_from(tmp_path:
     assert re.search(r"input_per_mtok: 1\.0  # manifest \S*agent\.yaml:\d+:\d+", result.output)
     assert re.search(r"max_duration: 120s  # manifest \S*agent\.yaml:\d+:\d+", result.output)
     assert "max_cost: null  # built-in" in result.output
+
+
+def rejected_answers_script(folder: Path, *, last: Any) -> None:
+    """An agent with ``output: {retries: 1}`` scripted to call a tool (100/10 tokens), answer an
+    invalid object (200/20), then ``last`` (300/30)."""
+    script = [{"tool_calls": [{"name": "demo__add", "args": {"a": 1, "b": 2}}],
+               "usage": {"input_tokens": 100, "output_tokens": 10}},
+              {"output": {"n": "three"}, "usage": {"input_tokens": 200, "output_tokens": 20}},
+              {**last, "usage": {"input_tokens": 300, "output_tokens": 30}}]
+    write_manifest(folder, {"demo": server("demo")}, model=scripted_model(folder, script),
+                   checkpointer="memory",
+                   output={"schema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                      "required": ["n"]}, "retries": 1})
+
+
+def test_each_rejected_structured_answer_is_a_step_with_its_own_usage_event_when_the_turn_fails(
+        tmp_path: Path) -> None:
+    rejected_answers_script(tmp_path, last={"text": "nope"})
+    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    usage = [event for event in events_of(result.stdout) if event["type"] == "usage"]
+    assert [event["step"]["total_tokens"] for event in usage] == [110, 220, 330]
+    assert usage[-1]["turn"]["total_tokens"] == 660 and usage[-1]["turn"]["model_steps"] == 3
+    assert usage[-1]["thread"]["total_tokens"] == 660
+
+
+def test_an_answer_accepted_after_a_retry_reports_each_attempt_as_its_own_step(tmp_path: Path) -> None:
+    rejected_answers_script(tmp_path, last={"output": {"n": 3}})
+    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    usage = [event for event in events_of(result.stdout) if event["type"] == "usage"]
+    assert [event["step"]["total_tokens"] for event in usage] == [110, 220, 330]
+    assert [event["turn"]["model_steps"] for event in usage] == [1, 2, 3]
+    assert usage[-1]["thread"]["total_tokens"] == 660
+
+
+def test_usage_counts_the_steps_of_a_turn_failed_by_rejected_structured_answers(tmp_path: Path) -> None:
+    rejected_answers_script(tmp_path, last={"text": "nope"})
+    lines = "".join(json.dumps({"text": text}) + "\n" for text in ("add", "/usage"))
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], input=lines,
+                            capture_output=True, text=True, cwd=tmp_path, timeout=COMMAND_LIMIT)
+    assert "does not match output.schema" in result.stdout, result.stderr
+    [totals] = [event for event in events_of(result.stdout) if event["type"] == "usage_totals"]
+    assert totals["total"]["total_tokens"] == 660 and totals["total"]["model_steps"] == 3
