@@ -82,6 +82,9 @@ class AgentState(TypedDict):
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
     # What the thread spent, per agent: tokens, cost, tool calls, seconds (runner.agent.spending).
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
+    # The current turn's totals at its last model step (but its time): a turn resumed after a
+    # question goes on counting from them (runner.agent.spending.turn_started).
+    turn_usage: NotRequired[dict[str, float]]
     # What the requests carry instead of the thread's oldest messages (runner.agent.context).
     context_summary: NotRequired[ContextSummary]
     # The agent answering the thread, when one was handed it, and who handed it (runner.agent.handoffs).
@@ -215,6 +218,8 @@ class ModelNode:
         spent = {} if self.spending is None else self.spending.after_step(reply, config)
         if rejected:
             spent["usage"] = add_usage(_summed(rejected), spent.get("usage"))
+        if self.spending is not None:
+            spent.update(self.spending.turn_so_far(config))
         return {"messages": [reply], "model_calls": calls + 1 + len(rejected), **spent, **kept}
 
     def _rejected(self, attempt: AIMessage, config: RunnableConfig) -> dict[str, Any]:

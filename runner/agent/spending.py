@@ -32,6 +32,7 @@ from runner.manifest import MAIN_AGENT, BudgetSpec, LimitsSpec
 from runner.models.pricing import Pricer, TokenCounts
 
 LEDGER_KEY = "mcp_run_turn_ledger"
+TURN_USAGE_KEY = "turn_usage"  # the state's copy of the turn's totals, for a turn resumed later
 LIMIT_REASON = "limit"  # the finish reason of the message that ends a turn at a limit
 
 Spent = dict[str, float]  # input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, ...
@@ -195,10 +196,18 @@ class TurnLedger:
         self.hit: LimitHit | None = None  # the limit that stopped a tool call
         self._limit_told = False  # the turn's one ``limit`` event was emitted
 
-    def seed(self, usage: Mapping[str, Spent] | None) -> None:
-        """The thread's totals before this turn (the state's, at the first step; later calls do nothing)."""
+    def seed(self, usage: Mapping[str, Spent] | None, turn_so_far: Mapping[str, float] | None = None) -> None:
+        """The thread's totals before this turn (the state's, at the first step; later calls do
+        nothing). ``turn_so_far``: a resumed turn's totals before its question (the state's
+        ``turn_usage``), in the thread's totals already: the turn's go on from them."""
         if self._before is None:
-            self._before = thread_totals(usage)
+            so_far = {key: value for key, value in (turn_so_far or {}).items() if key != "seconds"}
+            self._turn = _plus(so_far, self._turn)
+            self._before = _plus(thread_totals(usage), {key: -value for key, value in so_far.items()})
+
+    def so_far(self) -> Spent:
+        """The turn's totals without its time: what a resumed turn goes on from (``turn_usage``)."""
+        return dict(self._turn)
 
     def turn(self) -> Spent:
         return {**self._turn, "seconds": self._clock() - self._began}
@@ -319,6 +328,12 @@ class Spending:
         if (ledger := turn_ledger(config)) is not None:
             ledger.keep_unsaved(usage)
 
+    def turn_so_far(self, config: RunnableConfig) -> dict[str, Any]:
+        """The state update keeping the turn's totals (none outside a turn): a turn resumed
+        after a question goes on from them."""
+        ledger = turn_ledger(config)
+        return {} if ledger is None else {TURN_USAGE_KEY: ledger.so_far()}
+
     def after_step(self, reply: AIMessage, config: RunnableConfig) -> dict[str, Any]:
         """The state update of a model step's spending (added to the turn's ledger too)."""
         spent = step_spent(reply, self.pricer)
@@ -351,11 +366,12 @@ async def turn_started(
     graph: Any, config: RunnableConfig, limits: LimitsSpec, *, resumed: bool
 ) -> RunnableConfig:
     """``config`` with a new turn's ledger. A resumed turn (an approval answered) may run tool
-    calls before any model step: the thread's totals are read from its checkpoint first."""
+    calls before any model step: the thread's totals are read from its checkpoint first, and the
+    turn's totals go on from what it had spent before its question (``turn_usage``)."""
     ledger = TurnLedger(limits)
-    if resumed and limits.per_thread.is_set():
+    if resumed:
         state = await graph.aget_state(config)
-        ledger.seed(state.values.get("usage"))
+        ledger.seed(state.values.get("usage"), state.values.get(TURN_USAGE_KEY))
     return with_ledger(config, ledger)
 
 

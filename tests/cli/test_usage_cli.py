@@ -175,3 +175,22 @@ def test_usage_counts_the_steps_of_a_turn_failed_by_rejected_structured_answers(
     assert "does not match output.schema" in result.stdout, result.stderr
     [totals] = [event for event in events_of(result.stdout) if event["type"] == "usage_totals"]
     assert totals["total"]["total_tokens"] == 660 and totals["total"]["model_steps"] == 3
+
+
+def test_a_turn_resumed_after_an_approval_keeps_counting_its_totals_from_before_the_question(
+        tmp_path: Path) -> None:
+    script = [{"tool_calls": [{"name": "demo__add", "args": {"a": 1, "b": 2}}],
+               "usage": {"input_tokens": 500, "output_tokens": 50}},
+              usage_turn("three", 500, 12)]
+    write_manifest(tmp_path, {"demo": server("demo", tools={"approve": ["add"]})},
+                   model=scripted_model(tmp_path, script), checkpointer="memory")
+    lines = json.dumps({"text": "add"}) + "\n" + json.dumps({"action": "approve"}) + "\n"
+    result = subprocess.run([sys.executable, "-m", "runner", "agent.yaml", "--json"], input=lines,
+                            capture_output=True, text=True, cwd=tmp_path, timeout=COMMAND_LIMIT)
+    assert result.returncode == 0, result.stderr
+    events = events_of(result.stdout)
+    assert "approval" in [event["type"] for event in events]
+    last = [event for event in events if event["type"] == "usage"][-1]
+    assert last["thread"]["total_tokens"] == 1062
+    assert last["turn"]["total_tokens"] == 1062 and last["turn"]["model_steps"] == 2
+    assert last["turn"]["tool_calls"] == 1
