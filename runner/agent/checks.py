@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from runner import telemetry
 from runner.agent.included import check_included, merge_included, own_origins
-from runner.agent.output_contract import OutputContract, contract_files, output_contract, output_warnings
+from runner.agent.output_contract import (
+    SCHEMA_PATH,
+    OutputContract,
+    contract_files,
+    output_contract,
+    output_warnings,
+    schema_problems,
+)
 from runner.errors import ManifestError, ModelError, Problem
 from runner.manifest import (
     OFFLINE_ID,
@@ -36,10 +43,16 @@ from runner.manifest import (
     StdioServerSpec,
     did_you_mean,
 )
-from runner.manifest.loading import LoadedManifest, load_manifest
+from runner.manifest.loading import (
+    LoadedManifest,
+    format_path,
+    load_manifest,
+    read_document,
+    read_located_yaml,
+)
 from runner.models.pricing import unpriced_budget_warnings
 from runner.tools.filters import ImportPathError, glob_defect, load_import_path
-from runner.tools.policy import rule_warnings
+from runner.tools.policy import rule_warnings, tool_glob_findings
 
 if TYPE_CHECKING:  # Jinja is imported for a manifest that has a system template, not for others
     from runner.prompts.system import SourceLocation, SystemTemplate
@@ -87,7 +100,10 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     way and merged in (:mod:`runner.agent.included`); ``including`` is the chain of manifests
     that include this one."""
     environ = os.environ if environ is None else environ
-    loaded = load_manifest(path, environ=environ)
+    try:
+        loaded = load_manifest(path, environ=environ)
+    except ManifestError as exc:
+        raise ManifestError(exc.problems + document_problems(Path(path), exc.problems, environ)) from None
 
     def check(other: Path, chain: tuple[Path, ...]) -> CheckedAgent:
         return checked_agent(other, environ=environ, turns=turns, including=chain)
@@ -147,6 +163,37 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
                         output=contract, included=merged.files, hidden_servers=merged.hidden_servers,
                         origins=merged.origins, agent_definitions=merged.definitions,
                         agent_files={**agent_prompt_files(loaded), **merged.agent_files})
+
+
+def document_problems(path: Path, reported: list[Problem], environ: Mapping[str, str]) -> list[Problem]:
+    """What the checks that follow loading find in a manifest that failed to load, read from its
+    document, so that one run reports every problem: the inline output schema's, and ``policy``
+    rules that can match no tool (worded as the warnings they are on a valid manifest). A part
+    already reported is not checked again."""
+    try:
+        data, source, _ = read_located_yaml(read_document(path, "the manifest"), file=str(path),
+                                           environ=environ)
+    except ManifestError:
+        return []  # not readable as YAML at all: what loading reported is all there is
+    taken = {problem.path for problem in reported}
+
+    def fresh(where: str) -> bool:
+        return not any(path == where or path.startswith((f"{where}.", f"{where}[")) for path in taken)
+
+    found: list[Problem] = []
+    output = data.get("output")
+    if isinstance(output, dict) and isinstance(output.get("schema"), dict) and fresh("output.schema"):
+        found += schema_problems(output["schema"], source, SCHEMA_PATH)
+    rules = data.get("policy")
+    agent, servers = data.get("agent"), data.get("servers")
+    separator = agent.get("tool_separator", "__") if isinstance(agent, dict) else "__"
+    if isinstance(rules, list) and isinstance(separator, str) and separator:
+        globs = [(index, rule["tool"]) for index, rule in enumerate(rules)
+                 if isinstance(rule, dict) and isinstance(rule.get("tool"), str)
+                 and fresh(format_path(("policy", index, "tool")))]
+        found += [source.problem(where, f"warning: {message}") for where, message in tool_glob_findings(
+            globs, servers if isinstance(servers, dict) else {}, separator, bool(data.get("local_tools")))]
+    return found
 
 
 def model_specs(manifest: Manifest) -> list[tuple[tuple[str, ...], ModelSpec]]:

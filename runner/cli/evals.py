@@ -19,7 +19,14 @@ from runner.cli import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, main, reports_errors
 from runner.cli.closed_output import stop_when_output_closes
 from runner.errors import ManifestError, RunnerError
 from runner.evals.case_sessions import Mode
-from runner.evals.cases import CASES_FOLDER, Case, find_case_files, load_cases, manifest_case_problems
+from runner.evals.cases import (
+    CASES_FOLDER,
+    Case,
+    find_case_files,
+    load_cases,
+    manifest_case_problems,
+    with_manifest_problems,
+)
 from runner.evals.report import json_report, junit_xml, print_results
 from runner.evals.running import DEFAULT_JOBS, CaseResult, RunOptions, run_suite, select_cases, watch_suite
 from runner.manifest.loading import load_manifest
@@ -61,9 +68,16 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
     options = RunOptions(mode=mode, model_id=model_id, jobs=jobs)
 
     def chosen() -> list[Case]:
-        every = load_cases(paths)
         # What the cases expect that the manifest cannot give, before a server starts (read again
-        # each time: under --watch the manifest may have changed).
+        # each time: under --watch the manifest may have changed); with the case files' own problems.
+        try:
+            every = load_cases(paths)
+        except ManifestError as exc:
+            try:
+                checked = load_manifest(manifest).manifest
+            except ManifestError as invalid:  # both are said
+                raise ManifestError(exc.problems + invalid.problems) from None
+            raise with_manifest_problems(exc, paths, checked) from None
         if problems := manifest_case_problems(every, load_manifest(manifest).manifest):
             raise ManifestError(problems)
         cases = select_cases(every, patterns)

@@ -260,6 +260,10 @@ def matcher_problems(spec: CaseSpec) -> list[tuple[tuple[str | int, ...], str, b
     return found
 
 
+NO_OUTPUT = ("expect.output checks the answer object, but the manifest has no 'output:' (give it "
+             "output: {schema: …}, or check the text with expect.answer)")
+
+
 @dataclass(frozen=True)
 class Case:
     """A case, the file it was read from, and where it is written there."""
@@ -304,9 +308,7 @@ class Case:
         """What the case expects that the manifest cannot give, known before anything runs: an
         answer object (``expect.output``) from a manifest without ``output:``."""
         if self.spec.expect.output is not None and manifest.output is None:
-            return [self._problem(("expect", "output"), "expect.output checks the answer object, but "
-                                  "the manifest has no 'output:' (give it output: {schema: …}, or check "
-                                  "the text with expect.answer)", at_key=True)]
+            return [self._problem(("expect", "output"), NO_OUTPUT, at_key=True)]
         return []
 
     def _problem(self, path: tuple[str | int, ...], message: str, *, at_key: bool = False) -> Problem:
@@ -362,14 +364,39 @@ def manifest_case_problems(cases: list[Case], manifest: Manifest) -> list[Proble
     return [problem for case in cases for problem in case.problems_with(manifest)]
 
 
+def with_manifest_problems(exc: ManifestError, paths: list[Path], manifest: Manifest,
+                           *, environ: Mapping[str, str] | None = None) -> ManifestError:
+    """``exc`` (the case files failed to load) with what their cases expect that ``manifest``
+    cannot give, read from the documents: every problem in one run, not the rest after a fix."""
+    if manifest.output is not None:
+        return exc
+    reported = {(problem.file, problem.path) for problem in exc.problems}
+    found: list[Problem] = []
+    for path in paths:
+        try:
+            data, source, _ = read_located_yaml(read_document(path, "the case file"), file=str(path),
+                                                environ=environ)
+        except ManifestError:
+            continue  # not readable: loading reported it
+        cases = data.get("cases")
+        for index, case in enumerate(cases if isinstance(cases, list) else []):
+            expect = case.get("expect") if isinstance(case, dict) else None
+            if isinstance(expect, dict) and "output" in expect:
+                problem = source.problem(("cases", index, "expect", "output"), NO_OUTPUT, at_key=True)
+                if (problem.file, problem.path) not in reported:
+                    found.append(problem)
+    return ManifestError(exc.problems + found) if found else exc
+
+
 def case_folder_problems(manifest_path: Path, manifest: Manifest,
                          *, environ: Mapping[str, str] | None = None) -> list[Problem]:
     """What ``validate`` reports of the case files in ``evals/`` next to the manifest: each one's
     problems, and what their cases expect that the manifest cannot give."""
+    paths = find_case_files(manifest_path)
     try:
-        cases = load_cases(find_case_files(manifest_path), environ=environ)
+        cases = load_cases(paths, environ=environ)
     except ManifestError as exc:
-        return list(exc.problems)
+        return list(with_manifest_problems(exc, paths, manifest, environ=environ).problems)
     # The expected agents too (``mcp-run test`` says them when a case runs): ``manifest`` is the
     # checked one, with the agents other files bring.
     return manifest_case_problems(cases, manifest) + [

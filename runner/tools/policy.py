@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -156,18 +156,27 @@ def rule_warnings(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]
     them: a blank or malformed glob, or one whose fixed start names a server the manifest lacks
     (``fss__*`` without a server ``fss``). Each with its path; the rest is checked once the
     servers list their tools (:meth:`Policy.unmatched`)."""
-    separator = manifest.agent.tool_separator
+    return tool_glob_findings([(index, rule.tool) for index, rule in enumerate(manifest.policy)],
+                              manifest.servers, manifest.agent.tool_separator, bool(manifest.local_tools))
+
+
+def tool_glob_findings(
+    globs: Sequence[tuple[int, str]], servers: Collection[str], separator: str, local_tools: bool
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """:func:`rule_warnings` over the ``tool`` globs of the rules (by index), the manifest's
+    server names, its tool separator and whether it has local tools: also what ``validate``
+    reports of a manifest that failed validation elsewhere (read from its document)."""
     found: list[tuple[tuple[str | int, ...], str]] = []
-    for index, rule in enumerate(manifest.policy):
+    for index, tool in globs:
         where = ("policy", index, "tool")
-        if (defect := glob_defect(rule.tool)) is not None:
-            found.append((where, f"'{rule.tool}' {defect}"))
+        if (defect := glob_defect(tool)) is not None:
+            found.append((where, f"'{tool}' {defect}"))
             continue
-        fixed = re.split(r"[*?\[]", rule.tool, maxsplit=1)[0]
+        fixed = re.split(r"[*?\[]", tool, maxsplit=1)[0]
         key, separated, _ = fixed.partition(separator)
-        if separated and key not in manifest.servers and not manifest.local_tools:
-            found.append((where, f"'{rule.tool}' matches no tool: no server is called '{key}'"
-                                 f"{did_you_mean(key, manifest.servers)}"))
+        if separated and key not in servers and not local_tools:
+            found.append((where, f"'{tool}' matches no tool: no server is called '{key}'"
+                                 f"{did_you_mean(key, servers)}"))
     return found
 
 

@@ -119,6 +119,33 @@ def test_validate_locates_a_bad_regex_an_unknown_field_and_an_unknown_action(tmp
                for line in lines), result.stderr
 
 
+def test_validate_reports_rules_matching_no_tool_with_the_invalid_rules_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text(
+        "version: 1\n"
+        "name: policed\n"
+        "servers:\n"
+        "  notes: {command: python3, args: [notes.py]}\n"
+        "policy:\n"
+        "  - tool: 'notes__*'\n"
+        "    args: {path: {regex: '(['}}\n"
+        "    action: maybe\n"
+        "  - tool: 'notes__[add'\n"
+        "    action: deny\n"
+        "    reasn: typo\n"
+        "  - tool: 'nots__*'\n"
+        "    action: deny\n")
+    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    for row, text in ((7, "policy[0].args.path.regex: not a valid regular expression"),
+                      (8, "policy[0].action: must be 'allow', 'deny' or 'ask'"),
+                      (11, "policy[1].reasn: unknown key 'reasn'"),
+                      (9, "policy[1].tool: warning: 'notes__[add' is a malformed glob"),
+                      (12, "policy[2].tool: warning: 'nots__*' matches no tool: no server is called 'nots' "
+                           "(did you mean 'notes'?)")):
+        assert any(line.startswith(f"agent.yaml:{row}:") and text in line for line in lines), result.stderr
+
+
 def test_a_rule_matching_no_tool_is_warned_at_its_line_by_validate_and_once_the_servers_list_tools(
         tmp_path: Path) -> None:
     write_manifest(tmp_path, {"demo": server("demo")}, name="policed", model="offline", checkpointer="memory",

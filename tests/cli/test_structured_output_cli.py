@@ -108,6 +108,25 @@ def test_validate_reports_every_problem_of_an_output_schema_each_at_its_place(tm
     assert "2 problems found" in result.output
 
 
+def test_validate_reports_the_schema_problems_with_bad_retries_and_method_in_one_run(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: bad\noutput:\n  schema:\n    type: object\n    properties:\n"
+                    "      age: {type: integr}\n      city: {$ref: '#/$defs/City'}\n"
+                    "      zone: {$ref: 'https://example.invalid/zone.json'}\n"
+                    "  retries: -1\n  method: natve\n")
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    at = f"{path}:"
+    for expected in (f"{at}7:19: output.schema.properties.age.type: not a valid JSON Schema: unknown type",
+                     f"{at}8:20: output.schema.properties.city.$ref: $ref '#/$defs/City' resolves to nothing",
+                     f"{at}9:20: output.schema.properties.zone.$ref: "
+                     "$ref 'https://example.invalid/zone.json' resolves to nothing",
+                     f"{at}10:12: output.retries: must be greater than or equal to 0",
+                     f"{at}11:11: output.method: must be 'auto', 'native' or 'tool'"):
+        assert expected in result.output, result.output
+    assert "5 problems found" in result.output
+
+
 def test_validate_rejects_a_ref_that_resolves_to_nothing_in_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: bad\noutput:\n  schema:\n    type: object\n    properties:\n"

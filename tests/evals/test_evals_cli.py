@@ -77,6 +77,30 @@ def test_a_case_expecting_an_answer_object_without_output_in_the_manifest_is_inv
     assert not done.stdout.strip()  # no case ran
 
 
+TYPO_AND_OUTPUT_CASES = ("cases:\n  - name: typo\n    input: hi\n    expect:\n      answer: {matchs: x}\n"
+                         "  - name: sums\n    input: hi\n    expect:\n      output: {total: 4}\n")
+
+
+def test_test_reports_a_case_typo_and_an_answer_object_the_manifest_has_not_in_one_run(
+        tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, TYPO_AND_OUTPUT_CASES)
+    done = mcp_run("test", str(manifest))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{cases}:5:16: cases[0].expect.answer.matchs: unknown key 'matchs'" in done.stderr
+    assert f"{cases}:9:7: cases[1].expect.output: expect.output checks the answer object" in done.stderr
+
+
+def test_validate_reports_a_case_typo_and_an_answer_object_the_manifest_has_not_in_one_run(
+        tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, TYPO_AND_OUTPUT_CASES)
+    done = invoke("validate", str(manifest))
+    assert done.exit_code == 2, done.output
+    assert f"{cases}:5:16: cases[0].expect.answer.matchs: unknown key 'matchs'" in done.output
+    assert f"{cases}:9:7: cases[1].expect.output: expect.output checks the answer object" in done.output
+
+
 def test_validate_reports_a_case_that_expects_an_answer_object_the_manifest_has_not(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     cases = write_cases(tmp_path, OUTPUT_CASE)
