@@ -176,7 +176,7 @@ def _model_agent(
 
     model_spec = spec.model or manifest.model
     if (problem := parts.model_problem(model_spec)) is not None:
-        return _unusable_agent(f"agents.{name}.model: {problem}")
+        return unusable_agent(f"agents.{name}.model: {problem}")
     model = parts.model_for(model_spec)
     return build_graph(
         model,
@@ -193,7 +193,7 @@ def _model_agent(
     )
 
 
-def _unusable_agent(reason: str) -> Runnable[Any, Any]:
+def unusable_agent(reason: str) -> Runnable[Any, Any]:
     """The graph of an agent whose model cannot be used: each run fails with ``reason`` (a tool
     error for the agent that called it), the other agents unaffected."""
     from langchain_core.runnables import RunnableLambda

@@ -51,3 +51,17 @@ def test_calling_the_agent_with_an_unusable_model_is_a_tool_error_naming_it_and_
 def test_the_other_agents_work_beside_one_whose_model_cannot_be_used(tmp_path: Path) -> None:
     outcome = agent_result(several_agents(tmp_path).parent, "helper")
     assert outcome["status"] == "success", outcome
+
+
+def test_a_router_whose_model_cannot_be_used_is_a_tool_error_naming_it_when_called(tmp_path: Path) -> None:
+    write_manifest(
+        tmp_path, {}, model="offline", agent={"agents": ["pick"]},
+        agents={
+            "pick": {"description": "Routes.", "router": ["helper", "other"],
+                     "model": {"id": "openai:gpt-4.1-mini", "api_key_env": UNSET_KEY}},
+            "helper": {"description": "Helps offline."},
+            "other": {"description": "Helps too."},
+        })
+    outcome = agent_result(tmp_path, "pick")
+    assert outcome["status"] == "error"
+    assert "agents.pick.model: " in str(outcome["text"]), outcome
