@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a mode
     from runner.models import ModelChain
 
 logger = logging.getLogger(__name__)
+UnusableModels = tuple[tuple[ModelSpec, str], ...]  # agents' models that cannot be made, and why
 
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
 WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
@@ -195,7 +196,7 @@ class Runtime:
         previous = self._generation
         manifest = checked.loaded.manifest
         model = self._model_for(checked, previous)
-        agent_models = self._agent_models_for(checked, previous, model)
+        agent_models, unusable = self._agent_models_for(checked, previous, model)
         specs = {key: launch_spec(spec) for key, spec in manifest.servers.items()}
         running = set(self.fleet.connections)
         started, stopped = sorted(set(specs) - running), sorted(running - set(specs))
@@ -220,7 +221,7 @@ class Runtime:
         stopped = [key for key in stopped if key not in not_running]  # a failed server: nothing stopped
         rebuilt = rebuilt_parts(previous, checked, set(changed_files), with_model=model is not None)
         renamed = previous is not None and previous.loaded.manifest.name != manifest.name
-        self._install(checked, model, previous, logins, agent_models)
+        self._install(checked, model, previous, logins, agent_models, unusable)
         report = ReloadReport(seconds=time.perf_counter() - began, started=started, stopped=stopped,
                               restarted=restarted, rebuilt=rebuilt, failed=failed,
                               renamed=manifest.name if renamed else "",
@@ -244,29 +245,35 @@ class Runtime:
             raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
 
     def _agent_models_for(self, checked: CheckedAgent, previous: Generation | None, model: ModelChain | None
-                          ) -> tuple[tuple[ModelSpec, ModelChain], ...]:
-        """The models of the agents that name their own, made before anything changes (a model
-        that cannot be made changes nothing); unchanged ones are kept."""
+                          ) -> tuple[tuple[tuple[ModelSpec, ModelChain], ...], UnusableModels]:
+        """The models of the agents that name their own, made before anything changes (on a
+        reload, a model that cannot be made changes nothing); unchanged ones are kept. At start-up
+        a model that cannot be made is warned about and returned apart with the reason: only a
+        call of its agent fails."""
         if model is None:
-            return ()
+            return (), ()
         from runner.agent.checks import model_specs
 
         kept = list(previous.agent_models) if previous is not None else []
         made: list[tuple[ModelSpec, ModelChain]] = []
+        unusable: list[tuple[ModelSpec, str]] = []
         for where, spec in model_specs(checked.loaded.manifest)[1:]:
-            if spec == checked.loaded.manifest.model or any(spec == other for other, _ in made):
+            if spec == checked.loaded.manifest.model or any(spec == other for other, _ in [*made, *unusable]):
                 continue
             chain = next((chain for other, chain in kept if other == spec), None)
             if chain is None:
                 try:
                     chain = self.host.model(spec, checked.loaded.base_dir)
                 except ModelError as exc:
-                    if previous is None:
-                        raise
-                    where = model_id_path(checked.loaded, where)
-                    raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
+                    if previous is not None:
+                        where = model_id_path(checked.loaded, where)
+                        raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
+                    logger.warning("%s: %s; calls of this agent fail until it can be used",
+                                   ".".join(where), exc)
+                    unusable.append((spec, str(exc)))
+                    continue
             made.append((spec, chain))
-        return tuple(made)
+        return tuple(made), tuple(unusable)
 
     def _install(
         self,
@@ -275,6 +282,7 @@ class Runtime:
         previous: Generation | None,
         logins: Mapping[str, Path],
         agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = (),
+        unusable: UnusableModels = (),
     ) -> None:
         """Build a generation from ``checked`` over the servers as they are, and make it current."""
         manifest = checked.loaded.manifest
@@ -300,7 +308,7 @@ class Runtime:
             context = context_window(manifest.context, model,
                                      lambda model_id: self.host.model(ModelSpec(id=model_id), base_dir))
 
-            team = self._team(checked, catalog, model, agent_models)
+            team = self._team(checked, catalog, model, agent_models, unusable)
             offered = team.tools_of(manifest.agent.agents) if team is not None else []
             handoffs = None
             if team is not None and team.answering:  # the conversation can go to another agent
@@ -332,7 +340,8 @@ class Runtime:
                                       context=context, team=team)
 
     def _team(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,
-              agent_models: tuple[tuple[ModelSpec, ModelChain], ...]) -> Team | None:
+              agent_models: tuple[tuple[ModelSpec, ModelChain], ...],
+              unusable: UnusableModels = ()) -> Team | None:
         """The agents of ``agents:`` (None: there are none), built over the same catalog and
         caller as the main agent: one fleet for every agent."""
         manifest = checked.loaded.manifest
@@ -362,6 +371,7 @@ class Runtime:
             policy=self.caller.decide,
             arguments_fit=lambda name, arguments: not self.caller.argument_problems(name, arguments),
             model_for=model_for, system_prompt_for=system_prompt_for, checkpointer=self.checkpointer,
+            model_problem=lambda spec: next((reason for s, reason in unusable if s == spec), None),
             spending_for=lambda name, spec: Spending(Pricer(spec), model_for(spec).primary, manifest.limits,
                                                      agent=name),
         ))

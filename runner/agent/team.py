@@ -65,6 +65,8 @@ class TeamParts:
     # What an agent's model steps spend, by its name and model (the turn's budgets are shared).
     spending_for: Callable[[str, ModelSpec], Spending]
     checkpointer: Any = None  # what an agent served on its own keeps its threads in
+    # Why a model named by an agent cannot be used here (None: it can); such an agent fails when called.
+    model_problem: Callable[[ModelSpec], str | None] = lambda spec: None
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,8 @@ def _model_agent(
         return decision
 
     model_spec = spec.model or manifest.model
+    if (problem := parts.model_problem(model_spec)) is not None:
+        return unusable_agent(f"agents.{name}.model: {problem}")
     model = parts.model_for(model_spec)
     return build_graph(
         model,
@@ -187,6 +191,17 @@ def _model_agent(
         spending=parts.spending_for(name, model_spec),
         handoffs=handoffs,
     )
+
+
+def unusable_agent(reason: str) -> Runnable[Any, Any]:
+    """The graph of an agent whose model cannot be used: each run fails with ``reason`` (a tool
+    error for the agent that called it), the other agents unaffected."""
+    from langchain_core.runnables import RunnableLambda
+
+    def refuse(_: Any) -> Any:
+        raise ToolError(reason)
+
+    return RunnableLambda(refuse)
 
 
 def agent_tool(name: str, description: str, graph: Runnable[Any, Any], policy: PolicyCheck) -> BaseTool:

@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
 from runner.agent.spending import totals, turn_ledger
-from runner.agent.team import AgentTask, run_agent
+from runner.agent.team import AgentTask, run_agent, unusable_agent
 from runner.agent.turn_stream import stream_writer
 from runner.errors import RunnerError
 from runner.events import UsageReported
@@ -58,6 +58,8 @@ def build_workflow(name: str, spec: Any, graphs: Mapping[str, Runnable[Any, Any]
     elif isinstance(spec, ParallelSpec):
         graph = _parallel(spec, graphs)
     elif isinstance(spec, RouterSpec):
+        if (problem := parts.model_problem(spec.model or parts.manifest.model)) is not None:
+            return unusable_agent(f"agents.{name}.model: {problem}")
         graph = _router(name, spec, graphs, parts)
     elif isinstance(spec, LoopSpec):
         graph = _loop(spec, graphs)
