@@ -39,9 +39,10 @@ bash tests/thirdparty/install.sh
 # The official MCP conformance suite (and the Node.js it needs), for the client conformance test.
 bash tests/conformance/install.sh
 
-# Two workers (the machines have 2 cores; most of a test's time is spent in server subprocesses),
-# whole files to one worker so module fixtures are shared. MCP_RUN_TEST_WORKERS=0 runs in one process.
-workers="${MCP_RUN_TEST_WORKERS:-2}"
+# Three workers on the 2 cores: a test spends much of its time waiting on server subprocesses, and two
+# left the cores a third idle. Whole files to one worker so module fixtures are shared.
+# MCP_RUN_TEST_WORKERS=0 runs in one process.
+workers="${MCP_RUN_TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != "0" ]; then
     parallel=(-n "$workers" --dist loadfile)

@@ -50,7 +50,6 @@ from runner.prompts import (
 )
 from runner.servers import CatalogueChange, ServerFleet, open_fleet
 from runner.servers.inbound_requests import SAMPLING_REFUSED, Completion, Question, Reply, SamplingPolicy
-from runner.store.checkpointers import turn_durability
 from runner.store.state_folder import state_folder
 from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
@@ -333,7 +332,7 @@ class Runtime:
                 spending=Spending(Pricer(manifest.model), model.primary, manifest.limits),
                 context=context,
                 handoffs=handoffs,
-                durability=turn_durability(self.checkpointer, several_agents=bool(manifest.agents)),
+                durability=_turn_durability(self.checkpointer, several_agents=bool(manifest.agents)),
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models,
@@ -536,3 +535,10 @@ async def load_agent(
         async with background_tasks() as task_group:  # the caller's exceptions arrive unwrapped
             task_group.start_soon(runtime.follow_changes)
             yield runtime
+
+
+def _turn_durability(checkpointer: Any, *, several_agents: bool) -> Any:
+    # Imported here: `tools`, `call` and `prompts` build no graph and should not pay for LangGraph.
+    from runner.store.checkpointers import turn_durability
+
+    return turn_durability(checkpointer, several_agents=several_agents)
