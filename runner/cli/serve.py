@@ -105,12 +105,7 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
     if stateless and session_options:
         raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
                                "--stateless does without")
-    token = None
-    if token_env is not None:
-        token = os.environ.get(token_env)
-        if not token:
-            raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
-                                     param_hint="--token-env")
+    token = token_from_env(token_env)
     # Over stdio there is one caller, whoever started the process: tokens are HTTP's.
     try:
         callers = Callers() if address is None else read_callers(tokens_file, os.environ)
@@ -170,3 +165,14 @@ async def _until_signalled(file: str, options: ServeOptions) -> int:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)
     return EXIT_OK
+
+
+def token_from_env(token_env: str | None) -> str | None:
+    """The bearer token named by ``--token-env`` (None without it); an unset variable is a usage error."""
+    if token_env is None:
+        return None
+    token = os.environ.get(token_env)
+    if not token:
+        raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
+                                 param_hint="--token-env")
+    return token

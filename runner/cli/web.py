@@ -8,7 +8,6 @@ drive the agent. Ctrl-C stops the page server and the agent's servers (exit 130)
 from __future__ import annotations
 
 import gc
-import os
 import signal
 import sys
 import threading
@@ -19,6 +18,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.cli.serve import token_from_env
 from runner.events import ReloadEvent
 from runner.hosting.mcp import check_binding
 from runner.hosting.mcp.http_wire import Address, parse_address
@@ -63,12 +63,7 @@ def _show_reload(event: ReloadEvent) -> None:
 def web(file: str, watch: bool, host: str, port: int, open_browser: bool, allow_remote: bool,
         token_env: str | None) -> None:
     """Open the agent of FILE in a browser page: chat, tool calls, questions, threads, servers."""
-    token = None
-    if token_env is not None:
-        token = os.environ.get(token_env)
-        if not token:
-            raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
-                                     param_hint="--token-env")
+    token = token_from_env(token_env)
     try:
         address = parse_address(f"{host}:{port}") if ":" not in host else Address(host.strip("[]"), port)
         check_binding(address, allow_remote=allow_remote, token=token)
