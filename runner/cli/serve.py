@@ -19,6 +19,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
+from runner.cli.listening import token_from_env
 from runner.errors import ServeError
 from runner.events import ServeEvent
 from runner.hosting.callers import TOKEN_VARIABLE_PREFIX, Callers, read_callers
@@ -44,8 +45,9 @@ def _show(event: ServeEvent) -> None:
     if event["type"] == "listening":
         stderr.print(f"serving '{event['name']}' on {event['url']}", markup=False)
         api = event["url"].removesuffix(MCP_PATH) + API_PREFIX.rstrip("/")
-        stderr.print(f"  and the OpenAI-compatible API on {api} (model '{event['name']}')", style="dim",
-                     markup=False)
+        stderr.print(
+            f"  and the OpenAI-compatible API on {api} (model '{event['name']}')", style="dim", markup=False
+        )
         if "a2a" in event:
             stderr.print(f"  and A2A, its agent card at {event['a2a']}", style="dim", markup=False)
     elif event["type"] == "ready":
@@ -60,51 +62,104 @@ def _show(event: ServeEvent) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--http", "address", metavar="HOST:PORT",
-              help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio; port 0 picks a "
-                   "free one.")
-@click.option("--allow-remote", is_flag=True,
-              help="Allow --http on an address other than loopback (needs a bearer token).")
-@click.option("--token-env", metavar="VAR",
-              help="Require the bearer token held by environment variable VAR on every HTTP request.")
-@click.option("--tokens-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
-              help="Callers kept apart: 'caller: token' lines (mode 0600), each token naming its caller, "
-                   "who sees only its own threads; MCP_RUN_TOKEN_<CALLER> variables add callers too.")
-@click.option("--a2a", is_flag=True,
-              help="Also serve A2A on the HTTP server, under /a2a (its agent card at "
-                   "/a2a/.well-known/agent-card.json); needs mcp-run[a2a].")
+@click.option(
+    "--http",
+    "address",
+    metavar="HOST:PORT",
+    help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio; port 0 picks a free one.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --http on an address other than loopback (needs a bearer token).",
+)
+@click.option(
+    "--token-env",
+    metavar="VAR",
+    help="Require the bearer token held by environment variable VAR on every HTTP request.",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Callers kept apart: 'caller: token' lines (mode 0600), each token naming its caller, "
+    "who sees only its own threads; MCP_RUN_TOKEN_<CALLER> variables add callers too.",
+)
+@click.option(
+    "--a2a",
+    is_flag=True,
+    help="Also serve A2A on the HTTP server, under /a2a (its agent card at "
+    "/a2a/.well-known/agent-card.json); needs mcp-run[a2a].",
+)
 @click.option("--watch", is_flag=True, help="Reload the manifest, templates and modules on change.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=DEFAULT_MAX_TURNS, show_default=True,
-              help="Turns that run at once (over all conversations).")
-@click.option("--max-queued", type=click.IntRange(min=0), default=DEFAULT_MAX_QUEUED, show_default=True,
-              help="Requests that may wait for a turn; past that a request gets a 'busy' error.")
-@click.option("--stateless", is_flag=True,
-              help="HTTP without sessions (behind a load balancer); callers on 2025-11-25 then get no "
-                   "questions forwarded and hear of no list changes.")
-@click.option("--answer-within", metavar="DURATION", default=f"{DEFAULT_ANSWER_WITHIN / 60:g}m",
-              show_default=True,
-              help="How long a caller has to answer a question asked during its call (an approval, a "
-                   "server's form); unanswered, approvals are denied and questions declined.")
-@click.option("--session-idle-timeout", metavar="DURATION",
-              help="HTTP sessions (2025-11-25 callers) with no request in flight this long end "
-                   f"(a new one can be opened) [default: {DEFAULT_SESSION_IDLE_TIMEOUT / 60:g}m].")
-@click.option("--max-sessions", type=click.IntRange(min=1),
-              help=f"HTTP sessions open at once; past that a new one is refused with an error naming "
-                   f"this option [default: {DEFAULT_MAX_SESSIONS}].")
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_TURNS,
+    show_default=True,
+    help="Turns that run at once (over all conversations).",
+)
+@click.option(
+    "--max-queued",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_QUEUED,
+    show_default=True,
+    help="Requests that may wait for a turn; past that a request gets a 'busy' error.",
+)
+@click.option(
+    "--stateless",
+    is_flag=True,
+    help="HTTP without sessions (behind a load balancer); callers on 2025-11-25 then get no "
+    "questions forwarded and hear of no list changes.",
+)
+@click.option(
+    "--answer-within",
+    metavar="DURATION",
+    default=f"{DEFAULT_ANSWER_WITHIN / 60:g}m",
+    show_default=True,
+    help="How long a caller has to answer a question asked during its call (an approval, a "
+    "server's form); unanswered, approvals are denied and questions declined.",
+)
+@click.option(
+    "--session-idle-timeout",
+    metavar="DURATION",
+    help="HTTP sessions (2025-11-25 callers) with no request in flight this long end "
+    f"(a new one can be opened) [default: {DEFAULT_SESSION_IDLE_TIMEOUT / 60:g}m].",
+)
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(min=1),
+    help=f"HTTP sessions open at once; past that a new one is refused with an error naming "
+    f"this option [default: {DEFAULT_MAX_SESSIONS}].",
+)
 @reports_errors
-def serve(file: str, address: str | None, allow_remote: bool, token_env: str | None,
-          tokens_file: Path | None, a2a: bool, watch: bool,
-          max_turns: int, max_queued: int, stateless: bool, answer_within: str,
-          session_idle_timeout: str | None, max_sessions: int | None) -> None:
+def serve(
+    file: str,
+    address: str | None,
+    allow_remote: bool,
+    token_env: str | None,
+    tokens_file: Path | None,
+    a2a: bool,
+    watch: bool,
+    max_turns: int,
+    max_queued: int,
+    stateless: bool,
+    answer_within: str,
+    session_idle_timeout: str | None,
+    max_sessions: int | None,
+) -> None:
     """Serve the agent of FILE as an MCP server: tool 'ask', its prompt commands, its threads
     (over --http, also the OpenAI Chat Completions API under /v1)."""
     session_options = session_idle_timeout is not None or max_sessions is not None
     if address is None and (allow_remote or token_env or tokens_file or stateless or session_options or a2a):
-        raise click.UsageError("--allow-remote, --token-env, --tokens-file, --stateless, "
-                               "--session-idle-timeout, --max-sessions and --a2a apply to --http only")
+        raise click.UsageError(
+            "--allow-remote, --token-env, --tokens-file, --stateless, "
+            "--session-idle-timeout, --max-sessions and --a2a apply to --http only"
+        )
     if stateless and session_options:
-        raise click.UsageError("--session-idle-timeout and --max-sessions apply to sessions, which "
-                               "--stateless does without")
+        raise click.UsageError(
+            "--session-idle-timeout and --max-sessions apply to sessions, which --stateless does without"
+        )
     token = token_from_env(token_env)
     # Over stdio there is one caller, whoever started the process: tokens are HTTP's.
     try:
@@ -112,12 +167,16 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
     except ServeError as exc:  # a bad tokens file or variable is bad input
         raise click.UsageError(str(exc)) from exc
     if token is not None and callers:
-        raise click.UsageError("--token-env serves one caller; callers kept apart come from --tokens-file "
-                               f"and {TOKEN_VARIABLE_PREFIX}<CALLER> variables: use one or the other")
+        raise click.UsageError(
+            "--token-env serves one caller; callers kept apart come from --tokens-file "
+            f"and {TOKEN_VARIABLE_PREFIX}<CALLER> variables: use one or the other"
+        )
     if a2a and callers:
-        raise click.UsageError("--a2a serves one caller: callers kept apart (--tokens-file, "
-                               f"{TOKEN_VARIABLE_PREFIX}<CALLER> variables) do not reach A2A; "
-                               "use --token-env")
+        raise click.UsageError(
+            "--a2a serves one caller: callers kept apart (--tokens-file, "
+            f"{TOKEN_VARIABLE_PREFIX}<CALLER> variables) do not reach A2A; "
+            "use --token-env"
+        )
     if address is None:
         http = None
     else:
@@ -128,12 +187,26 @@ def serve(file: str, address: str | None, allow_remote: bool, token_env: str | N
             raise click.BadParameter(str(exc), param_hint="--http") from exc
     answer_seconds = _duration(answer_within, "--answer-within")
     sessions = Sessions(
-        idle_timeout=(DEFAULT_SESSION_IDLE_TIMEOUT if session_idle_timeout is None
-                      else _duration(session_idle_timeout, "--session-idle-timeout")),
-        limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
-    options = ServeOptions(http=http, token=token, callers=callers, a2a=a2a, allow_remote=allow_remote,
-                           stateless=stateless, watch=watch, max_turns=max_turns, max_queued=max_queued,
-                           answer_within=answer_seconds, sessions=sessions)
+        idle_timeout=(
+            DEFAULT_SESSION_IDLE_TIMEOUT
+            if session_idle_timeout is None
+            else _duration(session_idle_timeout, "--session-idle-timeout")
+        ),
+        limit=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions,
+    )
+    options = ServeOptions(
+        http=http,
+        token=token,
+        callers=callers,
+        a2a=a2a,
+        allow_remote=allow_remote,
+        stateless=stateless,
+        watch=watch,
+        max_turns=max_turns,
+        max_queued=max_queued,
+        answer_within=answer_seconds,
+        sessions=sessions,
+    )
     code = anyio.run(_until_signalled, file, options)
     # Stopped, and the exit code known: a signal now has nothing left to stop.
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -158,21 +231,11 @@ async def _until_signalled(file: str, options: ServeOptions) -> int:
     # servers are still stopped) instead of raising KeyboardInterrupt midway.
     hurry = anyio.Event()
     input_ended = anyio.Event()  # over stdio: the client closed stdin, and serve stops on its own
-    async with stop_on_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry,
-                               stopping=input_ended) as stopped:
+    async with stop_on_signals(
+        signal.SIGINT, signal.SIGTERM, signal.SIGHUP, hurry=hurry, stopping=input_ended
+    ) as stopped:
         await serve_agent(file, options, _show, hurry=hurry, input_ended=input_ended)
     if stopped.received is not None:
         stderr.print(f"stopped by {stopped.received.name}", style="yellow")
         return 128 + int(stopped.received)
     return EXIT_OK
-
-
-def token_from_env(token_env: str | None) -> str | None:
-    """The bearer token named by ``--token-env`` (None without it); an unset variable is a usage error."""
-    if token_env is None:
-        return None
-    token = os.environ.get(token_env)
-    if not token:
-        raise click.BadParameter(f"the environment variable {token_env} is not set or empty",
-                                 param_hint="--token-env")
-    return token

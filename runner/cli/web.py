@@ -18,7 +18,7 @@ import anyio
 import click
 
 from runner.cli import EXIT_OK, main, reports_errors, stderr
-from runner.cli.serve import token_from_env
+from runner.cli.listening import token_from_env
 from runner.events import ReloadEvent
 from runner.hosting.mcp import check_binding
 from runner.hosting.mcp.http_wire import Address, parse_address
