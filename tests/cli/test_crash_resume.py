@@ -44,8 +44,10 @@ def test_a_chain_killed_in_its_second_step_resumes_there_without_running_the_fir
         final = chat.wait_for("final")
         assert final["text"] == "Main: done."
         started = [(e["agent"], e["task"]) for e in chat.seen if e["type"] == "agent"]
-        # a's step is not run again; b's run goes on at its tool call; c gets b's answer.
-        assert [agent for agent, _ in started] in (["pipeline", "b", "c"], ["b", "c"])
+        # a's step is not run again; b's run goes on at its tool call; c gets b's answer. Whether
+        # pipeline's and b's starts are told again depends on whether LangGraph hands them its
+        # resuming flag (then they are not news), so only what must and must not run is checked.
+        assert "a" not in [agent for agent, _ in started]
         assert ("c", "B done.") in started
         results = {(e.get("agent"), e["name"]): e["text"] for e in chat.seen if e["type"] == "tool_result"}
         assert results[("b", "steps__work")] == "done 2"

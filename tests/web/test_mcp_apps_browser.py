@@ -104,6 +104,7 @@ def test_a_hostile_app_reaches_nothing_but_the_bridge_and_forged_messages_change
     from playwright.sync_api import expect
 
     start = f"{harness.url}/?tool=hostile__snoop"
+    hostile_apps.RAN.clear()  # the worker may have served this server to another module's tests
     frame = open_app(page, harness, "tool=hostile__snoop")
     expect(frame.locator("#status")).to_have_text("reported", timeout=WAIT)
     page.click("#add-rogue")  # the app is initialized: a forged call from elsewhere would now run
