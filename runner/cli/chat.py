@@ -51,6 +51,7 @@ from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import (
+    AgentStarts,
     ChatView,
     JsonLinesView,
     StartupSpinner,
@@ -161,6 +162,7 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
     message: str | Command = text
     final: FinalAnswer | None = None
     media = MediaFolder(runtime.fleet.state_dir)
+    starts = AgentStarts()  # the agents a workflow runs, shown as sub-agents' calls are
     while True:
         approval: ApprovalAsked | None = None
         results: list[ToolResult] = []
@@ -169,8 +171,11 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
             async for event in events:
                 if event["type"] == "tool_result":
                     results.append(event)
+                started = starts.line(event)
                 if as_json:
                     click.echo(json.dumps(event, default=str))
+                elif started is not None:
+                    stderr.print(started, markup=False, style="cyan")
                 elif event["type"] == "tool_call":
                     called = f"{by_agent(event)}→ {event['name']} {json.dumps(event['args'])}"
                     stderr.print(called, markup=False, style="cyan")

@@ -9,12 +9,14 @@ from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
 from runner.events import (
+    AgentStarted,
     ChatCommandRow,
     ChatReady,
     HelpShown,
     Interrupted,
     PolicyDecided,
     PromptRow,
+    ToolCall,
     ToolProgress,
     ToolResult,
 )
@@ -108,3 +110,15 @@ def test_a_streamed_answer_is_printed_once_though_its_usage_comes_before_its_fin
                   {"type": "final", "text": "All done.", "reason": "stop"}):
         view.show(event)  # type: ignore[arg-type]
     assert console.file.getvalue().count("All done.") == 1  # type: ignore[attr-defined]
+
+
+def test_the_chat_names_each_agent_a_workflow_runs_but_an_agent_called_as_a_tool_only_by_its_call() -> None:
+    text = shown(
+        ToolCall(type="tool_call", name="board", args={"task": "Adopt it?"}, id="c1"),
+        AgentStarted(type="agent", agent="board", caller="main", task="Adopt it?"),
+        AgentStarted(type="agent", agent="optimist", caller="board", task="Adopt it?"),
+        AgentStarted(type="agent", agent="chair", caller="board", task="Weigh:\n\x1b[2Jyes\u202e"),
+    )
+    assert text.splitlines() == ['→ board {"task": "Adopt it?"}',
+                                 'board: → optimist {"task": "Adopt it?"}',
+                                 'board: → chair {"task": "Weigh: \\u001b[2Jyes\\u202e"}']
