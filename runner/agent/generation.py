@@ -45,6 +45,8 @@ class Generation:
     tool_search: ToolSearch | None = None  # what each model step is offered (runner.tools.search)
     # The models of the agents of 'agents:' that have their own (kept across reloads when unchanged).
     agent_models: tuple[tuple[ModelSpec, ModelChain], ...] = ()
+    # The agents' models that could not be made (their agents' calls fail), and why: warned once.
+    unusable_models: tuple[tuple[ModelSpec, str], ...] = ()
     context: ContextWindow | None = None  # what each model request carries (runner.agent.context)
     team: Team | None = None  # the agents of 'agents:', built (None: there are none, or no model)
 

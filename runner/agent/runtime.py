@@ -245,15 +245,16 @@ class Runtime:
 
     def _agent_models_for(self, checked: CheckedAgent, previous: Generation | None, model: ModelChain | None
                           ) -> tuple[tuple[tuple[ModelSpec, ModelChain], ...], UnusableModels]:
-        """The models of the agents that name their own, made before anything changes (on a
-        reload, a model that cannot be made changes nothing); unchanged ones are kept. At start-up
-        a model that cannot be made is warned about and returned apart with the reason: only a
-        call of its agent fails."""
+        """The models of the agents that name their own; unchanged ones are kept. A model that
+        cannot be made here (its key variable unset, its package missing), at start-up as on a
+        reload, is warned about (once, not again while it stays so) and returned apart with the
+        reason: only a call of its agent fails, the others and the edit go on."""
         if model is None:
             return (), ()
         from runner.agent.checks import model_specs
 
         kept = list(previous.agent_models) if previous is not None else []
+        known = [spec for spec, _ in previous.unusable_models] if previous is not None else []
         made: list[tuple[ModelSpec, ModelChain]] = []
         unusable: list[tuple[ModelSpec, str]] = []
         for where, spec in model_specs(checked.loaded.manifest)[1:]:
@@ -264,11 +265,9 @@ class Runtime:
                 try:
                     chain = self.host.model(spec, checked.loaded.base_dir)
                 except ModelError as exc:
-                    if previous is not None:
-                        where = model_id_path(checked.loaded, where)
-                        raise ManifestError([checked.loaded.source.problem(where, str(exc))]) from exc
-                    logger.warning("%s: %s; calls of this agent fail until it can be used",
-                                   ".".join(where), exc)
+                    if not any(spec == other for other in known):
+                        logger.warning("%s: %s; calls of this agent fail until it can be used",
+                                       ".".join(where), exc)
                     unusable.append((spec, str(exc)))
                     continue
             made.append((spec, chain))
@@ -336,6 +335,7 @@ class Runtime:
             )
         self._generation = Generation(checked, catalog, model, self._prompt_catalog(manifest), logins,
                                       graph=graph, tool_search=tool_search, agent_models=agent_models,
+                                      unusable_models=unusable,
                                       context=context, team=team)
 
     def _team(self, checked: CheckedAgent, catalog: ToolCatalog, model: ModelChain,

@@ -389,3 +389,37 @@ async def test_a_manifest_replaced_by_a_link_into_a_symlink_loop_is_reported_and
         path.unlink()
         path.write_text(good.replace("name: reloading", "name: recovered"))
         await reloaded_as_recovered(runtime, events)
+
+
+async def test_a_reload_keeps_an_agent_whose_model_cannot_be_used_unusable_and_the_others_working(
+    folder: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset = "T34_RELOAD_NOPE_KEY"
+    monkeypatch.delenv(unset, raising=False)
+    (folder / "script.yaml").write_text(yaml.safe_dump([
+        {"tool_calls": [{"name": "cloud", "args": {"task": "up there?"}},
+                        {"name": "helper", "args": {"task": "down here?"}}]},
+        "both asked"]))
+
+    def team(helper_says: str) -> Path:
+        return write_manifest(folder, {}, agent={"agents": ["cloud", "helper"]}, agents={
+            "cloud": {"description": "Asks the cloud.",
+                      "model": {"id": "openai:gpt-4.1-mini", "api_key_env": unset}},
+            "helper": {"description": helper_says, "model": "offline"}})
+
+    path = team("Helps offline.")
+    warning = "agents.cloud.model: "
+    async with load_agent(path) as runtime:
+        assert sum(warning in r.getMessage() and unset in r.getMessage() for r in caplog.records) == 1
+        team("Helps, edited.")
+        report = await reload_runtime(runtime, changed_files={path})  # the edit is taken
+        assert report.agents == {"changed": ["helper"]}
+        assert runtime.manifest.agents["helper"].description == "Helps, edited."
+        # Warned at start-up; not again while the model stays as it was.
+        assert sum(warning in r.getMessage() for r in caplog.records) == 1
+        messages = (await ask(runtime, "go"))["messages"]
+    results = {m.name: m for m in messages if m.type == "tool"}
+    assert results["cloud"].status == "error"
+    assert warning in results["cloud"].content and unset in results["cloud"].content
+    assert results["helper"].status == "success"
+    assert messages[-1].content == "both asked"
