@@ -48,6 +48,12 @@ class CutOffTurn:
         """What the chat and ``-p`` say of it."""
         return f"the last turn of thread {self.thread_id} was cut off at step {self.step}"
 
+    def closed_note(self) -> str:
+        """What ``serve`` tells the caller whose new message closed it (the thread id it stores
+        is not the caller's own: that one is left out)."""
+        return (f"the thread's last turn was cut off at step {self.step}: closed, its unfinished "
+                "tool calls answered as stopped (they may have acted)")
+
 
 async def cut_off_turn(runtime: Runtime, thread_id: str | None = None, *, agent: str = MAIN_AGENT
                        ) -> CutOffTurn | None:
@@ -76,6 +82,15 @@ async def close_cut_off_turn(runtime: Runtime, turn: CutOffTurn) -> None:
         return
     await runtime.checkpointer.aput_writes(turn.checkpoint, [(STOPPED_CHANNEL, list(turn.calls))],
                                            sdk.null_task_id())
+
+
+async def close_cut_off_thread(runtime: Runtime, thread_id: str, *, agent: str = MAIN_AGENT
+                               ) -> CutOffTurn | None:
+    """Before a new message on ``agent``'s thread ``thread_id`` (``serve``'s callers): its cut-off
+    turn, closed (:func:`close_cut_off_turn`), or None when the thread has none."""
+    if (cut_off := await cut_off_turn(runtime, thread_id, agent=agent)) is not None:
+        await close_cut_off_turn(runtime, cut_off)
+    return cut_off
 
 
 def _unanswered(messages: list[Any]) -> list[dict[str, Any]]:

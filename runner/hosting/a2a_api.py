@@ -28,6 +28,7 @@ import mcp_types as types
 from langgraph.types import Command
 from starlette.applications import Starlette
 
+from runner.agent.resume import close_cut_off_thread
 from runner.agent.runtime import Runtime
 from runner.agent.turns import stream_turn
 from runner.errors import RunnerError, ServeError
@@ -203,6 +204,10 @@ class AgentTurns(AgentExecutor):
     async def _turn(self, updater: TaskUpdater, thread: str, message: str | Command) -> None:
         chunks = AnswerChunks(updater)
         async with self.scheduler.turn(thread):
+            # A thread whose last turn was cut off (its process killed): the new message closes it.
+            if not isinstance(message, Command) and (
+                    cut_off := await close_cut_off_thread(self.runtime, thread)) is not None:
+                await updater.start_work(self._say(updater, cut_off.closed_note()))
             pending: Question | None = None
             final: str | None = None
             async for event in stream_turn(self.runtime, message, thread_id=thread):

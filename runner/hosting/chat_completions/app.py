@@ -22,11 +22,13 @@ import anyio
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runner.agent.resume import close_cut_off_thread
 from runner.agent.runtime import Runtime
 from runner.agent.team import agent_thread
 from runner.errors import BusyError, RunnerError
 from runner.hosting.callers import caller_of, thread_in_space
 from runner.hosting.chat_completions.requests import (
+    NOTE_HEADER,
     THREAD_HEADER,
     ApiRequestError,
     ChatRequest,
@@ -163,8 +165,12 @@ class ChatCompletions:
         """The turn on ``thread`` (the checkpointer's id), answered with ``named``, the caller's."""
         try:
             async with self.scheduler.turn(agent_thread(served.agent, thread), queue_on_thread=False):
+                with conversation_store():
+                    # A thread whose last turn was cut off (its process killed): the new message closes it.
+                    cut_off = await close_cut_off_thread(served.runtime, thread, agent=served.agent)
+                note = cut_off.closed_note() if cut_off is not None else None
                 if request.stream:
-                    await _Stream(send, request, request.model).run(served, thread, named)
+                    await _Stream(send, request, request.model).run(served, thread, named, note)
                     return
                 with conversation_store():
                     result = await answer(served.runtime, thread, request.messages, _ignore,
@@ -174,7 +180,7 @@ class ChatCompletions:
                                   code="rate_limit_exceeded") from exc
         except RunnerError as exc:  # the model or the checkpointer failed
             raise ApiRequestError(str(exc), status=500, type="server_error") from exc
-        await _json(send, 200, _completion(request, request.model, result), thread=named)
+        await _json(send, 200, _completion(request, request.model, result), thread=named, note=note)
 
 
 class _Stream:
@@ -188,9 +194,9 @@ class _Stream:
         self.created = int(time.time())
         self._ended = False
 
-    async def run(self, served: ServedAgent, thread: str, named: str) -> None:
+    async def run(self, served: ServedAgent, thread: str, named: str, note: str | None = None) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-                   (THREAD_HEADER.encode(), named.encode())]
+                   (THREAD_HEADER.encode(), named.encode()), *_note_header(note)]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         await self._chunk({"role": "assistant", "content": ""})
         try:
@@ -274,13 +280,23 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _json(send: Send, status: int, body: dict[str, Any], *, thread: str | None = None) -> None:
+async def _json(send: Send, status: int, body: dict[str, Any], *, thread: str | None = None,
+                note: str | None = None) -> None:
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     if thread is not None:
         headers.append((THREAD_HEADER.encode(), thread.encode()))
+    headers += _note_header(note)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+def _note_header(note: str | None) -> list[tuple[bytes, bytes]]:
+    """The X-MCP-Run-Note header of ``note`` (none without one): printable ASCII, as a header must be."""
+    if note is None:
+        return []
+    text = "".join(char if " " <= char <= "~" else "?" for char in note)
+    return [(NOTE_HEADER.encode(), text.encode("ascii"))]
 
 
 async def _cancel_when_gone(receive: Receive, call: anyio.CancelScope) -> None:

@@ -25,6 +25,8 @@ from runner.errors import ApiRequestError, ServeError
 from runner.hosting.mcp.conversations import checked_thread_id
 
 THREAD_HEADER = "x-mcp-run-thread"
+# What a request found and did before its turn (the thread's cut-off last turn closed); absent else.
+NOTE_HEADER = "x-mcp-run-note"
 SYSTEM_ROLES = ("system", "developer")
 
 

@@ -39,7 +39,7 @@ from starlette.requests import Request
 
 from runner import telemetry
 from runner.agent.nodes import MAX_STEPS_REASON
-from runner.agent.resume import close_cut_off_turn, cut_off_turn
+from runner.agent.resume import close_cut_off_thread
 from runner.agent.runtime import Runtime
 from runner.agent.spending import LIMIT_REASON, TurnSpending
 from runner.agent.team import TASK_DESCRIPTION, agent_thread
@@ -109,6 +109,9 @@ ASK_OUTPUT_SCHEMA: dict[str, Any] = {
         "new": {"type": "boolean",
                 "description": "True when this call started the thread: no thread id was given, or the "
                                "one given had no messages yet (a mistyped id starts a new conversation)."},
+        "note": {"type": "string",
+                 "description": "What the call found and did before the turn: the thread's last turn "
+                                "was cut off (its process killed) and this message closed it."},
     },
     "required": ["answer", "thread", "new"],
 }
@@ -440,12 +443,14 @@ class AskHandler:
             del self._asked[known]
         self._asked[token] = now
 
-    async def _close_cut_off(self, stored: str, agent: str, progress: Progress) -> None:
+    async def _close_cut_off(self, stored: str, agent: str, progress: Progress) -> str | None:
         """A new message on a thread whose last turn was cut off (its process killed) closes that
-        turn: its unanswered calls are answered as stopped (:mod:`runner.agent.resume`)."""
-        if (cut_off := await cut_off_turn(self.runtime, stored, agent=agent)) is not None:
-            await close_cut_off_turn(self.runtime, cut_off)
-            await progress.note(f"the thread's last turn was cut off at step {cut_off.step}: closed")
+        turn: its unanswered calls are answered as stopped (:mod:`runner.agent.resume`). What the
+        caller is told of it, in the progress and the result (None: nothing was cut off)."""
+        if (cut_off := await close_cut_off_thread(self.runtime, stored, agent=agent)) is None:
+            return None
+        await progress.note(cut_off.closed_note())
+        return cut_off.closed_note()
 
     async def _turn(self, ctx: ServerRequestContext[Any], thread: str, message: str | Command, *, new: bool,
                     caller: str | None, agent: str, progress_from: int = 0
@@ -455,9 +460,10 @@ class AskHandler:
         stored = thread_in_space(caller, thread)
         spent = TurnSpending()
         turn = self.scheduler.turn(agent_thread(agent, stored), waiting=progress.note)
+        note: str | None = None
         async with progress.coalescing(), turn:
             if not new and not isinstance(message, Command):
-                await self._close_cut_off(stored, agent, progress)
+                note = await self._close_cut_off(stored, agent, progress)
             while True:
                 pending: Question | None = None
                 final: FinalAnswer | None = None
@@ -492,6 +498,8 @@ class AskHandler:
             return error_result(f"the turn on thread {thread} ended without an answer")
         text = final["text"]
         structured: dict[str, Any] = {"answer": text, "thread": thread, "new": new}
+        if note is not None:
+            structured["note"] = note
         if "output" in final:  # the answer object (``output:``), as ask's output schema declares it
             structured["output"] = final["output"]
         return types.CallToolResult(

@@ -1,0 +1,122 @@
+"""A request of ``serve``'s callers on a thread whose last turn was cut off (stopped in the middle
+of a tool call) closes that turn before its own: the model is sent every call answered (as
+stopped: it may have acted), and the caller is told: in ``ask``'s result (``note``), in the
+OpenAI-compatible API's ``X-MCP-Run-Note`` header, in an A2A task's status messages. In process:
+the served agent, a gates server whose held calls are the cut, MCP over memory, the HTTP APIs over
+an ASGI transport."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import yaml
+from a2a.client import ClientConfig, ClientFactory
+from a2a.helpers import get_message_text, new_text_message
+from a2a.types import Role, SendMessageRequest
+from builders import write_manifest
+from mcp import Client
+from mcp_servers import gates as gates_server
+
+from runner.agent.nodes import STOPPED_TEXT
+from runner.agent.resume import cut_off_turn
+from runner.agent.runtime import Runtime, load_agent
+from runner.agent.turns import stream_turn
+from runner.hosting.a2a_api import a2a_app
+from runner.hosting.chat_completions.app import ChatCompletions, served_agents
+from runner.hosting.mcp.handlers import AgentService
+
+pytestmark = pytest.mark.anyio
+LIMIT = 60
+CUT = "the thread's last turn was cut off at step gates__hold: closed"
+
+
+def hold(key: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "gates__hold", "args": {"key": key}}]}
+
+
+async def cut_off(runtime: Runtime, gates: gates_server.Gates, thread: str, key: str) -> None:
+    """A turn on ``thread`` stopped while its call of gates__hold ``key`` runs (as Ctrl-C or a
+    kill leaves it: steps to run, a call without a result)."""
+    async def turn() -> None:
+        async for _ in stream_turn(runtime, "go", thread_id=thread):
+            pass
+
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn)
+            await anyio.to_thread.run_sync(gates.wait_for, f"enter {key}")
+            group.cancel_scope.cancel()
+    assert await cut_off_turn(runtime, thread) is not None
+
+
+def sent_results(runtime: Runtime) -> list[Any]:
+    """The tool results the model was sent in its last call."""
+    return [m for m in runtime.model.primary.received[-1] if m.type == "tool"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def served(tmp_path: Path, gates: tuple[gates_server.Gates, str]) -> Path:
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([hold("a"), hold("b"), hold("c"), "Answer one.",
+                                                             "Answer two.", "Answer three.", "Answer four."]))
+    return write_manifest(tmp_path, {"gates": {"url": gates[1]}}, name="served",
+                          model={"id": "scripted", "script": "script.yaml"},
+                          checkpointer="sqlite:///state.sqlite")
+
+
+async def test_ask_the_openai_api_and_a2a_on_a_cut_off_thread_close_its_turn_and_say_so(
+    served: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    async with load_agent(served) as runtime:
+        await cut_off(runtime, gates[0], "over-mcp", "a")
+        await cut_off(runtime, gates[0], "over-api", "b")
+        await cut_off(runtime, gates[0], "over-a2a", "c")
+        service = AgentService(runtime)
+        with anyio.fail_after(LIMIT):
+            async with Client(service.server) as client:
+                asked = await client.call_tool("ask", {"message": "again", "thread": "over-mcp"})
+        assert not asked.is_error, asked
+        assert asked.structured_content is not None
+        assert asked.structured_content["answer"] == "Answer one."
+        assert asked.structured_content["note"].startswith(CUT)
+        [result] = sent_results(runtime)
+        assert result.content == STOPPED_TEXT  # not "did not run": the call had started
+        assert await cut_off_turn(runtime, "over-mcp") is None
+
+        agents: Callable[[], Any] = lambda: served_agents(runtime)  # noqa: E731
+        api = ChatCompletions(agents, service.scheduler)
+        with anyio.fail_after(LIMIT):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api),
+                                         base_url="http://served") as http:
+                response = await http.post("/v1/chat/completions", headers={"X-MCP-Run-Thread": "over-api"},
+                                           json={"model": "served",
+                                                 "messages": [{"role": "user", "content": "again"}]})
+                sent = sent_results(runtime)
+                again = await http.post("/v1/chat/completions", headers={"X-MCP-Run-Thread": "over-api"},
+                                        json={"model": "served",
+                                              "messages": [{"role": "user", "content": "and now?"}]})
+        assert response.status_code == 200, response.text
+        assert response.json()["choices"][0]["message"]["content"] == "Answer two."
+        assert response.headers["X-MCP-Run-Note"].startswith(CUT)
+        assert [result.content for result in sent] == [STOPPED_TEXT]
+        assert again.status_code == 200, again.text
+        assert "X-MCP-Run-Note" not in again.headers  # closed once: nothing was cut off since
+
+        app, turns = a2a_app(runtime, service.scheduler, "http://served/a2a")
+        with anyio.fail_after(LIMIT):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://served"
+                                         ) as http:
+                a2a = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url("http://served/a2a")
+                message = new_text_message("again", context_id="over-a2a", role=Role.ROLE_USER)
+                responses = [r async for r in a2a.send_message(SendMessageRequest(message=message))]
+                await a2a.close()
+            await turns.stop()
+        said = [get_message_text(r.status_update.status.message) for r in responses
+                if r.HasField("status_update") and r.status_update.status.HasField("message")]
+        assert any(text.startswith(CUT) for text in said), said
+        assert said[-1] == "Answer four."
+        assert [result.content for result in sent_results(runtime)] == [STOPPED_TEXT]
