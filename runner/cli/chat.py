@@ -7,9 +7,9 @@ model's tokens, shows each tool call with a short preview of its result, and ask
 need approval.
 
 A one-shot turn prints the final answer on stdout (with ``--json``, every event of the turn), the
-tool calls and diagnostics on stderr. Nobody is asked anything: a tool that needs approval is
-denied unless ``--yes``, and a server's request for input is declined. Servers are always shut
-down on the way out.
+tool calls, the agents a workflow runs and diagnostics on stderr. Nobody is asked anything: a
+tool that needs approval is denied unless ``--yes``, and a server's request for input is declined.
+Servers are always shut down on the way out.
 """
 
 from __future__ import annotations

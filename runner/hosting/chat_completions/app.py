@@ -5,8 +5,10 @@
 Turns go through the served agent's :class:`~runner.hosting.mcp.conversations.TurnScheduler`
 beside the MCP callers' (``--max-turns`` bounds them all); a conversation runs one turn at a time,
 and a request for a conversation whose turn is running, or past the bound, gets 429. A caller
-that disconnects cancels its turn (and the turn's tool calls). Errors come in the shape OpenAI's
-clients read: ``{"error": {"message", "type", "param", "code"}}``.
+that disconnects cancels its turn (and the turn's tool calls). A request on a thread whose last
+turn was cut off closes that turn first (:mod:`runner.agent.resume`) and says so in the
+``X-MCP-Run-Note`` header. Errors come in the shape OpenAI's clients read:
+``{"error": {"message", "type", "param", "code"}}``.
 """
 
 from __future__ import annotations
