@@ -7,6 +7,7 @@ an ASGI transport."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,18 @@ def sent_results(runtime: Runtime) -> list[Any]:
     return [m for m in runtime.model.primary.received[-1] if m.type == "tool"]  # type: ignore[attr-defined]
 
 
+def streamed_text(body: str) -> str:
+    """The text of a streamed answer: its chunks' deltas, in order."""
+    chunks = [json.loads(line.removeprefix("data: ")) for line in body.splitlines()
+              if line.startswith("data: {")]
+    return "".join(chunk["choices"][0]["delta"].get("content", "") for chunk in chunks if chunk["choices"])
+
+
 @pytest.fixture
 def served(tmp_path: Path, gates: tuple[gates_server.Gates, str]) -> Path:
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump([hold("a"), hold("b"), hold("c"), "Answer one.",
-                                                             "Answer two.", "Answer three.", "Answer four."]))
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([hold("a"), hold("b"), hold("c"), hold("d"),
+                                                             "Answer one.", "Answer two.", "Answer three.",
+                                                             "Answer four.", "Answer five."]))
     return write_manifest(tmp_path, {"gates": {"url": gates[1]}}, name="served",
                           model={"id": "scripted", "script": "script.yaml"},
                           checkpointer="sqlite:///state.sqlite")
@@ -75,6 +84,7 @@ async def test_ask_the_openai_api_and_a2a_on_a_cut_off_thread_close_its_turn_and
         await cut_off(runtime, gates[0], "over-mcp", "a")
         await cut_off(runtime, gates[0], "over-api", "b")
         await cut_off(runtime, gates[0], "over-a2a", "c")
+        await cut_off(runtime, gates[0], "streamed", "d")
         service = AgentService(runtime)
         with anyio.fail_after(LIMIT):
             async with Client(service.server) as client:
@@ -104,6 +114,16 @@ async def test_ask_the_openai_api_and_a2a_on_a_cut_off_thread_close_its_turn_and
         assert response.headers["X-MCP-Run-Note"].startswith(CUT)
         assert [result.content for result in sent] == [STOPPED_TEXT]
         assert again.status_code == 200, again.text
+
+        with anyio.fail_after(LIMIT):  # streamed: the note comes with the headers, before the text
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api),
+                                         base_url="http://served") as http:
+                streamed = await http.post("/v1/chat/completions", headers={"X-MCP-Run-Thread": "streamed"},
+                                           json={"model": "served", "stream": True,
+                                                 "messages": [{"role": "user", "content": "again"}]})
+        assert streamed.status_code == 200, streamed.text
+        assert streamed_text(streamed.text) == "Answer four."
+        assert streamed.headers["X-MCP-Run-Note"].startswith(CUT)
         assert "X-MCP-Run-Note" not in again.headers  # closed once: nothing was cut off since
 
         app, turns = a2a_app(runtime, service.scheduler, "http://served/a2a")
@@ -112,11 +132,13 @@ async def test_ask_the_openai_api_and_a2a_on_a_cut_off_thread_close_its_turn_and
                                          ) as http:
                 a2a = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url("http://served/a2a")
                 message = new_text_message("again", context_id="over-a2a", role=Role.ROLE_USER)
-                responses = [r async for r in a2a.send_message(SendMessageRequest(message=message))]
-                await a2a.close()
-            await turns.stop()
+                try:
+                    responses = [r async for r in a2a.send_message(SendMessageRequest(message=message))]
+                finally:
+                    await a2a.close()
+                    await turns.stop()
         said = [get_message_text(r.status_update.status.message) for r in responses
                 if r.HasField("status_update") and r.status_update.status.HasField("message")]
         assert any(text.startswith(CUT) for text in said), said
-        assert said[-1] == "Answer four."
+        assert said[-1] == "Answer five."
         assert [result.content for result in sent_results(runtime)] == [STOPPED_TEXT]
