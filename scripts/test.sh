@@ -40,12 +40,13 @@ bash tests/thirdparty/install.sh
 bash tests/conformance/install.sh
 
 # Three workers on the 2 cores: a test spends much of its time waiting on server subprocesses, and two
-# left the cores a third idle. Whole files to one worker so module fixtures are shared.
+# left the cores a third idle. Whole files to one worker so module fixtures are shared, longest first
+# (tests/scheduling.py orders them; xdist's own reordering, by test count, would undo that).
 # MCP_RUN_TEST_WORKERS=0 runs in one process.
 workers="${MCP_RUN_TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != "0" ]; then
-    parallel=(-n "$workers" --dist loadfile)
+    parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" "$@" || status=$?

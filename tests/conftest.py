@@ -27,8 +27,9 @@ if str(TESTS_DIR) not in sys.path:  # builders, mcp_servers, ... importable from
     sys.path.insert(0, str(TESTS_DIR))
 
 # services: PostgreSQL and HAProxy fixtures; provider_server: the local OpenAI-compatible server;
-# browser: Debian's Chromium through Playwright, for the web interface
-pytest_plugins = ["pytester", "services", "fast_tier", "provider_server", "browser"]
+# browser: Debian's Chromium through Playwright, for the web interface; scheduling: the order in
+# which files reach the test workers
+pytest_plugins = ["pytester", "services", "fast_tier", "scheduling", "provider_server", "browser"]
 
 import engines  # noqa: E402
 from child_processes import ChildProcessGuard  # noqa: E402
