@@ -82,8 +82,9 @@ class AgentState(TypedDict):
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
     # What the thread spent, per agent: tokens, cost, tool calls, seconds (runner.agent.spending).
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
-    # The current turn's totals at its last model step (but its time): a turn resumed after a
-    # question goes on counting from them (runner.agent.spending.turn_started).
+    # The current turn's totals (but its time) at its last model step, and when it stops at a
+    # question: the turn resumed by the answer goes on counting from them
+    # (runner.agent.spending.turn_started).
     turn_usage: NotRequired[dict[str, float]]
     # What the requests carry instead of the thread's oldest messages (runner.agent.context).
     context_summary: NotRequired[ContextSummary]

@@ -6,7 +6,7 @@ priced by :class:`runner.models.pricing.Pricer`, and kept in two places:
 - the graph state's ``usage`` (per agent, summed by :func:`add_usage`): the thread's totals, saved
   with every checkpoint, so they survive a restart;
 - a :class:`TurnLedger` in the run's ``RunnableConfig`` (:data:`LEDGER_KEY`), made by
-  :func:`runner.agent.turns.stream_turn`: the turn's totals, live. Everything working on the turn
+  :func:`runner.agent.turns.stream_turn`: the turn's totals, as they happen. Everything working on the turn
   (its tool calls running at once, later a sub-agent invoked with the same config) adds to it and
   is stopped by it.
 
@@ -197,8 +197,9 @@ class TurnLedger:
         self._recorded_until = self._began
         self._turn: Spent = {}
         self._before: Spent | None = None
-        # What agents of 'agents:' spent in this turn and the thread's state has not had yet: they
-        # run as subgraphs with states of their own; the main agent's next step writes it.
+        # What the thread's state has not had yet: the steps of agents of 'agents:' (they run as
+        # subgraphs with states of their own) and every tool call (counted as it starts); the
+        # main agent's next step writes it, or the turn when it stops (turns.stream_turn).
         self._unsaved: dict[str, Spent] = {}
         # Each model step's own spending, by its message's id, until its ``usage`` event is made:
         # the node's update may carry more (structured output's rejected answers, steps of their own).

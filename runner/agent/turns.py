@@ -89,6 +89,10 @@ async def stream_turn(
         except OutputError:  # the steps of the failed model node are the thread's all the same
             await _save_left_over(runtime, config, agent, waiting=False)
             raise
+        except anyio.get_cancelled_exc_class():  # stopped (Ctrl-C): what it spent is the thread's
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+                await _save_left_over(runtime, config, agent, waiting=False)
+            raise
         if asked:  # what the turn spent so far is the thread's while the question waits
             await _save_left_over(runtime, config, agent, waiting=True)
 
@@ -101,7 +105,7 @@ async def _save_left_over(runtime: Runtime, config: RunnableConfig, agent: str, 
     if not writes or runtime.checkpointer is None:
         return
     state = await runtime.agents[agent].aget_state(config)
-    await runtime.checkpointer.aput_writes(state.config, writes, sdk.null_task_id())
+    await sdk.add_null_writes(runtime.checkpointer, state.config, writes)
 
 
 async def _turn_events(

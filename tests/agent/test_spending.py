@@ -399,3 +399,20 @@ async def test_a_handoff_asking_inside_the_agent_handed_to_keeps_the_turns_total
     turn = last["turn"]
     assert (turn["total_tokens"], turn["model_steps"], turn["tool_calls"]) == (660, 3, 1)
     assert last["thread"] == shown and shown["total_tokens"] == 660 and shown["tool_calls"] == 1
+
+
+async def test_a_turn_stopped_while_its_call_runs_keeps_what_it_spent_in_the_threads_totals(
+    tmp_path: Path,
+) -> None:
+    script = [step(100, 10, calls=[{"name": "demo__hang", "args": {}}]), step(100, 10, text="noted")]
+    async with load_agent(agent(tmp_path, script), thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            with anyio.CancelScope() as turn:  # what Ctrl-C does to the chat's turn
+                async for event in stream_turn(runtime, "start it"):
+                    if event["type"] == "progress":  # the server is running the call
+                        turn.cancel()
+            stopped = await thread_state_totals(runtime, runtime.config())
+            events = [dict(event) async for event in stream_turn(runtime, "what happened?")]
+    assert turn.cancelled_caught
+    assert (stopped["total_tokens"], stopped["model_steps"], stopped["tool_calls"]) == (110, 1, 1)
+    assert of(events, "usage")[-1]["thread"]["tool_calls"] == 1
