@@ -22,7 +22,7 @@ from runner.agent.runtime import Runtime
 from runner.agent.spending import left_over, turn_started, usage_events
 from runner.agent.structured import answer_object
 from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
-from runner.errors import OutputError
+from runner.errors import ModelError
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, is_question, question
 from runner.manifest import MAIN_AGENT
 from runner.store.thread_locks import thread_turn
@@ -86,7 +86,7 @@ async def stream_turn(
                 async for event in events:
                     asked = asked or is_question(event)
                     yield event
-        except OutputError:  # the steps of the failed model node are the thread's all the same
+        except ModelError:  # a failed model step (or answer): the turn's steps and calls are the thread's
             await _save_left_over(runtime, config, agent, waiting=False)
             raise
         except anyio.get_cancelled_exc_class():  # stopped (Ctrl-C): what it spent is the thread's

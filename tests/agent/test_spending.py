@@ -16,6 +16,7 @@ from langgraph.types import Command
 from runner.agent.runtime import load_agent
 from runner.agent.spending import TurnSpending, thread_totals, totals
 from runner.agent.turns import stream_turn
+from runner.errors import ModelError
 
 LIMIT = 60  # seconds a turn may take on a busy machine
 
@@ -416,3 +417,14 @@ async def test_a_turn_stopped_while_its_call_runs_keeps_what_it_spent_in_the_thr
     assert turn.cancelled_caught
     assert (stopped["total_tokens"], stopped["model_steps"], stopped["tool_calls"]) == (110, 1, 1)
     assert of(events, "usage")[-1]["thread"]["tool_calls"] == 1
+
+
+async def test_a_turn_whose_model_fails_after_a_call_keeps_the_step_and_the_call_in_the_threads_totals(
+    tmp_path: Path,
+) -> None:
+    script = [step(100, 10, calls=[ADD])]  # the step after the call finds the script run out
+    async with load_agent(agent(tmp_path, script), thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT), pytest.raises(ModelError):
+            [_ async for _ in stream_turn(runtime, "add")]
+        shown = await thread_state_totals(runtime, runtime.config())
+    assert (shown["total_tokens"], shown["model_steps"], shown["tool_calls"]) == (110, 1, 1)
