@@ -281,6 +281,21 @@ def null_task_id() -> str:
     return cast(str, _langgraph_constants().NULL_TASK_ID)
 
 
+async def add_null_writes(saver: Any, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
+    """Save ``writes`` as writes of no task (:func:`null_task_id`) on the checkpoint ``config``
+    names, which the thread's next run applies whatever its input, after those it has already.
+
+    Savers keep one write per task and index, the first one: a second writer's writes would take
+    the indexes of the first's and be dropped. Each writer's go after the ones saved, behind as
+    many writes of LangGraph's private ``NO_WRITES`` channel (which applying a write skips)."""
+    constants = _langgraph_constants()
+    saved = await saver.aget_tuple(config)
+    pending = (saved.pending_writes or []) if saved is not None else []
+    taken = sum(1 for write in pending if write[0] == constants.NULL_TASK_ID)
+    padding = [(constants.NO_WRITES, None)] * taken
+    await saver.aput_writes(config, [*padding, *writes], constants.NULL_TASK_ID)
+
+
 # --- LangChain -----------------------------------------------------------------------------------
 
 

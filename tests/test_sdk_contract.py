@@ -12,11 +12,12 @@ import dataclasses
 import importlib
 import importlib.metadata
 import inspect
+import operator
 import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -82,6 +83,7 @@ CALLABLES: list[tuple[str, str, str, tuple[str, ...] | None]] = [
     ("langgraph._internal._constants:CONFIG_KEY_DURABILITY", "langgraph", "durability_config", None),
     ("langgraph._internal._constants:NS_SEP", "langgraph", "parent_namespace", None),
     ("langgraph._internal._constants:NULL_TASK_ID", "langgraph", "null_task_id", None),
+    ("langgraph._internal._constants:NO_WRITES", "langgraph", "add_null_writes", None),
     ("langgraph._internal._constants:CONFIG_KEY_RESUMING", "langgraph", "resuming", None),
     ("langgraph._internal._constants:NS_END", "langgraph", "namespace_node", None),
     ("langchain.chat_models.base:_BUILTIN_PROVIDERS", "langchain", "chat_model_providers", None),
@@ -373,3 +375,26 @@ def test_the_checks_catch_an_overridden_private_method() -> None:
         f"{__name__}.Overriding._initialize overrides mcp.client.auth.oauth2.OAuthClientProvider._initialize"
     ]
 
+
+
+class _Seen(TypedDict):
+    seen: Annotated[list[str], operator.add]
+
+
+async def test_writes_of_no_task_from_two_writers_on_one_checkpoint_are_all_applied() -> None:
+    """A turn's left-over spending and a stopped call's record may land on the same checkpoint."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from runner import sdk
+
+    builder = StateGraph(_Seen)
+    builder.add_node("step", lambda state: {"seen": ["step"]})
+    builder.add_edge(START, "step")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"seen": []}, config)
+    latest = (await graph.aget_state(config)).config
+    await sdk.add_null_writes(graph.checkpointer, latest, [("seen", ["first"])])
+    await sdk.add_null_writes(graph.checkpointer, latest, [("seen", ["second"]), ("seen", ["third"])])
+    assert (await graph.aget_state(config)).values["seen"] == ["step", "first", "second", "third"]

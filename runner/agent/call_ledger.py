@@ -28,7 +28,8 @@ class StartedCalls:
 
     A stopped call writes the ids of all its step's calls (they all started before the step was
     stopped) to that checkpoint as a write of no task, which the thread's next run applies whatever
-    its input. Saved writes are first-come: the calls stopped after the first add nothing.
+    its input, after the writes it has (:func:`runner.sdk.add_null_writes`); the calls of a step
+    stopped at once write the same ids, which the state keeps once.
     """
 
     def __init__(self, saver: BaseCheckpointSaver | None) -> None:
@@ -53,7 +54,7 @@ class StartedCalls:
             "thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
         ids = sorted(self._steps[step][0])
         with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_RECORD_LIMIT):
-            await self._saver.aput_writes(where, [(STOPPED_CHANNEL, ids)], sdk.null_task_id())
+            await sdk.add_null_writes(self._saver, where, [(STOPPED_CHANNEL, ids)])
 
     def end(self, step: _Step | None) -> None:
         if step is not None:

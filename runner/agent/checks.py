@@ -28,6 +28,7 @@ from runner.agent.output_contract import (
     contract_files,
     output_contract,
     output_warnings,
+    schema_file_problems,
     schema_problems,
 )
 from runner.errors import ManifestError, ModelError, Problem
@@ -167,9 +168,9 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
 
 def document_problems(path: Path, reported: list[Problem], environ: Mapping[str, str]) -> list[Problem]:
     """What the checks that follow loading find in a manifest that failed to load, read from its
-    document, so that one run reports every problem: the inline output schema's, and ``policy``
-    rules that can match no tool (worded as the warnings they are on a valid manifest). A part
-    already reported is not checked again."""
+    document, so that one run reports every problem: the output schema's (inline, or its file
+    next to the manifest), and ``policy`` rules that can match no tool (worded as the warnings they
+    are on a valid manifest). A part already reported is not checked again."""
     try:
         data, source, _ = read_located_yaml(read_document(path, "the manifest"), file=str(path),
                                            environ=environ)
@@ -182,8 +183,11 @@ def document_problems(path: Path, reported: list[Problem], environ: Mapping[str,
 
     found: list[Problem] = []
     output = data.get("output")
-    if isinstance(output, dict) and isinstance(output.get("schema"), dict) and fresh("output.schema"):
-        found += schema_problems(output["schema"], source, SCHEMA_PATH)
+    schema = output.get("schema") if isinstance(output, dict) else None
+    if isinstance(schema, dict) and fresh("output.schema"):
+        found += schema_problems(schema, source, SCHEMA_PATH)
+    elif isinstance(schema, str) and fresh("output.schema"):  # a file: checked as loading would
+        found += schema_file_problems(path.parent, schema.strip(), source)
     rules = data.get("policy")
     agent, servers = data.get("agent"), data.get("servers")
     separator = agent.get("tool_separator", "__") if isinstance(agent, dict) else "__"

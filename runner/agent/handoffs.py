@@ -338,18 +338,21 @@ class AnsweringNode:
         given: dict[str, Any] = {"messages": state["messages"], "agent": name}
         if (origin := state.get("handed_from")) is not None:
             given["handed_from"] = origin
+        ledger = turn_ledger(config)
+        if ledger is not None:  # its run's state has none of the thread's totals: they are read here
+            ledger.seed(state.get("usage"))
         result = await self.answering[name].ainvoke(given, inner)
         known = {message.id for message in state["messages"]}
         added = [message for message in result["messages"] if message.id not in known]
         update: dict[str, Any] = {"messages": added, "agent": current_agent(result), "model_calls": 0}
         if "handed_from" in result:
             update["handed_from"] = result["handed_from"]
-        spent = dict(result.get("usage") or {})
-        calls = spent.pop(MAIN_AGENT, None)  # its tool calls, counted in its own graph as main's
-        ledger = turn_ledger(config)
-        usage = ledger.take_unsaved() if ledger is not None else spent  # its steps, and its callees'
-        if calls:
-            usage = add_usage(usage, {name: calls})
+        if ledger is not None:  # its steps and tool calls (its callees' too) not written yet
+            usage = ledger.take_unsaved()
+        else:  # no turn's ledger (LangGraph Server): its own graph counted its tool calls as main's
+            usage = dict(result.get("usage") or {})
+            if calls := usage.pop(MAIN_AGENT, None):
+                usage = add_usage(usage, {name: calls})
         if usage:
             update["usage"] = usage
         return update

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
-from runner.agent.spending import TOOL_CALL_USAGE, Spending, add_usage, refused_call, step_event
+from runner.agent.spending import Spending, add_usage, refused_call, step_event, tool_call_usage
 from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent, stream_writer
 from runner.errors import OutputError, RunnerError, ToolError
@@ -82,8 +82,9 @@ class AgentState(TypedDict):
     stopped_calls: NotRequired[Annotated[list[str], remember_stopped]]
     # What the thread spent, per agent: tokens, cost, tool calls, seconds (runner.agent.spending).
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
-    # The current turn's totals at its last model step (but its time): a turn resumed after a
-    # question goes on counting from them (runner.agent.spending.turn_started).
+    # The current turn's totals (but its time) at its last model step, and when it stops at a
+    # question: the turn resumed by the answer goes on counting from them
+    # (runner.agent.spending.turn_started).
     turn_usage: NotRequired[dict[str, float]]
     # What the requests carry instead of the thread's oldest messages (runner.agent.context).
     context_summary: NotRequired[ContextSummary]
@@ -182,9 +183,10 @@ class ModelNode:
         calls = state.get("model_calls", 0) + sampling_calls(messages) if continued else 0
         if calls >= self.max_steps:
             logger.info("turn stopped after %d model call(s) (agent.max_steps)", self.max_steps)
-            return {"messages": [max_steps_message(self.max_steps)]}
+            ending = {} if self.spending is None else self.spending.ending(config)
+            return {"messages": [max_steps_message(self.max_steps)], **ending}
         if self.spending is not None and (stop := self.spending.stop_before_step(state, config)):
-            return {"messages": [stop]}
+            return stop
         system_prompt = self.system_prompt_provider()
         if inspect.isawaitable(system_prompt):
             system_prompt = await system_prompt
@@ -201,6 +203,7 @@ class ModelNode:
             kept = {"context_summary": summary} if summary is not None else {}
         prompt = prompt + history
         rejected: list[dict[str, Any]] = []  # the state updates of structured answers not accepted
+        stopped: list[dict[str, Any]] = []  # the update ending the turn at a limit before a retry
         if self.output is None:
             reply = await self.chain.ainvoke(prompt, tools=tools, config=config)
         else:  # offered final_answer or asked with response_format; the answer checked, retried
@@ -210,17 +213,33 @@ class ModelNode:
                 try:
                     reply = await output.settle(reply, prompt, lambda conversation: self.chain.ainvoke(
                         conversation, tools=tools, config=config, options=output.options()),
-                        rejected=lambda attempt: rejected.append(self._rejected(attempt, config)))
+                        rejected=lambda attempt: rejected.append(self._rejected(attempt, config)),
+                        stop=lambda: self._stop_retry(state, config, stopped))
                 except OutputError:  # the turn fails: its steps are still the thread's
                     if self.spending is not None:
                         self.spending.failed_steps(_summed(rejected), config)
                     raise
-        spent = {} if self.spending is None else self.spending.after_step(reply, config)
+        if stopped:  # a retry is a model step: a limit reached first ends the turn instead
+            spent = {key: value for key, value in stopped[0].items() if key != "messages"}
+        else:
+            spent = {} if self.spending is None else self.spending.after_step(reply, config)
         if rejected:
             spent["usage"] = add_usage(_summed(rejected), spent.get("usage"))
         if self.spending is not None:
             spent.update(self.spending.turn_so_far(config))
-        return {"messages": [reply], "model_calls": calls + 1 + len(rejected), **spent, **kept}
+        steps = len(rejected) + (0 if stopped else 1)
+        return {"messages": [reply], "model_calls": calls + steps, **spent, **kept}
+
+    def _stop_retry(self, state: AgentState, config: RunnableConfig, stopped: list[dict[str, Any]]
+                    ) -> AIMessage | None:
+        """The message ending the turn instead of a structured answer's retry (a limit reached, as
+        before any model step); its state update is kept in ``stopped``."""
+        stop = None if self.spending is None else self.spending.stop_before_step(state, config)
+        if stop is None:
+            return None
+        stopped.append(stop)
+        message: AIMessage = stop["messages"][0]
+        return message
 
     def _rejected(self, attempt: AIMessage, config: RunnableConfig) -> dict[str, Any]:
         """A structured answer that did not validate: a model step of its own, counted in the
@@ -290,7 +309,7 @@ class ToolNode:
             return {"messages": [refused]}
         step = self.started.begin(task["call"]["id"], config)
         try:
-            return {**await self._run(task, config), **TOOL_CALL_USAGE}
+            return {**await self._run(task, config), **tool_call_usage(config)}
         except asyncio.CancelledError:
             await self.started.stopped(step)
             raise

@@ -113,15 +113,32 @@ def _schema_source(spec: OutputSpec, loaded: LoadedManifest
     if spec.schema_file is None:
         assert isinstance(spec.schema_, dict)
         return spec.schema_, loaded.source, SCHEMA_PATH
-    path = loaded.base_dir / spec.schema_file
+    data, source = read_schema_file(loaded.base_dir, spec.schema_file, loaded.source)
+    return data, source, ()
+
+
+def read_schema_file(base_dir: Path, name: str, manifest: SourceMap) -> tuple[Any, SourceMap]:
+    """The schema file ``name`` (relative to ``base_dir``, the manifest's folder) read with the
+    positions of its parts; ManifestError locating a missing file at ``output.schema`` in
+    ``manifest``, and a file that is not YAML or JSON in that file."""
+    path = base_dir / name
     if not path.is_file():
-        missing = f"schema file '{spec.schema_file}' not found"
-        raise ManifestError([loaded.source.problem(SCHEMA_PATH, missing)])
+        raise ManifestError([manifest.problem(SCHEMA_PATH, f"schema file '{name}' not found")])
     data, source, problems = read_located_yaml(read_document(path, "the schema file"),
                                                file=str(path), environ={})
     if problems:
         raise ManifestError(problems)
-    return data, source, ()
+    return data, source
+
+
+def schema_file_problems(base_dir: Path, name: str, manifest: SourceMap) -> list[Problem]:
+    """Every problem of the schema file ``name`` (:func:`read_schema_file`, :func:`schema_problems`),
+    each located: in the manifest for a missing file, in the file for the rest."""
+    try:
+        data, source = read_schema_file(base_dir, name, manifest)
+    except ManifestError as exc:
+        return exc.problems
+    return schema_problems(data, source, ())
 
 
 def schema_problems(schema: Any, source: SourceMap, root: tuple[str | int, ...]) -> list[Problem]:

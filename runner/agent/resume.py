@@ -80,8 +80,7 @@ async def close_cut_off_turn(runtime: Runtime, turn: CutOffTurn) -> None:
     as calls that may have acted (:func:`runner.agent.nodes.close_dangling_tool_calls`)."""
     if not turn.calls or runtime.checkpointer is None:
         return
-    await runtime.checkpointer.aput_writes(turn.checkpoint, [(STOPPED_CHANNEL, list(turn.calls))],
-                                           sdk.null_task_id())
+    await sdk.add_null_writes(runtime.checkpointer, turn.checkpoint, [(STOPPED_CHANNEL, list(turn.calls))])
 
 
 async def close_cut_off_thread(runtime: Runtime, thread_id: str, *, agent: str = MAIN_AGENT

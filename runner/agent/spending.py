@@ -6,14 +6,21 @@ priced by :class:`runner.models.pricing.Pricer`, and kept in two places:
 - the graph state's ``usage`` (per agent, summed by :func:`add_usage`): the thread's totals, saved
   with every checkpoint, so they survive a restart;
 - a :class:`TurnLedger` in the run's ``RunnableConfig`` (:data:`LEDGER_KEY`), made by
-  :func:`runner.agent.turns.stream_turn`: the turn's totals, live. Everything working on the turn
+  :func:`runner.agent.turns.stream_turn`: the turn's totals, as they happen. Everything working on the turn
   (its tool calls running at once, later a sub-agent invoked with the same config) adds to it and
   is stopped by it.
 
 The budgets (``limits.per_turn`` and ``limits.per_thread``) are checked before each model step
-(:meth:`TurnLedger.before_model_step`) and each tool call (:meth:`TurnLedger.take_tool_call`), so a
-turn overshoots by at most the step in flight. A refused tool call ends the turn at the next model
-step, which then answers with :func:`limit_message` instead of calling the model.
+(:meth:`TurnLedger.before_model_step`; a structured answer's retry is one) and each tool call
+(:meth:`TurnLedger.take_tool_call`), so a turn overshoots by at most the step in flight. A refused
+tool call ends the turn at the next model step, which then answers with :func:`limit_message`
+instead of calling the model.
+
+Every total shown (the ``usage`` and ``limit`` events, ``/usage``, serve's results) is one the
+thread's state has or is about to have: time is counted in whole milliseconds, written with each
+model step and with the message that ends a turn at a limit, so the event after a step and the
+state agree to the millisecond, and a thread's totals never go down from one turn to the next.
+The budgets alone read the clock as it is (``max_duration``).
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from runner import telemetry
+from runner import sdk, telemetry
+from runner.agent.turn_stream import AGENT_KEY
 from runner.events import LimitReached, UsageReported, UsageTotals
 from runner.manifest import MAIN_AGENT, BudgetSpec, LimitsSpec
 from runner.models.pricing import Pricer, TokenCounts
 
 LEDGER_KEY = "mcp_run_turn_ledger"
 TURN_USAGE_KEY = "turn_usage"  # the state's copy of the turn's totals, for a turn resumed later
+USAGE_KEY = "usage"  # the state's totals of the thread, per agent (reduced by add_usage)
 LIMIT_REASON = "limit"  # the finish reason of the message that ends a turn at a limit
 
 Spent = dict[str, float]  # input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, ...
@@ -178,7 +187,8 @@ class TurnLedger:
 
     The thread's totals before the turn are read from the state at the turn's first model step
     (:meth:`seed`); the turn's own are added as they happen. The turn's time counts from the
-    ledger's creation (for a resumed turn: from the resume)."""
+    ledger's creation (for a resumed turn: from the resume), in the whole milliseconds written so
+    far (:meth:`record`): what the totals show is what the state has."""
 
     def __init__(self, limits: LimitsSpec, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
@@ -187,8 +197,9 @@ class TurnLedger:
         self._recorded_until = self._began
         self._turn: Spent = {}
         self._before: Spent | None = None
-        # What agents of 'agents:' spent in this turn and the thread's state has not had yet: they
-        # run as subgraphs with states of their own; the main agent's next step writes it.
+        # What the thread's state has not had yet: the steps of agents of 'agents:' (they run as
+        # subgraphs with states of their own) and every tool call (counted as it starts); the
+        # main agent's next step writes it, or the turn when it stops (turns.stream_turn).
         self._unsaved: dict[str, Spent] = {}
         # Each model step's own spending, by its message's id, until its ``usage`` event is made:
         # the node's update may carry more (structured output's rejected answers, steps of their own).
@@ -207,21 +218,24 @@ class TurnLedger:
 
     def so_far(self) -> Spent:
         """The turn's totals without its time: what a resumed turn goes on from (``turn_usage``)."""
-        return dict(self._turn)
+        return {key: value for key, value in self._turn.items() if key != "seconds"}
 
     def turn(self) -> Spent:
-        return {**self._turn, "seconds": self._clock() - self._began}
+        """The turn's totals as written so far (its time up to the last write)."""
+        return {"seconds": 0.0, **self._turn}
 
     def thread(self) -> Spent:
         before = self._before or {}
         return _plus(before, self.turn())
 
     def record(self, spent: Mapping[str, float], agent: str = MAIN_AGENT) -> Spent:
-        """Add a model step's spending; what to write to the state (the time since the last write too)."""
-        now = self._clock()
-        written = {**spent, "seconds": now - self._recorded_until}
-        self._recorded_until = now
-        self._turn = _plus(self._turn, {key: value for key, value in spent.items() if key != "seconds"})
+        """Add a model step's spending (none: only the time, for a message ending the turn); what
+        to write to the state: that, and the time since the last write in whole milliseconds (the
+        rest is counted by the next write), so that every sum of it agrees to the millisecond."""
+        seconds = round(self._clock() - self._recorded_until, 3)
+        self._recorded_until += seconds
+        written = {**{key: value for key, value in spent.items() if key != "seconds"}, "seconds": seconds}
+        self._turn = _plus(self._turn, written)
         if agent != MAIN_AGENT:
             self._unsaved[agent] = _plus(self._unsaved.get(agent, {}), written)
         return written
@@ -240,7 +254,8 @@ class TurnLedger:
         self._unsaved = add_usage(self._unsaved, usage)
 
     def take_unsaved(self) -> dict[str, Spent]:
-        """What the agents of 'agents:' spent since the last call, for the thread's state."""
+        """What the agents of 'agents:' spent and the tool calls made since the last call, for
+        the thread's state."""
         unsaved, self._unsaved = self._unsaved, {}
         return unsaved
 
@@ -256,22 +271,44 @@ class TurnLedger:
             return self.hit
         return self._over(calls=False)
 
-    def take_tool_call(self) -> LimitHit | None:
-        """Count a tool call in, or the limit that refuses it (it then ends the turn)."""
+    def take_tool_call(self, agent: str = MAIN_AGENT) -> LimitHit | None:
+        """Count a tool call of ``agent`` in, or the limit that refuses it (it then ends the turn).
+        It is written to the state with the next step of the main agent (:meth:`take_unsaved`),
+        or when the turn stops to ask a question: counted once, when it starts."""
         hit = self._over(calls=True)
         if hit is not None:
             self.hit = self.hit or hit
             return hit
         self._turn = _plus(self._turn, {"tool_calls": 1})
+        self._unsaved[agent] = _plus(self._unsaved.get(agent, {}), {"tool_calls": 1})
         return None
 
     def _over(self, *, calls: bool) -> LimitHit | None:
-        for scope, budget, spent in (("turn", self.limits.per_turn, self.turn()),
-                                     ("thread", self.limits.per_thread, self.thread())):
+        # The budgets read the clock itself: time not written yet counts against max_duration.
+        now = {"seconds": self._clock() - self._recorded_until}
+        turn = _plus(self.turn(), now)
+        for scope, budget, spent in (("turn", self.limits.per_turn, turn),
+                                     ("thread", self.limits.per_thread, _plus(self._before or {}, turn))):
             hit = _over(budget, scope, spent, calls=calls)  # type: ignore[arg-type]
             if hit is not None:
                 return hit
         return None
+
+
+def left_over(config: RunnableConfig, *, waiting: bool) -> list[tuple[str, Any]]:
+    """The state writes of a turn that ended before its steps wrote everything it spent (a node
+    failed, or the turn waits for an answer inside an agent of 'agents:'): what those agents spent
+    (their steps and tool calls) and, when ``waiting``, the turn's totals so far, which the turn
+    resumed by the answer goes on from."""
+    ledger = turn_ledger(config)
+    if ledger is None:
+        return []
+    writes: list[tuple[str, Any]] = []
+    if unsaved := ledger.take_unsaved():
+        writes.append((USAGE_KEY, unsaved))
+    if waiting:
+        writes.append((TURN_USAGE_KEY, ledger.so_far()))
+    return writes
 
 
 def turn_ledger(config: RunnableConfig | None) -> TurnLedger | None:
@@ -300,6 +337,12 @@ def usage_update(spent: Mapping[str, float], agent: str = MAIN_AGENT) -> dict[st
 TOOL_CALL_USAGE = usage_update({"tool_calls": 1})
 
 
+def tool_call_usage(config: RunnableConfig) -> dict[str, Any]:
+    """The state update of a tool call that ran: its count, in a run without a turn's ledger
+    (LangGraph Server); a turn's ledger counted it when it started (:func:`refused_call`)."""
+    return TOOL_CALL_USAGE if turn_ledger(config) is None else {}
+
+
 @dataclass(frozen=True)
 class Spending:
     """What the graph's nodes need: the model chain's prices, and whether the budgets are on."""
@@ -309,19 +352,35 @@ class Spending:
     limits: LimitsSpec | None = None  # for runs without a turn's ledger (LangGraph Server)
     agent: str = MAIN_AGENT  # whose steps these are (an agent of 'agents:' works for the same turn)
 
-    def stop_before_step(self, state: Mapping[str, Any], config: RunnableConfig) -> AIMessage | None:
-        """The message ending the turn at a reached limit instead of this model step, or None.
+    def stop_before_step(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
+        """The state update ending the turn at a reached limit instead of this model step (its
+        message, and the time since the last write: the limit's totals are the state's), or None.
 
         A run no ledger was made for (LangGraph Server runs the graph itself) has the thread's
         totals in its state: its ``per_thread`` limits of tokens and cost still hold."""
         ledger = turn_ledger(config)
         if ledger is None:
-            spent = thread_totals(state.get("usage"))
+            spent = thread_totals(state.get(USAGE_KEY))
             hit = None if self.limits is None else _over(self.limits.per_thread, "thread", spent, calls=False)
-            return None if hit is None else limit_message(hit, {}, spent)
-        ledger.seed(state.get("usage"))
+            return None if hit is None else {"messages": [limit_message(hit, {}, spent)]}
+        ledger.seed(state.get(USAGE_KEY))
         hit = ledger.before_model_step()
-        return None if hit is None else limit_message(hit, ledger.turn(), ledger.thread())
+        if hit is None:
+            return None
+        update = self.ending(config)
+        return {"messages": [limit_message(hit, ledger.turn(), ledger.thread())], **update}
+
+    def ending(self, config: RunnableConfig) -> dict[str, Any]:
+        """The state update of a model node that ends the turn without calling the model (a
+        limit, ``max_steps``): the time since the last write (and, for the main agent, what the
+        agents it called spent), so the thread's totals have all the turn's."""
+        ledger = turn_ledger(config)
+        if ledger is None:
+            return {}
+        update = usage_update(ledger.record({}, self.agent), self.agent)
+        if self.agent == MAIN_AGENT and (others := ledger.take_unsaved()):
+            update[USAGE_KEY] = add_usage(update[USAGE_KEY], others)
+        return update
 
     def failed_steps(self, usage: Mapping[str, Spent], config: RunnableConfig) -> None:
         """``usage`` (agent -> spent) of steps whose node then failed, kept for the thread's state."""
@@ -351,9 +410,15 @@ class Spending:
 
 
 def refused_call(call: Mapping[str, Any], config: RunnableConfig) -> ToolMessage | None:
-    """An error result for a tool call a reached limit refuses (None: it may run, and is counted)."""
+    """An error result for a tool call a reached limit refuses (None: it may run, and is counted,
+    as the call of the agent of 'agents:' whose graph runs it, if any). A call run again by the
+    answer to a question it raised (its own, or of an agent it runs) was let through and counted
+    before the question: it goes on, not counted twice."""
     ledger = turn_ledger(config)
-    hit = None if ledger is None else ledger.take_tool_call()
+    if ledger is None or sdk.resuming(config):
+        return None
+    agent = (config.get("metadata") or {}).get(AGENT_KEY) or MAIN_AGENT
+    hit = ledger.take_tool_call(agent)
     if hit is None:
         return None
     return ToolMessage(content=refused_text(hit), tool_call_id=call["id"], name=call["name"], status="error")
@@ -397,10 +462,12 @@ def usage_events(node: str, update: Any, config: RunnableConfig, agent: str = MA
     if node != "model" or not isinstance(update, Mapping) or ledger is None:
         return []
     events: list[UsageReported | LimitReached] = []
-    for stepper, spent in (update.get("usage") or {}).items():
-        if stepper != agent:
-            continue
+    for stepper, spent in (update.get(USAGE_KEY) or {}).items():
+        if stepper != agent or not spent.get("model_steps"):
+            continue  # another agent's (reported at its own steps), or only the time of a turn's end
         reply = next((m for m in update.get("messages", ()) if isinstance(m, AIMessage)), None)
+        if reply is not None and reply.response_metadata.get("limit"):
+            continue  # a limit reached before a retry: its rejected answers were reported as they came
         model = reply.response_metadata.get("model_name") if reply is not None else None
         events.append(UsageReported(
             type="usage", agent=stepper, model=model if isinstance(model, str) else None,

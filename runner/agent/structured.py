@@ -34,6 +34,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
 
 Ask = Callable[[Sequence[BaseMessage]], Awaitable[AIMessage]]
 Rejected = Callable[[AIMessage], None]
+Stop = Callable[[], AIMessage | None]  # the message ending the turn instead of a retry (a limit), or None
 
 
 def structured_output(contract: OutputContract | None, model: ModelSpec) -> StructuredOutput | None:
@@ -79,11 +80,12 @@ class StructuredOutput:
         return not called or FINAL_ANSWER_TOOL in called
 
     async def settle(self, reply: AIMessage, prompt: Sequence[BaseMessage], ask: Ask,
-                     rejected: Rejected | None = None) -> AIMessage:
+                     rejected: Rejected | None = None, stop: Stop | None = None) -> AIMessage:
         """The accepted answer for ``reply``: it, or a retry asked with ``ask`` after the
         validation errors were sent back; OutputError once the retries are spent. Each rejected
         answer is handed to ``rejected`` first (a model step of its own: its usage is not the
-        accepted answer's)."""
+        accepted answer's). Before each retry, ``stop`` may end the turn instead (a budget
+        reached, as before any model step): its message is returned, unchecked."""
         conversation = list(prompt)
         for attempt in range(self.contract.retries + 1):
             value, problems = self._read(reply)
@@ -96,6 +98,8 @@ class StructuredOutput:
                 raise OutputError(f"the model's answer does not match output.schema after {tries} "
                                   f"(output.retries: {self.contract.retries}): " + "; ".join(problems),
                                   problems)
+            if stop is not None and (ending := stop()) is not None:
+                return ending
             conversation += [reply, *self._feedback(reply, problems)]
             reply = await ask(conversation)
         raise AssertionError("unreachable: the last attempt returns or raises")

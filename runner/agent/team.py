@@ -14,16 +14,17 @@ import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field
 
 from runner import sdk, telemetry
 from runner.agent.nodes import ArgumentsCheck, DirectToolCall, PolicyCheck, SystemPromptProvider
-from runner.agent.spending import Spending
+from runner.agent.spending import Spending, add_usage, turn_ledger
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import BuildError, ToolError
 from runner.events import Event
@@ -236,6 +237,14 @@ async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: Run
     return final_answer(result)
 
 
+class HostedState(TypedDict):
+    """The thread of an agent served on its own: the tasks and answers, and what it spent."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
+    turn_usage: NotRequired[dict[str, float]]  # a turn waiting for an answer (runner.agent.spending)
+
+
 def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any
                  ) -> CompiledStateGraph:
     """Agent ``name`` served on its own (``serve``'s tool of that name, the OpenAI API's model):
@@ -243,13 +252,19 @@ def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any
     as a subgraph of this one, exactly as inside a caller's tool call, so a question it raises
     interrupts the turn and is resumed on the thread (kept in ``checkpointer``). The thread keeps
     the tasks and answers; the agent sees only the task at hand, as when another agent calls it."""
-    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph import END, START, StateGraph
 
-    async def model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+    async def model(state: HostedState, config: RunnableConfig) -> dict[str, Any]:
         task = state["messages"][-1].text
-        return {"messages": [AIMessage(await run_agent(name, graph, task, config))]}
+        ledger = turn_ledger(config)
+        if ledger is not None:  # the thread's totals are this graph's: its run has only the task's
+            ledger.seed(state.get("usage"))
+        update: dict[str, Any] = {"messages": [AIMessage(await run_agent(name, graph, task, config))]}
+        if ledger is not None and (spent := ledger.take_unsaved()):
+            update["usage"] = spent  # the thread's totals (it runs as an agent of 'agents:')
+        return update
 
-    builder = StateGraph(MessagesState)
+    builder = StateGraph(HostedState)
     builder.add_node("model", model)  # the node the turn's final answer is read from
     builder.add_edge(START, "model")
     builder.add_edge("model", END)

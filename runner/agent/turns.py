@@ -19,11 +19,11 @@ from langgraph.types import Command, StreamMode
 from runner import sdk, telemetry
 from runner.agent.handoffs import ANSWER, answered_final, answering_notice, is_handoff_notice, switching_input
 from runner.agent.runtime import Runtime
-from runner.agent.spending import turn_ledger, turn_started, usage_events
+from runner.agent.spending import left_over, turn_started, usage_events
 from runner.agent.structured import answer_object
 from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
-from runner.errors import OutputError
-from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, question
+from runner.errors import ModelError
+from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, is_question, question
 from runner.manifest import MAIN_AGENT
 from runner.store.thread_locks import thread_turn
 
@@ -80,24 +80,32 @@ async def stream_turn(
         given = turn_input(message)
         if switch_to is not None and not isinstance(message, Command):
             given = switching_input(given, switch_to)
+        asked = False
         try:
             async with aclosing(_turn_events(runtime, given, config, agent)) as events:
                 async for event in events:
+                    asked = asked or is_question(event)
                     yield event
-        except OutputError:  # the steps of the failed model node are the thread's all the same
-            await _save_unsaved(runtime, config, agent)
+        except ModelError:  # a failed model step (or answer): the turn's steps and calls are the thread's
+            await _save_left_over(runtime, config, agent, waiting=False)
             raise
+        except anyio.get_cancelled_exc_class():  # stopped (Ctrl-C): what it spent is the thread's
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+                await _save_left_over(runtime, config, agent, waiting=False)
+            raise
+        if asked:  # what the turn spent so far is the thread's while the question waits
+            await _save_left_over(runtime, config, agent, waiting=True)
 
 
-async def _save_unsaved(runtime: Runtime, config: RunnableConfig, agent: str) -> None:
-    """Add what the turn's failed steps spent to the thread's totals: a write of no task on its
-    latest checkpoint, applied to the state whatever the thread's next run is."""
-    ledger = turn_ledger(config)
-    lost = ledger.take_unsaved() if ledger is not None else {}
-    if not lost or runtime.checkpointer is None:
+async def _save_left_over(runtime: Runtime, config: RunnableConfig, agent: str, *, waiting: bool) -> None:
+    """Write what the turn spent and its steps did not write (:func:`left_over`) to the thread's
+    state: a write of no task on its latest checkpoint, applied to the state whatever the thread's
+    next run is (an answer resuming the turn reads it first)."""
+    writes = left_over(config, waiting=waiting)
+    if not writes or runtime.checkpointer is None:
         return
     state = await runtime.agents[agent].aget_state(config)
-    await runtime.checkpointer.aput_writes(state.config, [("usage", lost)], sdk.null_task_id())
+    await sdk.add_null_writes(runtime.checkpointer, state.config, writes)
 
 
 async def _turn_events(

@@ -11,9 +11,12 @@ import anyio
 import pytest
 import yaml
 from builders import scripted_model, server, write_manifest
+from langgraph.types import Command
 
 from runner.agent.runtime import load_agent
+from runner.agent.spending import TurnSpending, thread_totals, totals
 from runner.agent.turns import stream_turn
+from runner.errors import ModelError
 
 LIMIT = 60  # seconds a turn may take on a busy machine
 
@@ -254,3 +257,174 @@ async def test_an_agent_of_agents_that_reaches_a_limit_ends_the_turn_with_one_li
         ("demo__add", "researcher", "error"), ("researcher", None, "success")]
     [final] = of(events, "final")
     assert final["reason"] == "limit"
+
+
+async def test_a_structured_answer_is_not_retried_once_the_rejected_one_reached_a_limit(
+    tmp_path: Path,
+) -> None:
+    # The rejected answer spends the turn's budget: its retry would overshoot by one more answer.
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    usage = {"usage": {"input_tokens": 400, "output_tokens": 200}}
+    script = [{**usage, "output": {"n": "three"}}, {**usage, "output": {"n": 3}}]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_tokens": 500}},
+                 output={"schema": schema, "retries": 2})
+    [events] = await run(path, "count")
+    assert [usage["step"]["total_tokens"] for usage in of(events, "usage")] == [600]
+    [limit] = of(events, "limit")
+    assert (limit["scope"], limit["limit"], limit["spent"]) == ("turn", "max_tokens", 600)
+    [final] = of(events, "final")
+    assert final["reason"] == "limit" and "output" not in final
+    assert "limits.per_turn.max_tokens" in final["text"]
+
+
+# --------------------------------------------------------------------------- totals that agree
+
+
+async def thread_state_totals(runtime: Any, config: dict[str, Any], agent: str = "main") -> dict[str, Any]:
+    """The thread's totals as ``/usage`` shows them: from its checkpointed state."""
+    state = await runtime.agents[agent].aget_state(config)
+    return dict(totals(thread_totals(state.values.get("usage"))))
+
+
+async def test_the_last_usage_event_and_usage_agree_after_a_call_edited_into_a_denied_one(
+    tmp_path: Path,
+) -> None:
+    script = [step(500, 50, calls=[{"name": "demo__echo", "args": {"text": "hello"}}]),
+              step(500, 12, text="denied")]
+    policy = [{"tool": "demo__echo", "args": {"text": "/etc/*"}, "action": "deny", "reason": "private"},
+              {"tool": "demo__echo", "action": "ask", "reason": "asked"}]
+    path = agent(tmp_path, script, policy=policy)
+    edit = Command(resume={"action": "edit", "args": {"text": "/etc/passwd"}})
+    async with load_agent(path, thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            asked = [dict(event) async for event in stream_turn(runtime, "echo")]
+            resumed = [dict(event) async for event in stream_turn(runtime, edit)]
+        shown = await thread_state_totals(runtime, runtime.config())
+    assert of(asked, "approval") and of(resumed, "tool_result")[0]["status"] == "error"
+    last = of(resumed, "usage")[-1]
+    assert last["thread"] == shown  # every count, the time too (to the millisecond)
+    assert (shown["total_tokens"], shown["model_steps"], shown["tool_calls"]) == (1062, 2, 1)
+    assert last["turn"]["total_tokens"] == 1062 and last["turn"]["tool_calls"] == 1
+
+
+async def test_the_tool_calls_of_an_agent_of_agents_count_in_the_threads_totals_as_in_its_events(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "researcher.yaml").write_text(yaml.safe_dump([step(100, 10, calls=[ADD]),
+                                                              step(100, 10, text="5")]))
+    researcher = {"description": "Adds.", "tools": ["demo"],
+                  "model": {"id": "scripted", "script": "researcher.yaml"}}
+    script = [step(10, 10, calls=[{"name": "researcher", "args": {"task": "add"}}]), step(10, 10, text="5")]
+    path = agent(tmp_path, script, agent={"agents": ["researcher"]}, agents={"researcher": researcher})
+    async with load_agent(path, thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            events = [dict(event) async for event in stream_turn(runtime, "add")]
+        shown = await thread_state_totals(runtime, runtime.config())
+    last = of(events, "usage")[-1]
+    assert last["thread"] == shown
+    assert shown["tool_calls"] == 2 and shown["model_steps"] == 4  # researcher's call, and its add
+
+
+async def test_a_threads_totals_do_not_go_down_after_a_turn_a_limit_ended_after_a_slow_call(
+    tmp_path: Path,
+) -> None:
+    # The call runs past the turn's max_duration; the next step ends the turn at the limit. What
+    # the limit event said the thread had spent is the thread's: the next turn goes on from it.
+    script = [step(10, 10, calls=[{"name": "demo__sleep", "args": {"seconds": 0.3}}]),
+              step(10, 10, text="two")]
+    path = agent(tmp_path, script, limits={"per_turn": {"max_duration": "100ms"}})
+    async with load_agent(path, thread_id="t") as runtime:
+        reported = []
+        for message in ("one", "two"):
+            spending = TurnSpending()  # what serve's ask reports in its result's _meta
+            with anyio.fail_after(LIMIT):
+                async for event in stream_turn(runtime, message):
+                    spending.see(event)
+            meta = spending.meta()
+            assert meta is not None
+            reported.append(meta[TurnSpending.META_KEY]["thread"])
+        shown = await thread_state_totals(runtime, runtime.config())
+    first, second = reported
+    assert first["seconds"] >= 0.3
+    assert second["seconds"] > first["seconds"] and second["model_steps"] == 2
+    assert second == shown
+
+
+async def test_an_agent_served_on_its_own_keeps_its_threads_totals_from_one_turn_to_the_next(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "researcher.yaml").write_text(yaml.safe_dump([step(100, 10, calls=[ADD]),
+                                                              step(100, 10, text="5"),
+                                                              step(100, 10, text="again")]))
+    researcher = {"description": "Adds.", "tools": ["demo"],
+                  "model": {"id": "scripted", "script": "researcher.yaml"}}
+    path = agent(tmp_path, [], agents={"researcher": researcher})
+    async with load_agent(path, thread_id="t") as runtime:
+        reported = []
+        for message in ("add", "again"):
+            with anyio.fail_after(LIMIT):
+                events = [dict(event) async for event in stream_turn(runtime, message, thread_id="served",
+                                                                         agent="researcher")]
+            reported.append(of(events, "usage")[-1]["thread"])
+        shown = await thread_state_totals(runtime, runtime.config("served", agent="researcher"), "researcher")
+    first, second = reported
+    assert (first["total_tokens"], first["tool_calls"]) == (220, 1)
+    assert (second["total_tokens"], second["model_steps"], second["tool_calls"]) == (330, 3, 1)
+    assert second["seconds"] >= first["seconds"]
+    assert second == shown
+
+
+# --------------------------------------------------------------------------- a turn resumed
+
+
+async def test_a_handoff_asking_inside_the_agent_handed_to_keeps_the_turns_totals_across_the_answer(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "billing.yaml").write_text(yaml.safe_dump([step(200, 20, calls=[ADD]),
+                                                           step(300, 30, text="refunded")]))
+    billing = {"description": "Refunds.", "tools": ["demo"], "approve": ["demo__add"],
+               "model": {"id": "scripted", "script": "billing.yaml"}}
+    script = [step(100, 10, calls=[{"name": "handoff_to_billing", "args": {"reason": "a charge"}}])]
+    path = agent(tmp_path, script, agent={"handoffs": ["billing"]}, agents={"billing": billing})
+    async with load_agent(path, thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            asked = [dict(event) async for event in stream_turn(runtime, "charged twice")]
+            waiting = await thread_state_totals(runtime, runtime.config())
+            approve = Command(resume={"action": "approve"})
+            resumed = [dict(event) async for event in stream_turn(runtime, approve)]
+        shown = await thread_state_totals(runtime, runtime.config())
+    assert of(asked, "approval")[0]["agent"] == "billing"
+    assert waiting["total_tokens"] == 330  # billing's step before its question is the thread's already
+    last = of(resumed, "usage")[-1]
+    assert last["agent"] == "billing" and of(resumed, "final")[0]["text"] == "refunded"
+    turn = last["turn"]
+    assert (turn["total_tokens"], turn["model_steps"], turn["tool_calls"]) == (660, 3, 1)
+    assert last["thread"] == shown and shown["total_tokens"] == 660 and shown["tool_calls"] == 1
+
+
+async def test_a_turn_stopped_while_its_call_runs_keeps_what_it_spent_in_the_threads_totals(
+    tmp_path: Path,
+) -> None:
+    script = [step(100, 10, calls=[{"name": "demo__hang", "args": {}}]), step(100, 10, text="noted")]
+    async with load_agent(agent(tmp_path, script), thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT):
+            with anyio.CancelScope() as turn:  # what Ctrl-C does to the chat's turn
+                async for event in stream_turn(runtime, "start it"):
+                    if event["type"] == "progress":  # the server is running the call
+                        turn.cancel()
+            stopped = await thread_state_totals(runtime, runtime.config())
+            events = [dict(event) async for event in stream_turn(runtime, "what happened?")]
+    assert turn.cancelled_caught
+    assert (stopped["total_tokens"], stopped["model_steps"], stopped["tool_calls"]) == (110, 1, 1)
+    assert of(events, "usage")[-1]["thread"]["tool_calls"] == 1
+
+
+async def test_a_turn_whose_model_fails_after_a_call_keeps_the_step_and_the_call_in_the_threads_totals(
+    tmp_path: Path,
+) -> None:
+    script = [step(100, 10, calls=[ADD])]  # the step after the call finds the script run out
+    async with load_agent(agent(tmp_path, script), thread_id="t") as runtime:
+        with anyio.fail_after(LIMIT), pytest.raises(ModelError):
+            [_ async for _ in stream_turn(runtime, "add")]
+        shown = await thread_state_totals(runtime, runtime.config())
+    assert (shown["total_tokens"], shown["model_steps"], shown["tool_calls"]) == (110, 1, 1)

@@ -127,6 +127,28 @@ def test_validate_reports_the_schema_problems_with_bad_retries_and_method_in_one
     assert "5 problems found" in result.output
 
 
+def test_validate_reports_a_schema_files_problems_with_the_manifests_own_in_one_run(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: bad\noutput:\n  schema: answer.json\n  retries: -1\n")
+    (tmp_path / "answer.json").write_text('{\n  "type": "object",\n  "properties": {\n'
+                                          '    "n": {"minimum": "zero"},\n'
+                                          '    "m": {"type": "integr"}\n  }\n}\n')
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    for expected in (f"{path}:5:12: output.retries: must be greater than or equal to 0",
+                     f"{tmp_path / 'answer.json'}:4:22: properties.n.minimum: not a valid JSON Schema: "
+                     "'zero' is not of type 'number'",
+                     f"{tmp_path / 'answer.json'}:5:19: properties.m.type: not a valid JSON Schema: "
+                     "unknown type 'integr'"):
+        assert expected in result.output, result.output
+    assert "3 problems found" in result.output
+    (tmp_path / "answer.json").unlink()
+    missing = invoke("validate", str(path))
+    not_found = f"{path}:4:11: output.schema: schema file 'answer.json' not found"
+    assert not_found in missing.output, missing.output
+    assert "2 problems found" in missing.output
+
+
 def test_validate_rejects_a_ref_that_resolves_to_nothing_in_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "agent.yaml"
     path.write_text("version: 1\nname: bad\noutput:\n  schema:\n    type: object\n    properties:\n"
