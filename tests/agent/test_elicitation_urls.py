@@ -163,7 +163,8 @@ async def test_a_server_that_asks_again_after_every_answer_ends_its_call_with_an
             [result] = of_type(events, "tool_result")
             assert asked == MAX_QUESTIONS_PER_CALL
             assert result["status"] == "error"
-            assert f"server 'asking' asked for input more than {MAX_QUESTIONS_PER_CALL} times" in result["text"]
+            stopped = f"server 'asking' asked for input more than {MAX_QUESTIONS_PER_CALL} times"
+            assert stopped in result["text"]
 
 
 async def test_a_run_that_cannot_ask_ends_a_call_whose_server_asks_again_after_every_decline(
