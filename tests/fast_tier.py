@@ -46,6 +46,7 @@ FAST_FILES = frozenset({
     "servers/test_servers_listings.py",
     "servers/test_servers_translation.py",
     "tools/test_tools_arguments.py",
+    "tools/test_tools_asking.py",
     "tools/test_tools_content.py",
     "tools/test_tools_naming.py",
     "store/test_sqlite_growth.py",

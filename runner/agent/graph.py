@@ -20,6 +20,7 @@ the interrupt by which a server's request for input reaches the user.
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import jsonschema
 import mcp_types as types
@@ -61,6 +62,7 @@ from runner.agent.turn_stream import naming_agent
 from runner.events import ElicitationAsked
 from runner.models import ModelChain, as_model_chain
 from runner.store.checkpointers import Durability, turn_durability
+from runner.tools.asking import count_question
 from runner.tools.search import ToolSearch
 
 # --------------------------------------------------------------------------- elicitation
@@ -72,8 +74,11 @@ class ElicitationAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, str | int | float | bool | list[str] | None] | None = None
-    # URL mode: the request the answer was given for; a different request is asked, not answered.
+    # URL mode: the request the answer was given for. The tool runs again on resume and its
+    # server may ask with a new id (and a new query string) each time: the answer stands for any
+    # request to the same page (origin and path), not for another page.
     elicitation_id: str | None = None
+    url: str | None = None
 
 
 def elicitation_request(server: str, request: types.ElicitRequestParams) -> ElicitationAsked:
@@ -113,21 +118,40 @@ def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
 
 def ask_by_interrupt(server: str, request: types.ElicitRequestParams) -> types.ElicitResult:
     """Interrupt the graph with the request; resume with ``Command(resume={"action": "accept",
-    "content": {...}})`` (or decline / cancel). Outside a graph run no one can answer: declined."""
+    "content": {...}})`` (or decline / cancel). Outside a graph run no one can answer: declined.
+
+    On resume the tool runs again and its server asks again: resume values are matched to
+    interrupts by position, so the n-th answer of the call goes to the re-run's n-th question,
+    whatever elicitation id the server gave it this time. Only a URL answer that names a
+    different page (a retried call asking for the next step) is not taken for this one: the
+    request is asked, and counts as one more of the call's questions
+    (:func:`runner.tools.asking.count_question`): a server whose every question is new ends the
+    call after a few, not the user's patience."""
     try:
         get_config()
     except RuntimeError:  # a direct call (the chat's /call, `mcp-run call`): not in a graph
         return types.ElicitResult(action="decline")
     schema = request.requested_schema if isinstance(request, types.ElicitRequestFormParams) else None
     answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(schema))
-    # Resume values are matched to interrupts by position: a retried call may ask for another
-    # URL where an earlier one was answered. That answer is skipped and the new request asked.
-    while isinstance(request, types.ElicitRequestURLParams) and answer.elicitation_id not in (
-            None, request.elicitation_id):
+    while isinstance(request, types.ElicitRequestURLParams) and not _answers_url(answer, request):
+        count_question(server)
         answer = interrupt(elicitation_request(server, request), response_schema=_answer_schema(None))
     if answer.action != "accept" or isinstance(request, types.ElicitRequestURLParams):
         return types.ElicitResult(action=answer.action)
     return types.ElicitResult(action="accept", content=answer.content or {})
+
+
+def _answers_url(answer: ElicitationAnswer, request: types.ElicitRequestURLParams) -> bool:
+    """Whether ``answer`` was given for ``request``'s page: the same request, the same page (its
+    query and fragment may differ), or an answer that names no URL (taken by position)."""
+    if answer.url is None or answer.elicitation_id == request.elicitation_id:
+        return True
+    return _page(answer.url) == _page(request.url)
+
+
+def _page(url: str) -> tuple[str, str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/")
 
 
 # --------------------------------------------------------------------------- the graph

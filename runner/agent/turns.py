@@ -51,7 +51,8 @@ async def stream_turn(
     ``approval`` (tool, args, id) — the turn then waits for ``Command(resume=...)`` —,
     ``elicitation`` (server, message, mode ``form`` with its JSON ``schema`` or ``url`` with ``url``
     and ``elicitation_id``) — resumed with ``{"action": "accept", "content": {...}}``, decline or
-    cancel —, ``sampling`` (server, system_prompt, messages, max_tokens, tools: what a server asks
+    cancel (a URL answer may name the ``url`` it was given for: it then answers no other page) —,
+    ``sampling`` (server, system_prompt, messages, max_tokens, tools: what a server asks
     the model) — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
     total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
     status, message: a tool call running as a task was created or changed status),

@@ -33,8 +33,9 @@ async def answer_question(view: Any, event: ElicitationAsked | SamplingAsked) ->
         if event["mode"] != "url":
             return await _fill_form(view, event)
         answer = await _visit(view, event)
-    if event["type"] == "elicitation" and event["mode"] == "url":  # for this request only, not a later one
+    if event["type"] == "elicitation" and event["mode"] == "url":  # for this page only, not another
         answer["elicitation_id"] = event["elicitation_id"]
+        answer["url"] = event["url"]
     return answer
 
 

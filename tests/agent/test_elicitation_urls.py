@@ -17,10 +17,21 @@ from test_elicitation_graph import of_type, turn
 from runner.agent.host import Host
 from runner.agent.runtime import load_agent
 from runner.errors import ServerRequestError
+from runner.tools.asking import MAX_QUESTIONS_PER_CALL
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 40.0
+
+
+def as_the_chat_answers(action: str, question: dict[str, Any]) -> dict[str, Any]:
+    """The resume value the chat sends: the action, for that request and its page."""
+    return {"action": action, "elicitation_id": question["elicitation_id"], "url": question["url"]}
+
+
+def as_the_page_answers(action: str, question: dict[str, Any]) -> dict[str, Any]:
+    """The resume value the web page sends: the action, for that request."""
+    return {"action": action, "elicitation_id": question["elicitation_id"]}
 
 
 async def test_the_servers_completion_of_a_url_visit_is_an_event_of_the_call(tmp_path: Path) -> None:
@@ -113,10 +124,54 @@ async def test_an_answer_to_one_url_visit_is_not_taken_for_a_different_url_on_th
     async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
         [first] = of_type(await turn(runtime, "asking__steps"), "elicitation")
         assert (first["url"], first["elicitation_id"]) == ("https://portal.example/step-1", "step-1")
-        events = await turn(runtime, Command(resume={"action": "accept", "elicitation_id": "step-1"}))
+        events = await turn(runtime, Command(resume=as_the_chat_answers("accept", first)))
         [second] = of_type(events, "elicitation")  # asked, not accepted with step-1's answer
         assert (second["url"], second["elicitation_id"]) == ("https://portal.example/step-2", "step-2")
         assert not of_type(events, "tool_result")
-        events = await turn(runtime, Command(resume={"action": "accept", "elicitation_id": "step-2"}))
+        events = await turn(runtime, Command(resume=as_the_chat_answers("accept", second)))
     [result] = of_type(events, "tool_result")
     assert result["status"] == "success" and result["text"].startswith("through both steps")
+
+
+async def test_a_url_question_with_a_new_id_at_every_call_is_asked_once_and_the_answer_ends_the_call(
+    tmp_path: Path,
+) -> None:
+    # The tool runs again on resume and the server asks with a new id (and query): the answer
+    # given, by the chat or the page, whatever the action, is its answer.
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
+        for answer in (as_the_chat_answers, as_the_page_answers):
+            for action in ("accept", "decline", "cancel"):
+                [question] = of_type(await turn(runtime, "asking__sign_in"), "elicitation")
+                assert question["url"].startswith("https://mail.example/sign-in?session=")
+                events = await turn(runtime, Command(resume=answer(action, question)))
+                assert of_type(events, "elicitation") == []
+                [result] = of_type(events, "tool_result")
+                assert (result["status"], result["text"]) == ("success", f"sign-in: {action}")
+
+
+async def test_a_server_that_asks_again_after_every_answer_ends_its_call_with_an_error_not_a_loop(
+    tmp_path: Path,
+) -> None:
+    async with load_agent(asking_agent(tmp_path, legacy=True)) as runtime:
+        for new_page in ("false", "true"):  # the same page each time, or a new one
+            events = await turn(runtime, f'asking__nag {{"new_page": {new_page}}}')
+            asked = 0
+            while not of_type(events, "tool_result") and asked <= MAX_QUESTIONS_PER_CALL:
+                [question] = of_type(events, "elicitation")
+                asked += 1
+                events = await turn(runtime, Command(resume=as_the_chat_answers("cancel", question)))
+            [result] = of_type(events, "tool_result")
+            assert asked == MAX_QUESTIONS_PER_CALL
+            assert result["status"] == "error"
+            stopped = f"server 'asking' asked for input more than {MAX_QUESTIONS_PER_CALL} times"
+            assert stopped in result["text"]
+
+
+async def test_a_run_that_cannot_ask_ends_a_call_whose_server_asks_again_after_every_decline(
+    tmp_path: Path,
+) -> None:
+    declining = Host(answers_questions=False)
+    async with load_agent(asking_agent(tmp_path, legacy=True), host=declining) as runtime:
+        events = await turn(runtime, "asking__nag")
+    [result] = of_type(events, "tool_result")
+    assert result["status"] == "error" and "asked for input more than" in result["text"]

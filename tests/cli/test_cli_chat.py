@@ -272,6 +272,14 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
         chat.send({"action": "accept"})
         assert chat.wait_for("elicitation_complete")["elicitation_id"] == "sign-in-1"
         chat.wait_for("final")
+        for action in ("accept", "decline", "cancel"):  # asked with a new id at every call: once
+            before = len(chat.seen)
+            chat.send({"text": "asking__sign_in"})
+            assert chat.wait_for("elicitation")["url"].startswith("https://mail.example/sign-in?session=")
+            chat.send({"action": action})
+            assert chat.wait_for("tool_result")["text"] == f"sign-in: {action}"
+            chat.wait_for("final")
+            assert [e["type"] for e in chat.seen[before:]].count("elicitation") == 1
         chat.send({"text": 'tasks__steps {"steps": 1, "interval_ms": 10}'})
         assert chat.wait_for("task")["server"] == "tasks"
         chat.wait_for("final")

@@ -1,7 +1,11 @@
 """A server that asks the client for things, in both protocol eras.
 
 Tools: book (a form: date required, seats with a default), visit (URL mode; on 2025-11-25 the
-server then says the visit is complete), portal (error -32042: a URL to visit before the call is
+server then says the visit is complete), sign_in (URL mode through ``ctx.elicit_url`` with a fresh
+``uuid4`` id, and in the URL's query, at every call, as the SDK's examples do; 2025-11-25), nag
+(asks to visit a page again after every answer, a fresh id each time, never ending; with
+``new_page`` a page of its own each time; 2025-11-25),
+portal (error -32042: a URL to visit before the call is
 made again; the visit completes ``delay`` seconds after the first call), roots (the client's
 roots), summarize (sampling), forecast (sampling with a tool, 2025-11-25), slow (progress every
 ``interval`` seconds), levels (one log message per level), flood (``count`` log messages, then an
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -88,6 +93,29 @@ def build(name: str = "asking") -> MCPServer:
             # The user went through the page (out of band): the server says so.
             await ctx.request_context.session.send_elicit_complete("sign-in-1")
         return f"visit: {answer.action}"
+
+    @server.tool()
+    async def sign_in(ctx: Context) -> str:
+        """Ask the user to sign in at a page whose every request has a new id (URL mode)."""
+        elicitation_id = str(uuid.uuid4())
+        answer = await ctx.elicit_url(
+            message="Sign in to the mailbox", url=f"https://mail.example/sign-in?session={elicitation_id}",
+            elicitation_id=elicitation_id,
+        )
+        answers.append(f"sign_in {answer.action}")
+        return f"sign-in: {answer.action}"
+
+    @server.tool()
+    async def nag(ctx: Context, new_page: bool = False) -> str:
+        """Ask the user to visit a page, again after every answer (a new id each time, in the
+        query; with ``new_page``, in the path: another page each time)."""
+        while True:
+            elicitation_id = str(uuid.uuid4())
+            page = f"again/{elicitation_id}" if new_page else f"again?id={elicitation_id}"
+            answer = await ctx.elicit_url(
+                message="Visit once more", url=f"https://nag.example/{page}", elicitation_id=elicitation_id,
+            )
+            answers.append(f"nag {answer.action}")
 
     portal_calls: list[int] = []
     connected = anyio.Event()
