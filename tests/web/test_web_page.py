@@ -20,10 +20,13 @@ import pytest
 from browser import BROWSER_TIMEOUT_MS
 from builders import ROOT, invoke, server, write_manifest
 from child_processes import SESSION_PROCESSES
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from playwright.sync_api import Page, expect
 from web_pages import ServedPage, card, request, send, start_page, stop_page, web_page
 from web_pages import open_page as open_agent_page
 
+from runner.store.checkpointers import SqliteCheckpointer
 from runner.tools.form_answers import content_problem
 
 pytestmark = pytest.mark.timeout(300)
@@ -239,6 +242,55 @@ def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_ow
     chooser.select_option("main")  # the main agent's threads do not include it
     expect(page.locator("#thread-list[data-agent=main]")).to_be_attached()
     expect(mine).to_have_count(0)
+
+
+LONG_THREAD = 500  # turns
+RENDERED_AT_MOST = 80  # turns in the page at once, however long the thread
+IN_PAGE_TURNS = "() => document.querySelectorAll('#log .message.user').length"  # one a turn
+SCROLL_TO_FIRST_TURN = """(first) => {
+    const log = document.getElementById("log");
+    log.scrollTop = 0;  // again at each poll: each scroll renders the turns above, moving the view
+    return [...log.querySelectorAll(".message.user .text")].some((text) => text.textContent === first);
+}"""
+
+
+def write_long_thread(agent: Path, thread: str, turns: int) -> None:
+    """A thread of ``turns`` questions and answers, written into the agent's checkpointer as its
+    turns would have left it (not run: 500 turns through the page would be slow)."""
+    messages: list[HumanMessage | AIMessage] = []
+    for number in range(1, turns + 1):
+        messages += [HumanMessage(f"question {number} of the long thread", id=f"q{number}"),
+                     AIMessage(f"answer {number}", id=f"a{number}")]
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_versions"] = {"messages": f"{1:032}.0"}
+    checkpoint["channel_values"] = {"messages": messages}
+    with SqliteCheckpointer.open(agent.parent / "state.sqlite") as saver:
+        saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, checkpoint, {"step": 1},
+                  checkpoint["channel_versions"])
+
+
+def test_a_500_turn_thread_renders_only_the_turns_near_view_and_streams_its_next_turn_at_the_end(
+        page: Page, served: ServedPage, agent: Path) -> None:
+    write_long_thread(agent, "long-thread", LONG_THREAD)
+    open_page(page, served)
+    page.locator("#thread-list li", has_text="question 1 of the long thread").locator(".thread-open").click()
+    log = page.locator("#log")
+    answers = log.locator(".message.assistant.final .text")
+    expect(log.locator(".message.user .text").last).to_have_text(f"question {LONG_THREAD} of the long thread")
+    expect(answers.last).to_be_in_viewport()  # it opens at its end
+    assert 0 < page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST
+
+    page.wait_for_function(SCROLL_TO_FIRST_TURN, arg="question 1 of the long thread")
+    first = log.locator(".message.user .text", has_text=re.compile("^question 1 of the long thread$"))
+    expect(first).to_be_in_viewport()
+    expect(answers.first).to_have_text("answer 1")
+    assert page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST  # the end's turns left the page
+
+    send(page, 'notes__calculate {"expression": "5*5"}')  # the view goes to the end, where it streams
+    expect(answers.last).to_have_text("notes__calculate returned: 25")
+    expect(answers.last).to_be_in_viewport()
+    expect(answers.nth(-2)).to_have_text(f"answer {LONG_THREAD}")  # right after the thread's last turn
+    assert page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST
 
 
 # --------------------------------------------------------------------------- questions
