@@ -24,7 +24,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from runner import telemetry
 from runner.errors import ErrorKind, ServerClosedError, ServerError, ToolError
-from runner.events import EventSink, ToolProgress
+from runner.events import CallRetried, EventSink, ToolProgress
 from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answered, call_answering
@@ -308,7 +308,7 @@ class ToolCaller:
         servers' questions answered by the host, and the result converted."""
         sink = self._host.progress_sink()
         progress = _progress_reporter(sink, name, server)
-        events = call_events(sink, name, server)
+        events = call_events(sink, name, server, _call_id.get())
 
         def call_server(ask: Ask) -> Awaitable[types.CallToolResult]:
             return self._call_with_fallbacks(catalog, server, original, arguments, ask, progress, events)
@@ -353,6 +353,9 @@ class ToolCaller:
                 logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
                                str(exc).removeprefix(f"{current}: "))
                 await _before_fallback(catalog, FallbackEvent(current, fallback, tool, arguments, exc))
+                if events is not None:
+                    events(CallRetried(type="retry", server=current, fallback=fallback,
+                                       reason=str(exc).removeprefix(f"{current}: ")))
                 seen.add(fallback)
                 current = fallback
 

@@ -45,6 +45,8 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "hostile": server("web_hostile"),
         "media": server("media"),
         "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
+        # Never starts: its calls are made again on its fallback (started: demo).
+        "mirrored": {"command": "mcp-run-no-such-command", "fallback": "demo", "tools": {"only": ["add"]}},
     }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
                          "tools": ["notes__calculate"]}})
@@ -191,6 +193,27 @@ def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: Served
     image = card(page, "demo__image").locator("img.result-image")
     expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
     assert image.evaluate("img => img.complete && img.naturalWidth") == 1
+
+
+def test_a_call_made_again_on_its_servers_fallback_says_so_in_its_card(page: Page,
+                                                                       served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'mirrored__add {"a": 2, "b": 3}')
+    added = card(page, "mirrored__add")
+    expect(added.locator(".status")).to_have_text("success")
+    expect(added.locator(".result-text").first).to_have_text("5")
+    expect(added.locator(".retry-count")).to_have_text("1 retry")
+    expect(added.locator(".fallback-used")).to_have_text("fallback used: demo")
+    expect(added.locator(".retries li")).to_have_text([re.compile(
+        r"^made again on demo \(the fallback of mirrored\): tools/call 'add': the server has failed")])
+    added.locator("summary", has_text="Raw JSON").click()
+    [retry] = json.loads(added.locator(".raw").inner_text())["retries"]
+    assert (retry["type"], retry["server"], retry["fallback"]) == ("tool_retry", "mirrored", "demo")
+    calculated = card(page, "notes__calculate")  # a call answered at once says nothing of retries
+    send(page, 'notes__calculate {"expression": "1+1"}')
+    expect(calculated.locator(".status")).to_have_text("success")
+    expect(calculated.locator(".retry-count")).to_be_hidden()
+    expect(calculated.locator(".fallback-used")).to_be_hidden()
 
 
 def test_a_sound_a_tool_returns_is_playable_in_its_card(page: Page, served: ServedPage) -> None:

@@ -109,6 +109,9 @@ function showEvent(target, event, bubble) {
       target.append(card.node);
       return null;
     }
+    case "tool_retry":
+      state.cards.get(event.id)?.addRetry(event);
+      return bubble;
     case "tool_result":
       state.cards.get(event.id)?.setResult(event);
       return null;
