@@ -251,6 +251,31 @@ def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: Serv
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
 
 
+def test_a_name_being_typed_stays_when_the_thread_list_is_reloaded_meanwhile(page: Page,
+                                                                             served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "2+5"}')
+    expect(page.locator(".message.assistant.final")).to_contain_text("returned: 7")
+    expect(page.locator("#thread-list li", has_text="2+5")).to_have_count(1)  # listed after the turn
+    held: list[Any] = []
+    page.route("**/api/threads*", lambda route: held.append(route))  # reloads wait for the test
+    with page.expect_request("**/api/threads*"):
+        page.locator("#thread-list li", has_text="2+5").locator(".thread-open").click()
+    page.locator("#thread-list li", has_text="2+5").get_by_role("button", name=re.compile("^Rename")).click()
+    name = page.get_by_label("New name")
+    name.fill("typing")
+    # Each reload of the list sets its data-agent: unset, it tells when the held reload has come.
+    page.evaluate("() => { document.getElementById('thread-list').dataset.agent = 'unset'; }")
+    for route in held:
+        route.continue_()
+    page.unroute_all()
+    page.wait_for_function("() => document.getElementById('thread-list').dataset.agent === 'main'")
+    expect(name).to_be_focused()
+    expect(name).to_have_value("typing")
+    name.press("Escape")
+    expect(page.locator("#thread-list li", has_text="2+5").locator(".thread-open")).to_be_visible()
+
+
 def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_own(
         page: Page, served: ServedPage) -> None:
     open_page(page, served)

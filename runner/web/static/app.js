@@ -31,7 +31,16 @@ function renderTurn(turn) {
   return el("li", { className: "turn" }, list);
 }
 
-const conversation = new Conversation($("log"), renderTurn, (node) => closeAppsIn(node, "scrolled out of view"));
+// A turn's node leaving the page: its apps are closed, its cards forgotten (rendered again, it makes new ones).
+function releaseTurn(node) {
+  closeAppsIn(node, "scrolled out of view");
+  for (const shown of node.querySelectorAll(".tool-card")) {
+    const id = shown.dataset.callId;
+    if (state.cards.get(id)?.node === shown) state.cards.delete(id);
+  }
+}
+
+const conversation = new Conversation($("log"), renderTurn, releaseTurn);
 
 function showItem(target, item, bubble) {
   switch (item.type) {
@@ -188,7 +197,10 @@ async function send() {
 async function loadThreads() {
   const { threads } = await getJson(`/api/threads?agent=${encodeURIComponent(state.agent)}`);
   const list = $("thread-list");
-  list.replaceChildren(...threads.map(threadItem));
+  const renaming = list.querySelector("li.renaming");  // kept as it is: a name is being typed in it
+  const typing = renaming?.contains(document.activeElement) ? document.activeElement : null;
+  list.replaceChildren(...threads.map((thread) => (renaming?.dataset.thread === thread.id ? renaming : threadItem(thread))));
+  typing?.focus();  // moved with its item: the focus stays in it
   list.dataset.agent = state.agent;  // whose threads these are
 }
 
@@ -204,12 +216,14 @@ function startRename(item, thread) {
   const input = el("input", { type: "text", "aria-label": "New name", value: thread.title });
   const save = async () => {
     await postJson("/api/rename", { agent: state.agent, thread: thread.id, title: input.value });
+    item.classList.remove("renaming");
     await loadThreads();
   };
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter") { event.preventDefault(); save().catch((exc) => showError(exc.message)); }
-    if (event.key === "Escape") loadThreads();
+    if (event.key === "Escape") { item.classList.remove("renaming"); loadThreads(); }
   });
+  item.classList.add("renaming");
   item.replaceChildren(input, el("button", { type: "button", className: "small", text: "Save", onclick: () => save().catch((exc) => showError(exc.message)) }));
   input.focus();
   input.select();
