@@ -24,7 +24,7 @@ from runner.errors import BuildError, ToolError
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
 from runner.tools.asking import Answered
-from runner.tools.caller import ToolCaller
+from runner.tools.caller import RETRIES_KEY, ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.naming import NAME_PATTERN
 
@@ -192,6 +192,9 @@ async def test_a_call_made_again_on_the_fallback_is_an_event_naming_both_servers
     assert {key: retried[key] for key in ("tool", "server", "fallback", "id")} == {
         "tool": "flaky__echo", "server": "flaky", "fallback": "backup", "id": "call-1"}
     assert retried["reason"].startswith("tools/call 'echo': the server has failed (command not found")
+    # Kept with the answer, for the thread's history (no provider is sent response_metadata).
+    assert message.response_metadata[RETRIES_KEY] == [
+        {"type": "retry", "server": "flaky", "reason": retried["reason"], "fallback": "backup"}]
 
 
 async def test_an_unknown_tool_error_names_the_servers_that_are_down_and_why(tmp_path: Path) -> None:

@@ -209,6 +209,10 @@ def test_a_call_made_again_on_its_servers_fallback_says_so_in_its_card(page: Pag
     added.locator("summary", has_text="Raw JSON").click()
     [retry] = json.loads(added.locator(".raw").inner_text())["retries"]
     assert (retry["type"], retry["server"], retry["fallback"]) == ("tool_retry", "mirrored", "demo")
+    page.get_by_role("button", name="New thread").click()  # reopened, its card says it still
+    page.locator("#thread-list li", has_text="mirrored__add").locator(".thread-open").click()
+    expect(added.locator(".fallback-used")).to_have_text("fallback used: demo")
+    expect(added.locator(".retry-count")).to_have_text("1 retry")
     calculated = card(page, "notes__calculate")  # a call answered at once says nothing of retries
     send(page, 'notes__calculate {"expression": "1+1"}')
     expect(calculated.locator(".status")).to_have_text("success")
