@@ -65,6 +65,7 @@ SUITE_ROWS = {
     "threads": ("9",), "context": ("4d",), "sub-agents": ("10a", "10b"),
     "fan-out": ("11",), "guards": ("12",),
     "openai-api": ("13a", "13b", "13c"),
+    "web": ("14",),
 }
 
 
@@ -120,6 +121,7 @@ async def run(settings: Settings, *, peers: list[str],
     from bench.subagents import sub_agent_suite
     from bench.telemetry import telemetry_suite
     from bench.threads import long_thread_suite
+    from bench.web import web_suite
 
     began = time.perf_counter()
     environment: dict[str, Any] = {
@@ -143,6 +145,7 @@ async def run(settings: Settings, *, peers: list[str],
             "fan-out": lambda: fan_out_suite(settings, folder / "fan-out"),
             "guards": lambda: guards_suite(settings, folder / "guards"),
             "openai-api": lambda: openai_api_suite(settings, folder / "openai-api"),
+            "web": lambda: web_suite(settings, folder / "web"),
         }
         suites: list[AbstractAsyncContextManager[Any]] = [
             factory() for name, factory in factories.items() if selected(rows, *SUITE_ROWS[name])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,7 +12,10 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.text import TextReceiveStream
 from mcp.client.stdio import StdioServerParameters
+
+from bench.harness import BenchError
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = ROOT / "bench" / "server.py"
@@ -73,3 +77,33 @@ async def stop(process: Process) -> None:
             process.kill()
             await process.wait()
         await process.aclose()
+
+
+@asynccontextmanager
+async def announcing_process(command: list[str], announced: re.Pattern[str], what: str,
+                             timeout: float) -> AsyncIterator[tuple[str, int]]:
+    """``command`` (an ``mcp-run`` command, say) in a subprocess, run from the repository; yields
+    the first group of ``announced`` once its stderr shows it, and the process id. Its stderr is
+    read until it stops (the pipe never fills up); the process is stopped when the block ends."""
+    process = await anyio.open_process(command, cwd=ROOT, stdin=-3, stdout=-3, stderr=-1)  # DEVNULL, PIPE
+    try:
+        assert process.stderr is not None
+        seen = ""
+        with anyio.fail_after(timeout):
+            async for chunk in TextReceiveStream(process.stderr):
+                seen += chunk
+                if match := announced.search(seen):
+                    break
+            else:
+                raise BenchError(f"{what} ended before it was ready: {seen[-2000:]}")
+        async with anyio.create_task_group() as group:
+            group.start_soon(_drain, process.stderr)
+            yield match.group(1), process.pid
+            group.cancel_scope.cancel()
+    finally:
+        await stop(process)
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:  # keep the pipe from filling up while the run goes on
+        pass

@@ -25,11 +25,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import yaml
-from anyio.streams.text import TextReceiveStream
 from mcp import Client
 
 from bench.harness import BenchError, Case, Goal, Settings
-from bench.launch import ROOT, stdio_entry, stop
+from bench.launch import announcing_process, stdio_entry
 from bench.stats import elapsed_ms, latency_metrics, percentile, run_concurrently
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
@@ -69,28 +68,8 @@ async def served_agent(manifest: Path, *options: str) -> AsyncIterator[str]:
 async def served_process(manifest: Path, *options: str) -> AsyncIterator[tuple[str, int]]:
     """:func:`served_agent`, yielding its MCP URL and the serve process's id."""
     command = [sys.executable, "-m", "runner", "serve", str(manifest), "--http", "127.0.0.1:0", *options]
-    process = await anyio.open_process(command, cwd=ROOT, stdin=-3, stdout=-3, stderr=-1)  # DEVNULL, PIPE
-    try:
-        assert process.stderr is not None
-        seen = ""
-        with anyio.fail_after(SERVE_START_TIMEOUT):
-            async for chunk in TextReceiveStream(process.stderr):
-                seen += chunk
-                if match := LISTENING.search(seen):
-                    break
-            else:
-                raise BenchError(f"mcp-run serve ended before listening: {seen[-2000:]}")
-        async with anyio.create_task_group() as group:
-            group.start_soon(_drain, process.stderr)
-            yield match.group(1), process.pid
-            group.cancel_scope.cancel()
-    finally:
-        await stop(process)
-
-
-async def _drain(stream: Any) -> None:
-    async for _ in stream:  # keep the pipe from filling up while the run goes on
-        pass
+    async with announcing_process(command, LISTENING, "mcp-run serve", SERVE_START_TIMEOUT) as (url, pid):
+        yield url, pid
 
 
 async def in_process_turn(runtime: Runtime, thread: str) -> str:

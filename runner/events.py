@@ -80,6 +80,19 @@ class ToolResult(TypedDict):
     agent: NotRequired[str]  # the agent of 'agents:' it comes from; absent for the main agent
 
 
+class ToolRetried(TypedDict):
+    """A tool call is made again: on ``fallback`` (``server``'s fallback) after ``server`` failed
+    with a transient error, or, without ``fallback``, on ``server`` itself once the user visited
+    the URL it asked for; ``reason`` says why. ``id``: the model's call, when it is one."""
+
+    type: Literal["tool_retry"]
+    tool: str
+    server: str
+    reason: str
+    fallback: NotRequired[str]
+    id: NotRequired[str]
+
+
 class PolicyDecided(TypedDict):
     """A ``policy`` rule decided a tool call about to run (``allow``, ``ask`` once approved) or
     refused (``deny``): ``rule`` is its index in ``policy`` (null for a server's
@@ -502,7 +515,8 @@ Question = ApprovalAsked | ElicitationAsked | SamplingAsked
 Event = (
     ChatReady | Token | ToolCall | AgentStarted | HandedOff | AgentShown | ApprovalAsked | ElicitationAsked
     | SamplingAsked
-    | ToolProgress | ElicitationCompleted | TaskChanged | ToolResult | MediaSaved | FinalAnswer | HelpShown
+    | ToolProgress | ElicitationCompleted | TaskChanged | ToolRetried | ToolResult | MediaSaved | FinalAnswer
+    | HelpShown
     | ToolsListed | AgentsListed | ModelRetry | ModelFallback
     | PromptsListed | ThreadShown | CaseSaved | MediaListed | Reloaded | Watching | ReloadFailed
     | CatalogueChanged | Interrupted | ChatError | UsageReported | LimitReached | UsageShown | PolicyDecided
@@ -559,14 +573,33 @@ class VisitCompleted(TypedDict):
     elicitation_id: str
 
 
-CallNotice = TaskUpdate | VisitCompleted
+class CallRetried(TypedDict):
+    """What a call's path says as it makes the call again (see :class:`ToolRetried`);
+    :func:`call_event` names the tool and the call."""
+
+    type: Literal["retry"]
+    server: str
+    reason: str
+    fallback: NotRequired[str]
 
 
-def call_event(notice: CallNotice, tool: str, server: str) -> TaskChanged | ElicitationCompleted:
-    """The event of a connection's ``notice`` about a call of ``tool`` on ``server``."""
+CallNotice = TaskUpdate | VisitCompleted | CallRetried
+
+
+def call_event(notice: CallNotice, tool: str, server: str,
+               call_id: str | None = None) -> TaskChanged | ElicitationCompleted | ToolRetried:
+    """The event of a ``notice`` about a call of ``tool`` on ``server`` (``call_id``: the
+    model's call, when it is one)."""
     if notice["type"] == "task":
         return TaskChanged(type="task", tool=tool, server=server, task_id=notice["task_id"],
                            status=notice["status"], message=notice["message"])
+    if notice["type"] == "retry":
+        retried = ToolRetried(type="tool_retry", tool=tool, server=notice["server"], reason=notice["reason"])
+        if "fallback" in notice:
+            retried["fallback"] = notice["fallback"]
+        if call_id is not None:
+            retried["id"] = call_id
+        return retried
     return ElicitationCompleted(type="elicitation_complete", tool=tool, server=server,
                                 elicitation_id=notice["elicitation_id"])
 

@@ -47,7 +47,7 @@ ROW_PREFIXES = (
     "10a. sub-agent call in process vs a plain tool call", "10b. sub-agent call in process vs composition",
     "11. parallel fan-out to 8 agents", "12. turn overhead with usage, budgets and policy",
     "13a. Chat Completions streaming: time to first token", "13b. Chat Completions turns/s vs MCP ask, c=32",
-    "13c. serve: memory per idle conversation",
+    "13c. serve: memory per idle conversation", "14. web page: time to first token",
 )
 # Row 7c needs Debian's postgresql and haproxy (scripts/test.sh installs them); without, it is skipped.
 SCALE_OUT_ROWS = ("7c. served turns/s, two instances vs one, c=8",

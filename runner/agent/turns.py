@@ -56,7 +56,9 @@ async def stream_turn(
     the model) — resumed with ``{"action": "approve"}`` or deny —, ``progress`` (tool, server, progress,
     total, message: a running tool call's progress notification), ``task`` (tool, server, task_id,
     status, message: a tool call running as a task was created or changed status),
-    ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done), and
+    ``elicitation_complete`` (tool, server, elicitation_id: the server says a URL visit is done),
+    ``tool_retry`` (tool, server, reason, fallback, id: the call made again, on a fallback or after a
+    URL visit), and
     ``final`` (text, reason) when the model answered without tool calls.
 
     A turn stopped by cancelling its consumer (Ctrl-C) still yields, before the cancellation goes

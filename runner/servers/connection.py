@@ -35,6 +35,7 @@ from runner.errors import (
     ServerRequestError,
     ServerTimeoutError,
 )
+from runner.events import CallRetried
 from runner.manifest import HttpServerSpec, StdioServerSpec
 from runner.servers import lean_calls as calls
 from runner.servers import tasks
@@ -225,6 +226,9 @@ class ServerConnection:
                 if exc.code != types.URL_ELICITATION_REQUIRED or rounds > URL_ROUNDS:
                     raise
                 await self.requests.visit(exc, ask, events, limit)
+                if events is not None:
+                    events(CallRetried(type="retry", server=self.key,
+                                       reason="the user visited the URL the server asked for"))
 
     async def _call_tool(
         self, name: str, arguments: dict, limit: float, progress: ProgressFnT | None, ask: Ask | None,

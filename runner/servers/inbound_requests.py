@@ -63,7 +63,8 @@ Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]
 """``sample(server_key, request)``: the model's completion (the runtime's, which has the model)."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
 CallEvents = Callable[[CallNotice], None]
-"""``events(notice)``: what happens during one tool call (a task's status, a URL visit completed)."""
+"""``events(notice)``: what happens during one tool call (a task's status, a URL visit completed,
+the call made again)."""
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PYTHON_LEVELS = {
@@ -94,14 +95,15 @@ sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.Con
 )
 
 
-def call_events(sink: EventSink | None, tool: str, server: str) -> CallEvents | None:
-    """``events`` of a call of ``tool`` that writes its events, naming the tool and server, to
-    ``sink``, in the context of the caller (a graph's stream writer needs it; notifications
-    arrive in the SDK's task)."""
+def call_events(sink: EventSink | None, tool: str, server: str,
+                call_id: str | None = None) -> CallEvents | None:
+    """``events`` of a call of ``tool`` that writes its events, naming the tool and server (and
+    the model's call ``call_id``, where they carry it), to ``sink``, in the context of the caller
+    (a graph's stream writer needs it; notifications arrive in the SDK's task)."""
     if sink is None:
         return None
     caller = contextvars.copy_context()
-    return lambda notice: caller.run(sink, call_event(notice, tool, server))
+    return lambda notice: caller.run(sink, call_event(notice, tool, server, call_id))
 
 
 def declined(reason: str = "") -> types.ElicitResult:

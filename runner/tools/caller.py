@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from runner import telemetry
 from runner.errors import ErrorKind, ServerClosedError, ServerError, ToolError
-from runner.events import EventSink, ToolProgress
+from runner.events import CallNotice, CallRetried, EventSink, ToolProgress
 from runner.servers.inbound_requests import Ask, CallEvents, Question, Reply, call_events
 from runner.tools.arguments import fill_defaults, format_problems, validate_arguments
 from runner.tools.asking import Answered, call_answering
@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 READ_RESOURCE, LIST_RESOURCES = "read_resource", "list_resources"
+# Where a tool message keeps the times its call was made again (``CallRetried`` notices), so a
+# thread's history can show them (the web page's tool cards): its ``response_metadata``, which no
+# provider is sent.
+RETRIES_KEY = "mcp_run_retries"
 RESOURCE_TOOLS = (READ_RESOURCE, LIST_RESOURCES)
 
 """Where a call's ``progress`` events go (a graph run's custom stream, a terminal line)."""
@@ -196,8 +200,9 @@ class ToolCaller:
         content: str | list[str | dict[Any, Any]] = (
             output.content if isinstance(output.content, str) else list(output.content)
         )
+        kept = {RETRIES_KEY: [dict(retry) for retry in output.retries]} if output.retries else {}
         return message(content, artifact=output.artifact, tool_call_id=call["id"], name=entry.name,
-                       status="success")
+                       status="success", response_metadata=kept)
 
     async def model_call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """A call the model makes: :meth:`call`, through the hook; never of a tool only for apps."""
@@ -308,7 +313,15 @@ class ToolCaller:
         servers' questions answered by the host, and the result converted."""
         sink = self._host.progress_sink()
         progress = _progress_reporter(sink, name, server)
-        events = call_events(sink, name, server)
+        told = call_events(sink, name, server, _call_id.get())
+        retried: list[CallRetried] = []
+        events: CallEvents | None = None
+        if told is not None:  # the call's events are heard: its retries are kept too, for its message
+
+            def events(notice: CallNotice) -> None:
+                if notice["type"] == "retry":
+                    retried.append(notice)
+                told(notice)
 
         def call_server(ask: Ask) -> Awaitable[types.CallToolResult]:
             return self._call_with_fallbacks(catalog, server, original, arguments, ask, progress, events)
@@ -323,7 +336,7 @@ class ToolCaller:
             output = output.with_note(note)
         if output.is_error:
             raise ToolError(output.content if isinstance(output.content, str) else str(output.content))
-        return output
+        return replace(output, retries=tuple(retried)) if retried else output
 
     async def _call_with_fallbacks(
         self, catalog: ToolCatalog, server: str, tool: str, arguments: dict[str, Any], ask: Ask,
@@ -353,6 +366,9 @@ class ToolCaller:
                 logger.warning("%s: %s failed, falling back to %s: %s", current, tool, fallback,
                                str(exc).removeprefix(f"{current}: "))
                 await _before_fallback(catalog, FallbackEvent(current, fallback, tool, arguments, exc))
+                if events is not None:
+                    events(CallRetried(type="retry", server=current, fallback=fallback,
+                                       reason=str(exc).removeprefix(f"{current}: ")))
                 seen.add(fallback)
                 current = fallback
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 
+from runner.events import CallRetried
 from runner.tools.schemas import compact_json
 
 ContentBlock = dict[str, Any]
@@ -45,11 +46,13 @@ _TEXT_MIME_SUFFIXES = ("json", "xml", "yaml", "javascript", "csv", "markdown", "
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """``content`` for the ToolMessage (a string when it is only text), the ``artifact`` (the
-    structured content, or None) and whether the tool reported an error."""
+    structured content, or None), whether the tool reported an error, and the times the call was
+    made again before this answer (``retries``: on a fallback server, or after a URL visit)."""
 
     content: str | list[ContentBlock]
     artifact: Any
     is_error: bool
+    retries: tuple[CallRetried, ...] = ()
 
     def with_note(self, note: str) -> ToolOutput:
         """This output with ``note`` (text from mcp-run itself) after the tool's content."""

@@ -19,9 +19,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from runner.agent.runtime import Runtime
 from runner.agent.team import AGENT_THREAD_SEPARATOR, agent_thread
 from runner.agent.turns import reply_text
-from runner.events import Question, question
+from runner.events import Question, call_event, question
 from runner.manifest import MAIN_AGENT
 from runner.store.private import private_folder, private_opener
+from runner.tools.caller import RETRIES_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ async def pending_question(runtime: Runtime, agent: str, thread: str) -> Questio
 
 async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict[str, Any]]:
     """The thread as the page shows it: ``user`` messages, and the turn events (``tool_call``,
-    ``tool_result`` with its ``detail``, ``final``) its messages stand for."""
+    ``tool_retry``, ``tool_result`` with its ``detail``, ``final``) its messages stand for."""
     items: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     for message in await _messages(runtime, agent, thread):
@@ -133,6 +134,8 @@ async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict
                 items.append({"type": "final", "text": text, "reason": None})
         elif isinstance(message, ToolMessage):
             name = names.get(message.tool_call_id) or str(message.name)
+            for retry in message.response_metadata.get(RETRIES_KEY, []):
+                items.append(dict(call_event(retry, name, retry["server"], message.tool_call_id)))
             items.append({"type": "tool_result", "name": name, "id": message.tool_call_id,
                           "status": message.status, "text": message.text,
                           "detail": tool_detail(runtime, name, message)})

@@ -62,7 +62,9 @@ async def test_a_call_that_needs_a_url_visit_first_waits_for_its_completion_then
     [request] = asked
     assert isinstance(request, types.ElicitRequestURLParams)
     assert (request.url, request.elicitation_id) == ("https://portal.example/connect", "connect-1")
-    assert events == [{"type": "elicitation_complete", "elicitation_id": "connect-1"}]
+    visited = "the user visited the URL the server asked for"
+    assert events == [{"type": "elicitation_complete", "elicitation_id": "connect-1"},  # then made again
+                      {"type": "retry", "server": "asking", "reason": visited}]
     assert result.content[0].text == "connected after 2 calls"  # not retried before the completion
 
 

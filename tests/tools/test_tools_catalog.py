@@ -23,7 +23,8 @@ from runner.agent.reconcile import launch_spec
 from runner.errors import BuildError, ToolError
 from runner.manifest.loading import parse_manifest
 from runner.servers import open_fleet
-from runner.tools.caller import ToolCaller
+from runner.tools.asking import Answered
+from runner.tools.caller import RETRIES_KEY, ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.naming import NAME_PATTERN
 
@@ -160,6 +161,40 @@ async def test_a_server_that_failed_to_start_offers_its_tools_through_its_fallba
         assert "flaky__echo" in catalog.entries and "flaky__add" not in catalog.entries
         output = await calls(catalog).call("flaky__pid", {})
         assert str(catalog.connections["backup"].pid) in str(output.content)
+
+
+class Listening:
+    """A host that answers no question and keeps the events of the calls it runs."""
+
+    answers_questions = False
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def answer(self, server: str, question: Any) -> Any:
+        return await Answered().decline(server, question)
+
+    def progress_sink(self) -> Any:
+        return self.events.append
+
+
+async def test_a_call_made_again_on_the_fallback_is_an_event_naming_both_servers_and_why(
+    tmp_path: Path,
+) -> None:
+    servers = {"flaky": {"command": "mcp-run-no-such-command", "fallback": "backup"},
+               "backup": demo(expose=False)}
+    async with catalog_for(tmp_path, servers) as catalog:
+        host = Listening()
+        caller = ToolCaller(lambda: catalog, host=host)
+        message = await caller.run_tool_call({"name": "flaky__echo", "args": {"text": "hi"}, "id": "call-1"})
+    assert message is not None and message.content == "hi"
+    [retried] = [event for event in host.events if event["type"] == "tool_retry"]
+    assert {key: retried[key] for key in ("tool", "server", "fallback", "id")} == {
+        "tool": "flaky__echo", "server": "flaky", "fallback": "backup", "id": "call-1"}
+    assert retried["reason"].startswith("tools/call 'echo': the server has failed (command not found")
+    # Kept with the answer, for the thread's history (no provider is sent response_metadata).
+    assert message.response_metadata[RETRIES_KEY] == [
+        {"type": "retry", "server": "flaky", "reason": retried["reason"], "fallback": "backup"}]
 
 
 async def test_an_unknown_tool_error_names_the_servers_that_are_down_and_why(tmp_path: Path) -> None:

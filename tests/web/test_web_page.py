@@ -20,10 +20,13 @@ import pytest
 from browser import BROWSER_TIMEOUT_MS
 from builders import ROOT, invoke, server, write_manifest
 from child_processes import SESSION_PROCESSES
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from playwright.sync_api import Page, expect
 from web_pages import ServedPage, card, request, send, start_page, stop_page, web_page
 from web_pages import open_page as open_agent_page
 
+from runner.store.checkpointers import SqliteCheckpointer
 from runner.tools.form_answers import content_problem
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,6 +45,8 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "hostile": server("web_hostile"),
         "media": server("media"),
         "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
+        # Never starts: its calls are made again on its fallback (started: demo).
+        "mirrored": {"command": "mcp-run-no-such-command", "fallback": "demo", "tools": {"only": ["add"]}},
     }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
                          "tools": ["notes__calculate"]}})
@@ -190,6 +195,31 @@ def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: Served
     assert image.evaluate("img => img.complete && img.naturalWidth") == 1
 
 
+def test_a_call_made_again_on_its_servers_fallback_says_so_in_its_card(page: Page,
+                                                                       served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'mirrored__add {"a": 2, "b": 3}')
+    added = card(page, "mirrored__add")
+    expect(added.locator(".status")).to_have_text("success")
+    expect(added.locator(".result-text").first).to_have_text("5")
+    expect(added.locator(".retry-count")).to_have_text("1 retry")
+    expect(added.locator(".fallback-used")).to_have_text("fallback used: demo")
+    expect(added.locator(".retries li")).to_have_text([re.compile(
+        r"^made again on demo \(the fallback of mirrored\): tools/call 'add': the server has failed")])
+    added.locator("summary", has_text="Raw JSON").click()
+    [retry] = json.loads(added.locator(".raw").inner_text())["retries"]
+    assert (retry["type"], retry["server"], retry["fallback"]) == ("tool_retry", "mirrored", "demo")
+    page.get_by_role("button", name="New thread").click()  # reopened, its card says it still
+    page.locator("#thread-list li", has_text="mirrored__add").locator(".thread-open").click()
+    expect(added.locator(".fallback-used")).to_have_text("fallback used: demo")
+    expect(added.locator(".retry-count")).to_have_text("1 retry")
+    calculated = card(page, "notes__calculate")  # a call answered at once says nothing of retries
+    send(page, 'notes__calculate {"expression": "1+1"}')
+    expect(calculated.locator(".status")).to_have_text("success")
+    expect(calculated.locator(".retry-count")).to_be_hidden()
+    expect(calculated.locator(".fallback-used")).to_be_hidden()
+
+
 def test_a_sound_a_tool_returns_is_playable_in_its_card(page: Page, served: ServedPage) -> None:
     open_page(page, served)
     send(page, "media__chime {}")
@@ -225,6 +255,31 @@ def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: Serv
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
 
 
+def test_a_name_being_typed_stays_when_the_thread_list_is_reloaded_meanwhile(page: Page,
+                                                                             served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'notes__calculate {"expression": "2+5"}')
+    expect(page.locator(".message.assistant.final")).to_contain_text("returned: 7")
+    expect(page.locator("#thread-list li", has_text="2+5")).to_have_count(1)  # listed after the turn
+    held: list[Any] = []
+    page.route("**/api/threads*", lambda route: held.append(route))  # reloads wait for the test
+    with page.expect_request("**/api/threads*"):
+        page.locator("#thread-list li", has_text="2+5").locator(".thread-open").click()
+    page.locator("#thread-list li", has_text="2+5").get_by_role("button", name=re.compile("^Rename")).click()
+    name = page.get_by_label("New name")
+    name.fill("typing")
+    # Each reload of the list sets its data-agent: unset, it tells when the held reload has come.
+    page.evaluate("() => { document.getElementById('thread-list').dataset.agent = 'unset'; }")
+    for route in held:
+        route.continue_()
+    page.unroute_all()
+    page.wait_for_function("() => document.getElementById('thread-list').dataset.agent === 'main'")
+    expect(name).to_be_focused()
+    expect(name).to_have_value("typing")
+    name.press("Escape")
+    expect(page.locator("#thread-list li", has_text="2+5").locator(".thread-open")).to_be_visible()
+
+
 def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_own(
         page: Page, served: ServedPage) -> None:
     open_page(page, served)
@@ -239,6 +294,55 @@ def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_ow
     chooser.select_option("main")  # the main agent's threads do not include it
     expect(page.locator("#thread-list[data-agent=main]")).to_be_attached()
     expect(mine).to_have_count(0)
+
+
+LONG_THREAD = 500  # turns
+RENDERED_AT_MOST = 80  # turns in the page at once, however long the thread
+IN_PAGE_TURNS = "() => document.querySelectorAll('#log .message.user').length"  # one a turn
+SCROLL_TO_FIRST_TURN = """(first) => {
+    const log = document.getElementById("log");
+    log.scrollTop = 0;  // again at each poll: each scroll renders the turns above, moving the view
+    return [...log.querySelectorAll(".message.user .text")].some((text) => text.textContent === first);
+}"""
+
+
+def write_long_thread(agent: Path, thread: str, turns: int) -> None:
+    """A thread of ``turns`` questions and answers, written into the agent's checkpointer as its
+    turns would have left it (not run: 500 turns through the page would be slow)."""
+    messages: list[HumanMessage | AIMessage] = []
+    for number in range(1, turns + 1):
+        messages += [HumanMessage(f"question {number} of the long thread", id=f"q{number}"),
+                     AIMessage(f"answer {number}", id=f"a{number}")]
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_versions"] = {"messages": f"{1:032}.0"}
+    checkpoint["channel_values"] = {"messages": messages}
+    with SqliteCheckpointer.open(agent.parent / "state.sqlite") as saver:
+        saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, checkpoint, {"step": 1},
+                  checkpoint["channel_versions"])
+
+
+def test_a_500_turn_thread_renders_only_the_turns_near_view_and_streams_its_next_turn_at_the_end(
+        page: Page, served: ServedPage, agent: Path) -> None:
+    write_long_thread(agent, "long-thread", LONG_THREAD)
+    open_page(page, served)
+    page.locator("#thread-list li", has_text="question 1 of the long thread").locator(".thread-open").click()
+    log = page.locator("#log")
+    answers = log.locator(".message.assistant.final .text")
+    expect(log.locator(".message.user .text").last).to_have_text(f"question {LONG_THREAD} of the long thread")
+    expect(answers.last).to_be_in_viewport()  # it opens at its end
+    assert 0 < page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST
+
+    page.wait_for_function(SCROLL_TO_FIRST_TURN, arg="question 1 of the long thread")
+    first = log.locator(".message.user .text", has_text=re.compile("^question 1 of the long thread$"))
+    expect(first).to_be_in_viewport()
+    expect(answers.first).to_have_text("answer 1")
+    assert page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST  # the end's turns left the page
+
+    send(page, 'notes__calculate {"expression": "5*5"}')  # the view goes to the end, where it streams
+    expect(answers.last).to_have_text("notes__calculate returned: 25")
+    expect(answers.last).to_be_in_viewport()
+    expect(answers.nth(-2)).to_have_text(f"answer {LONG_THREAD}")  # right after the thread's last turn
+    assert page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST
 
 
 # --------------------------------------------------------------------------- questions

@@ -9,7 +9,7 @@ import { el } from "./dom.js";
 import { questionPanel } from "./questions.js";
 
 const MAX_HEIGHT = 600;
-const shown = new Set();  // the mounted apps' handles, closed when their thread is left
+const shown = new Map();  // the mounted apps' handles and their frames' places, closed when their thread is left
 
 function hostContext() {
   const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
@@ -71,13 +71,23 @@ function mountInCard(slot, call, result, detail) {
       shown.delete(handle);
     },
   });
-  shown.add(handle);
+  shown.set(handle, frameArea);
 }
 
 // Close every app shown (the thread is left or deleted): their bridges end, their frames go.
 export function closeApps(reason) {
-  for (const handle of [...shown]) handle.destroy(reason);
+  for (const handle of [...shown.keys()]) handle.destroy(reason);
   shown.clear();
+}
+
+// Close the apps shown inside `node` (a turn leaving the page: shown again, it mounts them anew).
+export function closeAppsIn(node, reason) {
+  for (const [handle, place] of [...shown]) {
+    if (node.contains(place)) {
+      handle.destroy(reason);
+      shown.delete(handle);
+    }
+  }
 }
 
 resultMounts.push(mountInCard);

@@ -1,5 +1,7 @@
 // A tool call as a card: the tool and its server, the arguments, the result rendered (text,
-// images, audio, files, structured content), status and duration, and the raw JSON on request.
+// images, audio, files, structured content), status and duration, the times it was made again
+// (on a fallback server, or after a URL visit) and the fallback that answered, and the raw JSON
+// on request.
 import { el, renderValue } from "./dom.js";
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
@@ -14,9 +16,13 @@ export class ToolCard {
     this.call = call;
     this.result = null;
     this.detail = null;
+    this.retries = [];
     this.mounted = false;
     this.status = el("span", { className: "status running", text: "running" });
     this.duration = el("span", { className: "duration muted" });
+    this.retryCount = el("span", { className: "retry-count", hidden: true });
+    this.fallback = el("span", { className: "fallback-used", hidden: true });
+    this.retryList = el("ul", { className: "retries", "aria-label": "Made again", hidden: true });
     this.server = el("span", { className: "server muted" });
     this.body = el("div", { className: "result" });
     this.extra = el("div", { className: "result-extra" });
@@ -24,8 +30,9 @@ export class ToolCard {
     const title = el("span", { className: "tool-name", text: call.name });
     const agent = call.agent ? el("span", { className: "muted", text: ` (agent ${call.agent})` }) : null;
     this.node = el("li", { className: "card tool-card", "data-call-id": call.id, "aria-label": `tool call ${call.name}` },
-      el("div", { className: "card-head" }, title, agent, this.server, this.status, this.duration),
+      el("div", { className: "card-head" }, title, agent, this.server, this.status, this.duration, this.retryCount, this.fallback),
       el("div", { className: "args" }, el("h4", { text: "Arguments" }), renderValue(call.args)),
+      this.retryList,
       this.body,
       this.extra,
       el("details", {}, el("summary", { text: "Raw JSON" }), this.raw));
@@ -39,6 +46,22 @@ export class ToolCard {
     if (typeof result.ms === "number") this.duration.textContent = `${Math.round(result.ms)} ms`;
     this.body.replaceChildren(el("h4", { text: result.status === "error" ? "Error" : "Result" }),
       el("pre", { className: "result-text", text: result.text }));
+    this.updateRaw();
+  }
+
+  // The call was made again (a `tool_retry` event): counted, the fallback named, the reason listed.
+  addRetry(retry) {
+    this.retries.push(retry);
+    const count = this.retries.length;
+    this.retryCount.textContent = `${count} ${count === 1 ? "retry" : "retries"}`;
+    this.retryCount.hidden = false;
+    if (retry.fallback) {
+      this.fallback.textContent = `fallback used: ${retry.fallback}`;
+      this.fallback.hidden = false;
+    }
+    const where = retry.fallback ? `on ${retry.fallback} (the fallback of ${retry.server})` : `on ${retry.server}`;
+    this.retryList.append(el("li", { text: `made again ${where}: ${retry.reason}` }));
+    this.retryList.hidden = false;
     this.updateRaw();
   }
 
@@ -61,7 +84,9 @@ export class ToolCard {
   }
 
   updateRaw() {
-    this.raw.textContent = JSON.stringify({ call: this.call, result: this.result, detail: this.detail }, null, 2);
+    const shown = { call: this.call, result: this.result, detail: this.detail };
+    if (this.retries.length) shown.retries = this.retries;
+    this.raw.textContent = JSON.stringify(shown, null, 2);
   }
 }
 
