@@ -19,6 +19,7 @@ from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.events import CatalogueChanged, ReloadEvent
 from runner.hosting.mcp.http_wire import Address, bind
+from runner.manifest.loading import load_manifest
 from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
@@ -27,6 +28,7 @@ from runner.web.security import TOKEN_PARAMETER, Gate
 from runner.web.shown_apps import ShownApps
 from runner.web.steps import WebHost
 from runner.web.threads import Titles
+from runner.web.timelines import Timelines
 
 STOP_LIMIT = 5.0  # seconds open requests (streams of running turns) get once the page server stops
 
@@ -36,6 +38,7 @@ class WebOptions:
     address: Address
     token: str
     watch: bool = False
+    allow_remote: bool = False  # callers from other machines on purpose: any Host name, the token decides
 
 
 def page_url(sock: socket.socket, token: str) -> str:
@@ -56,6 +59,8 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
                     on_reload: Callable[[ReloadEvent], None]) -> None:
     """Serve the page of the agent of ``file`` until cancelled; ``on_ready(name, url)`` once it
     listens, ``on_reload`` for each reload in watch mode."""
+    # The manifest first: a file that is missing or wrong is what to say, not a port in use.
+    await anyio.to_thread.run_sync(load_manifest, file)
     sock = bind(options.address)
     host = WebHost(client_extensions=[apps_extension()])  # its servers are told the page shows MCP Apps
     try:
@@ -75,8 +80,11 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
                 notices.publish(dict(event))
 
             runtime.listeners.append(told_of_change)
-            gate = Gate.for_address(options.token, *sock.getsockname()[:2], loopback=options.address.loopback)
-            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps)
+            gate = Gate.for_address(options.token, *sock.getsockname()[:2],
+                                    loopback=options.address.loopback and not options.allow_remote,
+                                    names=(options.address.host,))
+            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps,
+                          Timelines(runtime.fleet.state_dir))
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=int(STOP_LIMIT), use_colors=sys.stderr.isatty())
             server = _PageServer(config)

@@ -106,6 +106,11 @@ async def _messages(runtime: Runtime, agent: str, thread: str) -> list[Any]:
     return list((state.values or {}).get("messages", []))
 
 
+async def user_messages(runtime: Runtime, agent: str, thread: str) -> int:
+    """How many messages from the user the thread holds."""
+    return sum(isinstance(message, HumanMessage) for message in await _messages(runtime, agent, thread))
+
+
 async def pending_question(runtime: Runtime, agent: str, thread: str) -> Question | None:
     """The question the thread's last turn paused on, unanswered; None if it is not paused."""
     state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))

@@ -29,6 +29,23 @@ def test_with_remote_callers_allowed_any_host_passes_and_the_token_decides() -> 
     assert gate.token_refusal(TOKEN) is None
 
 
+def test_the_host_names_it_was_asked_to_listen_on_pass_the_host_check_too() -> None:
+    gate = Gate.for_address(TOKEN, "127.0.1.1", 8765, loopback=True, names=("buildbox",))
+    for host in ("buildbox:8765", "BuildBox:8765", "127.0.1.1:8765", "localhost:8765"):
+        assert gate.host_refusal(host) is None, host
+    refused = gate.host_refusal("attacker.example:8765")
+    assert refused is not None and "--allow-remote" in refused
+    assert Gate.for_address(TOKEN, "::1", 8765, loopback=True).host_refusal("[::1]:8765") is None
+
+
+def test_the_token_is_taken_from_its_header_or_an_authorization_bearer_header() -> None:
+    assert Gate.given_token({"x-mcp-run-token": TOKEN}) == TOKEN
+    assert Gate.given_token({"authorization": f"Bearer {TOKEN}"}) == TOKEN
+    assert Gate.given_token({"authorization": f"bearer  {TOKEN} "}) == TOKEN
+    assert Gate.given_token({"authorization": f"Basic {TOKEN}"}) is None
+    assert Gate.given_token({}) is None
+
+
 def test_only_the_pages_own_origin_or_none_passes() -> None:
     gate = Gate.for_address(TOKEN, "127.0.0.1", 8765, loopback=True)
     assert gate.origin_refusal(None, "127.0.0.1:8765") is None  # a same-origin GET sends none

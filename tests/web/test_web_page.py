@@ -84,6 +84,9 @@ def test_a_request_without_the_token_or_from_another_site_is_refused_403(served:
     status, _, body = request(served, "/api/agent", token=served.token,
                               headers={"Origin": served.base})
     assert status == 200 and json.loads(body)["name"] == "web-test"
+    bearer = {"Authorization": f"Bearer {served.token}"}  # as serve takes it
+    assert request(served, "/api/agent", headers=bearer)[0] == 200
+    assert request(served, "/api/agent", headers={"Authorization": "Bearer wrong"})[0] == 403
 
 
 def test_the_page_forbids_inline_script_and_embedding_and_sends_no_referrer(served: ServedPage) -> None:
@@ -182,6 +185,88 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
     expect(given.nth(1).locator("summary")).to_have_text(re.compile(r", 4 messages$"))
 
 
+def test_an_edited_approval_shows_the_arguments_that_ran_and_its_turn_has_one_timeline_kept_on_reload(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'demo__echo {"text": "asked"}')
+    question = page.locator(".question")
+    question.get_by_role("button", name="Edit arguments").click()
+    question.get_by_label("Arguments (JSON)").fill('{"text": "edited"}')
+    question.get_by_role("button", name="Run with these arguments").click()
+    echoed = card(page, "demo__echo")
+    expect(echoed.locator(".result-text").first).to_have_text("edited")
+    expect(echoed.locator(".args h4")).to_have_text("Arguments (edited before it ran)")
+    expect(echoed.locator(".args dd")).to_have_text("edited")
+    echoed.locator("summary", has_text="Raw JSON").click()
+    raw = json.loads(echoed.locator(".raw").inner_text())
+    assert raw["call"]["args"] == {"text": "edited"} and raw["call"]["asked_args"] == {"text": "asked"}
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+    labels = ["model step 1", "demo__echo", "model step 2"]
+    timeline = page.locator(".timeline")
+    expect(timeline).to_have_count(1)  # one per turn, the approval's wait included
+    timeline.locator("summary", has_text="Timeline of this turn").click()
+    expect(timeline.locator(".timeline-label")).to_have_text(labels)
+    expect(timeline.locator(".timeline-total")).to_have_text(re.compile(r"· 2 model steps, 1 tool call$"))
+    facts = timeline.locator(".timeline-facts").all_inner_texts()
+    duration = echoed.locator(".duration").inner_text()
+
+    page.reload()  # reopened: the timeline and the card's duration come back as they were
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    page.locator("#thread-list li", has_text='demo__echo {"text": "asked"}').locator(".thread-open").click()
+    reopened = card(page, "demo__echo")
+    expect(reopened.locator(".duration")).to_have_text(duration)
+    timeline = page.locator(".timeline")
+    expect(timeline).to_have_count(1)
+    timeline.locator("summary", has_text="Timeline of this turn").click()
+    expect(timeline.locator(".timeline-label")).to_have_text(labels)
+    expect(timeline.locator(".timeline-facts")).to_have_text(facts)
+    expect(timeline.locator(".timeline-given")).to_have_count(2)
+
+
+def test_addresses_in_results_and_answers_are_links_and_control_characters_are_shown(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, r'demo__echo {"text": "see https://example.com/a?b=1. not javascript:alert(1) \u001b[31mred"}')
+    page.locator(".question").get_by_role("button", name="Approve").click()
+    result = card(page, "demo__echo").locator(".result-text").first
+    link = result.get_by_role("link", name="https://example.com/a?b=1")
+    expect(link).to_have_attribute("href", "https://example.com/a?b=1")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(result.locator("a")).to_have_count(1)  # javascript: stays text
+    expect(result.locator(".control")).to_have_text("\\x1b")
+    expect(result).to_contain_text("\\x1b[31mred")
+    answer = page.locator(".message.assistant.final .text")
+    expect(answer.get_by_role("link", name="https://example.com/a?b=1")).to_have_count(1)
+    expect(answer.locator(".control")).to_have_text("\\x1b")
+    shown = page.evaluate("""async () => {
+        const { renderValue } = await import("/static/dom.js");
+        return renderValue({ none: [] }).querySelector("dd").textContent;
+    }""")
+    assert shown == "empty"
+
+
+def test_a_message_refused_or_not_delivered_is_marked_not_sent_and_a_lost_server_is_said(
+        page: Page, served: ServedPage) -> None:
+    page.route("**/api/notices", lambda route: route.abort())  # as if the server were gone
+    open_page(page, served)
+    expect(page.locator("#connection")).to_have_text(re.compile("^not connected: the agent is not reachable"))
+    send(page, 'demo__echo {"text": "waiting"}')
+    question = page.locator(".question")
+    expect(question.get_by_role("button", name="Approve")).to_be_visible()
+    send(page, "meanwhile")  # the thread waits for its answer: refused
+    refused = page.locator(".message.user", has_text="meanwhile")
+    expect(refused).to_have_class(re.compile("not-sent"))
+    expect(refused.locator(".not-sent-reason")).to_have_text(
+        "Not sent: this thread waits for an answer to its question first")
+    page.route("**/api/turn", lambda route: route.abort())
+    question.get_by_role("button", name="Approve").click()
+    expect(question.locator(".error").last).to_contain_text("the agent is not reachable")
+    page.unroute("**/api/turn")
+    question.get_by_role("button", name="Approve").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("waiting")
+
+
 def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:
     open_page(page, served)
     send(page, "demo__image {}")
@@ -221,8 +306,13 @@ def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: Serv
     expect(renamed).to_have_count(1)
     page.reload()  # the name is kept by the server
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(1)
+    kept = page.locator("#thread-list li", has_text="sums")
+    expect(kept.locator(".thread-open")).to_have_attribute("title", "sums")  # its whole name on hover
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.locator("#thread-list li", has_text="sums").get_by_role("button", name="Delete sums").click()
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
+    assert asked == ["Delete the thread “sums”? Its conversation cannot be brought back."]
 
 
 def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_own(

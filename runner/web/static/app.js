@@ -3,12 +3,12 @@
 import { ApiError, getJson, getStream, postJson, postStream } from "./api.js";
 import { closeApps } from "./app-frames.js";
 import { ToolCard } from "./cards.js";
-import { el } from "./dom.js";
+import { el, richText } from "./dom.js";
 import { questionPanel } from "./questions.js";
 import { startServersPanel } from "./servers.js";
-import { TurnTimeline } from "./timeline.js";
+import { keptTimeline, TurnTimeline } from "./timeline.js";
 
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null };
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -27,7 +27,23 @@ function scrollDown() {
 // ---------------------------------------------------------------- the conversation
 
 function addUser(text) {
-  $("log").append(el("li", { className: "message user" }, el("span", { className: "who", text: "you" }), el("div", { className: "text", text })));
+  const node = el("li", { className: "message user" }, el("span", { className: "who", text: "you" }), el("div", { className: "text", text }));
+  $("log").append(node);
+  return node;
+}
+
+// A message the server did not take: marked, with the reason, so it is not read as sent.
+function markNotSent(node, reason) {
+  node.classList.add("not-sent");
+  node.querySelector(".who").textContent = "you (not sent)";
+  node.append(el("p", { className: "error not-sent-reason", role: "alert", text: `Not sent: ${reason}` }));
+}
+
+// What a failed request says: the server's reason, or that the server cannot be reached.
+function failure(exc) {
+  if (exc instanceof ApiError) return exc.message;
+  if (exc instanceof TypeError) return "the agent is not reachable: is mcp-run web still running? (start it again, then reload the page)";
+  return String(exc);
 }
 
 function assistantBubble() {
@@ -37,13 +53,14 @@ function assistantBubble() {
   return { node, text, streamed: false };
 }
 
-// Shows the events of one turn as they come; returns the handler of its stream.
-function turnView() {
+// Shows the events of one turn as they come; returns the handler of its stream. A turn that
+// pauses on a question keeps its timeline (state.timeline) for the stream that resumes it: one per turn.
+function turnView(timeline) {
   let bubble = null;
-  const timeline = new TurnTimeline();
   return ({ kind, data }) => {
     if (kind === "end") {
-      const shown = timeline.render();
+      state.timeline = state.answer ? timeline : null;
+      const shown = state.answer ? null : timeline.render();
       if (shown) $("log").append(shown);
     } else if (kind === "step") {
       timeline.request(data);
@@ -79,6 +96,7 @@ function showEvent(event, bubble) {
     case "final":
       if (!bubble) bubble = assistantBubble();
       if (!bubble.streamed || event.output) bubble.text.textContent = event.output ? JSON.stringify(event.output, null, 2) : event.text;
+      bubble.text.replaceChildren(...richText(bubble.text.textContent));  // its addresses as links
       bubble.node.classList.add("final");
       return null;
     case "approval": case "elicitation": case "sampling":
@@ -104,11 +122,14 @@ function setBusy(busy) {
 
 async function runTurn(body) {
   setBusy(true);
+  const asked = state.answer;
+  const timeline = body.answer !== undefined && state.timeline ? state.timeline : new TurnTimeline();
   try {
     // A refused answer leaves its question in place, with the reason.
-    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(), () => {
+    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(timeline), () => {
       state.answer = null;
       $("question").replaceChildren();
+      if (asked?.type === "approval" && body.answer?.action === "edit") state.cards.get(asked.id)?.setEditedArgs(body.answer.args);
     });
   } finally {
     setBusy(false);
@@ -122,7 +143,7 @@ function showQuestion(question) {
   area.replaceChildren();
   if (!question) return;
   const panel = questionPanel(question, async (answer) => {
-    await runTurn({ answer });
+    await runTurn({ answer }).catch((exc) => { throw new Error(failure(exc)); });
   });
   area.append(panel);
   panel.querySelector("button, input, select, textarea")?.focus();
@@ -135,11 +156,17 @@ async function send() {
   showError("");
   if (!state.thread) state.thread = newThreadId();
   box.value = "";
-  addUser(text);
+  const sent = addUser(text);
   try {
     await runTurn({ text });
   } catch (exc) {
-    showError(exc instanceof ApiError ? exc.message : String(exc));
+    if (!sent.isConnected) return;  // its thread was left meanwhile
+    if (sent.nextElementSibling) {
+      showError(failure(exc));
+    } else {  // refused before its turn started: not part of the conversation
+      markNotSent(sent, failure(exc));
+      if (!box.value) box.value = text;
+    }
   }
 }
 
@@ -153,9 +180,9 @@ async function loadThreads() {
 }
 
 function threadItem(thread) {
-  const open = el("button", { type: "button", className: "thread-open", "aria-current": thread.id === state.thread ? "true" : null, text: thread.title, onclick: () => openThread(thread.id) });
+  const open = el("button", { type: "button", className: "thread-open", title: thread.title, "aria-current": thread.id === state.thread ? "true" : null, text: thread.title, onclick: () => openThread(thread.id) });
   const rename = el("button", { type: "button", className: "small", "aria-label": `Rename ${thread.title}`, text: "Rename", onclick: () => startRename(item, thread) });
-  const remove = el("button", { type: "button", className: "small", "aria-label": `Delete ${thread.title}`, text: "Delete", onclick: () => deleteThread(thread.id) });
+  const remove = el("button", { type: "button", className: "small", "aria-label": `Delete ${thread.title}`, text: "Delete", onclick: () => deleteThread(thread) });
   const item = el("li", { "data-thread": thread.id }, open, rename, remove);
   return item;
 }
@@ -175,7 +202,9 @@ function startRename(item, thread) {
   input.select();
 }
 
-async function deleteThread(id) {
+async function deleteThread(thread) {
+  if (!window.confirm(`Delete the thread “${thread.title}”? Its conversation cannot be brought back.`)) return;
+  const id = thread.id;
   await postJson("/api/delete", { agent: state.agent, thread: id });
   if (id === state.thread) newThread();
   await loadThreads();
@@ -183,6 +212,7 @@ async function deleteThread(id) {
 
 function newThread() {
   state.thread = null;
+  state.timeline = null;
   closeApps("the thread was closed");
   state.cards.clear();
   $("log").replaceChildren();
@@ -193,12 +223,24 @@ function newThread() {
 async function openThread(id) {
   state.thread = id;
   state.cards.clear();
-  const { items, question } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
+  const { items, question, timelines } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
   $("log").replaceChildren();
+  state.timeline = null;
   let bubble = null;
+  let turn = -1;  // the position of the turn's message from the user: its kept timeline's key
+  const endTurn = (last) => {
+    const entries = timelines?.[String(turn)];
+    if (!entries) return;
+    const timeline = keptTimeline(entries);
+    let shown;
+    if (last && question) state.timeline = timeline;  // the answer's stream goes on with it
+    else if ((shown = timeline.render())) $("log").append(shown);
+  };
   for (const item of items) {
     if (item.type === "user") {
+      endTurn(false);
+      turn += 1;
       addUser(item.text);
       bubble = null;
     } else {
@@ -206,6 +248,8 @@ async function openThread(id) {
       if (item.type === "tool_result" && item.detail) state.cards.get(item.id)?.setDetail(item.detail);
     }
   }
+  endTurn(true);
+  state.answer = question;
   showQuestion(question);
   loadThreads();
   scrollDown();
@@ -215,7 +259,7 @@ async function openThread(id) {
 
 function showNotice(event) {
   let text;
-  if (event.type === "reload") text = `Reloaded: ${event.summary}`;
+  if (event.type === "reload") text = event.summary.replace(/^reloaded\b/i, "Reloaded");
   else if (event.type === "reload_error") text = `The edit was not loaded (the last good manifest keeps running): ${event.problems.join("; ")}`;
   else if (event.type === "change") text = `${event.server}: ${event.kind} changed` + (event.added.length ? `; added ${event.added.join(", ")}` : "") + (event.removed.length ? `; removed ${event.removed.join(", ")}` : "");
   else return;
@@ -224,13 +268,20 @@ function showNotice(event) {
   if (event.type === "reload") loadAgent();
 }
 
+function showConnection(connected) {
+  const shown = $("connection");
+  shown.textContent = connected ? "connected" : "not connected: the agent is not reachable (retrying)";
+  shown.className = connected ? "connection ok" : "connection lost";
+}
+
 async function followNotices() {
   for (;;) {
     try {
-      await getStream("/api/notices", ({ data }) => showNotice(data));
+      await getStream("/api/notices", ({ data }) => showNotice(data), undefined, () => showConnection(true));
     } catch {
       // the server stopped or the connection broke: try again shortly
     }
+    showConnection(false);
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
 }
