@@ -54,6 +54,7 @@ from runner.web.shown_apps import ApprovalToAsk, ShownApps
 from runner.web.steps import STEP_EVENT
 from runner.web.threads import (
     Titles,
+    foreign_thread,
     pending_question,
     thread_history,
     thread_rows,
@@ -192,7 +193,7 @@ class WebApi:
 
     async def history(self, request: Request) -> Response:
         agent = self._agent(request.query_params.get("agent"))
-        thread = _thread(request.query_params.get("thread"))
+        thread = await self._own_thread(agent, request.query_params.get("thread"))
         items = await thread_history(self.runtime, agent, thread)
         timelines = self.timelines.read(agent, thread)
         durations = call_durations(timelines)
@@ -207,7 +208,8 @@ class WebApi:
 
     async def rename(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         title = body.get("title")
         if not isinstance(title, str) or len(title) > TITLE_LIMIT:
             raise RefusedRequest(f"title: expected text of at most {TITLE_LIMIT} characters")
@@ -216,7 +218,8 @@ class WebApi:
 
     async def delete(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         checkpointer = self.runtime.checkpointer
         if checkpointer is not None:
             stored = self.runtime.config(thread, agent=agent)["configurable"]["thread_id"]
@@ -227,7 +230,8 @@ class WebApi:
 
     async def turn(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         pending = await pending_question(self.runtime, agent, thread)
         message: str | Command
         if "answer" in body:
@@ -288,6 +292,14 @@ class WebApi:
         app = await self.apps.card_app(name, detail, status)
         if app is not None:
             detail["app"] = app
+
+    async def _own_thread(self, agent: str, value: Any) -> str:
+        """The thread id ``value``, of a thread this manifest may open (not another's in the folder)."""
+        thread = _thread(value)
+        if await foreign_thread(self.runtime, agent, thread):
+            raise RefusedRequest(f"thread: {thread} is a conversation of another manifest that keeps its "
+                                 "threads in the same store; open it with that manifest", status=404)
+        return thread
 
     def _agent(self, name: Any) -> str:
         name = name or MAIN_AGENT

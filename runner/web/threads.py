@@ -73,7 +73,7 @@ async def thread_ids(runtime: Runtime, agent: str) -> list[str]:
     async for checkpoint in checkpointer.alist(None):
         stored = checkpoint.config.get("configurable", {}).get("thread_id")
         scanned += 1
-        if isinstance(stored, str):
+        if isinstance(stored, str) and runtime.own_thread(checkpoint.metadata):
             if agent == MAIN_AGENT and AGENT_THREAD_SEPARATOR not in stored:
                 thread: str | None = stored
             elif agent != MAIN_AGENT and stored.endswith(suffix):
@@ -104,6 +104,12 @@ async def thread_rows(runtime: Runtime, agent: str, titles: Titles) -> list[dict
 async def _messages(runtime: Runtime, agent: str, thread: str) -> list[Any]:
     state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
     return list((state.values or {}).get("messages", []))
+
+
+async def foreign_thread(runtime: Runtime, agent: str, thread: str) -> bool:
+    """Whether the thread was last written by another manifest sharing the store (in the folder)."""
+    state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
+    return not runtime.own_thread(state.metadata)
 
 
 async def user_messages(runtime: Runtime, agent: str, thread: str) -> int:

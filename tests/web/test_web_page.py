@@ -170,7 +170,7 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
     assert all(re.match(r"\d+ ms · \d+ tokens \(\d+ in, \d+ out\) · cost unknown", facts) for facts in steps)
     expect(rows.nth(1).locator(".timeline-facts")).to_have_text(re.compile(r"^\d+ ms · success$"))
     expect(timeline.locator(".timeline-total")).to_have_text(re.compile(
-        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool calls$"))
+        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool call$"))
     bars = rows.locator(".bar").evaluate_all("bars => bars.map(bar => bar.getBoundingClientRect().width)")
     assert all(width > 0 for width in bars)
     # What each model step was given: the system prompt the agent renders, the tools offered.
