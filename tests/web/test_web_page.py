@@ -364,10 +364,12 @@ def test_an_approval_is_answered_in_the_page_approved_denied_with_a_reason_or_ed
 
 
 def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, served: ServedPage) -> None:
+    page.set_viewport_size({"width": 1400, "height": 420})
     open_page(page, served)
     send(page, "asking__book {}")
     question = page.locator(".question")
     expect(question.locator("p").first).to_have_text("Which day, for how many?")
+    expect(page.get_by_role("button", name="Send")).to_be_in_viewport(ratio=1)  # the form scrolls, not the page
     seats = question.get_by_label("seats")
     expect(seats).to_have_value("2")  # the schema's default
     seats.fill("0")
