@@ -369,7 +369,8 @@ def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, ser
     send(page, "asking__book {}")
     question = page.locator(".question")
     expect(question.locator("p").first).to_have_text("Which day, for how many?")
-    expect(page.get_by_role("button", name="Send")).to_be_in_viewport(ratio=1)  # the form scrolls, not the page
+    send_button = page.get_by_role("button", name="Send")
+    expect(send_button).to_be_in_viewport(ratio=1)  # the form scrolls, not the page
     seats = question.get_by_label("seats")
     expect(seats).to_have_value("2")  # the schema's default
     seats.fill("0")
