@@ -5,7 +5,8 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     GET  /static/NAME                its scripts and styles
     GET  /api/agent                  the agent: name, model, agents, tools
     GET  /api/threads?agent=A        the agent's threads: id and title
-    GET  /api/history?agent=A&thread=T   a thread's items, the question it waits on, its turns' timelines
+    GET  /api/history?agent=A&thread=T   a thread's items, the question it waits on, its turns' timelines,
+                                         the agent answering it (after a handoff)
     POST /api/rename {agent, thread, title}; POST /api/delete {agent, thread}
     POST /api/turn {agent, thread, text | answer}   a turn, streamed (server-sent events)
     GET  /api/notices                reloads and server changes, streamed
@@ -54,6 +55,7 @@ from runner.web.shown_apps import ApprovalToAsk, ShownApps
 from runner.web.steps import STEP_EVENT
 from runner.web.threads import (
     Titles,
+    answering_agent,
     foreign_thread,
     pending_question,
     thread_history,
@@ -203,8 +205,9 @@ class WebApi:
             if item["type"] == "tool_result" and item.get("detail") is not None:
                 await self._with_app(item["name"], item["detail"], item["status"])
         question = await pending_question(self.runtime, agent, thread)
-        return JSONResponse({"items": items, "question": question, "timelines": timelines},
-                            headers={"cache-control": "no-store"})
+        answering = await answering_agent(self.runtime, agent, thread)
+        return JSONResponse({"items": items, "question": question, "timelines": timelines,
+                             "answering": answering}, headers={"cache-control": "no-store"})
 
     async def rename(self, request: Request) -> Response:
         body = await _json_body(request)

@@ -16,11 +16,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from runner.agent.handoffs import current_agent
 from runner.agent.runtime import Runtime
 from runner.agent.team import AGENT_THREAD_SEPARATOR, agent_thread
 from runner.agent.turns import reply_text
 from runner.events import Question, question
 from runner.manifest import MAIN_AGENT
+from runner.manifest.agents import conversing_agents
 from runner.store.private import private_folder, private_opener
 
 logger = logging.getLogger(__name__)
@@ -110,6 +112,16 @@ async def foreign_thread(runtime: Runtime, agent: str, thread: str) -> bool:
     """Whether the thread was last written by another manifest sharing the store (in the folder)."""
     state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
     return not runtime.own_thread(state.metadata)
+
+
+async def answering_agent(runtime: Runtime, agent: str, thread: str) -> str:
+    """The agent answering ``agent``'s thread: the main agent's threads may have been handed to
+    another (:func:`runner.agent.handoffs.current_agent`); an agent an edit removed answers no more."""
+    if agent != MAIN_AGENT:
+        return agent
+    state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
+    answering = current_agent(state.values or {})
+    return answering if answering in conversing_agents(runtime.manifest.agents) else MAIN_AGENT
 
 
 async def user_messages(runtime: Runtime, agent: str, thread: str) -> int:

@@ -42,7 +42,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "hostile": server("web_hostile"),
         "media": server("media"),
         "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
-    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
+    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite", agent={"handoffs": ["calc"]},
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
                          "tools": ["notes__calculate"]}})
 
@@ -329,6 +329,22 @@ def test_each_agent_of_the_manifest_is_chosen_in_the_page_with_threads_of_its_ow
     chooser.select_option("main")  # the main agent's threads do not include it
     expect(page.locator("#thread-list[data-agent=main]")).to_be_attached()
     expect(mine).to_have_count(0)
+
+
+def test_after_a_handoff_the_page_shows_the_agent_answering_the_thread(page: Page,
+                                                                       served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'handoff_to_calc {"reason": "sums"}')
+    expect(page.locator(".message.handoff")).to_have_text("main handed the conversation to calc: sums")
+    answer = page.locator(".message.assistant.final")
+    expect(answer.locator(".who")).to_have_text("calc")
+    expect(answer.locator(".text")).to_contain_text("handed the conversation to calc")
+    expect(page.locator("#answering")).to_have_text("calc answers in this thread (handed over by main)")
+    page.reload()  # reopened: the thread's current agent is kept by its checkpoint
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    expect(page.locator("#answering")).to_be_hidden()
+    page.locator("#thread-list li", has_text="handoff_to_calc").locator(".thread-open").click()
+    expect(page.locator("#answering")).to_have_text("calc answers in this thread")
 
 
 # --------------------------------------------------------------------------- questions

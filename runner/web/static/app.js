@@ -8,7 +8,7 @@ import { questionPanel } from "./questions.js";
 import { startServersPanel } from "./servers.js";
 import { keptTimeline, TurnTimeline } from "./timeline.js";
 
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null };
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, answering: "main" };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -46,9 +46,18 @@ function failure(exc) {
   return String(exc);
 }
 
+// The agent answering the thread, when a handoff made it another than the one chosen in the menu.
+function showAnswering(answering, from) {
+  state.answering = answering;
+  const shown = $("answering");
+  shown.textContent = answering === state.agent ? "" : `${answering} answers in this thread${from ? ` (handed over by ${from})` : ""}`;
+  shown.hidden = answering === state.agent;
+}
+
 function assistantBubble() {
   const text = el("div", { className: "text" });
-  const node = el("li", { className: "message assistant" }, el("span", { className: "who", text: "agent" }), text);
+  const who = state.answering === state.agent ? "agent" : state.answering;
+  const node = el("li", { className: "message assistant" }, el("span", { className: "who", text: who }), text);
   $("log").append(node);
   return { node, text, streamed: false };
 }
@@ -79,7 +88,7 @@ function turnView(timeline) {
 function showEvent(event, bubble) {
   switch (event.type) {
     case "token":
-      if (event.agent) return bubble;  // an agent of agents: works; its answer comes as a tool result
+      if (event.agent && event.agent !== state.answering) return bubble;  // an agent of agents: works; its answer comes as a tool result
       if (!bubble) bubble = assistantBubble();
       bubble.text.textContent += event.text;
       bubble.streamed = true;
@@ -102,6 +111,10 @@ function showEvent(event, bubble) {
     case "approval": case "elicitation": case "sampling":
       state.answer = event;
       return bubble;
+    case "handoff":
+      showAnswering(event.to, event.from);
+      $("log").append(el("li", { className: "message notice handoff", text: `${event.from} handed the conversation to ${event.to}${event.reason ? `: ${event.reason}` : ""}` }));
+      return null;
     case "model_retry":
     case "model_fallback":
       $("log").append(el("li", { className: "message notice", text: event.type === "model_retry" ? event.message : `${event.model} failed (${event.reason}): using ${event.fallback}` }));
@@ -213,6 +226,7 @@ async function deleteThread(thread) {
 function newThread() {
   state.thread = null;
   state.timeline = null;
+  showAnswering(state.agent);
   closeApps("the thread was closed");
   state.cards.clear();
   $("log").replaceChildren();
@@ -223,10 +237,11 @@ function newThread() {
 async function openThread(id) {
   state.thread = id;
   state.cards.clear();
-  const { items, question, timelines } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
+  const { items, question, timelines, answering } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
   $("log").replaceChildren();
   state.timeline = null;
+  showAnswering(state.agent);  // the thread's answers before a handoff; the agent answering now, after
   let bubble = null;
   let turn = -1;  // the position of the turn's message from the user: its kept timeline's key
   const endTurn = (last) => {
@@ -249,6 +264,7 @@ async function openThread(id) {
     }
   }
   endTurn(true);
+  showAnswering(answering ?? state.agent);
   state.answer = question;
   showQuestion(question);
   loadThreads();
