@@ -47,6 +47,13 @@ def page_url(sock: socket.socket, token: str) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/?{TOKEN_PARAMETER}={token}"
 
 
+def page_gate(options: WebOptions, host: str, port: int) -> Gate:
+    """The gate of the page listening at ``host:port``: on loopback, the Host names are the
+    loopback ones and the ``--host`` given; with ``--allow-remote``, any (the token decides)."""
+    loopback = options.address.loopback and not options.allow_remote
+    return Gate.for_address(options.token, host, port, loopback=loopback, names=(options.address.host,))
+
+
 class _PageServer(uvicorn.Server):
     """uvicorn without its own signal handling: the command's signal handling stops it."""
 
@@ -80,9 +87,7 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
                 notices.publish(dict(event))
 
             runtime.listeners.append(told_of_change)
-            gate = Gate.for_address(options.token, *sock.getsockname()[:2],
-                                    loopback=options.address.loopback and not options.allow_remote,
-                                    names=(options.address.host,))
+            gate = page_gate(options, *sock.getsockname()[:2])
             app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps,
                           Timelines(runtime.fleet.state_dir))
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from runner.events import ElicitationAsked, SamplingAsked
+from runner.hosting.mcp.http_wire import Address
 from runner.web.answers import AnswerError, checked_answer
 from runner.web.security import Gate, new_token
+from runner.web.serving import WebOptions, page_gate
 
 TOKEN = "t" * 43
 
@@ -36,6 +38,15 @@ def test_the_host_names_it_was_asked_to_listen_on_pass_the_host_check_too() -> N
     refused = gate.host_refusal("attacker.example:8765")
     assert refused is not None and "--allow-remote" in refused
     assert Gate.for_address(TOKEN, "::1", 8765, loopback=True).host_refusal("[::1]:8765") is None
+
+
+def test_with_allow_remote_the_page_answers_at_any_host_name_even_bound_to_loopback() -> None:
+    bound = WebOptions(address=Address("127.0.0.1", 8765), token=TOKEN)
+    assert page_gate(bound, "127.0.0.1", 8765).host_refusal("buildbox.lan:8765") is not None
+    remote = WebOptions(address=Address("127.0.0.1", 8765), token=TOKEN, allow_remote=True)
+    assert page_gate(remote, "127.0.0.1", 8765).host_refusal("buildbox.lan:8765") is None
+    named = WebOptions(address=Address("localhost", 8765), token=TOKEN)
+    assert page_gate(named, "127.0.0.1", 8765).host_refusal("localhost:8765") is None
 
 
 def test_the_token_is_taken_from_its_header_or_an_authorization_bearer_header() -> None:
