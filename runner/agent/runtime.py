@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a mode
 logger = logging.getLogger(__name__)
 UnusableModels = tuple[tuple[ModelSpec, str], ...]  # agents' models that cannot be made, and why
 
+MANIFEST_KEY = "mcp_run_manifest"  # a checkpoint's metadata: the file name of the manifest that wrote it
 SETTLE_LIMIT = 2.0  # seconds a model step waits at most for announced tool-list changes
 WITHOUT_MODEL = "the agent was started without its model (load_agent(..., model=False)): it has no graph"
 
@@ -402,10 +403,19 @@ class Runtime:
 
     def config(self, thread_id: str | None = None, *, agent: str = MAIN_AGENT) -> RunnableConfig:
         """The config of thread ``thread_id`` of ``agent``: an agent of ``agents:`` served on its
-        own keeps its threads apart from the main agent's (:func:`runner.agent.team.agent_thread`)."""
+        own keeps its threads apart from the main agent's (:func:`runner.agent.team.agent_thread`).
+        Its :data:`MANIFEST_KEY` names the manifest's file in every checkpoint the thread writes, so
+        two manifests sharing a store each list only their own threads (:func:`own_thread`)."""
         from runner.agent.team import agent_thread
 
-        return {"configurable": {"thread_id": agent_thread(agent, thread_id or self.thread_id)}}
+        return {"configurable": {"thread_id": agent_thread(agent, thread_id or self.thread_id),
+                                 MANIFEST_KEY: self.loaded.path.name}}
+
+    def own_thread(self, metadata: Mapping[str, Any] | None) -> bool:
+        """Whether a checkpoint of this ``metadata`` was written by this manifest (or by a version
+        that named none: it cannot be told apart)."""
+        written_by = (metadata or {}).get(MANIFEST_KEY)
+        return written_by is None or written_by == self.loaded.path.name
 
     async def follow_changes(self) -> None:
         """Apply the fleet's catalogue changes as they arrive, until cancelled."""

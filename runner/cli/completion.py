@@ -106,7 +106,7 @@ async def stored_threads(runtime: Runtime) -> list[str]:
     scanned = 0
     async for checkpoint in checkpointer.alist(None):
         thread = checkpoint.config.get("configurable", {}).get("thread_id")
-        if isinstance(thread, str) and thread not in found:
+        if isinstance(thread, str) and thread not in found and runtime.own_thread(checkpoint.metadata):
             found.append(thread)
         scanned += 1
         if scanned >= THREAD_SCAN_LIMIT:

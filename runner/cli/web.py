@@ -34,7 +34,13 @@ def _show_ready(name: str, url: str, *, open_browser: bool) -> None:
     stderr.print("  (the address carries this run's token: keep it to yourself; Ctrl-C stops)", style="dim",
                  markup=False)
     if open_browser:  # in a thread: a browser command that takes its time holds up no request
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+        threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
+
+
+def _open_browser(url: str) -> None:
+    if not webbrowser.open(url):
+        stderr.print("no browser could be opened (no display, or no browser found): open the address above "
+                     "yourself", style="yellow", markup=False, highlight=False)
 
 
 def _show_reload(event: ReloadEvent) -> None:
@@ -69,7 +75,7 @@ def web(file: str, watch: bool, host: str, port: int, open_browser: bool, allow_
         check_binding(address, allow_remote=allow_remote, token=token)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--host") from exc
-    options = WebOptions(address=address, token=token or new_token(), watch=watch)
+    options = WebOptions(address=address, token=token or new_token(), watch=watch, allow_remote=allow_remote)
     code = anyio.run(_until_signalled, file, options, open_browser)
     # Stopped: the interpreter's last collections would walk every object of the SDK, LangChain
     # and pydantic (seconds on a busy machine) before the exit the person waits for.

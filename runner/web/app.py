@@ -5,7 +5,8 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     GET  /static/NAME                its scripts and styles
     GET  /api/agent                  the agent: name, model, agents, tools
     GET  /api/threads?agent=A        the agent's threads: id and title
-    GET  /api/history?agent=A&thread=T   a thread's items, and the question it waits on
+    GET  /api/history?agent=A&thread=T   a thread's items, the question it waits on, its turns' timelines,
+                                         the agent answering it (after a handoff)
     POST /api/rename {agent, thread, title}; POST /api/delete {agent, thread}
     POST /api/turn {agent, thread, text | answer}   a turn, streamed (server-sent events)
     GET  /api/notices                reloads and server changes, streamed
@@ -49,10 +50,20 @@ from runner.errors import RunnerError, ToolError
 from runner.hosting.mcp.conversations import THREAD_PATTERN
 from runner.manifest import MAIN_AGENT
 from runner.web.answers import AnswerError, checked_answer
-from runner.web.security import APP_FRAME_PATH, TOKEN_HEADER, TOKEN_PARAMETER, Gate, security_headers
+from runner.web.security import APP_FRAME_PATH, TOKEN_PARAMETER, Gate, security_headers
 from runner.web.shown_apps import ApprovalToAsk, ShownApps
 from runner.web.steps import STEP_EVENT
-from runner.web.threads import Titles, pending_question, thread_history, thread_rows, tool_details
+from runner.web.threads import (
+    Titles,
+    answering_agent,
+    foreign_thread,
+    pending_question,
+    thread_history,
+    thread_rows,
+    tool_details,
+    user_messages,
+)
+from runner.web.timelines import Timelines, call_durations, timeline_entry
 from runner.web.workbench import CallRefused, server_rows, try_call
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -110,9 +121,11 @@ def sse(kind: str, data: Any) -> bytes:
 class WebApi:
     """The API over one running agent."""
 
-    def __init__(self, runtime: Runtime, titles: Titles, notices: Notices, apps: ShownApps) -> None:
+    def __init__(self, runtime: Runtime, titles: Titles, notices: Notices, apps: ShownApps,
+                 timelines: Timelines) -> None:
         self.runtime = runtime
         self.titles = titles
+        self.timelines = timelines
         self.notices = notices
         self.apps = apps
 
@@ -182,17 +195,24 @@ class WebApi:
 
     async def history(self, request: Request) -> Response:
         agent = self._agent(request.query_params.get("agent"))
-        thread = _thread(request.query_params.get("thread"))
+        thread = await self._own_thread(agent, request.query_params.get("thread"))
         items = await thread_history(self.runtime, agent, thread)
+        timelines = self.timelines.read(agent, thread)
+        durations = call_durations(timelines)
         for item in items:
+            if item["type"] == "tool_result" and item["id"] in durations:
+                item["ms"] = durations[item["id"]]
             if item["type"] == "tool_result" and item.get("detail") is not None:
                 await self._with_app(item["name"], item["detail"], item["status"])
-        return JSONResponse({"items": items, "question": await pending_question(self.runtime, agent, thread)},
-                            headers={"cache-control": "no-store"})
+        question = await pending_question(self.runtime, agent, thread)
+        answering = await answering_agent(self.runtime, agent, thread)
+        return JSONResponse({"items": items, "question": question, "timelines": timelines,
+                             "answering": answering}, headers={"cache-control": "no-store"})
 
     async def rename(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         title = body.get("title")
         if not isinstance(title, str) or len(title) > TITLE_LIMIT:
             raise RefusedRequest(f"title: expected text of at most {TITLE_LIMIT} characters")
@@ -201,17 +221,20 @@ class WebApi:
 
     async def delete(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         checkpointer = self.runtime.checkpointer
         if checkpointer is not None:
             stored = self.runtime.config(thread, agent=agent)["configurable"]["thread_id"]
             await checkpointer.adelete_thread(stored)
         self.titles.set(agent, thread, None)
+        self.timelines.forget(agent, thread)
         return JSONResponse({"ok": True})
 
     async def turn(self, request: Request) -> Response:
         body = await _json_body(request)
-        agent, thread = self._agent(body.get("agent")), _thread(body.get("thread"))
+        agent = self._agent(body.get("agent"))
+        thread = await self._own_thread(agent, body.get("thread"))
         pending = await pending_question(self.runtime, agent, thread)
         message: str | Command
         if "answer" in body:
@@ -228,21 +251,30 @@ class WebApi:
             if pending is not None:
                 raise RefusedRequest("this thread waits for an answer to its question first", status=409)
             message = text
-        return StreamingResponse(self._turn_events(agent, thread, message), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store"})
+        # The turn's position among the thread's messages from the user: its timeline is kept by it.
+        sent = await user_messages(self.runtime, agent, thread)
+        turn = sent if isinstance(message, str) else max(0, sent - 1)
+        return StreamingResponse(self._turn_events(agent, thread, message, turn),
+                                 media_type="text/event-stream", headers={"cache-control": "no-store"})
 
-    async def _turn_events(self, agent: str, thread: str, message: str | Command) -> AsyncIterator[bytes]:
+    async def _turn_events(self, agent: str, thread: str, message: str | Command,
+                           turn: int) -> AsyncIterator[bytes]:
         results: dict[str, str] = {}
         statuses: dict[str, str] = {}
+        timeline: list[dict[str, Any]] = []
         try:
             async with aclosing(stream_turn(self.runtime, message, thread_id=thread, agent=agent)) as events:
                 async for event in events:
+                    if (entry := timeline_entry(event)) is not None:
+                        timeline.append(entry)
                     yield sse("step" if event["type"] == STEP_EVENT else "event", event)
                     if event["type"] == "tool_result":
                         results[event["id"]] = event["name"]
                         statuses[event["id"]] = event["status"]
         except RunnerError as exc:
             yield sse("failed", {"message": f"the turn failed: {exc}"})
+        finally:
+            self.timelines.add(agent, thread, turn, timeline)
         if results:
             for call_id, detail in (await tool_details(self.runtime, agent, thread, results)).items():
                 await self._with_app(results[call_id], detail, statuses[call_id])
@@ -263,6 +295,14 @@ class WebApi:
         app = await self.apps.card_app(name, detail, status)
         if app is not None:
             detail["app"] = app
+
+    async def _own_thread(self, agent: str, value: Any) -> str:
+        """The thread id ``value``, of a thread this manifest may open (not another's in the folder)."""
+        thread = _thread(value)
+        if await foreign_thread(self.runtime, agent, thread):
+            raise RefusedRequest(f"thread: {thread} is a conversation of another manifest that keeps its "
+                                 "threads in the same store; open it with that manifest", status=404)
+        return thread
 
     def _agent(self, name: Any) -> str:
         name = name or MAIN_AGENT
@@ -307,9 +347,10 @@ def page(request: Request) -> Response:
                         headers={"cache-control": "no-store"})
 
 
-def web_app(runtime: Runtime, gate: Gate, titles: Titles, notices: Notices, apps: ShownApps) -> ASGIApp:
+def web_app(runtime: Runtime, gate: Gate, titles: Titles, notices: Notices, apps: ShownApps,
+            timelines: Timelines) -> ASGIApp:
     """The page and its API over ``runtime``, behind ``gate``."""
-    api = WebApi(runtime, titles, notices, apps)
+    api = WebApi(runtime, titles, notices, apps, timelines)
     app = Starlette(routes=[Route("/", page, methods=["GET"]), *api.routes(),
                             Mount("/static", StaticFiles(directory=STATIC), name="static")],
                     exception_handlers={RefusedRequest: _refused})
@@ -329,7 +370,7 @@ def guarded(app: ASGIApp, gate: Gate) -> ASGIApp:
         path = scope["path"]
         refusal = gate.host_refusal(host) or gate.origin_refusal(headers.get("origin"), host)
         if refusal is None and path.startswith("/api/"):
-            refusal = gate.token_refusal(headers.get(TOKEN_HEADER))
+            refusal = gate.token_refusal(gate.given_token(headers))
         elif refusal is None and path == "/":
             refusal = gate.token_refusal(_query_token(scope))
         if refusal is not None:

@@ -153,6 +153,10 @@ def find_apps(catalog: ToolCatalog) -> AppListing:
             continue  # local and resource tools have no metadata
         meta = definition.meta or {}
         ui = meta.get("ui")
+        if ui is not None and not isinstance(ui, Mapping):
+            warnings.append(f"{server}: tool '{definition.name}': _meta.ui {ui!r:.80} is not an object; "
+                            "shown without its page")
+            continue
         uri = ui.get("resourceUri") if isinstance(ui, Mapping) else None
         key = "_meta.ui.resourceUri"
         if uri is None and "ui/resourceUri" in meta:

@@ -72,18 +72,23 @@ class Gate:
     hosts: frozenset[str] | None
 
     @classmethod
-    def for_address(cls, token: str, host: str, port: int, *, loopback: bool) -> Gate:
+    def for_address(cls, token: str, host: str, port: int, *, loopback: bool,
+                    names: Iterable[str] = ()) -> Gate:
+        """The gate of a page served at ``host:port``; ``names``: the host names it was asked to
+        listen on (``--host``), which reach it too."""
         if not loopback:
             return cls(token, None)
-        names: Iterable[str] = (*LOOPBACK_HOSTS, f"[{host}]" if ":" in host else host)
-        return cls(token, frozenset(f"{name}:{port}" for name in names))
+        known = (*LOOPBACK_HOSTS, host, *names)
+        bracketed = (f"[{name}]" if ":" in name and not name.startswith("[") else name for name in known)
+        return cls(token, frozenset(f"{name}:{port}".lower() for name in bracketed))
 
     def host_refusal(self, host: str | None) -> str | None:
         """Why a request with this ``Host`` header is refused, or None."""
         if self.hosts is None:
             return None
         if host is None or host.lower() not in self.hosts:
-            return "this page answers only at its loopback address (the Host header names another)"
+            return ("this page answers only at the loopback address it listens on (the Host header names "
+                    "another; to be reached by other names, serve it with --allow-remote)")
         return None
 
     def origin_refusal(self, origin: str | None, host: str | None) -> str | None:
@@ -93,6 +98,14 @@ class Gate:
         if host is None or origin.lower() not in (f"http://{host.lower()}", f"https://{host.lower()}"):
             return "cross-site requests are refused (the Origin is not this page's)"
         return None
+
+    @staticmethod
+    def given_token(headers: dict[str, str]) -> str | None:
+        """The token a request carries: its ``X-MCP-Run-Token`` header, or ``Authorization: Bearer``."""
+        if token := headers.get(TOKEN_HEADER):
+            return token
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        return given.strip() if scheme.lower() == "bearer" else None
 
     def token_refusal(self, given: str | None) -> str | None:
         """Why a request carrying ``given`` as its token is refused (compared in constant time)."""

@@ -19,6 +19,7 @@ from runner.agent.reload import watch_and_reload
 from runner.agent.runtime import load_agent
 from runner.events import CatalogueChanged, ReloadEvent
 from runner.hosting.mcp.http_wire import Address, bind
+from runner.manifest.loading import load_manifest
 from runner.servers import CatalogueChange
 from runner.task_groups import background_tasks
 from runner.web.app import Notices, web_app
@@ -27,6 +28,7 @@ from runner.web.security import TOKEN_PARAMETER, Gate
 from runner.web.shown_apps import ShownApps
 from runner.web.steps import WebHost
 from runner.web.threads import Titles
+from runner.web.timelines import Timelines
 
 STOP_LIMIT = 5.0  # seconds open requests (streams of running turns) get once the page server stops
 
@@ -36,12 +38,20 @@ class WebOptions:
     address: Address
     token: str
     watch: bool = False
+    allow_remote: bool = False  # callers from other machines on purpose: any Host name, the token decides
 
 
 def page_url(sock: socket.socket, token: str) -> str:
     """The page's address, with the token that opens it."""
     host, port = sock.getsockname()[:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/?{TOKEN_PARAMETER}={token}"
+
+
+def page_gate(options: WebOptions, host: str, port: int) -> Gate:
+    """The gate of the page listening at ``host:port``: on loopback, the Host names are the
+    loopback ones and the ``--host`` given; with ``--allow-remote``, any (the token decides)."""
+    loopback = options.address.loopback and not options.allow_remote
+    return Gate.for_address(options.token, host, port, loopback=loopback, names=(options.address.host,))
 
 
 class _PageServer(uvicorn.Server):
@@ -56,6 +66,8 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
                     on_reload: Callable[[ReloadEvent], None]) -> None:
     """Serve the page of the agent of ``file`` until cancelled; ``on_ready(name, url)`` once it
     listens, ``on_reload`` for each reload in watch mode."""
+    # The manifest first: a file that is missing or wrong is what to say, not a port in use.
+    await anyio.to_thread.run_sync(load_manifest, file)
     sock = bind(options.address)
     host = WebHost(client_extensions=[apps_extension()])  # its servers are told the page shows MCP Apps
     try:
@@ -75,8 +87,9 @@ async def serve_web(file: str, options: WebOptions, on_ready: Callable[[str, str
                 notices.publish(dict(event))
 
             runtime.listeners.append(told_of_change)
-            gate = Gate.for_address(options.token, *sock.getsockname()[:2], loopback=options.address.loopback)
-            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps)
+            gate = page_gate(options, *sock.getsockname()[:2])
+            app = web_app(runtime, gate, Titles(runtime.fleet.state_dir), notices, apps,
+                          Timelines(runtime.fleet.state_dir))
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=int(STOP_LIMIT), use_colors=sys.stderr.isatty())
             server = _PageServer(config)

@@ -38,14 +38,19 @@ class ShownApps:
         self.runtime = runtime
         self.frames = AppFrames()
         self.listing: AppListing = find_apps(runtime.catalog)
+        self.unshown: dict[str, str] = {}  # tool -> why its app's page could not be shown, last time
 
     def refresh(self) -> None:
         """The tools with an app again, after a reload or a change of a server's tools."""
         self.listing = find_apps(self.runtime.catalog)
+        self.unshown.clear()
 
     @property
     def warnings(self) -> list[str]:
-        return self.listing.warnings
+        """What is wrong with the tools' app metadata, and the app pages that could not be shown."""
+        unshown = (f"tool '{tool}': its app's page cannot be shown: {why}"
+                   for tool, why in self.unshown.items())
+        return [*self.listing.warnings, *unshown]
 
     async def card_app(self, name: str, detail: Mapping[str, Any], status: str) -> dict[str, Any] | None:
         """What the card of a call of tool ``name`` mounts (its app's frame and what the app is
@@ -56,7 +61,9 @@ class ShownApps:
         try:
             page = await load_app(self.runtime.catalog, app)
         except ServerError as exc:  # AppResourceError too: the page cannot be shown, the card says why
+            self.unshown[name] = str(exc)  # and so does the servers panel
             return {"error": str(exc)}
+        self.unshown.pop(name, None)
         key = self.frames.add(page)
         entry = self.runtime.catalog.entries.get(name)
         tool = (entry.definition.model_dump(mode="json", by_alias=True, exclude_none=True)

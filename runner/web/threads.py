@@ -16,11 +16,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from runner.agent.handoffs import current_agent
 from runner.agent.runtime import Runtime
 from runner.agent.team import AGENT_THREAD_SEPARATOR, agent_thread
 from runner.agent.turns import reply_text
 from runner.events import Question, call_event, question
 from runner.manifest import MAIN_AGENT
+from runner.manifest.agents import conversing_agents
 from runner.store.private import private_folder, private_opener
 from runner.tools.caller import RETRIES_KEY
 
@@ -74,7 +76,7 @@ async def thread_ids(runtime: Runtime, agent: str) -> list[str]:
     async for checkpoint in checkpointer.alist(None):
         stored = checkpoint.config.get("configurable", {}).get("thread_id")
         scanned += 1
-        if isinstance(stored, str):
+        if isinstance(stored, str) and runtime.own_thread(checkpoint.metadata):
             if agent == MAIN_AGENT and AGENT_THREAD_SEPARATOR not in stored:
                 thread: str | None = stored
             elif agent != MAIN_AGENT and stored.endswith(suffix):
@@ -105,6 +107,27 @@ async def thread_rows(runtime: Runtime, agent: str, titles: Titles) -> list[dict
 async def _messages(runtime: Runtime, agent: str, thread: str) -> list[Any]:
     state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
     return list((state.values or {}).get("messages", []))
+
+
+async def foreign_thread(runtime: Runtime, agent: str, thread: str) -> bool:
+    """Whether the thread was last written by another manifest sharing the store (in the folder)."""
+    state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
+    return not runtime.own_thread(state.metadata)
+
+
+async def answering_agent(runtime: Runtime, agent: str, thread: str) -> str:
+    """The agent answering ``agent``'s thread: the main agent's threads may have been handed to
+    another (:func:`runner.agent.handoffs.current_agent`); an agent an edit removed answers no more."""
+    if agent != MAIN_AGENT:
+        return agent
+    state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
+    answering = current_agent(state.values or {})
+    return answering if answering in conversing_agents(runtime.manifest.agents) else MAIN_AGENT
+
+
+async def user_messages(runtime: Runtime, agent: str, thread: str) -> int:
+    """How many messages from the user the thread holds."""
+    return sum(isinstance(message, HumanMessage) for message in await _messages(runtime, agent, thread))
 
 
 async def pending_question(runtime: Runtime, agent: str, thread: str) -> Question | None:

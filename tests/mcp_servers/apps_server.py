@@ -9,8 +9,8 @@ call, and answers the host's teardown with a log line), ``add`` (visible to the 
 ``model_only`` (visible to the model only), ``plain`` (no page), ``wrong_type`` (its resource is
 ``text/html``, not an app), ``from_blob`` (its page comes base64-encoded), ``with_cdn`` (its
 resource declares CSP domains), ``bad_csp`` (its resource declares a domain that would smuggle a
-directive in), ``not_ui`` (names a resource outside ``ui://``) and ``missing`` (names a resource
-that does not exist).
+directive in), ``not_ui`` (names a resource outside ``ui://``), ``not_mapping`` (its ``_meta.ui`` is
+not an object) and ``missing`` (names a resource that does not exist).
 
 The page speaks the bridge by hand (JSON-RPC over ``postMessage``), as the extension's text shows,
 so the host is tested against the protocol rather than against an SDK.
@@ -214,6 +214,11 @@ def build() -> MCPServer:
     def not_ui() -> str:
         """A tool naming a page outside ``ui://``."""
         return "not ui"
+
+    @server.tool(meta={"ui": "notamapping"})
+    def not_mapping() -> str:
+        """Its _meta.ui is not an object."""
+        return "not mapping"
 
     @server.tool(meta={"ui": {"resourceUri": "ui://nowhere/app.html"}})
     def missing() -> str:

@@ -64,7 +64,9 @@ async def test_tools_naming_a_ui_page_are_found_by_the_current_and_the_legacy_ke
     assert listing.tools["apps__add"].visibility == {"app"}
     assert not {"apps__plain", "apps__model_only", "apps__not_ui"} & set(listing.tools)
     assert listing.warnings == ["apps: tool 'not_ui': _meta.ui.resourceUri 'https://example.com/app.html' "
-                                "is not a ui:// URI; shown without its page"]
+                                "is not a ui:// URI; shown without its page",
+                                "apps: tool 'not_mapping': _meta.ui 'notamapping' is not an object; "
+                                "shown without its page"]
 
 
 async def test_an_app_page_is_read_from_its_server_and_by_default_its_frame_reaches_nothing(

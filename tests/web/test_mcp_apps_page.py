@@ -199,6 +199,11 @@ def test_the_servers_panel_shows_what_is_wrong_with_a_tools_app_metadata(page: P
                                                                           served: ServedPage) -> None:
     open_page(page, served)
     expect(page.locator("#server-warnings")).to_contain_text("tool 'not_ui'")
+    expect(page.locator("#server-warnings")).to_contain_text("tool 'not_mapping': _meta.ui 'notamapping'")
+    send(page, "apps__missing {}")  # its page is missing: said in its card, and in the panel
+    expect(card(page, "apps__missing").locator(".app-error")).to_contain_text("ui://nowhere/app.html")
+    expect(page.locator("#server-warnings")).to_contain_text(
+        "tool 'apps__missing': its app's page cannot be shown")
 
 
 

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from runner.events import ElicitationAsked, SamplingAsked
+from runner.hosting.mcp.http_wire import Address
 from runner.web.answers import AnswerError, checked_answer
 from runner.web.security import Gate, new_token
+from runner.web.serving import WebOptions, page_gate
 
 TOKEN = "t" * 43
 
@@ -27,6 +29,32 @@ def test_with_remote_callers_allowed_any_host_passes_and_the_token_decides() -> 
     assert gate.host_refusal("agents.example.org:8765") is None
     assert gate.token_refusal(None) is not None
     assert gate.token_refusal(TOKEN) is None
+
+
+def test_the_host_names_it_was_asked_to_listen_on_pass_the_host_check_too() -> None:
+    gate = Gate.for_address(TOKEN, "127.0.1.1", 8765, loopback=True, names=("buildbox",))
+    for host in ("buildbox:8765", "BuildBox:8765", "127.0.1.1:8765", "localhost:8765"):
+        assert gate.host_refusal(host) is None, host
+    refused = gate.host_refusal("attacker.example:8765")
+    assert refused is not None and "--allow-remote" in refused
+    assert Gate.for_address(TOKEN, "::1", 8765, loopback=True).host_refusal("[::1]:8765") is None
+
+
+def test_with_allow_remote_the_page_answers_at_any_host_name_even_bound_to_loopback() -> None:
+    bound = WebOptions(address=Address("127.0.0.1", 8765), token=TOKEN)
+    assert page_gate(bound, "127.0.0.1", 8765).host_refusal("buildbox.lan:8765") is not None
+    remote = WebOptions(address=Address("127.0.0.1", 8765), token=TOKEN, allow_remote=True)
+    assert page_gate(remote, "127.0.0.1", 8765).host_refusal("buildbox.lan:8765") is None
+    named = WebOptions(address=Address("localhost", 8765), token=TOKEN)
+    assert page_gate(named, "127.0.0.1", 8765).host_refusal("localhost:8765") is None
+
+
+def test_the_token_is_taken_from_its_header_or_an_authorization_bearer_header() -> None:
+    assert Gate.given_token({"x-mcp-run-token": TOKEN}) == TOKEN
+    assert Gate.given_token({"authorization": f"Bearer {TOKEN}"}) == TOKEN
+    assert Gate.given_token({"authorization": f"bearer  {TOKEN} "}) == TOKEN
+    assert Gate.given_token({"authorization": f"Basic {TOKEN}"}) is None
+    assert Gate.given_token({}) is None
 
 
 def test_only_the_pages_own_origin_or_none_passes() -> None:

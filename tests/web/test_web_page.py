@@ -47,7 +47,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "broken": server("exits", restart={"max_attempts": 1, "backoff": "10ms"}),
         # Never starts: its calls are made again on its fallback (started: demo).
         "mirrored": {"command": "mcp-run-no-such-command", "fallback": "demo", "tools": {"only": ["add"]}},
-    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite",
+    }, name="web-test", model="offline", checkpointer="sqlite:///state.sqlite", agent={"handoffs": ["calc"]},
         agents={"calc": {"description": "Does arithmetic.", "model": "offline",
                          "tools": ["notes__calculate"]}})
 
@@ -89,6 +89,9 @@ def test_a_request_without_the_token_or_from_another_site_is_refused_403(served:
     status, _, body = request(served, "/api/agent", token=served.token,
                               headers={"Origin": served.base})
     assert status == 200 and json.loads(body)["name"] == "web-test"
+    bearer = {"Authorization": f"Bearer {served.token}"}  # as serve takes it
+    assert request(served, "/api/agent", headers=bearer)[0] == 200
+    assert request(served, "/api/agent", headers={"Authorization": "Bearer wrong"})[0] == 403
 
 
 def test_the_page_forbids_inline_script_and_embedding_and_sends_no_referrer(served: ServedPage) -> None:
@@ -172,7 +175,7 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
     assert all(re.match(r"\d+ ms · \d+ tokens \(\d+ in, \d+ out\) · cost unknown", facts) for facts in steps)
     expect(rows.nth(1).locator(".timeline-facts")).to_have_text(re.compile(r"^\d+ ms · success$"))
     expect(timeline.locator(".timeline-total")).to_have_text(re.compile(
-        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool calls$"))
+        rf"^turn: {sum(spent)} tokens .* · cost unknown · 2 model steps, 1 tool call$"))
     bars = rows.locator(".bar").evaluate_all("bars => bars.map(bar => bar.getBoundingClientRect().width)")
     assert all(width > 0 for width in bars)
     # What each model step was given: the system prompt the agent renders, the tools offered.
@@ -185,6 +188,88 @@ def test_a_turns_timeline_shows_its_model_steps_and_tool_calls_with_their_tokens
         re.compile(r"what this step was given: \d+ tools, 2 messages"))
     given.nth(1).locator("summary").click()
     expect(given.nth(1).locator("summary")).to_have_text(re.compile(r", 4 messages$"))
+
+
+def test_an_edited_approval_shows_the_arguments_that_ran_and_its_turn_has_one_timeline_kept_on_reload(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'demo__echo {"text": "asked"}')
+    question = page.locator(".question")
+    question.get_by_role("button", name="Edit arguments").click()
+    question.get_by_label("Arguments (JSON)").fill('{"text": "edited"}')
+    question.get_by_role("button", name="Run with these arguments").click()
+    echoed = card(page, "demo__echo")
+    expect(echoed.locator(".result-text").first).to_have_text("edited")
+    expect(echoed.locator(".args h4")).to_have_text("Arguments (edited before it ran)")
+    expect(echoed.locator(".args dd")).to_have_text("edited")
+    echoed.locator("summary", has_text="Raw JSON").click()
+    raw = json.loads(echoed.locator(".raw").inner_text())
+    assert raw["call"]["args"] == {"text": "edited"} and raw["call"]["asked_args"] == {"text": "asked"}
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+    labels = ["model step 1", "demo__echo", "model step 2"]
+    timeline = page.locator(".timeline")
+    expect(timeline).to_have_count(1)  # one per turn, the approval's wait included
+    timeline.locator("summary", has_text="Timeline of this turn").click()
+    expect(timeline.locator(".timeline-label")).to_have_text(labels)
+    expect(timeline.locator(".timeline-total")).to_have_text(re.compile(r"· 2 model steps, 1 tool call$"))
+    facts = timeline.locator(".timeline-facts").all_inner_texts()
+    duration = echoed.locator(".duration").inner_text()
+
+    page.reload()  # reopened: the timeline and the card's duration come back as they were
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    page.locator("#thread-list li", has_text='demo__echo {"text": "asked"}').locator(".thread-open").click()
+    reopened = card(page, "demo__echo")
+    expect(reopened.locator(".duration")).to_have_text(duration)
+    timeline = page.locator(".timeline")
+    expect(timeline).to_have_count(1)
+    timeline.locator("summary", has_text="Timeline of this turn").click()
+    expect(timeline.locator(".timeline-label")).to_have_text(labels)
+    expect(timeline.locator(".timeline-facts")).to_have_text(facts)
+    expect(timeline.locator(".timeline-given")).to_have_count(2)
+
+
+def test_addresses_in_results_and_answers_are_links_and_control_characters_are_shown(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, r'demo__echo {"text": "see https://example.com/a?b=1. not javascript:alert(1) \u001b[31mred"}')
+    page.locator(".question").get_by_role("button", name="Approve").click()
+    result = card(page, "demo__echo").locator(".result-text").first
+    link = result.get_by_role("link", name="https://example.com/a?b=1")
+    expect(link).to_have_attribute("href", "https://example.com/a?b=1")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(result.locator("a")).to_have_count(1)  # javascript: stays text
+    expect(result.locator(".control")).to_have_text("\\x1b")
+    expect(result).to_contain_text("\\x1b[31mred")
+    answer = page.locator(".message.assistant.final .text")
+    expect(answer.get_by_role("link", name="https://example.com/a?b=1")).to_have_count(1)
+    expect(answer.locator(".control")).to_have_text("\\x1b")
+    shown = page.evaluate("""async () => {
+        const { renderValue } = await import("/static/dom.js");
+        return renderValue({ none: [] }).querySelector("dd").textContent;
+    }""")
+    assert shown == "empty"
+
+
+def test_a_message_refused_or_not_delivered_is_marked_not_sent_and_a_lost_server_is_said(
+        page: Page, served: ServedPage) -> None:
+    page.route("**/api/notices", lambda route: route.abort())  # as if the server were gone
+    open_page(page, served)
+    expect(page.locator("#connection")).to_have_text(re.compile("^not connected: the agent is not reachable"))
+    send(page, 'demo__echo {"text": "waiting"}')
+    question = page.locator(".question")
+    expect(question.get_by_role("button", name="Approve")).to_be_visible()
+    send(page, "meanwhile")  # the thread waits for its answer: refused
+    refused = page.locator(".message.user", has_text="meanwhile")
+    expect(refused).to_have_class(re.compile("not-sent"))
+    expect(refused.locator(".not-sent-reason")).to_have_text(
+        "Not sent: this thread waits for an answer to its question first")
+    page.route("**/api/turn", lambda route: route.abort())
+    question.get_by_role("button", name="Approve").click()
+    expect(question.locator(".error").last).to_contain_text("the agent is not reachable")
+    page.unroute("**/api/turn")
+    question.get_by_role("button", name="Approve").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("waiting")
 
 
 def test_an_image_a_tool_returns_is_shown_in_its_card(page: Page, served: ServedPage) -> None:
@@ -251,8 +336,13 @@ def test_threads_are_listed_resumed_renamed_and_deleted(page: Page, served: Serv
     expect(renamed).to_have_count(1)
     page.reload()  # the name is kept by the server
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(1)
+    kept = page.locator("#thread-list li", has_text="sums")
+    expect(kept.locator(".thread-open")).to_have_attribute("title", "sums")  # its whole name on hover
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.locator("#thread-list li", has_text="sums").get_by_role("button", name="Delete sums").click()
     expect(page.locator("#thread-list li", has_text="sums")).to_have_count(0)
+    assert asked == ["Delete the thread “sums”? Its conversation cannot be brought back."]
 
 
 def test_a_name_being_typed_stays_when_the_thread_list_is_reloaded_meanwhile(page: Page,
@@ -345,6 +435,81 @@ def test_a_500_turn_thread_renders_only_the_turns_near_view_and_streams_its_next
     assert page.evaluate(IN_PAGE_TURNS) <= RENDERED_AT_MOST
 
 
+SCROLL_TO_LAST_TURN = """(last) => {
+    const log = document.getElementById("log");
+    log.scrollTop = log.scrollHeight;  // again at each poll: each scroll renders the turns below
+    return [...log.querySelectorAll(".message.user .text")].some((text) => text.textContent === last);
+}"""
+
+
+def test_a_turn_dropped_and_rendered_again_keeps_its_not_sent_mark_edited_args_links_timeline_and_handoff(
+        page: Page, served: ServedPage, agent: Path) -> None:
+    write_long_thread(agent, "long-marks", 100)
+    open_page(page, served)
+    page.locator('#thread-list li[data-thread="long-marks"] .thread-open').click()
+    log = page.locator("#log")
+    expect(log.locator(".message.user .text").last).to_have_text("question 100 of the long thread")
+    send(page, 'demo__echo {"text": "asked"}')
+    question = page.locator(".question")
+    expect(question.get_by_role("button", name="Approve")).to_be_visible()
+    send(page, "meanwhile")  # the thread waits for its answer: refused, marked not sent
+    expect(log.locator(".message.user.not-sent")).to_have_count(1)
+    question.get_by_role("button", name="Edit arguments").click()
+    question.get_by_label("Arguments (JSON)").fill('{"text": "see https://example.com/marks"}')
+    question.get_by_role("button", name="Run with these arguments").click()
+    expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("see https://example.com/marks")
+    send(page, 'handoff_to_calc {"reason": "sums"}')
+    expect(log.locator(".message.assistant.final .who").last).to_have_text("calc")
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")
+
+    def marks() -> dict[str, Any]:
+        return page.evaluate("""() => {
+            const log = document.getElementById("log");
+            const echo = [...log.querySelectorAll(".tool-card")]
+                .find((c) => c.querySelector(".tool-name").textContent === "demo__echo");
+            const asked = [...log.querySelectorAll(".turn")].find((t) => t.querySelector(".tool-card"));
+            const final = [...log.querySelectorAll(".message.assistant.final")];
+            return {
+                notSent: [...log.querySelectorAll(".message.user.not-sent")].map((m) => m.textContent),
+                edited: echo && echo.querySelector(".args h4").textContent,
+                resultLinks: echo ? echo.querySelectorAll(".result-text a").length : -1,
+                answerLinks: asked ? asked.querySelectorAll(".message.assistant.final .text a").length : -1,
+                timelines: asked ? asked.querySelectorAll(".timeline").length : -1,
+                handoff: [...log.querySelectorAll(".message.handoff")].map((m) => m.textContent),
+                lastWho: final.length ? final[final.length - 1].querySelector(".who").textContent : null,
+            };
+        }""")
+
+    before = marks()
+    assert before == {"notSent": [before["notSent"][0]], "edited": "Arguments (edited before it ran)",
+                      "resultLinks": 1, "answerLinks": 1, "timelines": 1,
+                      "handoff": ["main handed the conversation to calc: sums"], "lastWho": "calc"}
+    assert "you (not sent)" in before["notSent"][0] and "Not sent: this thread waits" in before["notSent"][0]
+
+    page.wait_for_function(SCROLL_TO_FIRST_TURN, arg="question 1 of the long thread")
+    expect(log.locator(".message.handoff")).to_have_count(0)  # the end's turns left the page
+    expect(log.locator(".tool-card")).to_have_count(0)
+    page.wait_for_function(SCROLL_TO_LAST_TURN, arg='handoff_to_calc {"reason": "sums"}')
+    expect(log.locator(".message.handoff")).to_have_count(1)
+    assert marks() == before  # rendered again from its items: as it was
+
+
+def test_after_a_handoff_the_page_shows_the_agent_answering_the_thread(page: Page,
+                                                                       served: ServedPage) -> None:
+    open_page(page, served)
+    send(page, 'handoff_to_calc {"reason": "sums"}')
+    expect(page.locator(".message.handoff")).to_have_text("main handed the conversation to calc: sums")
+    answer = page.locator(".message.assistant.final")
+    expect(answer.locator(".who")).to_have_text("calc")
+    expect(answer.locator(".text")).to_contain_text("handed the conversation to calc")
+    expect(page.locator("#answering")).to_have_text("calc answers in this thread (handed over by main)")
+    page.reload()  # reopened: the thread's current agent is kept by its checkpoint
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    expect(page.locator("#answering")).to_be_hidden()
+    page.locator("#thread-list li", has_text="handoff_to_calc").locator(".thread-open").click()
+    expect(page.locator("#answering")).to_have_text("calc answers in this thread")
+
+
 # --------------------------------------------------------------------------- questions
 
 
@@ -378,10 +543,13 @@ def test_an_approval_is_answered_in_the_page_approved_denied_with_a_reason_or_ed
 
 
 def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, served: ServedPage) -> None:
+    page.set_viewport_size({"width": 1400, "height": 420})
     open_page(page, served)
     send(page, "asking__book {}")
     question = page.locator(".question")
     expect(question.locator("p").first).to_have_text("Which day, for how many?")
+    send_button = page.get_by_role("button", name="Send")
+    expect(send_button).to_be_in_viewport(ratio=1)  # the form scrolls, not the page
     seats = question.get_by_label("seats")
     expect(seats).to_have_value("2")  # the schema's default
     seats.fill("0")

@@ -69,8 +69,9 @@ export async function postStream(path, body, onEvent, onOpen = () => {}) {
   await readEvents(response, onEvent);
 }
 
-export async function getStream(path, onEvent, signal) {
+export async function getStream(path, onEvent, signal, onOpen = () => {}) {
   const response = await fetch(path, { headers: headers(), signal, cache: "no-store" });
   if (!response.ok) throw await refusal(response);
+  onOpen();
   await readEvents(response, onEvent);
 }

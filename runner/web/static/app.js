@@ -4,12 +4,14 @@ import { ApiError, getJson, getStream, postJson, postStream } from "./api.js";
 import { closeApps, closeAppsIn } from "./app-frames.js";
 import { ToolCard } from "./cards.js";
 import { Conversation } from "./conversation.js";
-import { el } from "./dom.js";
+import { el, richText } from "./dom.js";
 import { questionPanel } from "./questions.js";
 import { startServersPanel } from "./servers.js";
-import { TurnTimeline } from "./timeline.js";
+import { keptTimeline, TurnTimeline } from "./timeline.js";
 
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null };
+// `timeline` and `asking`: the timeline and the turn of a stream paused on a question (state.answer),
+// which the stream answering it goes on with: one timeline per turn.
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main" };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -22,8 +24,10 @@ function showError(message) {
 
 // ---------------------------------------------------------------- the conversation
 
-// A turn's items (its message, the events it streamed or its history holds, "failed" notes and
-// its timelines) rendered into a fresh node; conversation.js decides which turns are in the page.
+// A turn's items (its message, the events it streamed or its history holds, "failed" notes,
+// arguments edited in an approval, and its timeline) rendered into a fresh node; conversation.js
+// decides which turns are in the page. What an item shows depends on the item alone (not on the
+// page's state), so a turn rendered again once scrolled back looks as it did.
 function renderTurn(turn) {
   const list = el("ol", { className: "turn-items" });
   let bubble = null;
@@ -42,13 +46,47 @@ function releaseTurn(node) {
 
 const conversation = new Conversation($("log"), renderTurn, releaseTurn);
 
+// `item` added to `turn`'s items, and shown in its node if it has one.
+function record(turn, item, bubble = null) {
+  turn.items.push(item);
+  return turn.node ? showItem(turn.node.firstChild, item, bubble) : bubble;
+}
+
+// A message the server did not take: marked, with the reason, so it is not read as sent.
+function markNotSent(node, reason) {
+  node.classList.add("not-sent");
+  node.querySelector(".who").textContent = "you (not sent)";
+  node.append(el("p", { className: "error not-sent-reason", role: "alert", text: `Not sent: ${reason}` }));
+}
+
+// What a failed request says: the server's reason, or that the server cannot be reached.
+function failure(exc) {
+  if (exc instanceof ApiError) return exc.message;
+  if (exc instanceof TypeError) return "the agent is not reachable: is mcp-run web still running? (start it again, then reload the page)";
+  return String(exc);
+}
+
+// The agent answering the thread, when a handoff made it another than the one chosen in the menu.
+function showAnswering(answering, from) {
+  state.answering = answering;
+  const shown = $("answering");
+  shown.textContent = answering === state.agent ? "" : `${answering} answers in this thread${from ? ` (handed over by ${from})` : ""}`;
+  shown.hidden = answering === state.agent;
+}
+
 function showItem(target, item, bubble) {
   switch (item.type) {
-    case "user":
-      target.append(el("li", { className: "message user" }, el("span", { className: "who", text: "you" }), el("div", { className: "text", text: item.text })));
+    case "user": {
+      const node = el("li", { className: "message user" }, el("span", { className: "who", text: "you" }), el("div", { className: "text", text: item.text }));
+      if (item.notSent) markNotSent(node, item.notSent);
+      target.append(node);
       return null;
+    }
     case "failed":
       target.append(el("li", { className: "message failed", role: "alert", text: item.message }));
+      return bubble;
+    case "edited":  // the arguments an approval's answer edited: the call ran with them
+      state.cards.get(item.id)?.setEditedArgs(item.args);
       return bubble;
     case "timeline": {
       const shown = item.timeline.render();
@@ -62,27 +100,30 @@ function showItem(target, item, bubble) {
   }
 }
 
-function assistantBubble(target) {
+// An answer's bubble, named by the agent answering (`answering`, recorded with its events) when a
+// handoff made it another than the one chosen in the menu.
+function assistantBubble(target, answering) {
   const text = el("div", { className: "text" });
-  const node = el("li", { className: "message assistant" }, el("span", { className: "who", text: "agent" }), text);
+  const who = !answering || answering === state.agent ? "agent" : answering;
+  const node = el("li", { className: "message assistant" }, el("span", { className: "who", text: who }), text);
   target.append(node);
   return { node, text, streamed: false };
 }
 
 // Shows the events of one stream of `turn` as they come (recording them in its items, so the turn
-// can be rendered again once scrolled away and back); returns the handler of the stream.
-function turnView(turn) {
+// can be rendered again once scrolled away and back); returns the handler of the stream. A stream
+// that pauses on a question keeps its timeline (state.timeline) and turn (state.asking) for the
+// stream that answers it: one timeline per turn, shown when the turn ends.
+function turnView(turn, timeline) {
   let bubble = null;
-  const timeline = new TurnTimeline();
   const results = new Map();
   return ({ kind, data }) => {
     const following = conversation.atEnd();
-    const target = turn.node.firstChild;
     if (kind === "end") {
       turn.live = false;
-      const item = { type: "timeline", timeline };
-      turn.items.push(item);
-      showItem(target, item, bubble);
+      state.timeline = state.answer ? timeline : null;
+      state.asking = state.answer ? turn : null;
+      if (!state.answer) record(turn, { type: "timeline", timeline }, bubble);
     } else if (kind === "step") {
       timeline.request(data);
     } else if (kind === "detail") {
@@ -90,25 +131,27 @@ function turnView(turn) {
       if (result) result.detail = data;
       state.cards.get(data.id)?.setDetail(data);
     } else if (kind === "failed") {
-      const item = { type: "failed", message: data.message };
-      turn.items.push(item);
-      showItem(target, item, bubble);
+      record(turn, { type: "failed", message: data.message }, bubble);
     } else if (kind === "event") {
       timeline.observe(data);
       const item = { ...data };
       if (item.type === "tool_result") results.set(item.id, item);
-      turn.items.push(item);
-      bubble = showEvent(target, item, bubble);
+      if (item.type === "approval" || item.type === "elicitation" || item.type === "sampling") state.answer = item;
+      if (item.type === "handoff") showAnswering(item.to, item.from);
+      if (item.type === "token" || item.type === "final") item.answering = state.answering;  // who says it
+      bubble = record(turn, item, bubble);
     }
     if (following) conversation.toEnd();
   };
 }
 
+// `event` shown in `target`; what it shows depends on the event alone (a turn rendered again
+// shows the same), the page's state is changed by turnView as events arrive.
 function showEvent(target, event, bubble) {
   switch (event.type) {
     case "token":
-      if (event.agent) return bubble;  // an agent of agents: works; its answer comes as a tool result
-      if (!bubble) bubble = assistantBubble(target);
+      if (event.agent && event.agent !== event.answering) return bubble;  // an agent of agents: works; its answer comes as a tool result
+      if (!bubble) bubble = assistantBubble(target, event.answering);
       bubble.text.textContent += event.text;
       bubble.streamed = true;
       return bubble;
@@ -125,13 +168,14 @@ function showEvent(target, event, bubble) {
       state.cards.get(event.id)?.setResult(event);
       return null;
     case "final":
-      if (!bubble) bubble = assistantBubble(target);
+      if (!bubble) bubble = assistantBubble(target, event.answering);
       if (!bubble.streamed || event.output) bubble.text.textContent = event.output ? JSON.stringify(event.output, null, 2) : event.text;
+      bubble.text.replaceChildren(...richText(bubble.text.textContent));  // its addresses as links
       bubble.node.classList.add("final");
       return null;
-    case "approval": case "elicitation": case "sampling":
-      state.answer = event;
-      return bubble;
+    case "handoff":
+      target.append(el("li", { className: "message notice handoff", text: `${event.from} handed the conversation to ${event.to}${event.reason ? `: ${event.reason}` : ""}` }));
+      return null;
     case "model_retry":
     case "model_fallback":
       target.append(el("li", { className: "message notice", text: event.type === "model_retry" ? event.message : `${event.model} failed (${event.reason}): using ${event.fallback}` }));
@@ -152,11 +196,14 @@ function setBusy(busy) {
 
 async function runTurn(body, turn) {
   setBusy(true);
+  const asked = state.answer;
+  const timeline = body.answer !== undefined && state.timeline ? state.timeline : new TurnTimeline();
   try {
     // A refused answer leaves its question in place, with the reason.
-    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(turn), () => {
+    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(turn, timeline), () => {
       state.answer = null;
       $("question").replaceChildren();
+      if (asked?.type === "approval" && body.answer?.action === "edit") record(turn, { type: "edited", id: asked.id, args: body.answer.args });
     });
   } finally {
     turn.live = false;  // ended, or never started (the request was refused)
@@ -171,7 +218,8 @@ function showQuestion(question) {
   area.replaceChildren();
   if (!question) return;
   const panel = questionPanel(question, async (answer) => {
-    await runTurn({ answer }, conversation.resume());
+    // The answer's stream goes on in the turn that asked (a message refused meanwhile may follow it).
+    await runTurn({ answer }, conversation.resume(state.asking)).catch((exc) => { throw new Error(failure(exc)); });
   });
   area.append(panel);
   panel.querySelector("button, input, select, textarea")?.focus();
@@ -184,11 +232,20 @@ async function send() {
   showError("");
   if (!state.thread) state.thread = newThreadId();
   box.value = "";
-  const turn = conversation.begin([{ type: "user", text }]);
+  const sent = { type: "user", text };
+  const turn = conversation.begin([sent]);
   try {
     await runTurn({ text }, turn);
   } catch (exc) {
-    showError(exc instanceof ApiError ? exc.message : String(exc));
+    if (!conversation.turns.includes(turn)) return;  // its thread was left meanwhile
+    if (turn.items.length > 1) {
+      showError(failure(exc));
+    } else {  // refused before its turn started: not part of the conversation
+      sent.notSent = failure(exc);  // in its item: rendered again, it is marked again
+      const shown = turn.node?.querySelector(".message.user");
+      if (shown) markNotSent(shown, sent.notSent);
+      if (!box.value) box.value = text;
+    }
   }
 }
 
@@ -205,9 +262,9 @@ async function loadThreads() {
 }
 
 function threadItem(thread) {
-  const open = el("button", { type: "button", className: "thread-open", "aria-current": thread.id === state.thread ? "true" : null, text: thread.title, onclick: () => openThread(thread.id) });
+  const open = el("button", { type: "button", className: "thread-open", title: thread.title, "aria-current": thread.id === state.thread ? "true" : null, text: thread.title, onclick: () => openThread(thread.id) });
   const rename = el("button", { type: "button", className: "small", "aria-label": `Rename ${thread.title}`, text: "Rename", onclick: () => startRename(item, thread) });
-  const remove = el("button", { type: "button", className: "small", "aria-label": `Delete ${thread.title}`, text: "Delete", onclick: () => deleteThread(thread.id) });
+  const remove = el("button", { type: "button", className: "small", "aria-label": `Delete ${thread.title}`, text: "Delete", onclick: () => deleteThread(thread) });
   const item = el("li", { "data-thread": thread.id }, open, rename, remove);
   return item;
 }
@@ -229,7 +286,9 @@ function startRename(item, thread) {
   input.select();
 }
 
-async function deleteThread(id) {
+async function deleteThread(thread) {
+  if (!window.confirm(`Delete the thread “${thread.title}”? Its conversation cannot be brought back.`)) return;
+  const id = thread.id;
   await postJson("/api/delete", { agent: state.agent, thread: id });
   if (id === state.thread) newThread();
   await loadThreads();
@@ -237,6 +296,9 @@ async function deleteThread(id) {
 
 function newThread() {
   state.thread = null;
+  state.timeline = null;
+  state.asking = null;
+  showAnswering(state.agent);
   closeApps("the thread was closed");
   state.cards.clear();
   conversation.clear();
@@ -247,14 +309,33 @@ function newThread() {
 async function openThread(id) {
   state.thread = id;
   state.cards.clear();
-  const { items, question } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
+  const { items, question, timelines, answering } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
+  // The turns, each from a message from the user (its position among them: its kept timeline's key).
   const turns = [];
+  const positions = [];
+  let position = -1;
   for (const item of items) {
-    if (item.type === "user" || !turns.length) turns.push([]);
+    if (item.type === "user") position += 1;
+    if (item.type === "user" || !turns.length) {
+      turns.push([]);
+      positions.push(position);
+    }
     turns[turns.length - 1].push(item);
   }
+  state.timeline = null;
+  state.asking = null;
+  turns.forEach((turnItems, index) => {
+    const entries = timelines?.[String(positions[index])];
+    if (!entries) return;
+    const timeline = keptTimeline(entries);
+    if (index === turns.length - 1 && question) state.timeline = timeline;  // the answer's stream goes on with it
+    else turnItems.push({ type: "timeline", timeline });
+  });
   conversation.load(turns);
+  if (question) state.asking = conversation.turns[conversation.turns.length - 1] ?? null;
+  showAnswering(answering ?? state.agent);  // the agent answering now (the history's answers all say "agent")
+  state.answer = question;
   showQuestion(question);
   loadThreads();
 }
@@ -263,7 +344,7 @@ async function openThread(id) {
 
 function showNotice(event) {
   let text;
-  if (event.type === "reload") text = `Reloaded: ${event.summary}`;
+  if (event.type === "reload") text = event.summary.replace(/^reloaded\b/i, "Reloaded");
   else if (event.type === "reload_error") text = `The edit was not loaded (the last good manifest keeps running): ${event.problems.join("; ")}`;
   else if (event.type === "change") text = `${event.server}: ${event.kind} changed` + (event.added.length ? `; added ${event.added.join(", ")}` : "") + (event.removed.length ? `; removed ${event.removed.join(", ")}` : "");
   else return;
@@ -272,13 +353,20 @@ function showNotice(event) {
   if (event.type === "reload") loadAgent();
 }
 
+function showConnection(connected) {
+  const shown = $("connection");
+  shown.textContent = connected ? "connected" : "not connected: the agent is not reachable (retrying)";
+  shown.className = connected ? "connection ok" : "connection lost";
+}
+
 async function followNotices() {
   for (;;) {
     try {
-      await getStream("/api/notices", ({ data }) => showNotice(data));
+      await getStream("/api/notices", ({ data }) => showNotice(data), undefined, () => showConnection(true));
     } catch {
       // the server stopped or the connection broke: try again shortly
     }
+    showConnection(false);
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
 }

@@ -1,8 +1,8 @@
 // A tool call as a card: the tool and its server, the arguments, the result rendered (text,
 // images, audio, files, structured content), status and duration, the times it was made again
-// (on a fallback server, or after a URL visit) and the fallback that answered, and the raw JSON
-// on request.
-import { el, renderValue } from "./dom.js";
+// (on a fallback server, or after a URL visit) and the fallback that answered, the arguments it
+// ran with when edited in its approval, and the raw JSON on request.
+import { el, renderValue, textWithLinks } from "./dom.js";
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const AUDIO_TYPES = /^audio\/(wav|wave|x-wav|mpeg|mp3|ogg|webm|flac|aac|mp4)$/;
@@ -27,15 +27,23 @@ export class ToolCard {
     this.body = el("div", { className: "result" });
     this.extra = el("div", { className: "result-extra" });
     this.raw = el("pre", { className: "raw" });
+    this.args = el("div", { className: "args" }, el("h4", { text: "Arguments" }), renderValue(call.args));
     const title = el("span", { className: "tool-name", text: call.name });
     const agent = call.agent ? el("span", { className: "muted", text: ` (agent ${call.agent})` }) : null;
     this.node = el("li", { className: "card tool-card", "data-call-id": call.id, "aria-label": `tool call ${call.name}` },
       el("div", { className: "card-head" }, title, agent, this.server, this.status, this.duration, this.retryCount, this.fallback),
-      el("div", { className: "args" }, el("h4", { text: "Arguments" }), renderValue(call.args)),
+      this.args,
       this.retryList,
       this.body,
       this.extra,
       el("details", {}, el("summary", { text: "Raw JSON" }), this.raw));
+    this.updateRaw();
+  }
+
+  // The arguments the call ran with, edited in its approval: shown, and said to be edited.
+  setEditedArgs(args) {
+    this.call = { ...this.call, args, asked_args: this.call.args, edited: true };
+    this.args.replaceChildren(el("h4", { text: "Arguments (edited before it ran)" }), renderValue(args));
     this.updateRaw();
   }
 
@@ -45,7 +53,7 @@ export class ToolCard {
     this.status.className = `status ${result.status === "error" ? "error" : "success"}`;
     if (typeof result.ms === "number") this.duration.textContent = `${Math.round(result.ms)} ms`;
     this.body.replaceChildren(el("h4", { text: result.status === "error" ? "Error" : "Result" }),
-      el("pre", { className: "result-text", text: result.text }));
+      textWithLinks("pre", { className: "result-text" }, result.text));
     this.updateRaw();
   }
 
@@ -91,7 +99,7 @@ export class ToolCard {
 }
 
 function renderBlock(block) {
-  if (block.type === "text") return el("pre", { className: "result-text", text: block.text });
+  if (block.type === "text") return textWithLinks("pre", { className: "result-text" }, block.text);
   const mime = String(block.mime_type || "").toLowerCase();
   if (block.type === "image" && IMAGE_TYPES.has(mime) && block.base64) {
     return el("img", { className: "result-image", src: `data:${mime};base64,${block.base64}`, alt: `image (${mime}) from the tool` });

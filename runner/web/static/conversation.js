@@ -71,13 +71,15 @@ export class Conversation {
     return this.turns[count - 1];
   }
 
-  // The last turn, live again (an answer resumes it), shown at the end; a new one if none.
-  resume() {
+  // `turn` (by default the last), live again (an answer resumes it), the end shown; a new one if
+  // none. The turn that asked may not be the last: a message refused meanwhile may follow it.
+  resume(turn = null) {
     const count = this.turns.length;
     if (!count) return this.begin([]);
-    const turn = this.turns[count - 1];
+    turn = turn && this.turns.includes(turn) ? turn : this.turns[count - 1];
     turn.live = true;
     if (this.end !== count) this.show(Math.max(0, count - INITIAL_TURNS), count);
+    if (!turn.node) turn.node = this.render(turn);  // out of view: it streams into its node, kept while live
     this.toEnd();
     return turn;
   }

@@ -85,7 +85,7 @@ function approvalPanel(question, send) {
   const n = ++formNumber;
   const heading = el("h3", { id: `question-heading-${n}`, text: `${question.tool} wants to run` });
   const policy = question.policy ? el("p", { text: `asked by ${question.policy.source}${question.policy.reason ? ": " + question.policy.reason : ""}` }) : null;
-  const reason = el("input", { id: `deny-reason-${n}`, type: "text" });
+  const reason = el("textarea", { id: `deny-reason-${n}`, rows: 2 });
   const args = el("textarea", { id: `edit-args-${n}`, rows: 4 });
   args.value = JSON.stringify(question.args, null, 2);
   const argsError = el("p", { className: "error", role: "alert" });

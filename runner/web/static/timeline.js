@@ -3,6 +3,10 @@
 // the turn's totals.
 import { el } from "./dom.js";
 
+function counted(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 function tokens(totals) {
   return `${totals.total_tokens} tokens (${totals.input_tokens} in, ${totals.output_tokens} out)`;
 }
@@ -32,8 +36,8 @@ export class TurnTimeline {
     this.requests.push(given);
   }
 
-  observe(event) {
-    const now = performance.now() - this.started;
+  // `now`: when it arrived, in milliseconds since the turn started (default: now).
+  observe(event, now = performance.now() - this.started) {
     if (event.type === "usage") {
       const step = event.step;
       const steps = this.rows.filter((row) => row.kind === "model").length + 1;
@@ -66,8 +70,21 @@ export class TurnTimeline {
       if (row.given) list.append(el("li", { className: "timeline-given" }, given(row.given)));
     }
     const total = this.totals
-      ? el("p", { className: "timeline-total", text: `turn: ${tokens(this.totals)} · ${cost(this.totals)} · ${this.totals.model_steps} model steps, ${this.totals.tool_calls} tool calls` })
+      ? el("p", { className: "timeline-total", text: `turn: ${tokens(this.totals)} · ${cost(this.totals)} · ${counted(this.totals.model_steps, "model step")}, ${counted(this.totals.tool_calls, "tool call")}` })
       : null;
     return el("li", { className: "timeline" }, el("details", {}, el("summary", { text: "Timeline of this turn" }), list, total));
   }
+}
+
+// The timeline of a turn kept by the server (runner.web.timelines): its entries replayed at the
+// times they arrived; a turn resumed later goes on from them.
+export function keptTimeline(entries) {
+  const timeline = new TurnTimeline();
+  const first = entries.length ? entries[0].at : Date.now();
+  timeline.started = performance.now() - (Date.now() - first);
+  for (const { at, event } of entries) {
+    if (event.type === "model_request") timeline.request(event);
+    else timeline.observe(event, at - first);
+  }
+  return timeline;
 }
