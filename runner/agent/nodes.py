@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
-from runner.agent.spending import Spending, add_usage, refused_call, step_event, tool_call_usage
+from runner.agent.spending import (
+    Spending,
+    add_usage,
+    latest_totals,
+    refused_call,
+    step_event,
+    tool_call_usage,
+)
 from runner.agent.structured import StructuredOutput
 from runner.agent.turn_stream import naming_agent, stream_writer
 from runner.errors import OutputError, RunnerError, ToolError
@@ -85,7 +92,7 @@ class AgentState(TypedDict):
     # The current turn's totals (but its time) at its last model step, and when it stops at a
     # question: the turn resumed by the answer goes on counting from them
     # (runner.agent.spending.turn_started).
-    turn_usage: NotRequired[dict[str, float]]
+    turn_usage: NotRequired[Annotated[dict[str, float], latest_totals]]
     # What the requests carry instead of the thread's oldest messages (runner.agent.context).
     context_summary: NotRequired[ContextSummary]
     # The agent answering the thread, when one was handed it, and who handed it (runner.agent.handoffs).

@@ -58,6 +58,13 @@ def add_usage(known: Mapping[str, Spent] | None, more: Mapping[str, Spent] | Non
     return merged
 
 
+def latest_totals(known: Spent | None, newer: Spent | None) -> Spent | None:
+    """The state's reducer of ``turn_usage``: the newer totals. A turn asking again inside the
+    same step (a server's second question in one tool call) saves its totals again on the same
+    checkpoint, and the thread's next run applies both: the later one counts."""
+    return newer if newer is not None else known
+
+
 def _plus(a: Mapping[str, float], b: Mapping[str, float]) -> Spent:
     return {key: a.get(key, 0) + b.get(key, 0) for key in (*a, *(k for k in b if k not in a))}
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from runner import sdk, telemetry
 from runner.agent.nodes import ArgumentsCheck, DirectToolCall, PolicyCheck, SystemPromptProvider
-from runner.agent.spending import Spending, add_usage, turn_ledger
+from runner.agent.spending import Spending, add_usage, latest_totals, turn_ledger
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import BuildError, ToolError
 from runner.events import Event
@@ -242,7 +242,8 @@ class HostedState(TypedDict):
 
     messages: Annotated[list[AnyMessage], add_messages]
     usage: NotRequired[Annotated[dict[str, dict[str, float]], add_usage]]
-    turn_usage: NotRequired[dict[str, float]]  # a turn waiting for an answer (runner.agent.spending)
+    # A turn waiting for an answer (runner.agent.spending).
+    turn_usage: NotRequired[Annotated[dict[str, float], latest_totals]]
 
 
 def hosted_graph(name: str, graph: Runnable[Any, Any], checkpointer: Any
