@@ -227,7 +227,10 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
              "tools": {"approve": ["delete_note"]}}
     write_manifest(agent_dir, {"notes": notes, "dyn": server("dynamic"), "demo": server("demo"),
                                "asking": server("asking", "--legacy"), "tasks": server("tasks"),
-                               "answers": server("answers")},
+                               "answers": server("answers"),
+                               # never starts: its calls are made again on its fallback (a tool_retry)
+                               "mirrored": {"command": "mcp-run-no-such-command", "fallback": "demo",
+                                            "tools": {"only": ["add"]}}},
                    name="events", model="offline", checkpointer="memory",
                    # the approval of "x" names this rule; the edited call runs with a policy event
                    policy=[{"tool": "notes__delete_note", "args": {"title": "x"}, "action": "ask",
@@ -245,6 +248,9 @@ def test_the_json_lines_chat_emits_exactly_the_documented_events_and_fields(
         assert "JSON object" in chat.wait_for("error")["message"]
         chat.send({"text": 'notes__calculate {"expression": "6*7"}'})
         assert chat.wait_for("final")["text"] == "notes__calculate returned: 42"
+        chat.send({"text": 'mirrored__add {"a": 2, "b": 3}'})
+        assert chat.wait_for("tool_retry")["fallback"] == "demo"
+        chat.wait_for("final")
         chat.send({"text": "/save sums"})
         assert chat.wait_for("saved")["path"].endswith("sums.yaml")
         chat.send({"text": 'notes__delete_note {"title": "x"}'})
