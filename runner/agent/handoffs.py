@@ -302,7 +302,7 @@ class StartRoute:
 
     answering: Mapping[str, Runnable[Any, Any]]
 
-    def __call__(self, state: AgentState) -> str:
+    async def __call__(self, state: AgentState) -> str:  # async: LangGraph runs a sync route in a thread
         return ANSWER if current_agent(state) in self.answering else MODEL
 
 
@@ -312,7 +312,7 @@ class AfterAnswer:
 
     answering: Mapping[str, Runnable[Any, Any]]
 
-    def __call__(self, state: AgentState) -> str:
+    async def __call__(self, state: AgentState) -> str:  # async, as StartRoute
         if handed_to(state["messages"][-1]) is None:
             return END
         agent = current_agent(state)
