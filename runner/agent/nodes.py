@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -44,6 +44,17 @@ ToolsProvider = Callable[[], Sequence[BaseTool]]
 # Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
 DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
+
+
+@runtime_checkable
+class AnswersCalls(Protocol):
+    """A tool that answers a call itself, given the tool node's config (an agent of ``agents:``,
+    :class:`runner.agent.team.AgentTool`): the node runs it without LangChain's tool layer (its
+    callbacks, input parsing and output formatting cost more than a one-step agent's run)."""
+
+    async def answer_call(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage: ...
+
+
 ApprovalPredicate = Callable[[str], bool]
 # Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
 # that does not is not put to the user; the tool node answers the model with the problems.
@@ -425,6 +436,9 @@ async def _execute(
     if tool is None:
         logger.info("the model called %r, which is not (or no longer) available", call["name"])
         return _error_message(call, unknown_tool_text(call["name"], available, searching=searching))
+    if isinstance(tool, AnswersCalls):
+        answering = tool
+        return cast(ToolMessage, await _answered(call, lambda: answering.answer_call(call, config)))
     result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
     if isinstance(result, ToolMessage):
         return result

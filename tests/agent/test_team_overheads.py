@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from jinja2.sandbox import SandboxedEnvironment
+from langchain_core.tools import BaseTool
 
 from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
@@ -87,3 +88,30 @@ async def test_a_parallel_workflows_join_template_is_compiled_once_however_often
                     results.append(event["text"])
     assert results == ["go: A1+B1", "again: A2+B2"]
     assert len(compiled) == 1
+
+
+async def test_an_agents_call_is_answered_without_langchains_tool_layer_with_the_same_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its callbacks, input parsing and output formatting cost more than a one-step agent's run.
+    path = team(tmp_path, [{"tool_calls": [{"name": "clerk", "args": {"task": "sum it"}, "id": "c1"},
+                                           {"name": "clerk", "args": {"task": ""}, "id": "c2"},
+                                           {"name": "clerk", "args": {}, "id": "c3"}]}, "Done."],
+                {"clerk": ["Clerk: 42."]}, {"clerk": {"description": "Sums."}}, {"agents": ["clerk"]})
+    layered: list[str] = []
+    ainvoke = BaseTool.ainvoke
+
+    async def counted(tool: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        layered.append(tool.name)
+        return await ainvoke(tool, *args, **kwargs)
+
+    monkeypatch.setattr(BaseTool, "ainvoke", counted)
+    async with load_agent(path, thread_id="t1") as runtime:
+        events = [dict(event) async for event in stream_turn(runtime, "Sum it")]
+    results = {e["id"]: (e["status"], e["text"]) for e in events if e["type"] == "tool_result"}
+    assert results == {
+        "c1": ("success", "Clerk: 42."),
+        "c2": ("error", "Invalid arguments for clerk: task: String should have at least 1 character"),
+        "c3": ("error", "Invalid arguments for clerk: task: Field required")}
+    assert events[-1]["text"] == "Done."
+    assert layered == []
