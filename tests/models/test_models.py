@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +406,25 @@ async def test_a_model_chain_binds_a_tool_set_once_and_binds_again_when_the_tool
     await chain.ainvoke(prompt, tools=[renamed])
     assert BINDINGS == [["add"], ["add", "other"], ["plus"]]
     assert model.calls == [["add"], ["add"], ["add", "other"], ["plus"]]
+
+
+async def test_the_events_of_a_streamed_model_step_start_no_task_of_their_own() -> None:
+    # Each piece moves the attempt's deadline on: LangChain gave that handler a task per event.
+    answer = "It is sunny in Paris, as every day this week."
+    graph = graph_for(ScriptedChatModel([answer]), [get_weather])
+    handled: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        handled.append(getattr(coroutine, "__qualname__", ""))
+        return asyncio.Task(coroutine, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)
+    try:
+        request = {"messages": [HumanMessage("Weather in Paris?")]}
+        config = {"configurable": {"thread_id": "w"}}
+        streamed = [chunk async for chunk, _ in graph.astream(request, config, stream_mode="messages")]
+    finally:
+        loop.set_task_factory(None)
+    assert "".join(str(chunk.content) for chunk in streamed) == answer
+    assert "_ahandle_event_for_handler" not in handled
