@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.graph import END
@@ -322,6 +322,24 @@ class ToolNode:
 
 
 # --------------------------------------------------------------------------- routes
+
+
+class Route(Runnable[Any, Any]):
+    """A conditional edge's route (``decide``: the state -> where the graph goes), awaited as it is.
+
+    LangGraph traces a route given as a function: a callback run of its own, a task in a copied
+    context to run it and another to end the run, at every step of every agent. A route only
+    reads the state: what it decides is in the step's own events."""
+
+    def __init__(self, decide: Callable[[Any], Awaitable[Any]]) -> None:
+        self.decide = decide
+        self.name = getattr(decide, "__name__", type(decide).__name__)  # the branch's, as LangGraph names it
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        raise TypeError("the agent's graph runs on the event loop only (ainvoke, astream)")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self.decide(input)
 
 
 @dataclass(frozen=True)

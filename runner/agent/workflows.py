@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
+from runner.agent.nodes import Route
 from runner.agent.spending import totals, turn_ledger
 from runner.agent.team import AgentTask, run_agent, unusable_agent
 from runner.agent.turn_stream import stream_writer
@@ -133,7 +134,7 @@ def _parallel(spec: ParallelSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> S
     # import cycle through runner.agent.team in, hence both codes.
     graph.add_node("member", member)  # type: ignore[call-overload, arg-type, unused-ignore]
     graph.add_node("join", join)
-    graph.add_conditional_edges(START, fan_out, ["member"])
+    graph.add_conditional_edges(START, Route(fan_out), ["member"])
     graph.add_edge("member", "join")
     graph.add_edge("join", END)
     return graph
@@ -247,6 +248,6 @@ def _loop(spec: LoopSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> StateGrap
     graph.add_node("answer", _finish("answer"))
     graph.add_edge(START, "generate")
     graph.add_edge("generate", "evaluate")
-    graph.add_conditional_edges("evaluate", again, ["generate", "answer"])
+    graph.add_conditional_edges("evaluate", Route(again), ["generate", "answer"])
     graph.add_edge("answer", END)
     return graph

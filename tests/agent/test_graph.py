@@ -532,3 +532,25 @@ def test_a_replys_text_blocks_are_kept_apart_in_its_final_text() -> None:
                                 {"type": "text", "text": "All good."}])
     assert reply_text(blocks) == "Checked.\nAll good."
     assert reply_text(AIMessage(content="plain")) == "plain"
+
+
+async def test_the_routes_between_steps_are_awaited_in_place_not_traced_in_tasks_of_their_own() -> None:
+    # LangGraph traces a route given as a function: a callback run, a task to run it in a copied
+    # context and another to end the run, after every step.
+    model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, "5"])
+    graph = make_graph(model, [add], needs_approval=lambda name: True)
+    started: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        started.append(getattr(coroutine, "__qualname__", ""))
+        return asyncio.Task(coroutine, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)
+    try:
+        await graph.ainvoke({"messages": [HumanMessage("2+3?")]}, thread())
+        state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    finally:
+        loop.set_task_factory(None)
+    assert [m.content for m in tool_messages(state)] == ["5"] and state["messages"][-1].content == "5"
+    assert [name for name in started if name.endswith(("Route.__call__", "Dispatch.__call__"))] == []
