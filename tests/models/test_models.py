@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from mcp_servers.loopback import serve_app
+from started_tasks import started_tasks
 
 from runner.agent.graph import build_graph
 from runner.errors import ManifestError, ModelError
@@ -412,19 +412,9 @@ async def test_the_events_of_a_streamed_model_step_start_no_task_of_their_own() 
     # Each piece moves the attempt's deadline on: LangChain gave that handler a task per event.
     answer = "It is sunny in Paris, as every day this week."
     graph = graph_for(ScriptedChatModel([answer]), [get_weather])
-    handled: list[str] = []
-    loop = asyncio.get_running_loop()
-
-    def factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        handled.append(getattr(coroutine, "__qualname__", ""))
-        return asyncio.Task(coroutine, loop=loop, **kwargs)
-
-    loop.set_task_factory(factory)
-    try:
-        request = {"messages": [HumanMessage("Weather in Paris?")]}
-        config = {"configurable": {"thread_id": "w"}}
+    request = {"messages": [HumanMessage("Weather in Paris?")]}
+    config = {"configurable": {"thread_id": "w"}}
+    with started_tasks() as handled:
         streamed = [chunk async for chunk, _ in graph.astream(request, config, stream_mode="messages")]
-    finally:
-        loop.set_task_factory(None)
     assert "".join(str(chunk.content) for chunk in streamed) == answer
     assert "_ahandle_event_for_handler" not in handled
