@@ -26,6 +26,7 @@ FAST_FILES = frozenset({
     "test_import_contract.py",
     "agent/test_graph.py",
     "agent/test_handoffs_graph.py",
+    "agent/test_team_overheads.py",
     "agent/test_structured_answers.py",
     "agent/test_context_window.py",
     "authoring/test_config_command.py",

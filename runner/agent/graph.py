@@ -51,6 +51,7 @@ from runner.agent.nodes import (
     ModelNode,
     ModelRoute,
     PolicyCheck,
+    Route,
     SearchNode,
     SystemPromptProvider,
     ToolNode,
@@ -207,12 +208,13 @@ def build_graph(
         graph.add_edge(SEARCH, MODEL)
         call_nodes.append(SEARCH)
     if handoffs is None:
-        graph.add_conditional_edges(MODEL, ModelRoute(approvals, dispatch), [APPROVE, *call_nodes, END])
+        after_model = Route(ModelRoute(approvals, dispatch))
+        graph.add_conditional_edges(MODEL, after_model, [APPROVE, *call_nodes, END])
     else:
         graph.add_conditional_edges(MODEL, *handoffs.wire(graph, ModelRoute(approvals, dispatch), approvals,
                                                           dispatch, call_nodes))
     if handoffs is None:  # else a handoff approved goes to its own node
-        graph.add_conditional_edges(APPROVE, dispatch, call_nodes)
+        graph.add_conditional_edges(APPROVE, Route(dispatch), call_nodes)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # A model step takes at most three supersteps (model, approve, tool); max_steps is the limit that counts.
     # The durability is the run's default (a caller's own ``durability=`` still wins).

@@ -36,6 +36,7 @@ from runner.agent.nodes import (
     Approvals,
     CallDispatch,
     ModelRoute,
+    Route,
     last_request,
 )
 from runner.agent.spending import add_usage, turn_ledger
@@ -142,7 +143,7 @@ class Handoffs:
         return target, None
 
     def wire(self, graph: StateGraph, route: ModelRoute, approvals: Approvals, dispatch: CallDispatch,
-             call_nodes: Sequence[str]) -> tuple[HandoffRoute, list[str]]:
+             call_nodes: Sequence[str]) -> tuple[Route, list[str]]:
         """Add the handoff node (and in the main graph the node running the current agent, and the
         route to it at the start of a turn) to ``graph``, and the routes after the approvals; the
         route after the model, with its targets."""
@@ -150,15 +151,15 @@ class Handoffs:
         after = END if answering is None else ANSWER
         after_handoff = list(dict.fromkeys([*call_nodes, APPROVE, MODEL, after]))
         graph.add_node(HANDOFF, HandoffNode(self, approvals))
-        graph.add_conditional_edges(APPROVE, AfterApprovals(self, dispatch), [*call_nodes, HANDOFF])
-        graph.add_conditional_edges(HANDOFF, AfterHandoff(self, approvals, dispatch), after_handoff)
+        graph.add_conditional_edges(APPROVE, Route(AfterApprovals(self, dispatch)), [*call_nodes, HANDOFF])
+        graph.add_conditional_edges(HANDOFF, Route(AfterHandoff(self, approvals, dispatch)), after_handoff)
         if answering is None:
             graph.add_edge(START, MODEL)
         else:
             graph.add_node(ANSWER, AnsweringNode(answering))
-            graph.add_conditional_edges(START, StartRoute(answering), [MODEL, ANSWER])
-            graph.add_conditional_edges(ANSWER, AfterAnswer(answering), [MODEL, ANSWER, END])
-        return HandoffRoute(self, route, approvals), [*call_nodes, APPROVE, END, HANDOFF]
+            graph.add_conditional_edges(START, Route(StartRoute(answering)), [MODEL, ANSWER])
+            graph.add_conditional_edges(ANSWER, Route(AfterAnswer(answering)), [MODEL, ANSWER, END])
+        return Route(HandoffRoute(self, route, approvals)), [*call_nodes, APPROVE, END, HANDOFF]
 
 
 def main_handoffs(manifest: Manifest, answering: Mapping[str, Runnable[Any, Any]]) -> Handoffs:
@@ -302,7 +303,7 @@ class StartRoute:
 
     answering: Mapping[str, Runnable[Any, Any]]
 
-    def __call__(self, state: AgentState) -> str:
+    async def __call__(self, state: AgentState) -> str:  # async: LangGraph runs a sync route in a thread
         return ANSWER if current_agent(state) in self.answering else MODEL
 
 
@@ -312,7 +313,7 @@ class AfterAnswer:
 
     answering: Mapping[str, Runnable[Any, Any]]
 
-    def __call__(self, state: AgentState) -> str:
+    async def __call__(self, state: AgentState) -> str:  # async, as StartRoute
         if handed_to(state["messages"][-1]) is None:
             return END
         agent = current_agent(state)

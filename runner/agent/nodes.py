@@ -14,10 +14,10 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.graph import END
@@ -51,6 +51,17 @@ ToolsProvider = Callable[[], Sequence[BaseTool]]
 # Answers a tool call directly (ToolCatalog.run_tool_call); None: not its tool, use the LangChain tool.
 DirectToolCall = Callable[[dict[str, Any]], Awaitable[ToolMessage | None]]
 SystemPromptProvider = Callable[[], str | Awaitable[str]]
+
+
+@runtime_checkable
+class AnswersCalls(Protocol):
+    """A tool that answers a call itself, given the tool node's config (an agent of ``agents:``,
+    :class:`runner.agent.team.AgentTool`): the node runs it without LangChain's tool layer (its
+    callbacks, input parsing and output formatting cost more than a one-step agent's run)."""
+
+    async def answer_call(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage: ...
+
+
 ApprovalPredicate = Callable[[str], bool]
 # Whether a call's arguments fit its tool's input schema (ToolCatalog.argument_problems): a call
 # that does not is not put to the user; the tool node answers the model with the problems.
@@ -339,6 +350,24 @@ class ToolNode:
 # --------------------------------------------------------------------------- routes
 
 
+class Route(Runnable[Any, Any]):
+    """A conditional edge's route (``decide``: the state -> where the graph goes), awaited as it is.
+
+    LangGraph traces a route given as a function: a callback run of its own, a task in a copied
+    context to run it and another to end the run, at every step of every agent. A route only
+    reads the state: what it decides is in the step's own events."""
+
+    def __init__(self, decide: Callable[[Any], Awaitable[Any]]) -> None:
+        self.decide = decide
+        self.name = getattr(decide, "__name__", type(decide).__name__)  # the branch's, as LangGraph names it
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        raise TypeError("the agent's graph runs on the event loop only (ainvoke, astream)")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self.decide(input)
+
+
 @dataclass(frozen=True)
 class CallDispatch:
     """The route to the calls of the model's last request not answered yet: one task per call, so
@@ -451,6 +480,9 @@ async def _execute(
     if tool is None:
         logger.info("the model called %r, which is not (or no longer) available", call["name"])
         return _error_message(call, unknown_tool_text(call["name"], available, searching=searching))
+    if isinstance(tool, AnswersCalls):
+        answering = tool
+        return cast(ToolMessage, await _answered(call, lambda: answering.answer_call(call, config)))
     result = await _answered(call, lambda: tool.ainvoke({**call, "type": "tool_call"}, config))
     if isinstance(result, ToolMessage):
         return result

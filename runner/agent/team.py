@@ -216,7 +216,19 @@ def agent_tool(name: str, description: str, graph: Runnable[Any, Any], policy: P
         with telemetry.agent_call(name, len(task)):
             return await run_agent(name, graph, task, config)
 
-    return StructuredTool(name=name, description=description, args_schema=AgentTask, coroutine=run)
+    return AgentTool(name=name, description=description, args_schema=AgentTask, coroutine=run)
+
+
+class AgentTool(StructuredTool):
+    """The tool of an agent of ``agents:``. The graph's tool node has it answer a call itself
+    (:class:`runner.agent.nodes.AnswersCalls`): its arguments checked as the tool's input schema
+    checks them, its final answer the call's result, as LangChain's tool layer would make it."""
+
+    async def answer_call(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage:
+        assert self.coroutine is not None  # agent_tool gives every one its run
+        task = AgentTask.model_validate(call["args"]).task
+        return ToolMessage(content=await self.coroutine(task, config), tool_call_id=call["id"],
+                           name=self.name)
 
 
 async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: RunnableConfig) -> str:

@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
+from runner.agent.nodes import Route
 from runner.agent.spending import totals, turn_ledger
 from runner.agent.team import AgentTask, run_agent, unusable_agent
 from runner.agent.turn_stream import stream_writer
@@ -110,6 +111,7 @@ def _chain_step(index: int, name: str, member: Runnable[Any, Any]) -> Any:
 
 def _parallel(spec: ParallelSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> StateGraph:
     graph = StateGraph(WorkflowState)
+    template = JoinTemplate(spec.template) if spec.template is not None else None
 
     async def fan_out(state: WorkflowState) -> list[Send]:
         return [Send("member", MemberTask(member=member, task=task_of(state))) for member in spec.parallel]
@@ -124,15 +126,15 @@ def _parallel(spec: ParallelSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> S
             text = await run_agent(spec.join, graphs[spec.join], joined_task(task_of(state), answers),
                                    config)
         else:
-            assert spec.template is not None  # validation: a join agent or a template
-            text = render_join(spec.template, task_of(state), answers)
+            assert template is not None  # validation: a join agent or a template
+            text = template.render(task_of(state), answers)
         return {"messages": [AIMessage(text)]}
 
     # A Send target: takes a MemberTask. Which error mypy reports depends on the order it checks the
     # import cycle through runner.agent.team in, hence both codes.
     graph.add_node("member", member)  # type: ignore[call-overload, arg-type, unused-ignore]
     graph.add_node("join", join)
-    graph.add_conditional_edges(START, fan_out, ["member"])
+    graph.add_conditional_edges(START, Route(fan_out), ["member"])
     graph.add_edge("member", "join")
     graph.add_edge("join", END)
     return graph
@@ -144,15 +146,24 @@ def joined_task(task: str, answers: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
-def render_join(template: str, task: str, answers: Mapping[str, str]) -> str:
-    from jinja2 import TemplateError
-    from jinja2.sandbox import SandboxedEnvironment
+class JoinTemplate:
+    """A parallel workflow's ``template``, compiled at its first run and kept for the next ones
+    (compiling costs more than the rest of a fan-out's own work)."""
 
-    try:
-        return SandboxedEnvironment(autoescape=False).from_string(template).render(
-            task=task, answers=dict(answers))
-    except TemplateError as exc:
-        raise RunnerError(f"the parallel workflow's template failed: {exc}") from exc
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: Any = None
+
+    def render(self, task: str, answers: Mapping[str, str]) -> str:
+        from jinja2 import TemplateError
+        from jinja2.sandbox import SandboxedEnvironment
+
+        try:
+            if self._compiled is None:
+                self._compiled = SandboxedEnvironment(autoescape=False).from_string(self.source)
+            return str(self._compiled.render(task=task, answers=dict(answers)))
+        except TemplateError as exc:
+            raise RunnerError(f"the parallel workflow's template failed: {exc}") from exc
 
 
 def _router(name: str, spec: RouterSpec, graphs: Mapping[str, Runnable[Any, Any]], parts: TeamParts
@@ -237,6 +248,6 @@ def _loop(spec: LoopSpec, graphs: Mapping[str, Runnable[Any, Any]]) -> StateGrap
     graph.add_node("answer", _finish("answer"))
     graph.add_edge(START, "generate")
     graph.add_edge("generate", "evaluate")
-    graph.add_conditional_edges("evaluate", again, ["generate", "answer"])
+    graph.add_conditional_edges("evaluate", Route(again), ["generate", "answer"])
     graph.add_edge("answer", END)
     return graph

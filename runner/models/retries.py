@@ -220,6 +220,10 @@ def backoff_delay(retry: int, spec: RetrySpec, *, draw: Callable[[float, float],
 class _Deadline(AsyncCallbackHandler):
     """Moves an attempt's deadline on at each piece of a streamed answer, and counts them."""
 
+    # Awaited in turn with the other handlers: LangChain otherwise hands each event of the model
+    # call (its start, every piece, its end) to a task of its own, for two assignments.
+    run_inline = True
+
     def __init__(self, scope: anyio.CancelScope, timeout: float) -> None:
         self.scope = scope
         self.timeout = timeout

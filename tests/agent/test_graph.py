@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
+from started_tasks import started_tasks
 
 from runner.agent.graph import build_graph
 from runner.agent.nodes import MAX_STEPS_REASON, max_steps_message
@@ -532,3 +533,15 @@ def test_a_replys_text_blocks_are_kept_apart_in_its_final_text() -> None:
                                 {"type": "text", "text": "All good."}])
     assert reply_text(blocks) == "Checked.\nAll good."
     assert reply_text(AIMessage(content="plain")) == "plain"
+
+
+async def test_the_routes_between_steps_are_awaited_in_place_not_traced_in_tasks_of_their_own() -> None:
+    # LangGraph traces a route given as a function: a callback run, a task to run it in a copied
+    # context and another to end the run, after every step.
+    model = ScriptedChatModel([{"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, "5"])
+    graph = make_graph(model, [add], needs_approval=lambda name: True)
+    with started_tasks() as started:
+        await graph.ainvoke({"messages": [HumanMessage("2+3?")]}, thread())
+        state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
+    assert [m.content for m in tool_messages(state)] == ["5"] and state["messages"][-1].content == "5"
+    assert [name for name in started if name.endswith(("Route.__call__", "Dispatch.__call__"))] == []

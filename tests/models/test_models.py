@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from mcp_servers.loopback import serve_app
+from started_tasks import started_tasks
 
 from runner.agent.graph import build_graph
 from runner.errors import ManifestError, ModelError
@@ -405,3 +406,15 @@ async def test_a_model_chain_binds_a_tool_set_once_and_binds_again_when_the_tool
     await chain.ainvoke(prompt, tools=[renamed])
     assert BINDINGS == [["add"], ["add", "other"], ["plus"]]
     assert model.calls == [["add"], ["add"], ["add", "other"], ["plus"]]
+
+
+async def test_the_events_of_a_streamed_model_step_start_no_task_of_their_own() -> None:
+    # Each piece moves the attempt's deadline on: LangChain gave that handler a task per event.
+    answer = "It is sunny in Paris, as every day this week."
+    graph = graph_for(ScriptedChatModel([answer]), [get_weather])
+    request = {"messages": [HumanMessage("Weather in Paris?")]}
+    config = {"configurable": {"thread_id": "w"}}
+    with started_tasks() as handled:
+        streamed = [chunk async for chunk, _ in graph.astream(request, config, stream_mode="messages")]
+    assert "".join(str(chunk.content) for chunk in streamed) == answer
+    assert "_ahandle_event_for_handler" not in handled
