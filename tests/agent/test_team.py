@@ -1,16 +1,18 @@
 """Several agents in one manifest (``agents:``): agents called as tools, workflows over them, and
-questions from any depth; run as a user runs them (``-p --json``, the JSON chat), with scripted
-models and the bundled notes server."""
+questions from any depth; run as a user runs them (``-p --json`` in this process, the JSON chat
+as a process: it streams stdin), with scripted models and the bundled notes server."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
-from builders import ROOT, JsonChat, mcp_run
+from builders import ROOT, JsonChat, invoke
 
 JOIN_TEMPLATE = "{% for name, answer in answers.items() %}{{ name }}: {{ answer }}\n{% endfor %}"
 NOTES = {"command": "python", "args": ["notes_server.py"], "env": {"NOTES_FILE": "notes.json"}}
@@ -33,13 +35,19 @@ def team(folder: Path, main: list[Any], agents: dict[str, dict[str, Any]], *,
 
 
 def one_shot(folder: Path, text: str = "go") -> list[dict[str, Any]]:
-    result = mcp_run("agent.yaml", "-p", text, "--json", cwd=folder)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", text, "--json", cwd=folder)
+    assert result.exit_code == 0, result.output
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "args": args}]}
+
+
+def warned(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The runner's warnings as the terminal shows them (``warning: MESSAGE``)."""
+    return [f"{record.levelname}: {record.getMessage()}" for record in caplog.records
+            if record.levelno == logging.WARNING]
 
 
 def results(events: list[dict[str, Any]], agent: str | None = None) -> dict[str, str]:
@@ -184,10 +192,10 @@ def test_a_loop_stops_at_max_rounds_with_the_last_answer(tmp_path: Path) -> None
 def test_validate_locates_an_agent_prompt_template_error_at_the_agents_prompt(tmp_path: Path) -> None:
     team(tmp_path, ["Hi."], {"helper": {"description": "Helps.", "prompt": "You are {{ agent.nam }}."}},
          scripts={"helper": ["Hi."]}, agent={"agents": ["helper"]})
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
-    assert "agents.helper.prompt" in result.stdout + result.stderr
-    assert "did you mean 'name'" in result.stdout + result.stderr
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
+    assert "agents.helper.prompt" in result.output
+    assert "did you mean 'name'" in result.output
 
 
 async def test_the_runtime_offers_every_agent_by_name_to_serve_each_on_its_own_thread(tmp_path: Path) -> None:
@@ -276,12 +284,14 @@ def test_a_policy_rule_denies_or_asks_about_calling_an_agent(tmp_path: Path) -> 
     assert [e["task"] for e in events if e["type"] == "agent"] == ["Weather"]
 
 
-def test_a_policy_rule_naming_an_agent_is_not_warned_as_matching_no_tool(tmp_path: Path) -> None:
+def test_a_policy_rule_naming_an_agent_is_not_warned_as_matching_no_tool(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     team(tmp_path, ["Done."], {"helper": {"description": "Helps."}}, scripts={"helper": ["Hi."]},
          agent={"agents": ["helper"]}, policy=[{"tool": "helper", "action": "ask"}])
-    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "matches no tool" not in result.stderr
+    result = invoke("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "Done." in result.stdout  # the turn ran, so the catalog was built and checked
+    assert "matches no tool" not in result.output + "\n".join(warned(caplog))
 
 
 def test_the_main_model_is_offered_the_agents_it_may_call(tmp_path: Path) -> None:
@@ -298,27 +308,28 @@ def test_the_main_model_is_offered_the_agents_it_may_call(tmp_path: Path) -> Non
 
 
 def test_a_misspelt_tool_in_an_agents_tools_is_warned_at_start_with_its_place_and_a_near_name(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     team(tmp_path, ["Done."], {"helper": {"description": "Helps.", "tools": ["notes__calcualte", "notes"]}},
          scripts={"helper": ["Hi."]}, agent={"agents": ["helper"]})
-    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if "agents.helper.tools" in line]
-    assert len(warnings) == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in warned(caplog) if "agents.helper.tools" in line]
+    assert len(warnings) == 1, warned(caplog)
     assert warnings[0].startswith("warning: ") and "agent.yaml:" in warnings[0]
     assert ("agents.helper.tools[0]: 'notes__calcualte' matches no tool (did you mean 'notes__calculate'?)"
             in warnings[0])
 
 
-def test_a_policy_rule_naming_a_handoff_tool_is_not_warned_as_matching_no_tool(tmp_path: Path) -> None:
+def test_a_policy_rule_naming_a_handoff_tool_is_not_warned_as_matching_no_tool(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     team(tmp_path, ["Done."], {"billing": {"description": "Refunds."}}, scripts={"billing": ["Hi."]},
          agent={"handoffs": ["billing"]},
          policy=[{"tool": "handoff_to_billing", "action": "ask"}, {"tool": "handoff_back", "action": "allow"},
                  {"tool": "handoff_to_biling", "action": "deny"}])
-    result = mcp_run("agent.yaml", "-p", "go", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    warned = [line for line in result.stderr.splitlines() if "matches no tool" in line]
-    assert len(warned) == 1 and "policy[2].tool: 'handoff_to_biling'" in warned[0], result.stderr
+    result = invoke("agent.yaml", "-p", "go", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    unmatched = [line for line in warned(caplog) if "matches no tool" in line]
+    assert len(unmatched) == 1 and "policy[2].tool: 'handoff_to_biling'" in unmatched[0], warned(caplog)
 
 
 def test_a_policy_rule_deciding_a_handoff_emits_a_policy_event(tmp_path: Path) -> None:
@@ -337,12 +348,12 @@ def test_validate_locates_a_broken_parallel_template_at_the_workflows_template(t
     team(tmp_path, ["Done."], {"a": {"description": "A."}, "b": {"description": "B."},
                                "board": {"parallel": ["a", "b"], "template": "{{ answers }"}},
          scripts={"a": ["A."], "b": ["B."]}, agent={"agents": ["board"]})
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2, result.stdout + result.stderr
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2, result.output
     line = next(n for n, text in enumerate((tmp_path / "agent.yaml").read_text().splitlines(), start=1)
                 if text.strip().startswith("template:"))
-    assert f"agent.yaml:{line}:" in result.stdout + result.stderr
-    assert "agents.board.template: the template is not valid Jinja2 (line 1)" in result.stdout + result.stderr
+    assert f"agent.yaml:{line}:" in result.output
+    assert "agents.board.template: the template is not valid Jinja2 (line 1)" in result.output
 
 
 def test_a_routers_own_model_step_is_reported_and_counted_as_the_routers_usage(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The command table: every command module is registered with exactly its commands, commands stay
-lazily imported, a misspelled command is an error with a suggestion, and a file still runs."""
+lazily imported, a misspelled command is an error with a suggestion, and a file still runs. The CLI
+runs in this process (``invoke``) but where a fresh process is the point: what it imports, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
-from builders import ROOT, mcp_run
+from builders import ROOT, invoke
 
 import runner.cli
 from runner.cli import (
@@ -54,8 +55,8 @@ def test_a_module_that_defines_other_commands_than_its_entry_fails_at_first_use(
 
 
 def test_help_lists_every_command_from_its_definition() -> None:
-    result = mcp_run("--help")
-    assert result.returncode == 0, result.stderr
+    result = invoke("--help")
+    assert result.exit_code == 0, result.output
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
     declared = {name for names in COMMAND_MODULES.values() for name in names}
     assert listed == declared | {"validate", "schema"}
@@ -120,30 +121,30 @@ def test_the_help_summary_of_every_lazy_command_is_its_docstring_summary() -> No
 def test_a_misspelled_command_says_there_is_no_such_command_and_suggests_the_closest(
     typed: str, suggested: str
 ) -> None:
-    result = mcp_run(typed, "agent.yaml")
-    assert result.returncode == 2
+    result = invoke(typed, "agent.yaml", cwd=ROOT)
+    assert result.exit_code == 2
     assert f"no such command '{typed}'" in result.stderr
     assert f"did you mean '{suggested}'" in result.stderr
     assert not re.search(r"\brun\b", result.stderr.replace("mcp-run", ""))
 
 
 def test_a_wrong_option_after_a_file_never_mentions_an_undocumented_run_command() -> None:
-    result = mcp_run("agent.yaml", "--bogus")
-    assert result.returncode == 2
+    result = invoke("agent.yaml", "--bogus", cwd=ROOT)
+    assert result.exit_code == 2
     assert "Usage: mcp-run FILE [OPTIONS]" in result.stderr
     assert "mcp-run run" not in result.stderr and "--bogus" in result.stderr
 
 
 def test_a_yaml_path_that_does_not_exist_is_still_read_as_a_manifest(tmp_path: Path) -> None:
-    result = mcp_run("missing.yml", "-p", "hi", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("missing.yml", "-p", "hi", cwd=tmp_path)
+    assert result.exit_code == 2
     assert "no such command" not in result.stderr and "missing.yml" in result.stderr
 
 
 def test_an_existing_file_without_a_yaml_suffix_runs_its_agent(tmp_path: Path) -> None:
     (tmp_path / "agent").write_text("version: 1\nname: plain\nmodel: offline\ncheckpointer: memory\n")
-    result = mcp_run("agent", "-p", "hello", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent", "-p", "hello", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
     assert "offline model" in result.stdout
 
 

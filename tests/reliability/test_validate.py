@@ -1,17 +1,18 @@
 """``mcp-run validate`` end to end, on what a manifest can make the runner execute or read:
 system prompt templates (sandboxed, confined to the manifest's folder) and import paths
-(``filter``, ``on_fallback``, ``local_tools`` - code that runs, like a stdio command)."""
+(``filter``, ``on_fallback``, ``local_tools`` - code that runs, like a stdio command). The commands run
+in this process (``invoke``) but for those importing the user's modules, which would stay imported
+(and their folders on ``sys.path``) in the test worker: those run ``mcp-run``."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from builders import mcp_run
+from builders import invoke, mcp_run
 
 SECRET = f"TOP-SECRET-{uuid.uuid4().hex}"
 # Inline system prompts that reach for Python internals (classic template-injection payloads).
@@ -52,12 +53,9 @@ def agent_folder(root: Path, system: str, *, file_text: str | None = None) -> Pa
 
 
 def validate_all(folders: dict[str, Path]) -> dict[str, tuple[int, str]]:
-    """``mcp-run validate agent.yaml`` in every folder, side by side: (exit code, all output)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        runs = {name: pool.submit(mcp_run, "validate", "agent.yaml", cwd=folder)
-                for name, folder in folders.items()}
-        return {name: (run.result().returncode, run.result().stdout + run.result().stderr)
-                for name, run in runs.items()}
+    """``mcp-run validate agent.yaml`` in every folder: (exit code, all output)."""
+    runs = {name: invoke("validate", "agent.yaml", cwd=folder) for name, folder in folders.items()}
+    return {name: (run.exit_code, run.stdout + run.stderr) for name, run in runs.items()}
 
 
 def test_templates_reaching_for_python_internals_are_located_errors(tmp_path: Path) -> None:
@@ -136,8 +134,8 @@ def test_a_module_that_misbehaves_while_imported_is_a_located_error(tmp_path: Pa
 
 def test_an_unknown_model_provider_is_a_located_error_listing_the_known_ones(tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text("version: 1\nname: models\nmodel: foo:bar\n")
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
     first = result.stderr.splitlines()[0]
     assert first.startswith("agent.yaml:3:8: model: unknown model provider 'foo': use provider:model")
     assert all(name in first for name in ("anthropic", "openai", "ollama", "'offline'", "'scripted'"))
@@ -169,8 +167,8 @@ def test_what_may_be_installed_before_the_run_is_a_located_warning_and_validate_
         (tmp_path / folder / name).chmod(0o755)
     (tmp_path / "serve.sh").write_text("#!/bin/sh\n")  # not executable
     env = {"PATH": str(tmp_path / "bin"), "OPENAI_API_KEY": "", "GROQ_API_KEY": ""}
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
+    result = invoke("validate", "agent.yaml", cwd=tmp_path, env=env)
+    assert result.exit_code == 0, result.output
     assert "'warnings' is valid" in result.stdout
     assert result.stderr.splitlines() == [
         "agent.yaml:4:7: model.id: warning: model 'openai:gpt-4.1-mini' reads its API key from "
@@ -194,8 +192,8 @@ def test_what_may_be_installed_before_the_run_is_a_located_warning_and_validate_
 def test_a_working_directory_that_does_not_exist_fails_validate(tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text(
         "version: 1\nname: folders\nservers:\n  s: {command: python, cwd: data}\n")
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
     assert result.stderr.startswith(
         "agent.yaml:4:29: servers.s.cwd: working directory 'data' does not exist")
 
@@ -207,8 +205,8 @@ def test_a_container_engine_or_bubblewrap_not_installed_is_a_located_warning(tmp
         "  podded: {command: python, container: {image: 'python:3.12-slim', engine: podman}}\n"
         "  sandboxed: {command: python, sandbox: {}}\n")
     (tmp_path / "bin").mkdir()  # a PATH without docker, podman or bwrap
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path, env={"PATH": str(tmp_path / "bin")})
-    assert result.returncode == 0, result.stderr
+    result = invoke("validate", "agent.yaml", cwd=tmp_path, env={"PATH": str(tmp_path / "bin")})
+    assert result.exit_code == 0, result.output
     later = "so the server cannot start as things are (fine if it is installed before the run)"
     assert result.stderr.splitlines() == [
         f"agent.yaml:4:39: servers.boxed.container: warning: no container engine is installed (neither "

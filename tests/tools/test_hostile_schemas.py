@@ -3,20 +3,20 @@ it is listed, with a warning naming it; the tool beside it still works (``tests/
 Before, the argument validator followed the loop to a RecursionError at the call. So are a schema
 that refers outside itself (`tools` failed whole on it) and one nested too deep (its listing, past
 the 200 levels of pydantic's JSON parser, lost the whole server): ``tests/mcp_servers/schema_traps.py``;
-so did one past pydantic's serialisation depth, some 130 levels: ``tests/mcp_servers/deep_listing.py``."""
+so did one past pydantic's serialisation depth, some 130 levels: ``tests/mcp_servers/deep_listing.py``.
+The commands run in this process (``invoke``): a warning is a log record (``caplog``), a traceback an
+exception out of the command or a log record carrying one."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import logging
 from pathlib import Path
 
 import pytest
-from builders import server, write_manifest
+from builders import invoke, server, write_manifest
 
 from runner.tools.schemas import MAX_NESTING, nests_too_deeply, reference_loop
 
-LIMIT = 120
 SKIPPED = "hostile: tool 'loop' skipped: its input schema's references loop without end"
 
 
@@ -43,34 +43,41 @@ def agent_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def mcp_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          timeout=LIMIT, cwd=cwd, stdin=subprocess.DEVNULL)
+def warned(caplog: pytest.LogCaptureFixture) -> str:
+    """The runner's warnings, one a line."""
+    return "\n".join(record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING)
 
 
-def test_the_listing_skips_the_looping_tool_with_a_warning(agent_dir: Path) -> None:
-    result = mcp_run("tools", "agent.yaml", cwd=agent_dir)
-    assert result.returncode == 0, result.stderr
-    assert SKIPPED in result.stderr and "#/$defs/node -> #/$defs/link -> #/$defs/node" in result.stderr
+def no_traceback(caplog: pytest.LogCaptureFixture, output: str) -> bool:
+    """No record carries an exception and nothing printed one (an uncaught one fails ``invoke``)."""
+    logged = [record for record in caplog.records if record.exc_info or "Traceback" in record.getMessage()]
+    return not logged and "Traceback" not in output and "RecursionError" not in output + warned(caplog)
+
+
+def test_the_listing_skips_the_looping_tool_with_a_warning(
+        agent_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    result = invoke("tools", "agent.yaml", cwd=agent_dir)
+    assert result.exit_code == 0, result.output
+    assert SKIPPED in warned(caplog) and "#/$defs/node -> #/$defs/link -> #/$defs/node" in warned(caplog)
     assert "hostile__fine" in result.stdout and "hostile__loop" not in result.stdout
 
 
 @pytest.mark.parametrize("command", [("call", "agent.yaml", "hostile__loop", '{"node": {"a": 1}}'),
                                      ("agent.yaml", "-p", 'hostile__loop {"node": {"a": 1}}')])
 def test_calling_the_looping_tool_is_refused_without_a_traceback(
-    agent_dir: Path, command: tuple[str, ...]
+    agent_dir: Path, command: tuple[str, ...], caplog: pytest.LogCaptureFixture
 ) -> None:
-    result = mcp_run(*command, cwd=agent_dir)
-    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr, result.stderr[-2000:]
-    assert SKIPPED in result.stderr
+    result = invoke(*command, cwd=agent_dir)
+    assert no_traceback(caplog, result.output), result.output[-2000:] + warned(caplog)
+    assert SKIPPED in warned(caplog)
     assert "no tool named 'hostile__loop'" in result.stdout or "unknown tool 'hostile__loop'" in result.stderr
 
 
 @pytest.mark.parametrize("command", [("call", "agent.yaml", "hostile__fine", '{"text": "hi"}'),
                                      ("agent.yaml", "-p", 'hostile__fine {"text": "hi"}')])
 def test_the_good_tool_beside_it_still_works(agent_dir: Path, command: tuple[str, ...]) -> None:
-    result = mcp_run(*command, cwd=agent_dir)
-    assert result.returncode == 0, result.stderr
+    result = invoke(*command, cwd=agent_dir)
+    assert result.exit_code == 0, result.output
     assert "fine: hi" in result.stdout
 
 
@@ -93,14 +100,14 @@ DEEP = f"traps: tool 'deep' skipped: its input schema nests deeper than {MAX_NES
 @pytest.mark.parametrize("command", [("tools", "agent.yaml"), ("tools", "agent.yaml", "--json"),
                                      ("agent.yaml", "-p", 'traps__fine {"text": "hi"}')])
 def test_a_tool_whose_schema_refers_outside_or_nests_too_deep_is_skipped_and_the_rest_kept(
-    tmp_path: Path, command: tuple[str, ...]
+    tmp_path: Path, command: tuple[str, ...], caplog: pytest.LogCaptureFixture
 ) -> None:
     traps = server("schema_traps", timeout="20s", startup_timeout="60s")
     write_manifest(tmp_path, {"traps": traps}, name="traps", model="offline")
-    result = mcp_run(*command, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert OUTSIDE in result.stderr and DEEP in result.stderr, result.stderr[-2000:]
-    assert "non-JSON-RPC" not in result.stderr and "Traceback" not in result.stderr
+    result = invoke(*command, cwd=tmp_path)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert OUTSIDE in warned(caplog) and DEEP in warned(caplog), warned(caplog)[-2000:]
+    assert "non-JSON-RPC" not in result.output + warned(caplog) and no_traceback(caplog, result.output)
     if command[0] == "tools":
         assert "traps__fine" in result.stdout
         assert "traps__outside" not in result.stdout and "traps__deep" not in result.stdout
@@ -111,23 +118,23 @@ def test_a_tool_whose_schema_refers_outside_or_nests_too_deep_is_skipped_and_the
 def test_a_schema_nested_deep_but_within_the_limit_is_offered(tmp_path: Path) -> None:
     traps = server("schema_traps", "--depth", str(MAX_NESTING // 2 - 1), timeout="20s", startup_timeout="60s")
     write_manifest(tmp_path, {"traps": traps}, name="traps", model="offline")
-    result = mcp_run("tools", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = invoke("tools", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 0, result.output[-2000:]
     assert "traps__deep" in result.stdout and "traps__fine" in result.stdout
 
 
 @pytest.mark.parametrize("depth", [140, 199, 450])
 def test_a_listing_past_the_sdks_serialisation_depth_skips_only_the_deep_tool(
-    tmp_path: Path, depth: int
+    tmp_path: Path, depth: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Past some 130 levels the SDK's check of the listing (validate, then serialise) failed and
     took the server down ("killed by SIGTERM before finishing the handshake", 0 tools)."""
     deep = server("deep_listing", "--depth", str(depth), timeout="20s", startup_timeout="60s")
     write_manifest(tmp_path, {"raw": deep}, name="raw", model="offline")
-    listed = mcp_run("tools", "agent.yaml", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr[-2000:]
+    listed = invoke("tools", "agent.yaml", cwd=tmp_path)
+    assert listed.exit_code == 0, listed.output[-2000:]
     skipped = f"raw: tool 'deep' skipped: its input schema nests deeper than {MAX_NESTING} levels"
-    assert skipped in listed.stderr, listed.stderr[-2000:]
+    assert skipped in warned(caplog), warned(caplog)[-2000:]
     assert "raw__fine" in listed.stdout and "raw__deep" not in listed.stdout
-    called = mcp_run("agent.yaml", "-p", 'raw__fine {"text": "hi"}', cwd=tmp_path)
-    assert called.returncode == 0 and "fine: hi" in called.stdout, called.stderr[-2000:]
+    called = invoke("agent.yaml", "-p", 'raw__fine {"text": "hi"}', cwd=tmp_path)
+    assert called.exit_code == 0 and "fine: hi" in called.stdout, called.output[-2000:]
