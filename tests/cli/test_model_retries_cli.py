@@ -6,6 +6,7 @@ fallbacks are spent, never a traceback; and Ctrl-C during the wait stops at once
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from builders import JsonChat, chat_in_a_terminal, mcp_run, server, write_manifest
+import pytest
+from builders import JsonChat, chat_in_a_terminal, invoke, server, write_manifest
 from provider_server import Failure, ProviderServer, Reply
 
 QUICK = {"initial_delay": "10ms", "max_delay": "1s"}
@@ -32,8 +34,8 @@ def test_one_shot_says_rate_limited_retrying_in_one_line_and_prints_the_answer(
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Failure(429, retry_after="1"), Reply("Hello."))
     agent(tmp_path, provider_server)
-    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "Hello."
     assert "rate limited, retrying in 1 s (attempt 2 of 3)" in result.stderr.splitlines()
     assert "Traceback" not in result.stderr
@@ -43,8 +45,8 @@ def test_one_shot_json_emits_the_model_retry_event_with_the_wait_retry_after_ask
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Failure(503, retry_after="1"), Reply("Hello."))
     agent(tmp_path, provider_server)
-    result = mcp_run("agent.yaml", "-p", "hi", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "hi", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     (retry,) = [event for event in events if event["type"] == "model_retry"]
     assert retry == {"type": "model_retry", "model": "openai:gpt-stub", "attempt": 2, "max_attempts": 3,
@@ -57,8 +59,8 @@ def test_one_shot_falls_back_after_the_retries_and_says_so(
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Failure(500), Failure(500))
     agent(tmp_path, provider_server, fallbacks=["offline"], retries={**QUICK, "max_attempts": 2})
-    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "hello", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     assert ("openai:gpt-stub failed (the provider failed (HTTP 500) after 2 attempts): trying offline"
             in result.stderr.splitlines())
     assert "offline model" in result.stdout
@@ -69,8 +71,8 @@ def test_one_shot_spent_retries_end_in_one_clear_error_and_exit_1_without_a_trac
         tmp_path: Path, provider_server: ProviderServer) -> None:
     provider_server.script(Failure(500), Failure(500), Failure(500))
     agent(tmp_path, provider_server, retries=QUICK)
-    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
-    assert result.returncode == 1
+    result = invoke("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == (
         "error: the model call failed: openai:gpt-stub: the provider failed (HTTP 500) after 3 attempts")
     assert "Traceback" not in result.stderr
@@ -154,17 +156,19 @@ def test_a_turn_whose_model_fails_for_good_is_an_error_event_and_the_chat_goes_o
 
 
 def test_a_request_the_provider_refuses_fails_with_its_status_and_message_not_the_client_class(
-        tmp_path: Path, provider_server: ProviderServer) -> None:
+        tmp_path: Path, provider_server: ProviderServer, caplog: pytest.LogCaptureFixture) -> None:
     refusal = ("Invalid value for 'temperature': must be at most 2. Key sk-proj-Zq8xR2mN5vB7cK1pL4tY9wE3 "
                "was used.")
     provider_server.script(Failure(400, message=refusal), Reply("never asked for"))
     agent(tmp_path, provider_server, retries=QUICK)
-    result = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     assert ("error: the model call failed: openai:gpt-stub: the provider refused the request (HTTP 400): "
             "Invalid value for 'temperature': must be at most 2. Key *** was used.") in result.stderr
-    assert "BadRequestError" not in result.stderr and "sk-proj" not in result.stderr
-    assert "Traceback" not in result.stderr
+    # what the process would print: its output and its log records
+    for printed in (result.output, caplog.text):
+        assert "BadRequestError" not in printed and "sk-proj" not in printed
+        assert "Traceback" not in printed
     assert len(provider_server.completions()) == 1  # refused: not asked again
 
 
@@ -173,22 +177,23 @@ WITHOUT_KEYS = {UNSET_KEY: None, **{key: None for key in os.environ if key.start
 
 
 def test_a_primary_model_whose_api_key_variable_is_unset_is_skipped_for_its_fallbacks_saying_why(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_manifest(tmp_path, {}, checkpointer="memory", model={
         "id": "openai:gpt-4.1-mini", "api_key_env": UNSET_KEY, "fallbacks": ["offline"]})
-    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
+    assert result.exit_code == 0, result.stderr
     assert "This is the offline model" in result.stdout
-    assert (f"warning: model 'openai:gpt-4.1-mini' is skipped: its API key variable {UNSET_KEY} "
-            "(model.api_key_env) is not set: using offline instead") in result.stderr.splitlines()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert (f"model 'openai:gpt-4.1-mini' is skipped: its API key variable {UNSET_KEY} "
+            "(model.api_key_env) is not set: using offline instead") in warnings
 
 
 def test_when_no_fallback_can_stand_in_for_a_keyless_primary_the_error_names_its_variable(
         tmp_path: Path) -> None:
     write_manifest(tmp_path, {}, checkpointer="memory", model={
         "id": "openai:gpt-4.1-mini", "api_key_env": UNSET_KEY, "fallbacks": ["openai:gpt-4o-mini"]})
-    result = mcp_run("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "hello", cwd=tmp_path, env=WITHOUT_KEYS)
+    assert result.exit_code == 1, result.stderr
     assert (f"error: model 'openai:gpt-4.1-mini' cannot be used: its API key variable {UNSET_KEY} "
             f"(model.api_key_env) is not set (export {UNSET_KEY}=…), and no fallback can be used instead: "
             "model 'openai:gpt-4o-mini' cannot be created") in result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from builders import chat_in_a_terminal, invoke, mcp_run, scripted_model, write_manifest
+from builders import chat_in_a_terminal, invoke, scripted_model, write_manifest
 
 from runner.events import events_json_schema
 
@@ -28,16 +28,16 @@ def structured_agent(folder: Path, script: list[Any], **output: Any) -> Path:
 
 def test_a_one_shot_run_prints_the_answer_object_as_json(tmp_path: Path) -> None:
     structured_agent(tmp_path, ["Sunny in Paris.", {"output": PARIS}])
-    result = mcp_run("agent.yaml", "-p", "weather?", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "weather?", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == PARIS
 
 
 def test_a_one_shot_run_whose_answers_never_validate_exits_1_with_the_errors(tmp_path: Path) -> None:
     structured_agent(tmp_path, [{"output": {"city": "Paris"}}, {"output": {"city": 1, "temperature": 2}}],
                      retries=1)
-    result = mcp_run("agent.yaml", "-p", "weather?", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "weather?", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     assert not result.stdout.strip()
     assert "does not match output.schema after 2 answers" in result.stderr
     assert "at city: 1 is not of type 'string'" in result.stderr
@@ -45,8 +45,8 @@ def test_a_one_shot_run_whose_answers_never_validate_exits_1_with_the_errors(tmp
 
 def test_a_one_shot_json_run_whose_turn_fails_ends_with_an_error_event_and_exits_1(tmp_path: Path) -> None:
     structured_agent(tmp_path, [{"output": {"city": "Paris"}}], retries=0)
-    result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     last = events[-1]
     assert last["type"] == "error"
@@ -57,8 +57,8 @@ def test_a_one_shot_json_run_whose_turn_fails_ends_with_an_error_event_and_exits
 
 def test_the_json_final_event_carries_the_object_and_fits_the_events_schema(tmp_path: Path) -> None:
     structured_agent(tmp_path, [{"output": PARIS}])
-    result = mcp_run("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "weather?", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     final = events[-1]
     assert final["type"] == "final" and final["output"] == PARIS
@@ -181,10 +181,10 @@ def test_validate_says_where_a_schema_is_no_object_missing_or_its_retries_negati
 
 def test_the_example_manifest_answers_with_an_object_offline(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
-    result = mcp_run(str(root / "examples" / "structured-output.yaml"), "-p",
-                     'notes__calculate {"expression": "6*7"}', cwd=tmp_path,
-                     env={"NOTES_FILE": str(tmp_path / "notes.json")})
-    assert result.returncode == 0, result.stderr
+    result = invoke(str(root / "examples" / "structured-output.yaml"), "-p",
+                    'notes__calculate {"expression": "6*7"}', cwd=tmp_path,
+                    env={"NOTES_FILE": str(tmp_path / "notes.json")})
+    assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {"summary": "notes__calculate returned: 42", "confident": False}
 
 

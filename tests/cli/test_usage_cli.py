@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,9 @@ from typing import Any
 import yaml
 from builders import (
     COMMAND_LIMIT,
-    MCP_RUN,
     ROOT,
     copy_bundled_agent,
     invoke,
-    mcp_run,
     scripted_model,
     server,
     write_manifest,
@@ -42,22 +41,21 @@ def test_the_readme_budget_example_runs_as_written(tmp_path: Path) -> None:
     (folder / "budget.yaml").write_text(manifest)
     lines = [line.split("  #", 1)[0].strip() for line in commands.splitlines() if line.startswith("mcp-run ")]
     assert len(lines) == 2
-    first = subprocess.run(["bash", "-c", lines[0].replace("mcp-run", str(MCP_RUN), 1)], cwd=folder,
-                           capture_output=True, text=True, timeout=COMMAND_LIMIT)
-    assert first.returncode == 0, first.stderr
+    first_args, second_args = (shlex.split(line.removeprefix("mcp-run ")) for line in lines)  # as bash would
+    first = invoke(*first_args, cwd=folder)
+    assert first.exit_code == 0, first.stderr
     usage = [event for event in events_of(first.stdout) if event["type"] == "usage"]
     assert len(usage) == 2 and usage[-1]["turn"]["tool_calls"] == 1
     assert usage[-1]["turn"]["cost"] > 0  # the offline model's counts at the manifest's prices
-    second = subprocess.run(["bash", "-c", lines[1].replace("mcp-run", str(MCP_RUN), 1)], cwd=folder,
-                            capture_output=True, text=True, timeout=COMMAND_LIMIT)
-    assert second.returncode == 0, second.stderr
+    second = invoke(*second_args, cwd=folder)
+    assert second.exit_code == 0, second.stderr
     assert "notes__calculate returned: 5" in second.stdout
     # the refusal the README quotes, from the same agent with no tool call left
     document = yaml.safe_load(manifest)
     document["limits"]["per_turn"]["max_tool_calls"] = 0
     (folder / "budget.yaml").write_text(yaml.safe_dump(document))
-    refused = mcp_run("budget.yaml", "-p", CALCULATE, cwd=folder)
-    assert refused.returncode == 1, refused.stderr
+    refused = invoke("budget.yaml", "-p", CALCULATE, cwd=folder)
+    assert refused.exit_code == 1, refused.stderr
     assert ("I stopped: this turn reached its limit of 0 tool calls (limits.per_turn.max_tool_calls)."
             in refused.stdout)
 
@@ -67,8 +65,8 @@ def test_p_exits_1_at_a_limit_with_a_limit_event_and_the_answer_naming_it(tmp_pa
                "usage": {"input_tokens": 900, "output_tokens": 200}}]
     write_manifest(tmp_path, {"demo": server("demo")}, model=scripted_model(tmp_path, script),
                    checkpointer="memory", limits={"per_turn": {"max_tokens": 1000}})
-    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     events = events_of(result.stdout)
     assert [event["type"] for event in events][-2:] == ["limit", "final"]
     assert events[-2]["limit"] == "max_tokens" and events[-2]["spent"] == 1100
@@ -149,8 +147,8 @@ def rejected_answers_script(folder: Path, *, last: Any) -> None:
 def test_each_rejected_structured_answer_is_a_step_with_its_own_usage_event_when_the_turn_fails(
         tmp_path: Path) -> None:
     rejected_answers_script(tmp_path, last={"text": "nope"})
-    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
+    result = invoke("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.exit_code == 1, result.stderr
     usage = [event for event in events_of(result.stdout) if event["type"] == "usage"]
     assert [event["step"]["total_tokens"] for event in usage] == [110, 220, 330]
     assert usage[-1]["turn"]["total_tokens"] == 660 and usage[-1]["turn"]["model_steps"] == 3
@@ -159,8 +157,8 @@ def test_each_rejected_structured_answer_is_a_step_with_its_own_usage_event_when
 
 def test_an_answer_accepted_after_a_retry_reports_each_attempt_as_its_own_step(tmp_path: Path) -> None:
     rejected_answers_script(tmp_path, last={"output": {"n": 3}})
-    result = mcp_run("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", "add", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     usage = [event for event in events_of(result.stdout) if event["type"] == "usage"]
     assert [event["step"]["total_tokens"] for event in usage] == [110, 220, 330]
     assert [event["turn"]["model_steps"] for event in usage] == [1, 2, 3]
