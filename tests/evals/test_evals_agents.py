@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from agent_teams import call, write_team
-from builders import mcp_run
+from builders import invoke
 from evals_support import write_cases
 
 PIPELINE = {
@@ -46,8 +46,8 @@ def test_a_case_expecting_the_agents_in_the_order_they_ran_passes_and_another_or
 ) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
     write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest), "-j", "1", cwd=tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = invoke("test", str(manifest), "-j", "1", cwd=tmp_path)
+    assert done.exit_code == 1, done.stdout + done.stderr
     assert "2 cases: 1 passed, 1 failed" in done.stdout
     assert ("wrong-order (failed): agent run 2: expected writer, ran researcher (expected agents "
             "[pipeline, writer, researcher], ran [pipeline, researcher, writer])") in done.stdout
@@ -57,7 +57,7 @@ def test_a_case_expecting_the_agents_in_the_order_they_ran_passes_and_another_or
 def test_the_json_report_lists_the_agent_runs_of_each_case(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
     write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest), "-j", "1", "--json", cwd=tmp_path)
+    done = invoke("test", str(manifest), "-j", "1", "--json", cwd=tmp_path)
     report = json.loads(done.stdout)
     assert [case["agents"] for case in report["cases"]] == [["pipeline", "researcher", "writer"]] * 2
     assert [case["status"] for case in report["cases"]] == ["passed", "failed"]
@@ -66,9 +66,9 @@ def test_the_json_report_lists_the_agent_runs_of_each_case(tmp_path: Path) -> No
 def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
     write_cases(tmp_path, TYPO_CASE)
-    done = mcp_run("test", str(manifest), cwd=tmp_path)
+    done = invoke("test", str(manifest), cwd=tmp_path)
     said = done.stdout + done.stderr
-    assert done.returncode == 1  # the case errs, as one naming a tool the agent lacks
+    assert done.exit_code == 1  # the case errs, as one naming a tool the agent lacks
     assert "cases.yaml:4:33: cases[0].expect.agents[1]: " in said
     assert "the manifest's agents: has no 'reseacher' (did you mean 'researcher'?)" in said
 
@@ -76,9 +76,9 @@ def test_an_expected_agent_the_manifest_does_not_declare_is_a_located_error(tmp_
 def test_validate_locates_an_expected_agent_the_manifest_does_not_declare(tmp_path: Path) -> None:
     manifest = two_runs_of_the_pipeline(tmp_path)
     write_cases(tmp_path, TYPO_CASE)
-    done = mcp_run("validate", str(manifest), cwd=tmp_path)
+    done = invoke("validate", str(manifest), cwd=tmp_path)
     said = done.stdout + done.stderr
-    assert done.returncode == 2, said
+    assert done.exit_code == 2, said
     assert "cases.yaml:4:33: cases[0].expect.agents[1]: the manifest's agents: has no 'reseacher' " \
            "(did you mean 'researcher'?)" in said
 
@@ -93,7 +93,7 @@ def test_each_tool_call_of_several_scripted_agents_keeps_its_own_result_in_the_r
         agent={"agents": ["researcher"]})
     write_cases(tmp_path, "cases:\n  - name: divides\n    input: go\n"
                           "    expect: {tools: [researcher, notes__calculate], match: strict}\n")
-    done = mcp_run("test", str(manifest), "--json", cwd=tmp_path)
+    done = invoke("test", str(manifest), "--json", cwd=tmp_path)
     report = json.loads(done.stdout)
     (case,) = report["cases"]
     assert [(c["name"], c["status"]) for c in case["tool_calls"]] == [
@@ -112,6 +112,6 @@ def test_every_case_plays_the_scripted_models_from_their_first_turn(tmp_path: Pa
     write_cases(tmp_path, "cases:\n" + "".join(
         f"  - {{name: run-{n}, input: go, expect: {{agents: [pipeline, researcher, writer]}}}}\n"
         for n in range(3)))
-    done = mcp_run("test", str(manifest), "-j", jobs, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = invoke("test", str(manifest), "-j", jobs, cwd=tmp_path)
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "3 cases: 3 passed" in done.stdout

@@ -11,13 +11,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from builders import invoke, mcp_run
+from builders import invoke
 from evals_support import ROOT, make_agent, write_cases
 
 
 def test_the_bundled_agents_cases_pass_in_replay() -> None:
-    done = mcp_run("test", "agent.yaml", "--replay")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = invoke("test", "agent.yaml", "--replay", cwd=ROOT)
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert re.search(r"3 cases: 3 passed", done.stdout)
 
 
@@ -35,8 +35,8 @@ cases:
 def test_a_failing_case_exits_1_and_shows_its_first_difference(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest))
-    assert done.returncode == 1, done.stderr
+    done = invoke("test", str(manifest))
+    assert done.exit_code == 1, done.stderr
     assert re.search(r"adds\s+passed\s+2\s+1", done.stdout)
     assert re.search(r"multiplies-wrongly\s+failed\s+2\s+1", done.stdout)
     assert ("multiplies-wrongly (failed): the answer does not contain '41' "
@@ -48,18 +48,18 @@ def test_a_failing_case_exits_1_and_shows_its_first_difference(tmp_path: Path) -
 def test_k_selects_cases_and_all_passing_exits_0(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest), "-k", "add*", "-j", "1")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = invoke("test", str(manifest), "-k", "add*", "-j", "1")
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "multiplies" not in done.stdout
-    nothing = mcp_run("test", str(manifest), "-k", "nothing-like-this")
-    assert nothing.returncode == 2 and "no case matches -k 'nothing-like-this'" in nothing.stderr
+    nothing = invoke("test", str(manifest), "-k", "nothing-like-this")
+    assert nothing.exit_code == 2 and "no case matches -k 'nothing-like-this'" in nothing.stderr
 
 
 def test_invalid_case_files_exit_2_with_every_located_problem(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     bad = write_cases(tmp_path, "cases:\n  - name: x\n    inptu: hi\n")
-    done = mcp_run("test", str(manifest))
-    assert done.returncode == 2
+    done = invoke("test", str(manifest))
+    assert done.exit_code == 2
     assert f"{bad}:3:5: cases[0].inptu: unknown key 'inptu' (did you mean 'input'?)" in done.stderr
     assert f"{bad}:2:5: cases[0].input: missing required key" in done.stderr
 
@@ -70,8 +70,8 @@ OUTPUT_CASE = "cases:\n  - name: sums\n    input: hi\n    expect:\n      output:
 def test_a_case_expecting_an_answer_object_without_output_in_the_manifest_is_invalid(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     cases = write_cases(tmp_path, OUTPUT_CASE)
-    done = mcp_run("test", str(manifest))
-    assert done.returncode == 2, done.stdout + done.stderr
+    done = invoke("test", str(manifest))
+    assert done.exit_code == 2, done.stdout + done.stderr
     assert (f"{cases}:5:7: cases[0].expect.output: expect.output checks the answer object, but the "
             "manifest has no 'output:'") in done.stderr
     assert not done.stdout.strip()  # no case ran
@@ -85,8 +85,8 @@ def test_test_reports_a_case_typo_and_an_answer_object_the_manifest_has_not_in_o
         tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     cases = write_cases(tmp_path, TYPO_AND_OUTPUT_CASES)
-    done = mcp_run("test", str(manifest))
-    assert done.returncode == 2, done.stdout + done.stderr
+    done = invoke("test", str(manifest))
+    assert done.exit_code == 2, done.stdout + done.stderr
     assert f"{cases}:5:16: cases[0].expect.answer.matchs: unknown key 'matchs'" in done.stderr
     assert f"{cases}:9:7: cases[1].expect.output: expect.output checks the answer object" in done.stderr
 
@@ -114,19 +114,19 @@ def test_validate_reports_a_case_that_expects_an_answer_object_the_manifest_has_
 def test_conflicting_options_exit_2(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
-    assert mcp_run("test", str(manifest), "--record", "--replay").returncode == 2
-    assert mcp_run("test", str(manifest), "--watch", "--replay").returncode == 2
+    assert invoke("test", str(manifest), "--record", "--replay").exit_code == 2
+    assert invoke("test", str(manifest), "--watch", "--replay").exit_code == 2
     empty = tmp_path / "empty"
     empty.mkdir()
-    alone = mcp_run("test", str(make_agent(empty)))
-    assert alone.returncode == 2 and "no case files" in alone.stderr
+    alone = invoke("test", str(make_agent(empty)))
+    assert alone.exit_code == 2 and "no case files" in alone.stderr
 
 
 def test_json_output_lists_each_case_with_its_trajectory(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     case_file = write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest), str(case_file), "--json")
-    assert done.returncode == 1
+    done = invoke("test", str(manifest), str(case_file), "--json")
+    assert done.exit_code == 1
     report = json.loads(done.stdout)
     assert report["totals"] == {"passed": 1, "failed": 1, "drift": 0, "error": 0}
     adds = report["cases"][0]
@@ -177,8 +177,8 @@ def test_junit_xml_follows_the_schema_ci_servers_read(tmp_path: Path) -> None:
     write_cases(tmp_path, CASES)
     junit = tmp_path / "out" / "junit.xml"
     junit.parent.mkdir()
-    done = mcp_run("test", str(manifest), "--junit", str(junit))
-    assert done.returncode == 1
+    done = invoke("test", str(manifest), "--junit", str(junit))
+    assert done.exit_code == 1
     root = ET.fromstring(junit.read_bytes())
     assert root.tag == "testsuites"
     check_junit(root)
@@ -194,12 +194,12 @@ def test_junit_xml_follows_the_schema_ci_servers_read(tmp_path: Path) -> None:
 def test_drift_is_a_junit_error_not_a_failure(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
-    assert mcp_run("test", str(manifest), "--record").returncode == 1
+    assert invoke("test", str(manifest), "--record").exit_code == 1
     template = tmp_path / "system.md.j2"
     template.write_text(template.read_text().replace("Use the tools", "Prefer the tools"))
     junit = tmp_path / "junit.xml"
-    done = mcp_run("test", str(manifest), "--replay", "--junit", str(junit))
-    assert done.returncode == 1
+    done = invoke("test", str(manifest), "--replay", "--junit", str(junit))
+    assert done.exit_code == 1
     assert "adds (drift): prompt changed" in done.stdout
     root = ET.fromstring(junit.read_bytes())
     check_junit(root)
@@ -224,8 +224,8 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     write_cases(tmp_path, case_file, "notes.yaml")
     assert len(commands) >= 3
     for command in commands:
-        done = mcp_run(*command.split("#")[0].split()[1:], cwd=tmp_path)
-        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        done = invoke(*command.split("#")[0].split()[1:], cwd=tmp_path)
+        assert done.exit_code == 0, (command, done.stdout, done.stderr)
     assert (tmp_path / "evals" / "cassettes").is_dir()
 
 
@@ -249,8 +249,8 @@ def test_junit_xml_stays_well_formed_when_an_answer_holds_control_characters(tmp
 
 
 def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
-    done = mcp_run("test", "agent.yaml", "--replay", "-k", "calc", "-k", "explains")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = invoke("test", "agent.yaml", "--replay", "-k", "calc", "-k", "explains", cwd=ROOT)
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "calculates" in done.stdout and "explains-without-a-tool" in done.stdout
     assert "reports-a-failed-delete" not in done.stdout
     assert re.search(r"2 cases: 2 passed", done.stdout)
@@ -259,10 +259,10 @@ def test_repeated_k_runs_the_cases_matching_any_of_them() -> None:
 def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path)
     write_cases(tmp_path, CASES)
-    built_in = mcp_run("test", str(manifest), "--model", "ofline")
-    assert built_in.returncode == 2, built_in.stdout + built_in.stderr
+    built_in = invoke("test", str(manifest), "--model", "ofline")
+    assert built_in.exit_code == 2, built_in.stdout + built_in.stderr
     assert "'--model': model 'ofline' (did you mean 'offline'?) names no provider" in built_in.stderr
-    provider = mcp_run("test", str(manifest), "--model", "opnai:gpt-4o")
-    assert provider.returncode == 2
+    provider = invoke("test", str(manifest), "--model", "opnai:gpt-4o")
+    assert provider.exit_code == 2
     assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
 

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
+import pytest
 import yaml
 from builders import ROOT, TESTS
 from evals_support import RUN_LIMIT, cases_of, make_agent, run, write_cases
@@ -15,7 +19,7 @@ from runner.agent.runtime import load_agent
 from runner.agent.turns import stream_turn
 from runner.evals.case_sessions import EvalSessions
 from runner.evals.cassettes import Secrets
-from runner.evals.running import run_cases
+from runner.evals.running import CaseResult, run_cases
 from runner.evals.saving import save_case
 
 CASES = """\
@@ -177,15 +181,38 @@ cases:
 # --------------------------------------------------------------------------- record and replay
 
 
+class Recording(NamedTuple):
+    folder: Path
+    results: dict[str, CaseResult]
+
+
+@pytest.fixture(scope="module")
+async def recording(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Recording]:
+    """A folder whose agent ran CASES with --record (cassettes in evals/cassettes), and what that
+    run saw; recorded once for the tests that change a copy of it and replay: none changes this one."""
+    folder = tmp_path_factory.mktemp("recorded")
+    manifest = make_agent(folder)
+    write_cases(folder, CASES)
+    yield Recording(folder, await run(manifest, "record"))
+
+
+def copy_of(recording: Recording, folder: Path) -> Path:
+    """The recorded agent copied into ``folder``, its manifest's paths made ``folder``'s; its manifest."""
+    shutil.copytree(recording.folder, folder, dirs_exist_ok=True)
+    manifest = folder / "agent.yaml"
+    manifest.write_text(manifest.read_text().replace(str(recording.folder), str(folder)))
+    return manifest
+
+
 def observed(results: dict) -> dict:
     return {name: (r.status, r.observed.calls, r.observed.answer, r.observed.steps)
             for name, r in results.items()}
 
 
-async def test_replay_gives_what_the_recording_saw_without_servers(tmp_path: Path) -> None:
-    manifest = make_agent(tmp_path)
-    write_cases(tmp_path, CASES)
-    recorded = await run(manifest, "record")
+async def test_replay_gives_what_the_recording_saw_without_servers(
+    tmp_path: Path, recording: Recording,
+) -> None:
+    manifest = copy_of(recording, tmp_path)
     assert sorted(p.name for p in (tmp_path / "evals" / "cassettes").iterdir()) == [
         "calculates.yaml", "deletes-after-approval.yaml", "saves-a-note.yaml"]
     # A server that cannot start would stop a live run (required: true), and a model with no
@@ -196,7 +223,7 @@ async def test_replay_gives_what_the_recording_saw_without_servers(tmp_path: Pat
                         .replace("model: offline", "model: {id: scripted, script: no-turns.yaml}"))
     (tmp_path / "notes.json").unlink()
     replayed = await run(manifest, "replay")
-    assert observed(replayed) == observed(recorded)
+    assert observed(replayed) == observed(recording.results)
     assert all(r.status == "passed" for r in replayed.values())
     assert not (tmp_path / "notes.json").exists()  # no tool ran
 
@@ -235,10 +262,10 @@ cases:
     assert replayed.verdict.reasoning == "Correct."
 
 
-async def test_a_changed_prompt_is_reported_as_drift_not_as_a_wrong_answer(tmp_path: Path) -> None:
-    manifest = make_agent(tmp_path)
-    write_cases(tmp_path, CASES)
-    await run(manifest, "record")
+async def test_a_changed_prompt_is_reported_as_drift_not_as_a_wrong_answer(
+    tmp_path: Path, recording: Recording,
+) -> None:
+    manifest = copy_of(recording, tmp_path)
     template = tmp_path / "system.md.j2"
     template.write_text(template.read_text().replace("Use the tools below", "Use the tools listed"))
     results = await run(manifest, "replay")
@@ -248,10 +275,10 @@ async def test_a_changed_prompt_is_reported_as_drift_not_as_a_wrong_answer(tmp_p
         assert "'Use the tools listed" in result.differences[0]
 
 
-async def test_a_tool_gone_from_the_manifest_is_reported_as_drift(tmp_path: Path) -> None:
-    manifest = make_agent(tmp_path)
-    write_cases(tmp_path, CASES)
-    await run(manifest, "record")
+async def test_a_tool_gone_from_the_manifest_is_reported_as_drift(
+    tmp_path: Path, recording: Recording,
+) -> None:
+    manifest = copy_of(recording, tmp_path)
     manifest.write_text(manifest.read_text().replace("approve: [delete_note]",
                                                      "approve: [delete_note], except: [calculate]"))
     result = (await run(manifest, "replay"))["calculates"]
@@ -288,10 +315,9 @@ async def test_a_missing_cassette_is_an_error_that_says_how_to_record_this_manif
         f"{cassette}: no cassette: record one with `mcp-run test {manifest} --record -k calculates`"]
 
 
-async def test_a_case_with_new_input_is_drift_in_replay(tmp_path: Path) -> None:
-    manifest = make_agent(tmp_path)
-    cases = write_cases(tmp_path, CASES)
-    await run(manifest, "record")
+async def test_a_case_with_new_input_is_drift_in_replay(tmp_path: Path, recording: Recording) -> None:
+    manifest = copy_of(recording, tmp_path)
+    cases = tmp_path / "evals" / "cases.yaml"
     cases.write_text(cases.read_text().replace('"6*7"}\'', '"6*8"}\''))
     result = (await run(manifest, "replay"))["calculates"]
     assert result.status == "drift"

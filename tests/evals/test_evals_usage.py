@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from builders import mcp_run
+from builders import invoke
 from evals_support import make_agent, write_cases
 
 MODEL = "{id: offline, pricing: {input_per_mtok: 1000, output_per_mtok: 2000}}"
@@ -23,12 +23,12 @@ cases:
 def test_the_report_shows_each_cases_tokens_and_cost_and_the_json_has_its_usage(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path, model=MODEL, extra=LIMITS % 1)
     write_cases(tmp_path, CASES)
-    table = mcp_run("test", str(manifest))
-    assert table.returncode == 0, table.stdout + table.stderr
+    table = invoke("test", str(manifest))
+    assert table.exit_code == 0, table.stdout + table.stderr
     row = re.search(r"adds\s+passed\s+2\s+1\s+([\d,]+)\s+\$(\d+\.\d{4})\s", table.stdout)
     assert row is not None, table.stdout
     assert re.search(r"1 case: 1 passed \([\d.]+ s of case time, [\d,]+ tokens, \$\d+\.\d{4}\)", table.stdout)
-    done = mcp_run("test", str(manifest), "--json")
+    done = invoke("test", str(manifest), "--json")
     [case] = json.loads(done.stdout)["cases"]
     usage = case["usage"]
     assert usage["model_steps"] == 2 and usage["tool_calls"] == 1
@@ -40,8 +40,8 @@ def test_a_case_whose_turn_hits_a_limit_fails_on_its_expectations_with_the_limit
 ) -> None:
     manifest = make_agent(tmp_path, model=MODEL, extra=LIMITS % 0)
     write_cases(tmp_path, CASES)
-    done = mcp_run("test", str(manifest), "--json")
-    assert done.returncode == 1, done.stderr
+    done = invoke("test", str(manifest), "--json")
+    assert done.exit_code == 1, done.stderr
     [case] = json.loads(done.stdout)["cases"]
     assert case["status"] == "failed"
     assert "limits.per_turn.max_tool_calls" in case["answer"]
@@ -51,12 +51,12 @@ def test_a_case_whose_turn_hits_a_limit_fails_on_its_expectations_with_the_limit
 def test_a_replayed_case_spends_the_tokens_its_recording_spent(tmp_path: Path) -> None:
     manifest = make_agent(tmp_path, model=MODEL)
     write_cases(tmp_path, CASES)
-    recorded = mcp_run("test", str(manifest), "--record", "--json")
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    recorded = invoke("test", str(manifest), "--record", "--json")
+    assert recorded.exit_code == 0, recorded.stdout + recorded.stderr
     [live] = json.loads(recorded.stdout)["cases"]
     assert live["usage"]["total_tokens"] > 0
-    replayed = mcp_run("test", str(manifest), "--replay", "--json")
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    replayed = invoke("test", str(manifest), "--replay", "--json")
+    assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
     [case] = json.loads(replayed.stdout)["cases"]
     assert case["usage"]["total_tokens"] == live["usage"]["total_tokens"]
     assert case["usage"]["input_tokens"] == live["usage"]["input_tokens"]
