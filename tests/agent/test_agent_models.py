@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from builders import mcp_run
+from builders import invoke
 
 
 def write(path: Path, document: Any) -> Path:
@@ -29,22 +29,22 @@ def manifest(folder: Path, agents: dict[str, Any]) -> Path:
 
 def test_an_agent_without_a_model_under_a_scripted_main_model_is_located(tmp_path: Path) -> None:
     path = manifest(tmp_path, {"helper": {"description": "Helps."}})
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
     output = result.stdout + result.stderr
     assert f"agent.yaml:{line_of(path, 'helper:')}:" in output
     assert "agents.helper: this agent has no model of its own" in output
     assert "script ('main.yaml') plays the main agent's turns" in output
     # The run refuses it before anything starts, as validate does (it used to fail mid-turn).
-    run = mcp_run("agent.yaml", "-p", "hi", cwd=tmp_path)
-    assert run.returncode == 2 and "agents.helper" in run.stderr
+    run = invoke("agent.yaml", "-p", "hi", cwd=tmp_path)
+    assert run.exit_code == 2 and "agents.helper" in run.stderr
 
 
 def test_a_router_without_a_model_under_a_scripted_main_model_is_located(tmp_path: Path) -> None:
     manifest(tmp_path, {"helper": {"router": ["a", "b"]}, "a": {"description": "A.", "model": "offline"},
                         "b": {"description": "B.", "model": "offline"}})
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
     output = result.stdout + result.stderr
     assert "agents.helper: this router has no model of its own" in output
 
@@ -54,8 +54,8 @@ def test_an_agent_of_another_file_naming_no_model_anywhere_is_located_in_that_fi
         "version": 1, "name": "helper", "description": "Helps.", "agent": {"agents": ["inner"]},
         "agents": {"inner": {"description": "Inside."}}})
     manifest(tmp_path, {"helper": {"file": "helper.yaml"}})
-    result = mcp_run("validate", "agent.yaml", cwd=tmp_path)
-    assert result.returncode == 2
+    result = invoke("validate", "agent.yaml", cwd=tmp_path)
+    assert result.exit_code == 2
     output = result.stdout + result.stderr
     assert f"agent.yaml:{line_of(tmp_path / 'agent.yaml', 'helper:')}:" in output
     assert f"helper.yaml:{line_of(other, 'inner:')}:" in output
@@ -64,8 +64,8 @@ def test_an_agent_of_another_file_naming_no_model_anywhere_is_located_in_that_fi
 
 def test_agents_with_models_of_their_own_or_an_offline_main_model_are_valid(tmp_path: Path) -> None:
     manifest(tmp_path, {"helper": {"description": "Helps.", "model": "offline"}})
-    assert mcp_run("validate", "agent.yaml", cwd=tmp_path).returncode == 0
+    assert invoke("validate", "agent.yaml", cwd=tmp_path).exit_code == 0
     document = yaml.safe_load((tmp_path / "agent.yaml").read_text())
     write(tmp_path / "agent.yaml", {**document, "model": "offline",
                                     "agents": {"helper": {"description": "Helps."}}})
-    assert mcp_run("validate", "agent.yaml", cwd=tmp_path).returncode == 0
+    assert invoke("validate", "agent.yaml", cwd=tmp_path).exit_code == 0

@@ -1,5 +1,6 @@
 """Agents from other manifest files (``agents: {research: {file: research.yaml}}``), run as a user
-runs them (``-p --json``, ``validate``), with scripted models and the bundled notes server."""
+runs them (``-p --json``, ``validate``, in this process; the JSON-lines chat as a process), with
+scripted models and the bundled notes server."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import ROOT, JsonChat, mcp_run, server
+from builders import ROOT, JsonChat, invoke, server
 
 NOTES_SERVER = ROOT / "examples" / "notes_server.py"
 
@@ -47,8 +48,8 @@ def main(folder: Path, turns: list[Any], agents: dict[str, Any], **top: Any) -> 
 
 
 def one_shot(folder: Path, text: str = "go") -> list[dict[str, Any]]:
-    result = mcp_run("agent.yaml", "-p", text, "--json", cwd=folder)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", text, "--json", cwd=folder)
+    assert result.exit_code == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
@@ -62,8 +63,8 @@ def line_of(path: Path, text: str) -> int:
 
 
 def validate(folder: Path) -> str:
-    result = mcp_run("validate", "agent.yaml", cwd=folder)
-    assert result.returncode == 2, result.stdout + result.stderr
+    result = invoke("validate", "agent.yaml", cwd=folder)
+    assert result.exit_code == 2, result.stdout + result.stderr
     return result.stdout + result.stderr
 
 
@@ -114,8 +115,8 @@ def test_tools_lists_only_the_tools_the_main_agent_can_call_not_those_another_fi
     researcher(tmp_path, ["Unused."])
     main(tmp_path, [], {"research": {"file": "parts/research.yaml"}},
          servers={"clock": server("demo")})
-    result = mcp_run("tools", "agent.yaml", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     listed = {row["name"] for row in json.loads(result.stdout)}
     assert listed and not any(name.startswith("notes__") for name in listed)
     assert all(name.startswith("clock__") for name in listed), listed

@@ -1,5 +1,8 @@
 """The agent as a person runs it: one-shot turns, JSON events, approvals, resumed threads and the
-interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offline model)."""
+interactive chat in a pseudo-terminal, all on a copy of the bundled agent (offline model).
+
+One-shot turns run in this process (``invoke``) unless the test is about the process: a thread
+resumed by another process, signals, Ctrl-C, the terminal, the servers it leaves behind."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any
 
 import pexpect
 import pytest
-from builders import ROOT, chat_in_a_terminal, copy_bundled_agent, mcp_run, server, write_manifest
+from builders import ROOT, chat_in_a_terminal, copy_bundled_agent, invoke, mcp_run, server, write_manifest
 
 
 @pytest.fixture
@@ -23,16 +26,16 @@ def agent_dir(tmp_path: Path) -> Path:
 
 
 def test_a_one_shot_turn_calls_a_tool_and_prints_only_the_answer_on_stdout(agent_dir: Path) -> None:
-    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "6*7"}', cwd=agent_dir)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", 'notes__calculate {"expression": "6*7"}', cwd=agent_dir)
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "notes__calculate returned: 42"
     assert "→ notes__calculate" in result.stderr and "thread" in result.stderr
 
 
 def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
-    result = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "1+1"}', "--json",
-                     cwd=agent_dir)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", 'notes__calculate {"expression": "1+1"}', "--json",
+                    cwd=agent_dir)
+    assert result.exit_code == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [event["type"] for event in events]
     # each model step reports its usage (the offline model counts its tokens) before its calls
@@ -43,57 +46,62 @@ def test_json_events_describe_the_whole_turn(agent_dir: Path) -> None:
 
 def test_a_json_one_shot_turn_starts_with_a_ready_event_whose_thread_a_script_continues(
         agent_dir: Path) -> None:
-    first = mcp_run("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', "--json", cwd=agent_dir)
+    first = invoke("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', "--json", cwd=agent_dir)
     ready = json.loads(first.stdout.splitlines()[0])
     assert ready["type"] == "ready" and "notes__add_note" in ready["tools"], first.stdout
-    again = mcp_run("agent.yaml", "-p", "notes__list_notes", "--json", "--thread", ready["thread"],
-                    cwd=agent_dir)
+    again = invoke("agent.yaml", "-p", "notes__list_notes", "--json", "--thread", ready["thread"],
+                   cwd=agent_dir)
     events = [json.loads(line) for line in again.stdout.splitlines()]
-    assert again.returncode == 0 and events[0]["type"] == "ready", again.stderr
+    assert again.exit_code == 0 and events[0]["type"] == "ready", again.stderr
     assert events[0]["thread"] == ready["thread"] and events[-1]["type"] == "final"
 
 
 def test_a_json_one_shot_turn_reports_a_server_changing_its_tools_mid_turn(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"dyn": server("dynamic")}, model="offline")
-    result = mcp_run("agent.yaml", "-p", 'dyn__add_tool {"name": "fresh"}', "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = invoke("agent.yaml", "-p", 'dyn__add_tool {"name": "fresh"}', "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     changes = [event for event in events if event["type"] == "change"]
     assert changes == [{"type": "change", "server": "dyn", "kind": "tools", "added": ["fresh"],
                         "removed": [], "changed": []}]
     assert events[-1]["type"] == "final"
-    text = mcp_run("agent.yaml", "-p", 'dyn__add_tool {"name": "other"}', cwd=tmp_path)
+    text = invoke("agent.yaml", "-p", 'dyn__add_tool {"name": "other"}', cwd=tmp_path)
     assert "dyn tools: +other" in text.stderr
 
 
 def test_a_tool_needing_approval_is_denied_in_one_shot_mode_unless_yes(agent_dir: Path) -> None:
-    add = mcp_run("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', cwd=agent_dir)
-    assert add.returncode == 0, add.stderr
+    add = invoke("agent.yaml", "-p", 'notes__add_note {"title": "milk"}', cwd=agent_dir)
+    assert add.exit_code == 0, add.stderr
     delete = 'notes__delete_note {"title": "milk"}'
-    denied = mcp_run("agent.yaml", "-p", delete, cwd=agent_dir)
+    denied = invoke("agent.yaml", "-p", delete, cwd=agent_dir)
     assert "denied notes__delete_note" in denied.stderr
     assert "failed" in denied.stdout
-    allowed = mcp_run("agent.yaml", "-p", delete, "--yes", cwd=agent_dir)
-    assert allowed.returncode == 0 and "deleted note 'milk'" in allowed.stdout
+    allowed = invoke("agent.yaml", "-p", delete, "--yes", cwd=agent_dir)
+    assert allowed.exit_code == 0 and "deleted note 'milk'" in allowed.stdout
+
+
+def human_messages_saved(database: Path, thread: str) -> int:
+    """How many user messages the SQLite checkpointer at ``database`` holds for ``thread``."""
+    import anyio
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async def count() -> int:
+        async with AsyncSqliteSaver.from_conn_string(str(database)) as saver:
+            state = await saver.aget({"configurable": {"thread_id": thread}})
+            assert state is not None, f"no checkpoint of thread {thread}"
+            return sum(1 for message in state["channel_values"]["messages"] if message.type == "human")
+
+    return anyio.run(count)
 
 
 def test_a_thread_resumes_from_sqlite_in_a_new_process(agent_dir: Path) -> None:
-    first = mcp_run("agent.yaml", "-p", 'notes__calculate {"expression": "2*3"}', "--thread", "t1",
-                    cwd=agent_dir)
+    # The first turn runs in this process; the second, in a new one, finds it only in the file.
+    first = invoke("agent.yaml", "-p", 'notes__calculate {"expression": "2*3"}', "--thread", "t1",
+                   cwd=agent_dir)
+    assert first.exit_code == 0, first.stderr
     second = mcp_run("agent.yaml", "-p", "hello again", "--thread", "t1", "--json", cwd=agent_dir)
-    assert first.returncode == 0 and second.returncode == 0, second.stderr
-    script = (
-        "import anyio, sys\n"
-        "from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver\n"
-        "async def main():\n"
-        "    async with AsyncSqliteSaver.from_conn_string('.mcp-run/state.sqlite') as saver:\n"
-        "        state = await saver.aget({'configurable': {'thread_id': 't1'}})\n"
-        "        print(sum(1 for m in state['channel_values']['messages'] if m.type == 'human'))\n"
-        "anyio.run(main)\n"
-    )
-    count = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           cwd=agent_dir, timeout=60)
-    assert count.stdout.strip() == "2", count.stderr
+    assert second.returncode == 0, second.stderr
+    assert human_messages_saved(agent_dir / ".mcp-run" / "state.sqlite", "t1") == 2
 
 
 def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
@@ -101,12 +109,13 @@ def test_the_readme_run_command_works_offline(agent_dir: Path) -> None:
     command = next(line for line in readme.splitlines() if "mcp-run agent.yaml" in line and "pip" in line)
     run_part = command.split("&&")[-1].strip().replace(".venv/bin/mcp-run", "")
     args = __import__("shlex").split(run_part)
-    result = mcp_run(*args, cwd=agent_dir)
-    assert result.returncode == 0, result.stderr
+    result = invoke(*args, cwd=agent_dir)
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.strip()
 
 
-def test_the_chat_runs_a_tool_call_and_exits_in_a_terminal(agent_dir: Path) -> None:
+def test_the_chat_runs_a_tool_call_asks_before_one_that_needs_approval_and_exits_in_a_terminal(
+        agent_dir: Path) -> None:
     with chat_in_a_terminal(agent_dir) as chat:
         chat.sendline('notes__calculate {"expression": "3*4"}')
         chat.expect("returned: 12")
@@ -114,11 +123,6 @@ def test_the_chat_runs_a_tool_call_and_exits_in_a_terminal(agent_dir: Path) -> N
         chat.sendline("/tools")
         chat.expect("notes__delete_note")
         chat.expect("> ")
-    assert chat.exitstatus == 0
-
-
-def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> None:
-    with chat_in_a_terminal(agent_dir) as chat:
         chat.sendline('notes__delete_note {"title": "ghost"}')
         chat.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
         chat.sendline("e")
@@ -127,6 +131,7 @@ def test_the_chat_asks_before_a_tool_that_needs_approval(agent_dir: Path) -> Non
         chat.sendline('{"title": "still a ghost"}')
         chat.expect("no note titled 'still a ghost'")
         chat.expect("> ")
+    assert chat.exitstatus == 0
 
 
 def sleepy_agent(folder: Path) -> None:
