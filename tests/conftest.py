@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -45,6 +46,18 @@ def _become_subreaper() -> None:
 
 
 _become_subreaper()
+
+
+def _let_interrupts_through() -> None:
+    """A run started in the background of a shell without job control (a CI script's ``cmd &``)
+    begins with SIGINT ignored, and every process it starts would inherit that: a shell cannot trap
+    a signal ignored when it started, and Ctrl-C could reach no child. The tests of Ctrl-C need it
+    delivered, as in a terminal; processes started after this get SIGINT's default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_let_interrupts_through()
 
 
 @pytest.fixture(autouse=True)
