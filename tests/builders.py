@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,33 @@ def invoke(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path | 
 
     with contextlib.chdir(cwd or os.getcwd()):
         return CliRunner(env=env).invoke(main, list(args), prog_name="mcp-run", catch_exceptions=False)
+
+
+def await_announcement(process: subprocess.Popen[str], pattern: re.Pattern[str], *, limit: float,
+                       silent: str, exited: str) -> tuple[re.Match[str], queue.Queue[str]]:
+    """The match of ``pattern`` in the first stderr line of ``process`` that has it (``mcp-run serve``
+    or ``web`` announcing its address), and the queue its later stderr lines come in (an empty
+    line: the end). Fails with ``silent`` when no line comes for ``limit`` seconds, with ``exited``
+    and the exit code when the process ends first; both messages carry the lines seen."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(process.stderr, lines), daemon=True).start()
+    seen: list[str] = []
+    while True:
+        try:
+            line = lines.get(timeout=limit)
+        except queue.Empty:
+            raise AssertionError(f"{silent}; stderr: {seen}") from None
+        if not line and process.poll() is not None:
+            raise AssertionError(f"{exited} with {process.returncode}; stderr: {seen}")
+        seen.append(line)
+        if match := pattern.search(line):
+            return match, lines
+
+
+def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line.rstrip("\n"))
+    into.put("")  # the end of the output
 
 
 @contextmanager

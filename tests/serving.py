@@ -17,7 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import openai
-from builders import ROOT, SERVERS, write_manifest
+from builders import ROOT, SERVERS, await_announcement, write_manifest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -114,12 +113,6 @@ class ServedProcess:
                 return line
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line.rstrip("\n"))
-    into.put("")  # the end of the output
-
-
 @contextmanager
 def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None,
                stdout: int = subprocess.DEVNULL) -> Iterator[ServedProcess]:
@@ -127,20 +120,10 @@ def http_agent(manifest: Path, *args: str, env: dict[str, str] | None = None,
     process = subprocess.Popen([*SERVE, str(manifest), "--http", "127.0.0.1:0", *args], cwd=ROOT,
                                stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, **(env or {})})
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_read_lines, args=(process.stderr, lines), daemon=True).start()
     try:
-        seen: list[str] = []
-        while True:
-            try:
-                line = lines.get(timeout=START_LIMIT)
-            except queue.Empty:
-                raise AssertionError(f"mcp-run serve did not listen; stderr: {seen}") from None
-            if not line and process.poll() is not None:
-                raise AssertionError(f"mcp-run serve exited with {process.returncode}; stderr: {seen}")
-            seen.append(line)
-            if match := LISTENING.search(line):
-                break
+        match, lines = await_announcement(
+            process, LISTENING, limit=START_LIMIT,
+            silent="mcp-run serve did not listen", exited="mcp-run serve exited")
         # The listening line's second one names the OpenAI-compatible API's address: part of it.
         api_line = lines.get(timeout=START_LIMIT)
         assert api_line.startswith("  and the OpenAI-compatible API on "), api_line

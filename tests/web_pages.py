@@ -17,7 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builders import ROOT
+from builders import ROOT, await_announcement
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -52,35 +51,20 @@ class ServedPage:
         return self.url.rsplit("token=", 1)[1]
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line.rstrip("\n"))
-    into.put("")
-
-
 def start_page(manifest: Path, *args: str, env: Mapping[str, str] | None = None) -> ServedPage:
     """``mcp-run web MANIFEST --port 0 ARGS`` once it has printed its address; the caller stops it
     (:func:`stop_page`)."""
     process = subprocess.Popen([*WEB, str(manifest), "--port", "0", *args], cwd=manifest.parent,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_read_lines, args=(process.stderr, lines), daemon=True).start()
-    seen: list[str] = []
     try:
-        while True:
-            try:
-                line = lines.get(timeout=START_LIMIT)
-            except queue.Empty:
-                raise AssertionError(f"mcp-run web printed no address; stderr: {seen}") from None
-            if not line and process.poll() is not None:
-                raise AssertionError(f"mcp-run web exited with {process.returncode}; stderr: {seen}")
-            seen.append(line)
-            if match := READY.search(line):
-                return ServedPage(process, match.group(1), lines)
+        match, lines = await_announcement(
+            process, READY, limit=START_LIMIT,
+            silent="mcp-run web printed no address", exited="mcp-run web exited")
     except BaseException:
         stop_page(process)
         raise
+    return ServedPage(process, match.group(1), lines)
 
 
 def stop_page(process: subprocess.Popen[str]) -> int:
