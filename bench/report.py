@@ -51,6 +51,12 @@ def describe(key: str, metrics: Metrics) -> str:
                 f"second half added {metrics['storage_growth']:.2f}× the first half's) · "
                 f"{metrics['first_ms']:,.1f} ms per turn over the first tenth, "
                 f"{metrics['last_ms']:,.1f} ms over the last")
+    if key == "call_p50_ms" and "ceiling_ratio" in metrics:  # row 10b's bound
+        return (f"call p50 {metrics['call_p50_ms']:,.2f} ms · p99 {metrics['call_p99_ms']:,.2f} ms · "
+                f"timed alongside: in process {metrics['in_process_p50_ms']:,.2f} ms, composed "
+                f"{metrics['composed_p50_ms']:,.2f} ms · with the in-process call at this floor, "
+                f"at most {times(metrics['ceiling_ratio'])} faster than composed · without a subgraph "
+                f"(the tool step calling the model) {metrics['no_subgraph_p50_ms']:,.2f} ms")
     if key == "call_p50_ms":  # row 10b: the call alone, and the processes its setup runs
         return (f"call p50 {metrics['call_p50_ms']:,.2f} ms · p99 {metrics['call_p99_ms']:,.2f} ms · "
                 f"{metrics['bench_servers']:.0f} benchmark server process(es), "

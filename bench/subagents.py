@@ -14,6 +14,12 @@ result, so a turn answers ``<tool> returned: ping`` whichever tool it called:
   ``sub__ask``. Compared: the call itself, from the turn's ``tool_call`` event to its
   ``tool_result``; each path also reports how many benchmark server processes it runs (counted
   in ``/proc`` after set-up, by an environment tag each setup gives its servers).
+- 10b's bound: the same call run by LangGraph and LangChain alone (:mod:`bench.stack_floor`), and
+  without a subgraph, timed alternately with the in-process and composed calls. The composed call
+  runs the called agent's graph too (in ``serve``), so were the in-process call this cheap, the
+  composed call would lose the same time: ``ceiling_ratio`` = (composed - in process + floor) /
+  floor is the most 10b can reach while an agent's call is a LangGraph subgraph with a LangChain
+  model step.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import yaml
 
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import ROOT, stdio_entry
+from bench.stack_floor import stack_graph, timed_stack_call
 from bench.stats import Metrics, elapsed_ms, percentile
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
@@ -43,6 +50,7 @@ PLAIN = "plain tool call: bench__echo (floor)"
 IN_PROCESS = "agent of agents: called in process"
 IN_PROCESS_FLOOR = "agent of agents: called in process (floor)"
 COMPOSED = "mcp-run serve sub.yaml as a stdio server: sub__ask"
+STACK = "the same call in LangGraph and LangChain alone (no mcp-run): the stack's floor"
 OVERHEAD_GOAL = Goal("sub-agent call in process: p50 overhead <= 2 ms over a plain tool call", 2.0,
                      metric="overhead_ms")
 COMPOSED_GOAL = Goal("sub-agent call in process >= 5× faster than through mcp-run serve", 5.0,
@@ -190,6 +198,21 @@ async def sub_agent_suite(settings: Settings, folder: Path) -> AsyncIterator[lis
                 return {"call_samples_ms": samples, **copies[path]}
             return measure
 
+        stack, flat = stack_graph(), stack_graph(subgraph=False)
+        await timed_stack_call(stack)
+        await timed_stack_call(flat)
+
+        async def stack_against_both() -> Metrics:
+            floor_ms, flat_ms, in_process_ms, composed_ms = [], [], [], []
+            for _ in range(per_slice):  # alternately, so the four see the same machine
+                floor_ms.append(await timed_stack_call(stack))
+                flat_ms.append(await timed_stack_call(flat))
+                in_process_ms.append((await timed_turn(team, SUB_MESSAGE))[1])
+                composed_ms.append((await timed_turn(composed, COMPOSED_MESSAGE))[1])
+            return {"call_samples_ms": floor_ms, "no_subgraph_samples_ms": flat_ms,
+                    "in_process_samples_ms": in_process_ms,
+                    "composed_samples_ms": composed_ms}
+
         yield [
             Case(OVERHEAD_ROW, PLAIN, plain, "p50_ms", slices=settings.latency_slices, combine=turn_latency),
             Case(OVERHEAD_ROW, IN_PROCESS, sub_against_plain, "p50_ms", PLAIN, (OVERHEAD_GOAL,),
@@ -198,6 +221,8 @@ async def sub_agent_suite(settings: Settings, folder: Path) -> AsyncIterator[lis
                  slices=settings.latency_slices, combine=call_latency),
             Case(COMPOSED_ROW, COMPOSED, calls(composed, COMPOSED_MESSAGE, COMPOSED), "call_p50_ms",
                  IN_PROCESS_FLOOR, (COMPOSED_GOAL,), settings.latency_slices, call_latency),
+            Case(COMPOSED_ROW, STACK, stack_against_both, "call_p50_ms", IN_PROCESS_FLOOR,
+                 slices=settings.latency_slices, combine=stack_ceiling),
         ]
 
 
@@ -221,3 +246,18 @@ def call_latency(slices: list[Metrics]) -> Metrics:
     samples = [sample for part in slices for sample in part["call_samples_ms"]]
     counts = {key: slices[0][key] for key in ("bench_servers", "serve_processes")}
     return {"call_p50_ms": percentile(samples, 0.5), "call_p99_ms": percentile(samples, 0.99), **counts}
+
+
+def stack_ceiling(slices: list[Metrics]) -> Metrics:
+    """The stack's floor call (p50, p99), the same without a subgraph, the in-process and composed
+    calls timed alongside, and the ratio 10b would reach with the in-process call at that floor
+    (the composed call losing the same time, since ``serve`` runs the called agent's graph too)."""
+    def pooled(key: str) -> list[float]:
+        return [sample for part in slices for sample in part[key]]
+
+    floor, in_process, composed = (percentile(pooled(key), 0.5) for key in (
+        "call_samples_ms", "in_process_samples_ms", "composed_samples_ms"))
+    return {"call_p50_ms": floor, "call_p99_ms": percentile(pooled("call_samples_ms"), 0.99),
+            "no_subgraph_p50_ms": percentile(pooled("no_subgraph_samples_ms"), 0.5),
+            "in_process_p50_ms": in_process, "composed_p50_ms": composed,
+            "ceiling_ratio": (composed - in_process + floor) / floor}

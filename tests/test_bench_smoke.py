@@ -533,3 +533,27 @@ def test_row_12s_goal_line_shows_each_rounds_ratio_of_paired_overheads() -> None
     report = markdown([floor, path], {})
     assert "measured 1.06×, rounds 1.02× / 1.10×" in report
     assert "10.0 ms (turn p50 12.0 − tool call p50 2.0) · 1.06× the 9.5 ms of the off turns" in report
+
+
+def test_row_10b_bound_sets_the_stacks_floor_in_place_of_the_in_process_call_on_both_sides() -> None:
+    from bench.report import describe
+    from bench.subagents import stack_ceiling
+
+    parts = [{"call_samples_ms": [1.0, 3.0], "in_process_samples_ms": [2.5, 3.0],
+              "composed_samples_ms": [6.0, 8.0], "no_subgraph_samples_ms": [0.5, 0.75]},
+             {"call_samples_ms": [2.0], "in_process_samples_ms": [2.5], "composed_samples_ms": [7.0],
+              "no_subgraph_samples_ms": [1.0]}]
+    bound = stack_ceiling(parts)
+    # p50s: floor 2.0, in process 2.5, composed 7.0; composed at the floor: 7.0 - 2.5 + 2.0 = 6.5
+    assert (bound["call_p50_ms"], bound["in_process_p50_ms"], bound["composed_p50_ms"]) == (2.0, 2.5, 7.0)
+    assert bound["ceiling_ratio"] == 3.25
+    cell = describe("call_p50_ms", bound)
+    assert "call p50 2.00 ms" in cell and "at most 3.25× faster than composed" in cell
+    assert bound["no_subgraph_p50_ms"] == 0.75 and "(the tool step calling the model) 0.75 ms" in cell
+
+
+async def test_the_stacks_floor_turn_reports_its_sub_agents_answer_and_times_the_call() -> None:
+    from bench.stack_floor import stack_graph, timed_stack_call
+
+    for graph in (stack_graph(), stack_graph(subgraph=False)):  # a turn answering otherwise than
+        assert await timed_stack_call(graph) > 0  # "sub returned: ping" raises BenchError
