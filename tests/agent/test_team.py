@@ -221,6 +221,27 @@ async def test_the_runtime_offers_every_agent_by_name_to_serve_each_on_its_own_t
         assert not (await runtime.graph.aget_state(runtime.config("t1"))).values
 
 
+async def test_an_agent_served_on_its_own_answers_its_task_itself_without_its_handoffs(
+        tmp_path: Path) -> None:
+    from runner.agent.runtime import load_agent
+    from runner.agent.turns import stream_turn
+
+    path = team(tmp_path, ["Main answers."],
+                {"billing": {"description": "Charges.", "handoffs": ["support"]},
+                 "support": {"description": "Errors."}},
+                scripts={"billing": [call("handoff_to_support"), "Billing answers itself."],
+                         "support": ["Support never answers here."]},
+                agent={"handoffs": ["billing"]})
+    async with load_agent(path) as runtime:
+        events = [event async for event in stream_turn(runtime, "I was charged twice",
+                                                        thread_id="t1", agent="billing")]
+    kinds = [event["type"] for event in events]
+    assert "handoff" not in kinds and events[-1]["type"] == "final"
+    assert events[-1]["text"] == "Billing answers itself."
+    refused = next(event for event in events if event["type"] == "tool_result")
+    assert refused["status"] == "error" and "handoff_to_support" in refused["text"]
+
+
 def test_agents_in_the_chat_lists_each_agents_kind_description_and_callers(tmp_path: Path) -> None:
     team(tmp_path, ["Main: done."],
          {"researcher": {"description": "Finds facts."},
