@@ -36,11 +36,12 @@ from runner.agent.reconcile import (
     reconcile_servers,
     start_failures,
 )
+from runner.agent.turn_stream import current_agent
 from runner.agent.watching import resolved
 from runner.auth import login_files
 from runner.errors import AuthError, BuildError, ManifestError, ModelError, RunnerError
 from runner.events import EventSink
-from runner.manifest import MAIN_AGENT, Manifest, ModelSpec
+from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.loading import LoadedManifest
 from runner.prompts import (
     PromptCatalog,
@@ -55,6 +56,7 @@ from runner.task_groups import background_tasks
 from runner.tools.caller import ToolCaller
 from runner.tools.catalog import ToolCatalog
 from runner.tools.policy import PolicyDecision
+from runner.tools.provider_schemas import provider_for_model
 from runner.tools.search import ToolSearch
 
 if TYPE_CHECKING:  # the model, the graph and LangGraph are imported when a model is used: the
@@ -352,7 +354,9 @@ class Runtime:
         from runner.models.pricing import Pricer
 
         def model_for(spec: ModelSpec) -> ModelChain:
-            return model if spec == manifest.model else next(c for s, c in agent_models if s == spec)
+            chain = _chain_for(spec, manifest.model, model, agent_models)
+            assert chain is not None  # build_team asks only for the models model_problem accepts
+            return chain
 
         def system_prompt_for(name: str, tools: Callable[[], Sequence[BaseTool]]) -> Callable[[], Any]:
             async def prompt() -> str:
@@ -378,23 +382,41 @@ class Runtime:
 
     async def answer(self, server: str, request: Question) -> Reply:
         """A server's question during a tool call, answered by the host (sampling: the host
-        approves, the agent's model completes)."""
+        approves, the model of the agent making the call completes). Called in the call's task."""
         if isinstance(request, types.CreateMessageRequestParams):
             if not self.host.approve_sampling(server, request):
                 return types.ErrorData(code=SAMPLING_REFUSED, message="the user refused the sampling request")
-            return await self.sample(server, request)
+            return await self.sample(server, request, current_agent())
         return self.host.ask(server, request)
 
     async def sample(
-        self, server: str, request: types.CreateMessageRequestParams
+        self, server: str, request: types.CreateMessageRequestParams, agent: str | None
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
-        """A completion for server ``server`` from the manifest's model."""
+        """A completion for server ``server`` from the model of ``agent``, the agent of ``agents:``
+        whose tool call the server serves (None: the main agent; see :meth:`model_of`)."""
         from runner.agent.sampling import complete
 
         def policy(tool: str, arguments: dict[str, Any]) -> tuple[str, PolicyDecision | None]:
             return self.caller.decide_offered(server, tool, arguments)
 
-        return await complete(self.model, request, provider=self.catalog.provider, policy=policy)
+        spec, model = self.model_of(agent)
+        return await complete(model, request, provider=provider_for_model(spec.id), policy=policy)
+
+    def model_of(self, agent: str | None) -> tuple[ModelSpec, ModelChain]:
+        """The model ``agent`` runs on, and its spec: the ``model`` of its own (a ``file:`` agent's
+        is its file's), else the manifest's: the main agent's (None), a workflow's, and that of an
+        agent a reload removed while its call ran. ModelError when its own cannot be made here."""
+        manifest = self.manifest
+        spec = manifest.agents.get(agent) if agent is not None else None
+        own = spec.model if isinstance(spec, ModelAgentSpec) else None
+        if own is None:
+            return manifest.model, self.model
+        chain = _chain_for(own, manifest.model, self.model, self.generation.agent_models)
+        if chain is None:
+            reason = next((why for unusable, why in self.generation.unusable_models if unusable == own),
+                          "its model is not made")
+            raise ModelError(f"agents.{agent}.model: {reason}")
+        return own, chain
 
     def use_thread(self, thread_id: str) -> None:
         """Make ``thread_id`` the conversation ``config()`` names when given none (the chat's
@@ -522,9 +544,10 @@ async def load_agent(
             telemetry.session(loaded, os.environ if environ is None else environ, required=model))
         runtime: Runtime | None = None  # made once the servers are open; sampling waits for it
 
-        async def sample(server: str, request: types.CreateMessageRequestParams) -> Completion:
+        async def sample(server: str, request: types.CreateMessageRequestParams, agent: str | None
+                         ) -> Completion:
             assert runtime is not None  # servers start after the runtime is made
-            return await runtime.sample(server, request)
+            return await runtime.sample(server, request, agent)
 
         sampling = SamplingPolicy(host.sampling, sample if model else None)
         fleet = await stack.enter_async_context(
@@ -545,6 +568,12 @@ async def load_agent(
         async with background_tasks() as task_group:  # the caller's exceptions arrive unwrapped
             task_group.start_soon(runtime.follow_changes)
             yield runtime
+
+
+def _chain_for(spec: ModelSpec, main_spec: ModelSpec, main: ModelChain,
+               agent_models: Sequence[tuple[ModelSpec, ModelChain]]) -> ModelChain | None:
+    """The chain of model ``spec``: the main one (``main_spec``), or an agent's (None: not made)."""
+    return main if spec == main_spec else next((chain for made, chain in agent_models if made == spec), None)
 
 
 def _turn_durability(checkpointer: Any, *, several_agents: bool) -> Any:

@@ -1,9 +1,12 @@
 """Sampling: a server asks the agent's model for a completion (``sampling/createMessage``).
 
-The request's messages, system prompt, ``maxTokens`` and stop sequences go to the manifest's model
-through the same ``ModelChain`` as the agent's own calls (its fallbacks included). The tools a
-2025-11-25 request carries are bound to the model (under provider-safe names, with the provider's
-form of their schemas; ``toolChoice`` ``none`` binds none, ``required`` makes the model pick one):
+The request's messages, system prompt, ``maxTokens`` and stop sequences go to the model of the
+agent whose tool call the server is serving, through the same ``ModelChain`` as that agent's own
+calls (its fallbacks included): an agent of ``agents:`` with a ``model`` of its own completes with
+it, the main agent and agents without one with the manifest's (:func:`metered` names the agent).
+The tools a 2025-11-25 request carries are bound to the model (under provider-safe names, with
+the form of their schemas its provider takes; ``toolChoice`` ``none`` binds none, ``required``
+makes the model pick one):
 when the model calls them the result is ``tool_use`` content with stop reason ``toolUse``, and
 the server runs the tools and asks again with their results. The agent's own tools are never
 offered here, so a completion cannot get around approvals. Completions count against the turn's
@@ -37,7 +40,7 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
 from runner import telemetry
-from runner.agent.turn_stream import naming_agent, stream_writer
+from runner.agent.turn_stream import current_agent, naming_agent, stream_writer
 from runner.events import SampledMessage, SamplingAsked, ToolApprovalRequest
 from runner.models import ModelChain
 from runner.servers.inbound_requests import SamplingBudget, sampling_budget
@@ -54,12 +57,11 @@ ToolPolicy = Callable[[str, dict[str, Any]], tuple[str, PolicyDecision | None]]
 
 
 @contextmanager
-def metered(steps_left: int | None) -> Iterator[SamplingBudget | None]:
-    """The completions servers get during the block count against ``steps_left`` model calls."""
-    if steps_left is None:
-        yield None
-        return
-    budget = SamplingBudget(steps_left)
+def metered(steps_left: int | None) -> Iterator[SamplingBudget]:
+    """The completions servers get during the block (a tool node's call) count against
+    ``steps_left`` model calls (None: no limit) of the agent running the node, whose model makes
+    them (:func:`runner.agent.turn_stream.current_agent`, read here in the node's task)."""
+    budget = SamplingBudget(steps_left, agent=current_agent())
     token = sampling_budget.set(budget)
     try:
         yield budget
@@ -67,9 +69,9 @@ def metered(steps_left: int | None) -> Iterator[SamplingBudget | None]:
         sampling_budget.reset(token)
 
 
-def counted(message: ToolMessage, budget: SamplingBudget | None) -> ToolMessage:
+def counted(message: ToolMessage, budget: SamplingBudget) -> ToolMessage:
     """``message`` noting the completions its call took (read back by :func:`sampling_calls`)."""
-    if budget is None or not budget.used:
+    if not budget.used:
         return message
     return message.model_copy(update={"response_metadata": {**message.response_metadata,
                                                             SAMPLING_CALLS: budget.used}})

@@ -59,8 +59,9 @@ Reply = types.ElicitResult | Completion | types.ErrorData
 Ask = Callable[[str, Question], Awaitable[Reply]]
 """``ask(server_key, request)``: the user's answer to an elicitation, or to a sampling request
 (its completion, or an error when the user refused it)."""
-Sample = Callable[[str, types.CreateMessageRequestParams], Awaitable[Completion]]
-"""``sample(server_key, request)``: the model's completion (the runtime's, which has the model)."""
+Sample = Callable[[str, types.CreateMessageRequestParams, str | None], Awaitable[Completion]]
+"""``sample(server_key, request, agent)``: the completion of the model of ``agent``, the agent of
+'agents:' whose tool call the server serves (None: the main agent); the runtime has the models."""
 SAMPLING_REFUSED = -1  # the JSON-RPC code of a refused sampling request (the specification's example)
 CallEvents = Callable[[CallNotice], None]
 """``events(notice)``: what happens during one tool call (a task's status, a URL visit completed,
@@ -78,18 +79,22 @@ MAX_COMPLETIONS = 100  # URL elicitations whose completion is remembered
 
 @dataclass(eq=False)  # each call's own: told apart by identity
 class SamplingBudget:
-    """The completions servers may still get during one tool call of the agent: the model calls
-    its turn has left (``agent.max_steps``); ``used`` is how many they got."""
+    """The completions servers may still get during one tool call of an agent: the model calls
+    its turn has left (``agent.max_steps``; None: no limit); ``used`` is how many they got.
+    ``agent`` names the agent of 'agents:' making the call (None: the main agent): its model
+    completes them, as it is its turn they count against."""
 
-    left: int
+    left: int | None
     used: int = 0
+    agent: str | None = None
 
     def spend_one(self) -> None:
         """A server got one completion."""
         self.used += 1
 
 
-# The budget of the tool call running in this context (None outside the agent's turns: no limit).
+# The budget of the tool call running in this context (None outside the agent's turns: no limit,
+# and the main agent's model completes).
 sampling_budget: contextvars.ContextVar[SamplingBudget | None] = contextvars.ContextVar(
     "sampling_budget", default=None
 )
@@ -263,14 +268,16 @@ class ServerRequests:
     ) -> Completion | types.ErrorData:
         """``allow``: the model answers; ``ask``: the user sees the request first (through the call's
         ``ask``); no call asking, no model, or ``deny``: refused. Each completion counts against the
-        calling turn's model calls (:class:`SamplingBudget`); once they are used up, refused."""
+        calling turn's model calls (:class:`SamplingBudget`); once they are used up, refused. The
+        budget names the calling agent, whose model completes (read here: this may be the SDK's
+        task, which knows nothing of the call)."""
         budget = self._budgets[-1] if self._budgets else None
-        if budget is not None and budget.used >= budget.left:
+        if budget is not None and budget.left is not None and budget.used >= budget.left:
             refused = "sampling was refused: the agent's turn has used its model calls (agent.max_steps)"
             return types.ErrorData(code=SAMPLING_REFUSED, message=refused)
         sample = self.sampling_policy.sample
         if self.sampling == "allow" and sample is not None:
-            reply: Reply = await sample(self.key, params)
+            reply: Reply = await sample(self.key, params, budget.agent if budget is not None else None)
         else:
             ask = self._askers[-1] if self._askers else None
             if self.sampling != "ask" or ask is None:

@@ -1,6 +1,7 @@
-"""An agent of ``agents:`` with no model of its own, when the manifest's model is the scripted one:
-it would play the main agent's script (and the run fail when its turns run out), so ``validate``
-locates it where the agent is defined, in another file too."""
+"""The models of the agents of ``agents:``. One with no model of its own, when the manifest's model
+is the scripted one, would play the main agent's script (and the run fail when its turns run out),
+so ``validate`` locates it where the agent is defined, in another file too. A server's completion
+during an agent's tool call comes from that agent's model."""
 
 from __future__ import annotations
 
@@ -69,3 +70,35 @@ def test_agents_with_models_of_their_own_or_an_offline_main_model_are_valid(tmp_
     write(tmp_path / "agent.yaml", {**document, "model": "offline",
                                     "agents": {"helper": {"description": "Helps."}}})
     assert invoke("validate", "agent.yaml", cwd=tmp_path).exit_code == 0
+
+
+async def test_a_servers_completion_during_an_agents_call_comes_from_that_agents_model(
+    tmp_path: Path,
+) -> None:
+    # Its own model, its file's for an agent of another file, else the manifest's (an agent
+    # without one, a workflow, the main agent, a name a reload removed).
+    import mcp_types as types
+
+    from runner.agent.runtime import load_agent
+
+    write(tmp_path / "scribe.yaml", ["the scribe's completion"])
+    write(tmp_path / "reader-script.yaml", ["the reader's completion"])
+    write(tmp_path / "reader.yaml", {"version": 1, "name": "reader", "description": "Reads.",
+                                     "model": {"id": "scripted", "script": "reader-script.yaml"}})
+    write(tmp_path / "agent.yaml", {
+        "version": 1, "name": "desk", "model": "offline", "checkpointer": "memory",
+        "agent": {"agents": ["scribe", "reader", "helper", "pipeline"]},
+        "agents": {"scribe": {"description": "Writes.", "model": {"id": "scripted", "script": "scribe.yaml"}},
+                   "reader": {"file": "reader.yaml"}, "helper": {"description": "Helps."},
+                   "pipeline": {"description": "Both.", "chain": ["scribe", "helper"]}}})
+    request = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))],
+        max_tokens=20)
+    async with load_agent(tmp_path / "agent.yaml") as runtime:
+        scribe = await runtime.sample("notes", request, "scribe")
+        reader = await runtime.sample("notes", request, "reader")
+        manifests = [runtime.model_of(agent) for agent in (None, "helper", "pipeline", "gone")]
+        main = runtime.model
+    assert isinstance(scribe.content, types.TextContent) and scribe.content.text == "the scribe's completion"
+    assert isinstance(reader.content, types.TextContent) and reader.content.text == "the reader's completion"
+    assert all(spec.id == "offline" and chain is main for spec, chain in manifests)

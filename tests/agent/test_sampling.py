@@ -1,4 +1,5 @@
-"""Sampling: a server asks the agent's model for a completion, allowed, asked or denied."""
+"""Sampling: a server asks the model of the agent making the call for a completion, allowed, asked or
+denied."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ ERAS = pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025
 CALL = {"tool_calls": [{"name": "asking__summarize", "args": {"text": "a long story about a cat"}}]}
 
 
+def asking_server(*, legacy: bool, **settings: Any) -> dict[str, Any]:
+    return server("asking", *(["--legacy"] if legacy else []), **{"timeout": "20s", **settings})
+
+
 def write_agent(folder: Path, *, legacy: bool, script: list[Any], **settings: Any) -> Path:
-    asking = server("asking", *(["--legacy"] if legacy else []), **{"timeout": "20s", **settings})
-    return write_manifest(folder, {"asking": asking}, name="sampling", checkpointer="memory",
-                          model=scripted_model(folder, script))
+    return write_manifest(folder, {"asking": asking_server(legacy=legacy, **settings)}, name="sampling",
+                          checkpointer="memory", model=scripted_model(folder, script))
 
 
 async def turn(runtime: Runtime, message: Any) -> list[dict[str, Any]]:
@@ -136,3 +140,58 @@ def test_the_call_command_lets_the_model_answer_sampling_the_manifest_allows(tmp
         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     assert "summary: cat story" in result.stdout
+
+
+def write_team_sampling(folder: Path, *, legacy: bool, main: list[Any], agents: dict[str, Any],
+                        **settings: Any) -> Path:
+    """The asking server, a main agent playing ``main`` and ``agents``; ``summarizer`` is given the
+    server and a scripted model of its own whose completion the server gets."""
+    summarizer_script = [CALL, "the summarizer's own story", "summarized"]
+    (folder / "summarizer.yaml").write_text(yaml.safe_dump(summarizer_script))
+    summarizer = {"description": "Summarizes texts.", "tools": ["asking"],
+                  "model": {"id": "scripted", "script": "summarizer.yaml"}}
+    return write_manifest(folder, {"asking": asking_server(legacy=legacy, **settings)}, name="sampling",
+                          checkpointer="memory", model=scripted_model(folder, main),
+                          agent={"agents": sorted({"summarizer", *agents})},
+                          agents={"summarizer": summarizer, **agents})
+
+
+def delegate(agent: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": agent, "args": {"task": "summarize the cat story"}}]}
+
+
+def inner_tool_text(events: list[dict[str, Any]]) -> str:
+    return next(e["text"] for e in events if e["type"] == "tool_result" and e["name"] == "asking__summarize")
+
+
+async def test_allowed_sampling_during_a_sub_agents_call_is_completed_by_that_agents_own_model(
+    tmp_path: Path,
+) -> None:
+    # 2025-11-25: the request arrives in the session's receive task, not in the agent's tool call.
+    path = write_team_sampling(tmp_path, legacy=True, main=[delegate("summarizer"), "done"], agents={},
+                               sampling="allow")
+    async with load_agent(path) as runtime:
+        events = await turn(runtime, "summarize it")
+        main_received = runtime.model.primary.received
+        _, summarizer_model = runtime.model_of("summarizer")
+    assert inner_tool_text(events) == "summary: the summarizer's own story"
+    assert len(main_received) == 2  # the main agent's own two steps: no completion came from it
+    prompt = [SystemMessage("Summarize in five words."), HumanMessage("a long story about a cat")]
+    assert summarizer_model.primary.received[1] == prompt
+    assert events[-1]["type"] == "final" and events[-1]["text"] == "done"
+
+
+async def test_asked_sampling_in_a_workflow_step_names_the_agent_and_its_own_model_completes_once_approved(
+    tmp_path: Path,
+) -> None:
+    path = write_team_sampling(tmp_path, legacy=False, main=[delegate("pipeline"), "done"],
+                               agents={"pipeline": {"description": "Summarizes.", "chain": ["summarizer"]}},
+                               sampling="ask")
+    async with load_agent(path) as runtime:
+        events = await turn(runtime, "summarize it")
+        [question] = [event for event in events if event["type"] == "sampling"]
+        assert question["agent"] == "summarizer" and question["server"] == "asking"
+        events = await turn(runtime, Command(resume={"action": "approve"}))
+        main_received = runtime.model.primary.received
+    assert inner_tool_text(events) == "summary: the summarizer's own story"
+    assert len(main_received) == 2
