@@ -45,13 +45,15 @@ class ToolCall(TypedDict):
 
 
 class AgentStarted(TypedDict):
-    """An agent of ``agents:`` starts on a task another agent gave it (``caller``: ``main`` or
-    the name of an agent of ``agents:``); its answer comes as the ``tool_result`` of that call."""
+    """An agent of ``agents:`` starts on a task another agent or a workflow gave it (``caller``:
+    ``main`` or the name of an agent of ``agents:``). ``call``: the id of the tool call that
+    started it, whose ``tool_result`` is its answer; absent for a workflow's step."""
 
     type: Literal["agent"]
     agent: str
     caller: str
     task: str
+    call: NotRequired[str]
 
 
 # ``from`` is a Python keyword: that field is given as a mapping.

@@ -209,12 +209,12 @@ def agent_tool(name: str, description: str, graph: Runnable[Any, Any], policy: P
     """The tool that runs agent ``name`` on a task and answers with its final answer. The manifest's
     policy judges a call of it as any tool's (an ``ask`` is put to the user before any call runs)."""
 
-    async def run(task: str, config: RunnableConfig) -> str:
+    async def run(task: str, config: RunnableConfig, call_id: str | None = None) -> str:
         decision = policy(name, {"task": task})
         if decision is not None and decision.action == "deny":
             raise ToolError(decision.denial(name))
         with telemetry.agent_call(name, len(task)):
-            return await run_agent(name, graph, task, config)
+            return await run_agent(name, graph, task, config, call_id=call_id)
 
     return AgentTool(name=name, description=description, args_schema=AgentTask, coroutine=run)
 
@@ -227,19 +227,23 @@ class AgentTool(StructuredTool):
     async def answer_call(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage:
         assert self.coroutine is not None  # agent_tool gives every one its run
         task = AgentTask.model_validate(call["args"]).task
-        return ToolMessage(content=await self.coroutine(task, config), tool_call_id=call["id"],
+        return ToolMessage(content=await self.coroutine(task, config, call["id"]), tool_call_id=call["id"],
                            name=self.name)
 
 
-async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: RunnableConfig) -> str:
+async def run_agent(name: str, graph: Runnable[Any, Any], task: str, config: RunnableConfig,
+                    *, call_id: str | None = None) -> str:
     """Agent ``name``'s final answer to ``task``. Given the config of the node (or tool call) it
-    runs in, its graph is a subgraph of the turn. The turn's stream hears that it started, and
-    where its own events will come from; the nodes inside it read its name from the metadata."""
+    runs in, its graph is a subgraph of the turn. The turn's stream hears that it started (and
+    from which tool call, ``call_id``, when another agent called it; a workflow's step has none),
+    and where its own events will come from; the nodes inside it read its name from the metadata."""
     namespace = config.get("configurable", {}).get("checkpoint_ns", "")
     writer = stream_writer()
     resumed = sdk.resuming(config)  # an answer continues it: the turn has heard that it started
     if writer is not None:
         started = {"type": "agent", "agent": name, "caller": "", "task": task, NAMESPACE: namespace}
+        if call_id is not None:
+            started["call"] = call_id
         if resumed:
             started["resumed"] = True  # where its events come from, not shown as a new start
         writer(cast(Event, started))

@@ -51,7 +51,6 @@ from runner.cli.media import MediaFolder, save_turn_media
 from runner.cli.safe_text import visible
 from runner.cli.status import ChatStatus
 from runner.cli.terminal import (
-    AgentStarts,
     ChatView,
     JsonLinesView,
     StartupSpinner,
@@ -60,6 +59,7 @@ from runner.cli.terminal import (
     change_line,
     handoff_line,
     preview,
+    step_start_line,
 )
 from runner.errors import RunnerError
 from runner.events import ApprovalAsked, ChatError, FinalAnswer, Interrupted, ToolResult
@@ -162,7 +162,6 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
     message: str | Command = text
     final: FinalAnswer | None = None
     media = MediaFolder(runtime.fleet.state_dir)
-    starts = AgentStarts()  # the agents a workflow runs, shown as sub-agents' calls are
     while True:
         approval: ApprovalAsked | None = None
         results: list[ToolResult] = []
@@ -171,7 +170,7 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
             async for event in events:
                 if event["type"] == "tool_result":
                     results.append(event)
-                started = starts.line(event)
+                started = step_start_line(event)  # a workflow's step: shown as a call would be
                 if as_json:
                     click.echo(json.dumps(event, default=str))
                 elif started is not None:

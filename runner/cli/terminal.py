@@ -13,7 +13,6 @@ import logging
 import os
 import stat
 import sys
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -91,26 +90,13 @@ def by_agent(event: ToolCall | ToolResult | ApprovalAsked) -> str:
     return f"{event['agent']}: " if "agent" in event else ""
 
 
-class AgentStarts:
-    """Which agents' starts to show, fed every event of a turn (``-p`` and the chat). An agent
-    called as a tool is shown by its call (``→ researcher {"task": …}``); the agents a workflow's
-    steps run (chain, parallel, router, loop) have no call of their own: :meth:`line` is the line
-    of such a start, None for any other event."""
-
-    def __init__(self) -> None:
-        # Calls seen whose agent has not started yet, by (calling agent, called name).
-        self._called: Counter[tuple[str, str]] = Counter()
-
-    def line(self, event: Event) -> str | None:
-        if event["type"] == "tool_call" and not event.get("edited"):  # an edited call came already
-            self._called[event.get("agent", MAIN_AGENT), event["name"]] += 1
-        elif event["type"] == "agent":
-            started = (event["caller"], event["agent"])
-            if self._called[started] > 0:
-                self._called[started] -= 1
-                return None
-            return agent_start_line(event)
-        return None
+def step_start_line(event: Event) -> str | None:
+    """The line of an agent a workflow's step starts (chain, parallel, router, loop), which has no
+    call of its own to show it; None for any other event (an agent called as a tool is shown by
+    its call, ``→ researcher {"task": …}``)."""
+    if event["type"] == "agent" and "call" not in event:
+        return agent_start_line(event)
+    return None
 
 
 def agent_start_line(event: AgentStarted) -> str:
@@ -239,7 +225,6 @@ class TerminalView:
         self._progress: dict[str, tuple[ToolProgress, int]] = {}
         self._last_usage: UsageReported | None = None  # the running turn's latest
         self._answering = MAIN_AGENT  # the agent answering the conversation, shown in the prompt
-        self._starts = AgentStarts()
 
     async def read(self) -> str | None:
         self._end_answer_line()
@@ -293,10 +278,9 @@ class TerminalView:
             say(f"talking to {event['agent']} (/agent NAME switches: {', '.join(event['choices'])})",
                 style="dim", markup=False)
         elif event["type"] == "agent":
-            if (started := self._starts.line(event)) is not None:
+            if (started := step_start_line(event)) is not None:
                 say(started, style="cyan", markup=False)
         elif event["type"] == "tool_call":
-            self._starts.line(event)
             if event.get("unlisted"):
                 say(unlisted_warning(event["name"]), style="yellow", markup=False)
             say(f"{by_agent(event)}→ {event['name']} {json.dumps(event['args'])}", style="cyan", markup=False)

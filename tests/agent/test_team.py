@@ -61,7 +61,9 @@ def test_an_agent_the_main_agent_names_is_a_tool_whose_result_is_its_final_answe
          agent={"agents": ["researcher"]})
     events = one_shot(tmp_path)
     started = [e for e in events if e["type"] == "agent"]
-    assert started == [{"type": "agent", "agent": "researcher", "caller": "main", "task": "What is 6*7?"}]
+    called = next(event["id"] for event in events if event["type"] == "tool_call")
+    assert started == [{"type": "agent", "agent": "researcher", "caller": "main", "task": "What is 6*7?",
+                        "call": called}]
     assert results(events, "researcher") == {"notes__calculate": "42"}
     assert results(events) == {"researcher": "It is 42."}
     assert events[-1]["type"] == "final" and events[-1]["text"] == "The researcher found it."
@@ -129,6 +131,9 @@ def test_a_chain_gives_each_step_the_previous_answer(tmp_path: Path) -> None:
     tasks = [(e["agent"], e["caller"], e["task"]) for e in events if e["type"] == "agent"]
     assert tasks == [("pipeline", "main", "Owls"), ("researcher", "pipeline", "Owls"),
                      ("writer", "pipeline", "Owls hunt at night.")]
+    # The workflow was started by the main agent's call; its steps by no call (nothing shows them).
+    pipeline_call = next(e["id"] for e in events if e["type"] == "tool_call" and e["name"] == "pipeline")
+    assert [e.get("call") for e in events if e["type"] == "agent"] == [pipeline_call, None, None]
     assert results(events) == {"pipeline": "An essay on night hunters."}
 
 

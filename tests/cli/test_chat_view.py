@@ -115,7 +115,7 @@ def test_a_streamed_answer_is_printed_once_though_its_usage_comes_before_its_fin
 def test_the_chat_names_each_agent_a_workflow_runs_but_an_agent_called_as_a_tool_only_by_its_call() -> None:
     text = shown(
         ToolCall(type="tool_call", name="board", args={"task": "Adopt it?"}, id="c1"),
-        AgentStarted(type="agent", agent="board", caller="main", task="Adopt it?"),
+        AgentStarted(type="agent", agent="board", caller="main", task="Adopt it?", call="c1"),
         AgentStarted(type="agent", agent="optimist", caller="board", task="Adopt it?"),
         AgentStarted(type="agent", agent="chair", caller="board", task="Weigh:\n\x1b[2Jyes\u202e"),
     )
