@@ -18,26 +18,6 @@ def test_debian_chromium_renders_a_page_driven_by_playwright(page: Page) -> None
     assert page.input_value("#q") == "hello"
 
 
-def test_async_tests_run_after_browser_tests_in_the_same_process(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest('pytest_plugins = ["browser"]')
-    pytester.makepyfile(test_a_page="""
-        def test_shows_a_page(page):
-            page.set_content("<p>shown</p>")
-            assert page.text_content("p") == "shown"
-    """, test_b_async="""
-        import anyio
-        import pytest
-
-        @pytest.mark.anyio
-        async def test_runs_its_own_loop():
-            await anyio.sleep(0)
-    """)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "anyio")
-    result.assert_outcomes(passed=2)
-
-
 def test_a_failing_browser_test_keeps_a_screenshot_of_its_page(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytester.makeconftest('pytest_plugins = ["browser"]')
