@@ -10,8 +10,10 @@ import { startServersPanel } from "./servers.js";
 import { keptTimeline, TurnTimeline } from "./timeline.js";
 
 // `timeline` and `asking`: the timeline and the turn of a stream paused on a question (state.answer),
-// which the stream answering it goes on with: one timeline per turn.
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main" };
+// which the stream answering it goes on with: one timeline per turn. `stopping`: what aborts the
+// running turn's request (Stop); `stopped`: a Stop may have left a question unanswered, which the
+// next message then stops on the server.
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main", stopping: null, stopped: false };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -85,6 +87,9 @@ function showItem(target, item, bubble) {
     case "failed":
       target.append(el("li", { className: "message failed", role: "alert", text: item.message }));
       return bubble;
+    case "stopped":
+      target.append(el("li", { className: "message stopped", role: "status", text: item.message }));
+      return null;
     case "edited":  // the arguments an approval's answer edited: the call ran with them
       state.cards.get(item.id)?.setEditedArgs(item.args);
       return bubble;
@@ -164,6 +169,11 @@ function showEvent(target, event, bubble) {
     case "tool_retry":
       state.cards.get(event.id)?.addRetry(event);
       return bubble;
+    case "progress": {  // on the card of the latest call of its tool still running
+      const running = [...state.cards.values()].reverse().find((shown) => shown.call.name === event.tool && !shown.result);
+      running?.setProgress(event);
+      return bubble;
+    }
     case "tool_result":
       state.cards.get(event.id)?.setResult(event);
       return null;
@@ -191,21 +201,58 @@ function showEvent(target, event, bubble) {
 function setBusy(busy) {
   state.busy = busy;
   $("send").disabled = busy;
+  $("stop").hidden = !busy && !state.answer;
   $("log").setAttribute("aria-busy", busy ? "true" : "false");
+}
+
+const STOPPED_RUNNING = "Stopped while it was running: it may or may not have taken effect.";
+
+// `turn` stopped (Stop, Escape): marked stopped, not failed; its calls left without a result
+// marked stopped (a call a stopped approval asked about did not run), its timeline shown.
+function markStopped(turn, timeline, question) {
+  const answered = new Set(turn.items.filter((item) => item.type === "tool_result").map((item) => item.id));
+  for (const call of turn.items.filter((item) => item.type === "tool_call" && !answered.has(item.id))) {
+    const notRun = question?.type === "approval" && question.id === call.id;
+    const result = { type: "tool_result", id: call.id, name: call.name, status: "error", stopped: true, text: notRun ? "Not run: the turn was stopped at its approval." : STOPPED_RUNNING };
+    timeline?.observe({ ...result, status: "stopped" });
+    record(turn, result);
+  }
+  record(turn, { type: "stopped", message: question ? `Stopped at its question (${question.type}).` : "Stopped: the turn was stopped, its running tool calls cancelled." });
+  if (timeline) record(turn, { type: "timeline", timeline });
 }
 
 async function runTurn(body, turn) {
   setBusy(true);
   const asked = state.answer;
   const timeline = body.answer !== undefined && state.timeline ? state.timeline : new TurnTimeline();
+  const stopping = new AbortController();
+  state.stopping = stopping;
+  const view = turnView(turn, timeline);
+  let ended = false;
+  let opened = false;
+  const onEvent = (event) => { ended = ended || event.kind === "end"; view(event); };
   try {
     // A refused answer leaves its question in place, with the reason.
-    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(turn, timeline), () => {
+    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, onEvent, () => {
+      opened = true;
       state.answer = null;
+      if (body.stop_question) state.stopped = false;
       $("question").replaceChildren();
       if (asked?.type === "approval" && body.answer?.action === "edit") record(turn, { type: "edited", id: asked.id, args: body.answer.args });
-    });
+    }, stopping.signal);
+  } catch (exc) {
+    if (!stopping.signal.aborted) throw exc;
+    if (!ended) {  // Stop: the closed request stopped the turn on the server
+      const question = state.answer ?? (opened ? null : asked);  // one it asked, or whose answer may not have reached it
+      state.answer = null;
+      state.timeline = null;
+      state.asking = null;
+      state.stopped = true;
+      markStopped(turn, timeline, question);
+      $("message").focus();
+    }
   } finally {
+    if (state.stopping === stopping) state.stopping = null;
     turn.live = false;  // ended, or never started (the request was refused)
     setBusy(false);
   }
@@ -213,9 +260,29 @@ async function runTurn(body, turn) {
   loadThreads();
 }
 
+// Stop (its button, Escape): the running turn's request is closed, which stops the turn on the
+// server as Ctrl-C stops the chat's; a question a turn waits on is dismissed, as Ctrl-C at the
+// chat's question does (the next message starts a new turn; the call asked about does not run).
+function stop() {
+  if (state.stopping) {
+    state.stopping.abort();
+    return;
+  }
+  const question = state.answer;
+  if (!question) return;
+  state.answer = null;
+  state.stopped = true;
+  if (state.asking) markStopped(state.asking, state.timeline, question);
+  state.asking = null;
+  state.timeline = null;
+  showQuestion(null);
+  $("message").focus();
+}
+
 function showQuestion(question) {
   const area = $("question");
   area.replaceChildren();
+  $("stop").hidden = !state.busy && !question;
   if (!question) return;
   const panel = questionPanel(question, async (answer) => {
     // The answer's stream goes on in the turn that asked (a message refused meanwhile may follow it).
@@ -235,7 +302,7 @@ async function send() {
   const sent = { type: "user", text };
   const turn = conversation.begin([sent]);
   try {
-    await runTurn({ text }, turn);
+    await runTurn(state.stopped ? { text, stop_question: true } : { text }, turn);
   } catch (exc) {
     if (!conversation.turns.includes(turn)) return;  // its thread was left meanwhile
     if (turn.items.length > 1) {
@@ -278,7 +345,7 @@ function startRename(item, thread) {
   };
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter") { event.preventDefault(); save().catch((exc) => showError(exc.message)); }
-    if (event.key === "Escape") { item.classList.remove("renaming"); loadThreads(); }
+    if (event.key === "Escape") { event.preventDefault(); item.classList.remove("renaming"); loadThreads(); }
   });
   item.classList.add("renaming");
   item.replaceChildren(input, el("button", { type: "button", className: "small", text: "Save", onclick: () => save().catch((exc) => showError(exc.message)) }));
@@ -296,6 +363,7 @@ async function deleteThread(thread) {
 
 function newThread() {
   state.thread = null;
+  state.stopped = false;
   state.timeline = null;
   state.asking = null;
   showAnswering(state.agent);
@@ -308,6 +376,7 @@ function newThread() {
 
 async function openThread(id) {
   state.thread = id;
+  state.stopped = false;
   state.cards.clear();
   const { items, question, timelines, answering } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
@@ -390,6 +459,13 @@ function start() {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       send();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  document.addEventListener("keydown", (event) => {  // Escape stops, unless something of the page took it
+    if (event.key === "Escape" && !event.defaultPrevented && (state.stopping || state.answer)) {
+      event.preventDefault();
+      stop();
     }
   });
   $("new-thread").addEventListener("click", newThread);
