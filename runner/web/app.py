@@ -8,7 +8,7 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     GET  /api/history?agent=A&thread=T   a thread's items, the question it waits on, its turns' timelines,
                                          the agent answering it (after a handoff)
     POST /api/rename {agent, thread, title}; POST /api/delete {agent, thread}
-    POST /api/turn {agent, thread, text | answer, stop_question?}   a turn, streamed (server-sent events)
+    POST /api/turn {agent, thread, text | answer | resume, stop_question?}   a turn, streamed (SSE)
     GET  /api/notices                reloads and server changes, streamed
     GET  /api/servers                the servers panel (:mod:`runner.web.workbench`)
     POST /api/call {tool, args, answer?}   "try it": a tool called outside the conversation
@@ -27,6 +27,7 @@ The page's Stop closes a turn's request: the turn stops as Ctrl-C stops the chat
 (:class:`TurnResponse`), its timeline kept with its running calls ended as ``stopped``. Stop at a
 question leaves it unanswered, as Ctrl-C at the chat's question does: the next message, sent with
 ``stop_question``, starts a new turn instead of being refused (the call asked about never runs).
+``resume`` continues a stopped turn from the step it reached, as the chat's ``/resume`` does.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runner.agent.resume import CONTINUE, cut_off_turn
 from runner.agent.runtime import Runtime
 from runner.agent.turns import CLOSE_LIMIT, stream_turn
 from runner.errors import RunnerError, ToolError
@@ -264,6 +266,13 @@ class WebApi:
                 message = Command(resume=checked_answer(self.runtime, pending, body["answer"]))
             except AnswerError as exc:
                 raise RefusedRequest(str(exc), status=422) from exc
+        elif "resume" in body:  # the page's Resume, as the chat's /resume
+            if body["resume"] is not True:
+                raise RefusedRequest("resume: expected true (to continue the thread's stopped turn)")
+            if await cut_off_turn(self.runtime, thread, agent=agent) is None:
+                raise RefusedRequest("nothing to resume: the thread's last turn ended, or waits for an "
+                                     "answer", status=409)
+            message = CONTINUE
         else:
             text = body.get("text")
             if not isinstance(text, str) or not text.strip():

@@ -559,10 +559,19 @@ def test_stop_ends_a_turn_on_a_slow_tool_on_the_server_and_dismisses_a_question_
     expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")  # usable at once
     expect(page.get_by_label("Message")).to_be_focused()
     expect(stop).to_be_hidden()
+    # Resume continues it from its step, as the chat's /resume: the call runs again, until Stop.
+    page.get_by_role("button", name="Resume").click()
+    expect(hanging.locator(".status")).to_have_text("running")
+    expect(hanging.locator(".progress")).to_have_text("hanging")
+    stop.click()
+    expect(stopped).to_have_count(2)
+    expect(hanging.locator(".status")).to_have_text("stopped")
+    expect(page.get_by_role("button", name="Resume")).to_be_visible()
     # The next message waits for the stopped turn to end on the server, which told the server.
-    send(page, 'demo__cancellations_seen {"at_least": 1}')
+    send(page, 'demo__cancellations_seen {"at_least": 2}')
     expect(page.locator(".message.assistant.final .text").last).to_have_text(
-        re.compile(r"^demo__cancellations_seen returned: [1-9]"))
+        re.compile(r"^demo__cancellations_seen returned: [2-9]"))
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()
 
     # Stop (Escape) at a question dismisses it: the call does not run, the next message is taken.
     send(page, 'demo__echo {"text": "never"}')
@@ -572,6 +581,7 @@ def test_stop_ends_a_turn_on_a_slow_tool_on_the_server_and_dismisses_a_question_
     page.keyboard.press("Escape")
     expect(question).to_have_count(0)
     expect(stopped.last).to_have_text("Stopped at its question (approval).")
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()  # nothing ran: nothing to resume
     expect(card(page, "demo__echo").locator(".status")).to_have_text("stopped")
     send(page, 'demo__add {"a": 2, "b": 3}')
     expect(page.locator(".message.assistant.final .text").last).to_have_text("demo__add returned: 5")
@@ -596,6 +606,9 @@ def test_stop_ends_a_turn_on_a_slow_tool_on_the_server_and_dismisses_a_question_
     refused = {"thread": thread, "text": "hi", "stop_question": "yes"}
     status, _, body = request(served, "/api/turn", token=served.token, body=refused)
     assert status == 400 and json.loads(body)["error"].startswith("stop_question:")
+    resumed = {"thread": thread, "resume": True}
+    status, _, body = request(served, "/api/turn", token=served.token, body=resumed)
+    assert status == 409 and json.loads(body)["error"].startswith("nothing to resume")
 
 
 def turn_stream(served: ServedPage, body: dict[str, Any]

@@ -12,8 +12,8 @@ import { keptTimeline, TurnTimeline } from "./timeline.js";
 // `timeline` and `asking`: the timeline and the turn of a stream paused on a question (state.answer),
 // which the stream answering it goes on with: one timeline per turn. `stopping`: what aborts the
 // running turn's request (Stop); `stopped`: a Stop may have left a question unanswered, which the
-// next message then stops on the server.
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main", stopping: null, stopped: false };
+// next message then stops on the server; `resumable`: the turn a Stop cut off, which Resume continues.
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main", stopping: null, stopped: false, resumable: null };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -88,7 +88,8 @@ function showItem(target, item, bubble) {
       target.append(el("li", { className: "message failed", role: "alert", text: item.message }));
       return bubble;
     case "stopped":
-      target.append(el("li", { className: "message stopped", role: "status", text: item.message }));
+    case "resumed":
+      target.append(el("li", { className: `message ${item.type}`, role: "status", text: item.message }));
       return null;
     case "edited":  // the arguments an approval's answer edited: the call ran with them
       state.cards.get(item.id)?.setEditedArgs(item.args);
@@ -169,8 +170,8 @@ function showEvent(target, event, bubble) {
     case "tool_retry":
       state.cards.get(event.id)?.addRetry(event);
       return bubble;
-    case "progress": {  // on the card of the latest call of its tool still running
-      const running = [...state.cards.values()].reverse().find((shown) => shown.call.name === event.tool && !shown.result);
+    case "progress": {  // on the card of the latest call of its tool still running (or made again by Resume)
+      const running = [...state.cards.values()].reverse().find((shown) => shown.call.name === event.tool && (!shown.result || shown.result.stopped));
       running?.setProgress(event);
       return bubble;
     }
@@ -201,8 +202,14 @@ function showEvent(target, event, bubble) {
 function setBusy(busy) {
   state.busy = busy;
   $("send").disabled = busy;
-  $("stop").hidden = !busy && !state.answer;
+  showControls();
   $("log").setAttribute("aria-busy", busy ? "true" : "false");
+}
+
+// Stop while a turn runs or a question waits; Resume once a Stop cut a turn off.
+function showControls() {
+  $("stop").hidden = !state.busy && !state.answer;
+  $("resume").hidden = state.busy || Boolean(state.answer) || !state.resumable;
 }
 
 const STOPPED_RUNNING = "Stopped while it was running: it may or may not have taken effect.";
@@ -210,7 +217,8 @@ const STOPPED_RUNNING = "Stopped while it was running: it may or may not have ta
 // `turn` stopped (Stop, Escape): marked stopped, not failed; its calls left without a result
 // marked stopped (a call a stopped approval asked about did not run), its timeline shown.
 function markStopped(turn, timeline, question) {
-  const answered = new Set(turn.items.filter((item) => item.type === "tool_result").map((item) => item.id));
+  // A call stopped before and made again by Resume is stopped again.
+  const answered = new Set(turn.items.filter((item) => item.type === "tool_result" && !item.stopped).map((item) => item.id));
   for (const call of turn.items.filter((item) => item.type === "tool_call" && !answered.has(item.id))) {
     const notRun = question?.type === "approval" && question.id === call.id;
     const result = { type: "tool_result", id: call.id, name: call.name, status: "error", stopped: true, text: notRun ? "Not run: the turn was stopped at its approval." : STOPPED_RUNNING };
@@ -248,6 +256,7 @@ async function runTurn(body, turn) {
       state.timeline = null;
       state.asking = null;
       state.stopped = true;
+      state.resumable = question ? null : turn;
       markStopped(turn, timeline, question);
       $("message").focus();
     }
@@ -279,10 +288,27 @@ function stop() {
   $("message").focus();
 }
 
+// Resume: the turn a Stop cut off goes on from the step it had reached (the chat's /resume); a
+// call it stopped runs again.
+async function resume() {
+  const stopped = state.resumable;
+  if (!stopped || state.busy) return;
+  state.resumable = null;
+  state.stopped = false;  // the stopped turn had no question
+  showError("");
+  const turn = conversation.resume(stopped);
+  record(turn, { type: "resumed", message: "Resumed from the step it had reached." });
+  try {
+    await runTurn({ resume: true }, turn);
+  } catch (exc) {
+    showError(failure(exc));
+  }
+}
+
 function showQuestion(question) {
   const area = $("question");
   area.replaceChildren();
-  $("stop").hidden = !state.busy && !question;
+  showControls();
   if (!question) return;
   const panel = questionPanel(question, async (answer) => {
     // The answer's stream goes on in the turn that asked (a message refused meanwhile may follow it).
@@ -297,6 +323,7 @@ async function send() {
   const text = box.value;
   if (!text.trim() || state.busy) return;
   showError("");
+  state.resumable = null;  // a new message closes the stopped turn (its calls answered as stopped)
   if (!state.thread) state.thread = newThreadId();
   box.value = "";
   const sent = { type: "user", text };
@@ -364,19 +391,23 @@ async function deleteThread(thread) {
 function newThread() {
   state.thread = null;
   state.stopped = false;
+  state.resumable = null;
   state.timeline = null;
   state.asking = null;
   showAnswering(state.agent);
   closeApps("the thread was closed");
   state.cards.clear();
   conversation.clear();
+  state.answer = null;
   $("question").replaceChildren();
+  showControls();
   $("message").focus();
 }
 
 async function openThread(id) {
   state.thread = id;
   state.stopped = false;
+  state.resumable = null;
   state.cards.clear();
   const { items, question, timelines, answering } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
@@ -462,6 +493,7 @@ function start() {
     }
   });
   $("stop").addEventListener("click", stop);
+  $("resume").addEventListener("click", resume);
   document.addEventListener("keydown", (event) => {  // Escape stops, unless something of the page took it
     if (event.key === "Escape" && !event.defaultPrevented && (state.stopping || state.answer)) {
       event.preventDefault();

@@ -50,7 +50,11 @@ export class ToolCard {
 
   // What the running call's server last said of its progress (a slow call: what it is at).
   setProgress(progress) {
-    if (this.result) return;
+    if (this.result && !this.result.stopped) return;
+    if (this.result) {  // stopped, and made again (Resume): running again
+      this.status.textContent = "running";
+      this.status.className = "status running";
+    }
     const done = progress.total ? `${progress.progress}/${progress.total}` : "";
     this.progress.replaceChildren(...richText([progress.message, done].filter(Boolean).join(" ")));
     this.progress.hidden = !this.progress.textContent;
