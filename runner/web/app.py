@@ -8,7 +8,7 @@ its scripts call, every request through the :class:`~runner.web.security.Gate`.
     GET  /api/history?agent=A&thread=T   a thread's items, the question it waits on, its turns' timelines,
                                          the agent answering it (after a handoff)
     POST /api/rename {agent, thread, title}; POST /api/delete {agent, thread}
-    POST /api/turn {agent, thread, text | answer}   a turn, streamed (server-sent events)
+    POST /api/turn {agent, thread, text | answer | resume, stop_question?}   a turn, streamed (SSE)
     GET  /api/notices                reloads and server changes, streamed
     GET  /api/servers                the servers panel (:mod:`runner.web.workbench`)
     POST /api/call {tool, args, answer?}   "try it": a tool called outside the conversation
@@ -22,6 +22,12 @@ as ``--json`` prints it), ``event: step`` with what a model step is given
 failed`` when the turn failed, and ``event: end`` last. A turn that pauses on a question (an
 approval, a server's form, a sampling request) ends its stream with the question; the answer,
 checked here as the chat checks it (:mod:`runner.web.answers`), resumes it with another ``POST /api/turn``.
+
+The page's Stop closes a turn's request: the turn stops as Ctrl-C stops the chat's
+(:class:`TurnResponse`), its timeline kept with its running calls ended as ``stopped``. Stop at a
+question leaves it unanswered, as Ctrl-C at the chat's question does: the next message, sent with
+``stop_question``, starts a new turn instead of being refused (the call asked about never runs).
+``resume`` continues a stopped turn from the step it reached, as the chat's ``/resume`` does.
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -44,8 +50,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runner.agent.resume import CONTINUE, cut_off_turn
 from runner.agent.runtime import Runtime
-from runner.agent.turns import stream_turn
+from runner.agent.turns import CLOSE_LIMIT, stream_turn
 from runner.errors import RunnerError, ToolError
 from runner.hosting.mcp.conversations import THREAD_PATTERN
 from runner.manifest import MAIN_AGENT
@@ -63,7 +70,7 @@ from runner.web.threads import (
     tool_details,
     user_messages,
 )
-from runner.web.timelines import Timelines, call_durations, timeline_entry
+from runner.web.timelines import Timelines, call_durations, stopped_entries, timeline_entry
 from runner.web.workbench import CallRefused, server_rows, try_call
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -116,6 +123,21 @@ class Notices:
 def sse(kind: str, data: Any) -> bytes:
     """One server-sent event."""
     return f"event: {kind}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+
+class TurnResponse(StreamingResponse):
+    """A turn's stream. The page's Stop closes the request: Starlette then cancels the stream where
+    it waits, which stops the turn as Ctrl-C stops the chat's (its tool calls cancelled on their
+    servers, the calls that had started recorded as stopped). A stop that comes while an event is
+    being sent leaves the stream suspended: it is closed here, so the turn stops all the same."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            events = cast(AsyncGenerator[bytes, None], self.body_iterator)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT):
+                await events.aclose()
 
 
 class WebApi:
@@ -244,36 +266,54 @@ class WebApi:
                 message = Command(resume=checked_answer(self.runtime, pending, body["answer"]))
             except AnswerError as exc:
                 raise RefusedRequest(str(exc), status=422) from exc
+        elif "resume" in body:  # the page's Resume, as the chat's /resume
+            if body["resume"] is not True:
+                raise RefusedRequest("resume: expected true (to continue the thread's stopped turn)")
+            if await cut_off_turn(self.runtime, thread, agent=agent) is None:
+                raise RefusedRequest("nothing to resume: the thread's last turn ended, or waits for an "
+                                     "answer", status=409)
+            message = CONTINUE
         else:
             text = body.get("text")
             if not isinstance(text, str) or not text.strip():
                 raise RefusedRequest("text: expected the message to send")
-            if pending is not None:
+            stops = body.get("stop_question", False)
+            if not isinstance(stops, bool):
+                raise RefusedRequest("stop_question: expected true or false")
+            if pending is not None and not stops:
                 raise RefusedRequest("this thread waits for an answer to its question first", status=409)
-            message = text
+            message = text  # a question stopped in the page: this message starts a new turn instead
         # The turn's position among the thread's messages from the user: its timeline is kept by it.
         sent = await user_messages(self.runtime, agent, thread)
         turn = sent if isinstance(message, str) else max(0, sent - 1)
-        return StreamingResponse(self._turn_events(agent, thread, message, turn),
-                                 media_type="text/event-stream", headers={"cache-control": "no-store"})
+        return TurnResponse(self._turn_events(agent, thread, message, turn),
+                            media_type="text/event-stream", headers={"cache-control": "no-store"})
 
     async def _turn_events(self, agent: str, thread: str, message: str | Command,
                            turn: int) -> AsyncIterator[bytes]:
         results: dict[str, str] = {}
         statuses: dict[str, str] = {}
+        called: dict[str, str] = {}
         timeline: list[dict[str, Any]] = []
+        ended = False
         try:
             async with aclosing(stream_turn(self.runtime, message, thread_id=thread, agent=agent)) as events:
                 async for event in events:
                     if (entry := timeline_entry(event)) is not None:
                         timeline.append(entry)
+                    if event["type"] == "tool_call":
+                        called[event["id"]] = event["name"]
                     yield sse("step" if event["type"] == STEP_EVENT else "event", event)
                     if event["type"] == "tool_result":
                         results[event["id"]] = event["name"]
                         statuses[event["id"]] = event["status"]
+            ended = True
         except RunnerError as exc:
+            ended = True
             yield sse("failed", {"message": f"the turn failed: {exc}"})
         finally:
+            if not ended:  # stopped (the page's Stop closed the request): its running calls with it
+                timeline += stopped_entries(timeline, called)
             self.timelines.add(agent, thread, turn, timeline)
         if results:
             for call_id, detail in (await tool_details(self.runtime, agent, thread, results)).items():

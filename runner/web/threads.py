@@ -16,7 +16,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from runner.agent.call_ledger import STOPPED_CHANNEL
 from runner.agent.handoffs import current_agent
+from runner.agent.nodes import NOT_RUN_TEXT, STOPPED_TEXT
 from runner.agent.runtime import Runtime
 from runner.agent.team import AGENT_THREAD_SEPARATOR, agent_thread
 from runner.agent.turns import reply_text
@@ -142,10 +144,17 @@ async def pending_question(runtime: Runtime, agent: str, thread: str) -> Questio
 
 async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict[str, Any]]:
     """The thread as the page shows it: ``user`` messages, and the turn events (``tool_call``,
-    ``tool_retry``, ``tool_result`` with its ``detail``, ``final``) its messages stand for."""
+    ``tool_retry``, ``tool_result`` with its ``detail``, ``final``) its messages stand for. A call
+    its stopped turn left running has a ``stopped`` result: what the model is told of it."""
     items: list[dict[str, Any]] = []
     names: dict[str, str] = {}
-    for message in await _messages(runtime, agent, thread):
+    state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
+    messages = list((state.values or {}).get("messages", []))
+    answered = {message.tool_call_id for message in messages if isinstance(message, ToolMessage)}
+    stopped = set((state.values or {}).get(STOPPED_CHANNEL, ()))
+    last_user = max((index for index, message in enumerate(messages) if isinstance(message, HumanMessage)),
+                    default=-1)
+    for position, message in enumerate(messages):
         if isinstance(message, HumanMessage):
             items.append({"type": "user", "text": message.text})
         elif isinstance(message, AIMessage):
@@ -153,6 +162,12 @@ async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict
                 names[str(call["id"])] = call["name"]
                 items.append({"type": "tool_call", "name": call["name"], "args": call["args"],
                               "id": call["id"]})
+                # A call its stopped turn left without a result (running, or at its question once a
+                # later message closed it) is shown as the model is told of it.
+                if call["id"] not in answered and (call["id"] in stopped or position < last_user):
+                    text = STOPPED_TEXT if call["id"] in stopped else NOT_RUN_TEXT
+                    items.append({"type": "tool_result", "name": call["name"], "id": call["id"],
+                                  "status": "error", "stopped": True, "text": text, "detail": None})
             if not message.tool_calls and (text := reply_text(message)):
                 items.append({"type": "final", "text": text, "reason": None})
         elif isinstance(message, ToolMessage):

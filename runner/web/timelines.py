@@ -43,6 +43,18 @@ def timeline_entry(event: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"at": time.time() * 1000, "event": kept}
 
 
+def stopped_entries(entries: list[dict[str, Any]], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The entries that end, as ``stopped``, the calls of a stopped turn's ``entries`` that had no
+    result (``names``: each call's tool, by its id): running until the stop."""
+    now = time.time() * 1000
+    started = {entry["event"]["id"]: entry["at"] for entry in entries
+               if entry["event"].get("type") == "tool_call"}
+    ended = {entry["event"]["id"] for entry in entries if entry["event"].get("type") == "tool_result"}
+    return [{"at": now, "event": {"type": "tool_result", "id": call_id, "name": names.get(call_id, call_id),
+                                  "status": "stopped", "ms": now - at}}
+            for call_id, at in started.items() if call_id not in ended]
+
+
 def call_durations(kept: Mapping[int, list[dict[str, Any]]]) -> dict[str, float]:
     """Each tool call's milliseconds (by its id) in the kept timelines ``kept``."""
     return {entry["event"]["id"]: entry["event"]["ms"] for entries in kept.values() for entry in entries

@@ -7,6 +7,7 @@ One ``mcp-run web`` process serves the module's tests; each test uses its own th
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -540,6 +541,114 @@ def test_an_approval_is_answered_in_the_page_approved_denied_with_a_reason_or_ed
     arguments.fill('{"text": "edited"}')
     question.get_by_role("button", name="Run with these arguments").click()
     expect(card(page, "demo__echo").locator(".result-text").first).to_have_text("edited")
+
+
+def test_stop_ends_a_turn_on_a_slow_tool_on_the_server_and_dismisses_a_question_and_the_thread_goes_on(
+        page: Page, served: ServedPage) -> None:
+    open_page(page, served)
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_hidden()
+    send(page, "demo__hang {}")
+    hanging = card(page, "demo__hang")
+    expect(hanging.locator(".progress")).to_have_text("hanging")  # the server runs the call
+    stop.click()
+    stopped = page.locator(".message.stopped")
+    expect(stopped).to_have_text("Stopped: the turn was stopped, its running tool calls cancelled.")
+    expect(page.locator(".message.failed")).to_have_count(0)
+    expect(hanging.locator(".status")).to_have_text("stopped")
+    expect(page.locator("#log")).not_to_have_attribute("aria-busy", "true")  # usable at once
+    expect(page.get_by_label("Message")).to_be_focused()
+    expect(stop).to_be_hidden()
+    # Resume continues it from its step, as the chat's /resume: the call runs again, until Stop.
+    page.get_by_role("button", name="Resume").click()
+    expect(hanging.locator(".status")).to_have_text("running")
+    expect(hanging.locator(".progress")).to_have_text("hanging")
+    stop.click()
+    expect(stopped).to_have_count(2)
+    expect(hanging.locator(".status")).to_have_text("stopped")
+    expect(page.get_by_role("button", name="Resume")).to_be_visible()
+    # The next message waits for the stopped turn to end on the server, which told the server.
+    send(page, 'demo__cancellations_seen {"at_least": 2}')
+    expect(page.locator(".message.assistant.final .text").last).to_have_text(
+        re.compile(r"^demo__cancellations_seen returned: [2-9]"))
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()
+
+    # Stop (Escape) at a question dismisses it: the call does not run, the next message is taken.
+    send(page, 'demo__echo {"text": "never"}')
+    question = page.locator(".question")
+    expect(question.get_by_role("button", name="Approve")).to_be_focused()
+    expect(stop).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(question).to_have_count(0)
+    expect(stopped.last).to_have_text("Stopped at its question (approval).")
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()  # nothing ran: nothing to resume
+    expect(card(page, "demo__echo").locator(".status")).to_have_text("stopped")
+    send(page, 'demo__add {"a": 2, "b": 3}')
+    expect(page.locator(".message.assistant.final .text").last).to_have_text("demo__add returned: 5")
+    expect(page.locator(".not-sent")).to_have_count(0)
+
+    # Reopened, the thread shows both calls answered as the model was told, the timeline kept.
+    thread = page.locator("#thread-list li", has=page.locator('[aria-current="true"]')).get_attribute(
+        "data-thread")
+    status, _, body = request(served, f"/api/history?thread={thread}", token=served.token)
+    history = json.loads(body)
+    results = {item["name"]: item for item in history["items"] if item["type"] == "tool_result"}
+    assert status == 200 and results["demo__hang"]["stopped"] and results["demo__echo"]["stopped"]
+    assert "may or may not have taken effect" in results["demo__hang"]["text"]
+    assert "did not run" in results["demo__echo"]["text"]
+    kept = [entry["event"] for entry in history["timelines"]["0"]]
+    assert {"type": "tool_result", "name": "demo__hang", "status": "stopped"}.items() <= kept[-1].items()
+    open_page(page, served)
+    page.locator(f'#thread-list li[data-thread="{thread}"] .thread-open').click()
+    expect(card(page, "demo__hang").locator(".status")).to_have_text("stopped")
+    expect(card(page, "demo__hang").locator(".duration")).to_have_text(re.compile(r"^\d+ ms$"))
+    # A message that says nothing understandable about a question is refused, located.
+    refused = {"thread": thread, "text": "hi", "stop_question": "yes"}
+    status, _, body = request(served, "/api/turn", token=served.token, body=refused)
+    assert status == 400 and json.loads(body)["error"].startswith("stop_question:")
+    resumed = {"thread": thread, "resume": True}
+    status, _, body = request(served, "/api/turn", token=served.token, body=resumed)
+    assert status == 409 and json.loads(body)["error"].startswith("nothing to resume")
+
+
+def turn_stream(served: ServedPage, body: dict[str, Any]
+                ) -> tuple[http.client.HTTPConnection, Iterator[dict[str, Any]]]:
+    """A turn's request, as a page sends it, and its events as they come (its connection: closing
+    it is the page's Stop)."""
+    connection = http.client.HTTPConnection(served.base.split("//", 1)[1], timeout=120)
+    connection.request("POST", "/api/turn", body=json.dumps(body),
+                       headers={"X-MCP-Run-Token": served.token, "Content-Type": "application/json"})
+    answer = connection.getresponse()
+    assert answer.status == 200
+
+    def events() -> Iterator[dict[str, Any]]:
+        for line in answer:
+            if line.startswith(b"data: "):
+                yield json.loads(line[6:])
+
+    return connection, events()
+
+
+def test_two_pages_on_one_thread_a_stop_in_one_stops_only_its_turn_and_the_others_message_then_runs(
+        served: ServedPage) -> None:
+    first, first_events = turn_stream(served, {"thread": "two-pages", "text": "demo__hang {}"})
+    second = None
+    try:
+        assert any(event.get("type") == "progress" for event in first_events)  # the call runs
+        # The other page's message waits for the running turn (one turn at a time on a thread).
+        added = {"thread": "two-pages", "text": 'demo__add {"a": 1, "b": 1}'}
+        second, second_events = turn_stream(served, added)
+        first.close()  # Stop in the first page
+        finals = [event for event in second_events if event.get("type") == "final"]
+        assert [final["text"] for final in finals] == ["demo__add returned: 2"]
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    status, _, body = request(served, "/api/history?thread=two-pages", token=served.token)
+    results = [item for item in json.loads(body)["items"] if item["type"] == "tool_result"]
+    assert status == 200 and [(item["name"], item.get("stopped", False)) for item in results] == [
+        ("demo__hang", True), ("demo__add", False)]
 
 
 def test_a_servers_form_is_checked_in_the_page_before_it_is_sent(page: Page, served: ServedPage) -> None:

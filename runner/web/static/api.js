@@ -59,10 +59,11 @@ async function readEvents(response, onEvent) {
 }
 
 // POST `body` to `path` and hand each server-sent event of the answer to `onEvent`.
-// `onOpen` is called once the request is taken, before the first event.
-export async function postStream(path, body, onEvent, onOpen = () => {}) {
+// `onOpen` is called once the request is taken, before the first event; `signal` aborts the
+// request (the server sees it closed: a turn's stream stops its turn).
+export async function postStream(path, body, onEvent, onOpen = () => {}, signal = undefined) {
   const response = await fetch(path, {
-    method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body),
+    method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body), signal,
   });
   if (!response.ok) throw await refusal(response);
   onOpen();

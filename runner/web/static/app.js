@@ -10,8 +10,10 @@ import { startServersPanel } from "./servers.js";
 import { keptTimeline, TurnTimeline } from "./timeline.js";
 
 // `timeline` and `asking`: the timeline and the turn of a stream paused on a question (state.answer),
-// which the stream answering it goes on with: one timeline per turn.
-const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main" };
+// which the stream answering it goes on with: one timeline per turn. `stopping`: what aborts the
+// running turn's request (Stop); `stopped`: a Stop may have left a question unanswered, which the
+// next message then stops on the server; `resumable`: the turn a Stop cut off, which Resume continues.
+const state = { agent: "main", thread: null, busy: false, cards: new Map(), answer: null, timeline: null, asking: null, answering: "main", stopping: null, stopped: false, resumable: null };
 const $ = (id) => document.getElementById(id);
 
 function newThreadId() {
@@ -85,6 +87,10 @@ function showItem(target, item, bubble) {
     case "failed":
       target.append(el("li", { className: "message failed", role: "alert", text: item.message }));
       return bubble;
+    case "stopped":
+    case "resumed":
+      target.append(el("li", { className: `message ${item.type}`, role: "status", text: item.message }));
+      return null;
     case "edited":  // the arguments an approval's answer edited: the call ran with them
       state.cards.get(item.id)?.setEditedArgs(item.args);
       return bubble;
@@ -164,6 +170,11 @@ function showEvent(target, event, bubble) {
     case "tool_retry":
       state.cards.get(event.id)?.addRetry(event);
       return bubble;
+    case "progress": {  // on the card of the latest call of its tool still running (or made again by Resume)
+      const running = [...state.cards.values()].reverse().find((shown) => shown.call.name === event.tool && (!shown.result || shown.result.stopped));
+      running?.setProgress(event);
+      return bubble;
+    }
     case "tool_result":
       state.cards.get(event.id)?.setResult(event);
       return null;
@@ -191,21 +202,66 @@ function showEvent(target, event, bubble) {
 function setBusy(busy) {
   state.busy = busy;
   $("send").disabled = busy;
+  showControls();
   $("log").setAttribute("aria-busy", busy ? "true" : "false");
+}
+
+// Stop while a turn runs or a question waits; Resume once a Stop cut a turn off.
+function showControls() {
+  $("stop").hidden = !state.busy && !state.answer;
+  $("resume").hidden = state.busy || Boolean(state.answer) || !state.resumable;
+}
+
+const STOPPED_RUNNING = "Stopped while it was running: it may or may not have taken effect.";
+
+// `turn` stopped (Stop, Escape): marked stopped, not failed; its calls left without a result
+// marked stopped (a call a stopped approval asked about did not run), its timeline shown.
+function markStopped(turn, timeline, question) {
+  // A call stopped before and made again by Resume is stopped again.
+  const answered = new Set(turn.items.filter((item) => item.type === "tool_result" && !item.stopped).map((item) => item.id));
+  for (const call of turn.items.filter((item) => item.type === "tool_call" && !answered.has(item.id))) {
+    const notRun = question?.type === "approval" && question.id === call.id;
+    const result = { type: "tool_result", id: call.id, name: call.name, status: "error", stopped: true, text: notRun ? "Not run: the turn was stopped at its approval." : STOPPED_RUNNING };
+    timeline?.observe({ ...result, status: "stopped" });
+    record(turn, result);
+  }
+  record(turn, { type: "stopped", message: question ? `Stopped at its question (${question.type}).` : "Stopped: the turn was stopped, its running tool calls cancelled." });
+  if (timeline) record(turn, { type: "timeline", timeline });
 }
 
 async function runTurn(body, turn) {
   setBusy(true);
   const asked = state.answer;
   const timeline = body.answer !== undefined && state.timeline ? state.timeline : new TurnTimeline();
+  const stopping = new AbortController();
+  state.stopping = stopping;
+  const view = turnView(turn, timeline);
+  let ended = false;
+  let opened = false;
+  const onEvent = (event) => { ended = ended || event.kind === "end"; view(event); };
   try {
     // A refused answer leaves its question in place, with the reason.
-    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, turnView(turn, timeline), () => {
+    await postStream("/api/turn", { agent: state.agent, thread: state.thread, ...body }, onEvent, () => {
+      opened = true;
       state.answer = null;
+      if (body.stop_question) state.stopped = false;
       $("question").replaceChildren();
       if (asked?.type === "approval" && body.answer?.action === "edit") record(turn, { type: "edited", id: asked.id, args: body.answer.args });
-    });
+    }, stopping.signal);
+  } catch (exc) {
+    if (!stopping.signal.aborted) throw exc;
+    if (!ended) {  // Stop: the closed request stopped the turn on the server
+      const question = state.answer ?? (opened ? null : asked);  // one it asked, or whose answer may not have reached it
+      state.answer = null;
+      state.timeline = null;
+      state.asking = null;
+      state.stopped = true;
+      state.resumable = question ? null : turn;
+      markStopped(turn, timeline, question);
+      $("message").focus();
+    }
   } finally {
+    if (state.stopping === stopping) state.stopping = null;
     turn.live = false;  // ended, or never started (the request was refused)
     setBusy(false);
   }
@@ -213,9 +269,46 @@ async function runTurn(body, turn) {
   loadThreads();
 }
 
+// Stop (its button, Escape): the running turn's request is closed, which stops the turn on the
+// server as Ctrl-C stops the chat's; a question a turn waits on is dismissed, as Ctrl-C at the
+// chat's question does (the next message starts a new turn; the call asked about does not run).
+function stop() {
+  if (state.stopping) {
+    state.stopping.abort();
+    return;
+  }
+  const question = state.answer;
+  if (!question) return;
+  state.answer = null;
+  state.stopped = true;
+  if (state.asking) markStopped(state.asking, state.timeline, question);
+  state.asking = null;
+  state.timeline = null;
+  showQuestion(null);
+  $("message").focus();
+}
+
+// Resume: the turn a Stop cut off goes on from the step it had reached (the chat's /resume); a
+// call it stopped runs again.
+async function resume() {
+  const stopped = state.resumable;
+  if (!stopped || state.busy) return;
+  state.resumable = null;
+  state.stopped = false;  // the stopped turn had no question
+  showError("");
+  const turn = conversation.resume(stopped);
+  record(turn, { type: "resumed", message: "Resumed from the step it had reached." });
+  try {
+    await runTurn({ resume: true }, turn);
+  } catch (exc) {
+    showError(failure(exc));
+  }
+}
+
 function showQuestion(question) {
   const area = $("question");
   area.replaceChildren();
+  showControls();
   if (!question) return;
   const panel = questionPanel(question, async (answer) => {
     // The answer's stream goes on in the turn that asked (a message refused meanwhile may follow it).
@@ -230,12 +323,13 @@ async function send() {
   const text = box.value;
   if (!text.trim() || state.busy) return;
   showError("");
+  state.resumable = null;  // a new message closes the stopped turn (its calls answered as stopped)
   if (!state.thread) state.thread = newThreadId();
   box.value = "";
   const sent = { type: "user", text };
   const turn = conversation.begin([sent]);
   try {
-    await runTurn({ text }, turn);
+    await runTurn(state.stopped ? { text, stop_question: true } : { text }, turn);
   } catch (exc) {
     if (!conversation.turns.includes(turn)) return;  // its thread was left meanwhile
     if (turn.items.length > 1) {
@@ -278,7 +372,7 @@ function startRename(item, thread) {
   };
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter") { event.preventDefault(); save().catch((exc) => showError(exc.message)); }
-    if (event.key === "Escape") { item.classList.remove("renaming"); loadThreads(); }
+    if (event.key === "Escape") { event.preventDefault(); item.classList.remove("renaming"); loadThreads(); }
   });
   item.classList.add("renaming");
   item.replaceChildren(input, el("button", { type: "button", className: "small", text: "Save", onclick: () => save().catch((exc) => showError(exc.message)) }));
@@ -296,18 +390,24 @@ async function deleteThread(thread) {
 
 function newThread() {
   state.thread = null;
+  state.stopped = false;
+  state.resumable = null;
   state.timeline = null;
   state.asking = null;
   showAnswering(state.agent);
   closeApps("the thread was closed");
   state.cards.clear();
   conversation.clear();
+  state.answer = null;
   $("question").replaceChildren();
+  showControls();
   $("message").focus();
 }
 
 async function openThread(id) {
   state.thread = id;
+  state.stopped = false;
+  state.resumable = null;
   state.cards.clear();
   const { items, question, timelines, answering } = await getJson(`/api/history?agent=${encodeURIComponent(state.agent)}&thread=${encodeURIComponent(id)}`);
   closeApps("the thread was closed");
@@ -390,6 +490,14 @@ function start() {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       send();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("resume").addEventListener("click", resume);
+  document.addEventListener("keydown", (event) => {  // Escape stops, unless something of the page took it
+    if (event.key === "Escape" && !event.defaultPrevented && (state.stopping || state.answer)) {
+      event.preventDefault();
+      stop();
     }
   });
   $("new-thread").addEventListener("click", newThread);

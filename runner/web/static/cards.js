@@ -2,7 +2,7 @@
 // images, audio, files, structured content), status and duration, the times it was made again
 // (on a fallback server, or after a URL visit) and the fallback that answered, the arguments it
 // ran with when edited in its approval, and the raw JSON on request.
-import { el, renderValue, textWithLinks } from "./dom.js";
+import { el, renderValue, richText, textWithLinks } from "./dom.js";
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const AUDIO_TYPES = /^audio\/(wav|wave|x-wav|mpeg|mp3|ogg|webm|flac|aac|mp4)$/;
@@ -20,6 +20,7 @@ export class ToolCard {
     this.mounted = false;
     this.status = el("span", { className: "status running", text: "running" });
     this.duration = el("span", { className: "duration muted" });
+    this.progress = el("span", { className: "progress muted", hidden: true });
     this.retryCount = el("span", { className: "retry-count", hidden: true });
     this.fallback = el("span", { className: "fallback-used", hidden: true });
     this.retryList = el("ul", { className: "retries", "aria-label": "Made again", hidden: true });
@@ -31,7 +32,7 @@ export class ToolCard {
     const title = el("span", { className: "tool-name", text: call.name });
     const agent = call.agent ? el("span", { className: "muted", text: ` (agent ${call.agent})` }) : null;
     this.node = el("li", { className: "card tool-card", "data-call-id": call.id, "aria-label": `tool call ${call.name}` },
-      el("div", { className: "card-head" }, title, agent, this.server, this.status, this.duration, this.retryCount, this.fallback),
+      el("div", { className: "card-head" }, title, agent, this.server, this.status, this.progress, this.duration, this.retryCount, this.fallback),
       this.args,
       this.retryList,
       this.body,
@@ -47,12 +48,26 @@ export class ToolCard {
     this.updateRaw();
   }
 
+  // What the running call's server last said of its progress (a slow call: what it is at).
+  setProgress(progress) {
+    if (this.result && !this.result.stopped) return;
+    if (this.result) {  // stopped, and made again (Resume): running again
+      this.status.textContent = "running";
+      this.status.className = "status running";
+    }
+    const done = progress.total ? `${progress.progress}/${progress.total}` : "";
+    this.progress.replaceChildren(...richText([progress.message, done].filter(Boolean).join(" ")));
+    this.progress.hidden = !this.progress.textContent;
+  }
+
   setResult(result) {
     this.result = result;
-    this.status.textContent = result.status;
-    this.status.className = `status ${result.status === "error" ? "error" : "success"}`;
+    this.progress.hidden = true;
+    // A call its turn's Stop cut off: the model is told it may have acted (an error to the model).
+    this.status.textContent = result.stopped ? "stopped" : result.status;
+    this.status.className = `status ${result.stopped ? "stopped" : result.status === "error" ? "error" : "success"}`;
     if (typeof result.ms === "number") this.duration.textContent = `${Math.round(result.ms)} ms`;
-    this.body.replaceChildren(el("h4", { text: result.status === "error" ? "Error" : "Result" }),
+    this.body.replaceChildren(el("h4", { text: result.stopped ? "Stopped" : result.status === "error" ? "Error" : "Result" }),
       textWithLinks("pre", { className: "result-text" }, result.text));
     this.updateRaw();
   }
