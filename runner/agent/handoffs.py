@@ -37,6 +37,7 @@ from runner.agent.nodes import (
     CallDispatch,
     ModelRoute,
     Route,
+    answered_calls,
     last_request,
 )
 from runner.agent.spending import add_usage, turn_ledger
@@ -194,7 +195,7 @@ def handoffs_this_turn(messages: Sequence[BaseMessage]) -> int:
 
 def unanswered_handoffs(handoffs: Handoffs, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The handoff calls of the model's last step without a result (a denied one has one)."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    answered = answered_calls(messages)
     return [dict(call) for call in last_request(messages).tool_calls
             if handoffs.takes(call) and call["id"] not in answered]
 
@@ -232,7 +233,7 @@ class HandoffNode:
             event["reason"] = reason
         if (writer := stream_writer()) is not None:
             writer(event)
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        answered = answered_calls(messages)
         not_taken = [_error(call, NOT_TAKEN_TEXT.format(target=target)) for call in request.tool_calls
                      if call["id"] not in answered and call["id"] != first["id"]]
         handed = ToolMessage(f"{self.handoffs.agent} handed the conversation to {target}.",
@@ -290,7 +291,7 @@ class AfterHandoff:
                 return END
             return MODEL if target == MAIN_AGENT else ANSWER
         messages = state["messages"]
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        answered = answered_calls(messages)
         pending = [call for call in last_request(messages).tool_calls if call["id"] not in answered]
         if any(self.approvals.asks(call) for call in pending):
             return APPROVE

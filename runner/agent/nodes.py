@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Protocol, TypedDict, cast, runtime_checkable
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
@@ -246,7 +246,7 @@ class ModelNode:
         if self.spending is not None:
             spent.update(self.spending.turn_so_far(config))
         steps = len(rejected) + (0 if stopped else 1)
-        return {"messages": [reply], "model_calls": calls + steps, **spent, **kept}
+        return {"messages": [with_unique_call_ids(reply)], "model_calls": calls + steps, **spent, **kept}
 
     def _stop_retry(self, state: AgentState, config: RunnableConfig, stopped: list[dict[str, Any]]
                     ) -> AIMessage | None:
@@ -379,7 +379,7 @@ class CallDispatch:
     async def __call__(self, state: AgentState) -> list[Send] | str:
         messages = state["messages"]
         request = last_request(messages)
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        answered = answered_calls(messages)
         pending = [call for call in request.tool_calls if call["id"] not in answered]
         left = self.max_steps - state.get("model_calls", 0)
         sends = [Send(self.node_for(call), ToolTask(call=dict(call), steps_left=left))
@@ -423,6 +423,55 @@ def last_request(messages: Sequence[BaseMessage]) -> AIMessage:
     return next(m for m in reversed(messages) if isinstance(m, AIMessage))
 
 
+def answered_calls(messages: Sequence[BaseMessage]) -> set[str]:
+    """Ids of the calls of the last model message that have a result: only the results after it
+    answer its calls (a provider, or a script started again, may use an earlier request's id)."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            break
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+    return answered
+
+
+def answers_by_request(messages: Sequence[BaseMessage]) -> dict[int, set[str]]:
+    """For the index of each model message, the ids of the results that answer its calls: those
+    between it and the next model message."""
+    answered: dict[int, set[str]] = {}
+    current: set[str] | None = None
+    for index, message in enumerate(messages):
+        if isinstance(message, AIMessage):
+            current = answered[index] = set()
+        elif isinstance(message, ToolMessage) and current is not None:
+            current.add(message.tool_call_id)
+    return answered
+
+
+def with_unique_call_ids(reply: AIMessage) -> AIMessage:
+    """``reply`` with a fresh id for each tool call whose id is empty or repeats an earlier call's
+    of the same message: each call gets its own task and its own result, matched by id."""
+    seen: set[str] = set()
+    calls: list[ToolCall] = []
+    for call in reply.tool_calls:
+        call_id = call.get("id")
+        if not call_id or call_id in seen:
+            call = {**call, "id": _fresh_call_id(call_id, seen, reply.tool_calls)}
+        seen.add(cast(str, call["id"]))
+        calls.append(call)
+    if calls == reply.tool_calls:
+        return reply
+    return reply.model_copy(update={"tool_calls": calls})
+
+
+def _fresh_call_id(given: str | None, seen: set[str], calls: Sequence[ToolCall]) -> str:
+    """``given`` with the first number that makes it unique in the message ("same-2"), or
+    "call-N" for a call with no id."""
+    taken = seen | {str(call.get("id")) for call in calls}
+    base = given or "call"
+    return next(f"{base}-{count}" for count in range(2, len(taken) + 3) if f"{base}-{count}" not in taken)
+
+
 def max_steps_message(max_steps: int) -> AIMessage:
     return AIMessage(
         content=(
@@ -443,11 +492,12 @@ def close_dangling_tool_calls(
     calls without results, which providers reject. A call in ``stopped`` had started: the server
     may have acted on it, and the model is told so rather than that it did not run.
     """
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    answered_by = answers_by_request(messages)
     closed: list[BaseMessage] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         closed.append(message)
         if isinstance(message, AIMessage):
+            answered = answered_by[index]
             closed += [
                 ToolMessage(
                     content=STOPPED_TEXT if call["id"] in stopped else NOT_RUN_TEXT,

@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from runner import sdk
 from runner.agent.call_ledger import STOPPED_CHANNEL
-from runner.agent.nodes import TOOL
+from runner.agent.nodes import TOOL, answered_calls
 from runner.agent.runtime import Runtime
 from runner.manifest import MAIN_AGENT
 
@@ -94,7 +94,7 @@ async def close_cut_off_thread(runtime: Runtime, thread_id: str, *, agent: str =
 
 def _unanswered(messages: list[Any]) -> list[dict[str, Any]]:
     """The tool calls of the last model message that have no result."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    answered = answered_calls(messages)
     for message in reversed(messages):
         if isinstance(message, AIMessage):
             return [dict(call) for call in message.tool_calls if call["id"] not in answered]

@@ -545,3 +545,38 @@ async def test_the_routes_between_steps_are_awaited_in_place_not_traced_in_tasks
         state = await graph.ainvoke(Command(resume={"action": "approve"}), thread())
     assert [m.content for m in tool_messages(state)] == ["5"] and state["messages"][-1].content == "5"
     assert [name for name in started if name.endswith(("Route.__call__", "Dispatch.__call__"))] == []
+
+
+async def test_a_call_whose_id_repeats_an_earlier_turns_runs_and_gets_its_own_result() -> None:
+    ran: list[int] = []
+
+    @tool
+    async def count(n: int) -> str:
+        """Count a number in."""
+        ran.append(n)
+        return f"counted {n}"
+
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "count", "args": {"n": 1}, "id": "same"}]}, "one",
+        {"tool_calls": [{"name": "count", "args": {"n": 2}, "id": "same"}]}, "two",
+    ])
+    graph = make_graph(model, [count])
+    await graph.ainvoke({"messages": [HumanMessage("a")]}, thread())
+    state = await graph.ainvoke({"messages": [HumanMessage("b")]}, thread())
+    assert ran == [1, 2]
+    assert [m.content for m in tool_messages(state)] == ["counted 1", "counted 2"]
+    assert state["messages"][-1].content == "two"
+
+
+async def test_two_calls_of_one_step_with_the_same_id_each_run_under_an_id_of_their_own() -> None:
+    model = ScriptedChatModel([
+        {"tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}, "id": "twin"},
+                        {"name": "add", "args": {"a": 2, "b": 2}, "id": "twin"}]}, "done",
+    ])
+    state = await make_graph(model, [add]).ainvoke({"messages": [HumanMessage("go")]}, thread())
+    request = next(m for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls)
+    assert [call["id"] for call in request.tool_calls] == ["twin", "twin-2"]
+    results = sorted((m.tool_call_id, m.content) for m in tool_messages(state))
+    assert results == [("twin", "2"), ("twin-2", "4")]
+    # the model's next request pairs each result with its own call
+    assert [m.tool_call_id for m in model.received[1] if isinstance(m, ToolMessage)] == ["twin", "twin-2"]

@@ -134,3 +134,22 @@ async def test_a_call_whose_arguments_do_not_fit_is_not_put_to_the_user() -> Non
     approvals = Approvals(lambda name: True, lambda name, arguments: "path" in arguments)
     assert approvals.asks({"name": "delete_file", "args": {"path": "a"}})
     assert not approvals.asks({"name": "delete_file", "args": {}})
+
+
+async def test_a_call_left_without_a_result_is_closed_though_an_earlier_request_used_its_id() -> None:
+    model = ScriptedChatModel(["ok"])
+    earlier = [request({"name": "add", "id": "c1"}), ToolMessage("3", tool_call_id="c1", name="add"),
+               AIMessage("three")]
+    state = AgentState(messages=[*earlier, request({"name": "add", "id": "c1"}), HumanMessage("never mind")])
+    await model_node(model, prompt="")(state, {})
+    results = [(m.tool_call_id, m.content) for m in model.received[0] if isinstance(m, ToolMessage)]
+    assert results == [("c1", "3"), ("c1", NOT_RUN_TEXT)]  # each request has a result for its call
+
+
+async def test_the_dispatch_runs_a_call_whose_id_an_earlier_request_had_answered() -> None:
+    earlier = [request({"name": "add", "id": "c1"}), ToolMessage("3", tool_call_id="c1", name="add"),
+               AIMessage("three"), HumanMessage("again")]
+    again = request({"name": "add", "id": "c1"})
+    sends = await CallDispatch(max_steps=4)(AgentState(messages=[*earlier, again]))
+    assert isinstance(sends, list)
+    assert [(s.node, s.arg["call"]["id"]) for s in sends] == [(TOOL, "c1")]

@@ -136,3 +136,16 @@ async def test_the_policy_asks_about_or_denies_a_handoff_as_any_tool_call(tmp_pa
         status, text = results(refused)["m3"]
         assert status == "error" and "support is closed" in text
         assert refused[-1]["text"] == "Main: support is closed."
+
+
+async def test_a_handoff_whose_call_id_repeats_an_earlier_turns_is_taken(tmp_path: Path) -> None:
+    path = manifest(tmp_path, {"main": [calls(("handoff_to_billing", "h")), "Main: back again."],
+                               "billing": ["Billing: here.", calls(("handoff_back", "h"))]},
+                    {"billing": {"description": "Refunds.", "handoffs": ["main"]}}, ["billing"])
+    async with load_agent(path, thread_id="t1") as runtime:
+        first = [dict(event) async for event in stream_turn(runtime, "Hello")]
+        second = [dict(event) async for event in stream_turn(runtime, "Back to main, please")]
+    assert first[-1]["text"] == "Billing: here."
+    assert [(e["from"], e["to"]) for e in second if e["type"] == "handoff"] == [("billing", "main")]
+    assert results(second) == {"h": ("success", "billing handed the conversation to main.")}
+    assert second[-1]["text"] == "Main: back again." and "agent" not in second[-1]

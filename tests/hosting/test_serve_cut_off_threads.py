@@ -24,7 +24,7 @@ from mcp import Client
 from mcp_servers import gates as gates_server
 
 from runner.agent.nodes import STOPPED_TEXT
-from runner.agent.resume import cut_off_turn
+from runner.agent.resume import close_cut_off_turn, cut_off_turn
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 from runner.hosting.a2a_api import a2a_app
@@ -142,3 +142,28 @@ async def test_ask_the_openai_api_and_a2a_on_a_cut_off_thread_close_its_turn_and
         assert any(text.startswith(CUT) for text in said), said
         assert said[-1] == "Answer five."
         assert [result.content for result in sent_results(runtime)] == [STOPPED_TEXT]
+
+
+async def test_a_cut_off_call_whose_id_an_earlier_turn_answered_is_the_one_found_and_closed(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str]
+) -> None:
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([
+        {"tool_calls": [{"name": "gates__note", "args": {"text": "first"}, "id": "same"}]}, "Noted.",
+        {"tool_calls": [{"name": "gates__hold", "args": {"key": "again"}, "id": "same"}]}, "Answer."]))
+    path = write_manifest(tmp_path, {"gates": {"url": gates[1]}}, name="served",
+                          model={"id": "scripted", "script": "script.yaml"}, checkpointer="sqlite:///state.sqlite")
+    async with load_agent(path) as runtime:
+        with anyio.fail_after(LIMIT):
+            [final] = [e async for e in stream_turn(runtime, "note it", thread_id="reused")
+                       if e["type"] == "final"]
+        assert final["text"] == "Noted."
+        await cut_off(runtime, gates[0], "reused", "again")
+        turn = await cut_off_turn(runtime, "reused")
+        assert turn is not None
+        assert (turn.step, turn.calls) == ("gates__hold", ("same",))
+        await close_cut_off_turn(runtime, turn)
+        with anyio.fail_after(LIMIT):
+            [final] = [e async for e in stream_turn(runtime, "and now?", thread_id="reused")
+                       if e["type"] == "final"]
+    assert final["text"] == "Answer."
+    assert [m.content for m in sent_results(runtime)] == ["noted first", STOPPED_TEXT]
