@@ -25,6 +25,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner import sdk
 from runner.agent.call_ledger import StartedCalls, remember_stopped
 from runner.agent.context import ContextSummary, ContextWindow
 from runner.agent.sampling import counted, metered, sampling_calls
@@ -37,9 +38,10 @@ from runner.agent.spending import (
     tool_call_usage,
 )
 from runner.agent.structured import StructuredOutput
-from runner.agent.turn_stream import naming_agent, stream_writer
+from runner.agent.turn_stream import RERUN, naming_agent, stream_writer
 from runner.errors import OutputError, RunnerError, ToolError
-from runner.events import ToolApprovalRequest
+from runner.events import Event, ToolApprovalRequest
+from runner.events import ToolCall as ToolCallEvent
 from runner.models import ModelChain
 from runner.tools.policy import PolicyDecision
 from runner.tools.search import ToolSearch, remember_found
@@ -325,6 +327,8 @@ class ToolNode:
     async def __call__(self, task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         if (refused := refused_call(task["call"], config)) is not None:  # a limit is reached
             return {"messages": [refused]}
+        if sdk.resuming(config) and (writer := stream_writer()) is not None:
+            writer(rerun_event(task["call"]))  # its request was told by the turn that made it
         step = self.started.begin(task["call"]["id"], config)
         try:
             return {**await self._run(task, config), **tool_call_usage(config)}
@@ -509,6 +513,13 @@ def close_dangling_tool_calls(
                 if call["id"] not in answered
             ]
     return closed
+
+
+def rerun_event(call: Mapping[str, Any]) -> Event:
+    """The ``tool_call`` event of a call run again by a resumed run, marked :data:`RERUN`: the turn
+    continuing a cut-off one tells it as the call starts (an answer's turn has told it already)."""
+    called = ToolCallEvent(type="tool_call", name=call["name"], args=call["args"], id=str(call["id"]))
+    return cast(Event, {**called, RERUN: True})
 
 
 def _denied(call: dict[str, Any], decision: Deny) -> ToolMessage:

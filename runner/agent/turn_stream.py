@@ -41,6 +41,9 @@ class StoppedTurnEvents:
 T = TypeVar("T")
 AGENT_KEY = "mcp_run_agent"  # the config metadata naming the agent of 'agents:' a node runs for
 NAMESPACE = "namespace"  # of an ``agent`` event on its way to the turn: where its run's events come from
+# Of a ``tool_call`` event on its way to the turn, sent by a call that runs again in a resumed run
+# (its model step ran before): the turn tells it unless it was told in this turn already.
+RERUN = "rerun"
 
 
 def current_agent() -> str | None:

@@ -21,7 +21,7 @@ from runner.agent.handoffs import ANSWER, answered_final, answering_notice, is_h
 from runner.agent.runtime import Runtime
 from runner.agent.spending import left_over, turn_started, usage_events
 from runner.agent.structured import answer_object
-from runner.agent.turn_stream import NAMESPACE, StoppedTurnEvents, turn_events
+from runner.agent.turn_stream import NAMESPACE, RERUN, StoppedTurnEvents, turn_events
 from runner.errors import ModelError
 from runner.events import Event, FinalAnswer, Token, ToolCall, ToolResult, is_question, question
 from runner.manifest import MAIN_AGENT
@@ -115,6 +115,9 @@ async def _turn_events(
     runtime: Runtime, given: Any, config: RunnableConfig, served: str
 ) -> AsyncGenerator[Event, None]:
     names: dict[tuple[str | None, str], str] = {}
+    # A run continuing a cut-off turn (not an answer to a question, whose turn told its calls):
+    # the calls it runs again are told as they start.
+    continued = isinstance(given, Command) and given.resume is None
     # The agents of 'agents:' running in this turn, by the namespace their graph's events come from.
     agents: dict[tuple[str, ...], str] = {}
     modes: list[StreamMode] = ["messages", "updates", "custom"]
@@ -135,6 +138,13 @@ async def _turn_events(
                 if is_handoff_notice(data):  # a handoff, or where the agent now answering runs
                     if (handed := answering_notice(data, agents)) is not None:
                         yield clock.seen(handed)
+                    continue
+                if data.get(RERUN):  # a call run again: told unless this turn told it already
+                    data = {key: value for key, value in data.items() if key != RERUN}
+                    if not continued or (agent, data["id"]) in names:
+                        continue
+                    names[agent, data["id"]] = data["name"]
+                    yield clock.seen(_by(cast(ToolCall, data), agent))
                     continue
                 if data.get("type") == "agent":
                     data = {**data, "caller": agent or MAIN_AGENT}

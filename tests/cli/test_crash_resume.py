@@ -50,6 +50,11 @@ def test_a_chain_killed_in_its_second_step_resumes_there_without_running_the_fir
         assert "a" not in [agent for agent, _ in started]
         assert ("c", "B done.") in started
         results = {(e.get("agent"), e["name"]): e["text"] for e in chat.seen if e["type"] == "tool_result"}
+        # Every call run again is told as it starts, before its result, at every depth.
+        told = [(e["type"], e.get("agent"), e["id"]) for e in chat.seen
+                if e["type"] in ("tool_call", "tool_result")]
+        for index, (kind, agent, call_id) in enumerate(told):
+            assert kind != "tool_result" or ("tool_call", agent, call_id) in told[:index], told
         assert results[("b", "steps__work")] == "done 2"
         assert results[(None, "pipeline")] == "C done."
     finally:
