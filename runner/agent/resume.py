@@ -27,6 +27,7 @@ from runner import sdk
 from runner.agent.call_ledger import STOPPED_CHANNEL
 from runner.agent.nodes import TOOL, answered_calls
 from runner.agent.runtime import Runtime
+from runner.agent.turn_stream import AGENT_KEY
 from runner.manifest import MAIN_AGENT
 
 # The input that continues a cut-off turn: a resume that adds nothing (every agent's state has
@@ -68,7 +69,10 @@ async def cut_off_turn(runtime: Runtime, thread_id: str | None = None, *, agent:
     thread = str(config["configurable"]["thread_id"])
     messages = (state.values or {}).get("messages", [])
     calls = _unanswered(messages)
-    outer = ", ".join(call["name"] for call in calls) if calls else ", ".join(state.next)
+    if calls:
+        outer = ", ".join(call["name"] for call in calls)
+    else:  # an agent served on its own runs in its graph's one node: the step is that agent's
+        outer = agent if agent != MAIN_AGENT else ", ".join(state.next)
     steps = [outer, *await _inner_steps(state, await _namespaces(runtime, thread))]
     return CutOffTurn(thread, state.config, STEP_SEPARATOR.join(steps),
                       tuple(str(call["id"]) for call in calls))
@@ -105,6 +109,12 @@ def _unanswered(messages: list[Any]) -> list[dict[str, Any]]:
 class _Saved:
     checkpoint_id: str
     values: dict[str, Any]
+    agent: str | None  # the agent of 'agents:' (or workflow) whose run it is, from its metadata
+
+    def finished(self) -> bool:
+        """Whether its run had answered: its last message is a model's without tool calls."""
+        messages = self.values.get("messages", [])
+        return bool(messages) and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
 
 
 async def _namespaces(runtime: Runtime, thread_id: str) -> dict[str, _Saved]:
@@ -118,15 +128,19 @@ async def _namespaces(runtime: Runtime, thread_id: str) -> dict[str, _Saved]:
         where = saved.config["configurable"]
         namespace, checkpoint_id = where.get("checkpoint_ns", ""), str(where.get("checkpoint_id", ""))
         if namespace and (namespace not in found or found[namespace].checkpoint_id < checkpoint_id):
-            found[namespace] = _Saved(checkpoint_id, saved.checkpoint.get("channel_values", {}))
+            agent = (saved.metadata or {}).get(AGENT_KEY)
+            found[namespace] = _Saved(checkpoint_id, saved.checkpoint.get("channel_values", {}),
+                                      agent if isinstance(agent, str) else None)
     return found
 
 
 async def _inner_steps(state: Any, namespaces: dict[str, _Saved]) -> list[str]:
     """The steps inside the turn's unfinished task, outermost first. A task's run of an agent or a
     workflow is checkpointed under its graph's namespace plus ``NODE:TASK_ID``; at each level the
-    one written last is the one running at the cut; a model loop's tool step is named by the calls
-    that have no result."""
+    one running at the cut is the one written last of those that had not answered (a parallel
+    workflow's other members may have); a model loop's tool step is named by the calls that have
+    no result, a workflow's step by its node when that names the agent (a chain's ``1-writer``),
+    else by the agent it runs (a parallel workflow's member, a router's choice, a loop's round)."""
     pending = [task for task in state.tasks if task.result is None]
     if not pending:
         return []
@@ -139,7 +153,11 @@ async def _inner_steps(state: Any, namespaces: dict[str, _Saved]) -> list[str]:
             if calls:
                 steps.append(", ".join(call["name"] for call in calls))
             return steps
-        level = max(children, key=lambda ns: namespaces[ns].checkpoint_id)
-        node = sdk.namespace_node(level)
-        steps.append(", ".join(call["name"] for call in calls) if node == TOOL and calls else node)
+        running = [ns for ns in children if not namespaces[ns].finished()] or children
+        level = max(running, key=lambda ns: namespaces[ns].checkpoint_id)
+        node, agent = sdk.namespace_node(level), namespaces[level].agent
+        if node == TOOL and calls:
+            steps.append(", ".join(call["name"] for call in calls))
+        else:
+            steps.append(node if agent is None or agent in (node, node.partition("-")[2]) else agent)
     return steps

@@ -30,6 +30,7 @@ from runner.agent.turns import stream_turn
 from runner.hosting.a2a_api import a2a_app
 from runner.hosting.chat_completions.app import ChatCompletions, served_agents
 from runner.hosting.mcp.handlers import AgentService
+from runner.manifest import MAIN_AGENT
 
 pytestmark = pytest.mark.anyio
 LIMIT = 60
@@ -40,11 +41,12 @@ def hold(key: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "gates__hold", "args": {"key": key}}]}
 
 
-async def cut_off(runtime: Runtime, gates: gates_server.Gates, thread: str, key: str) -> None:
-    """A turn on ``thread`` stopped while its call of gates__hold ``key`` runs (as Ctrl-C or a
-    kill leaves it: steps to run, a call without a result)."""
+async def cut_off(runtime: Runtime, gates: gates_server.Gates, thread: str, key: str, *,
+                  agent: str = MAIN_AGENT) -> None:
+    """A turn of ``agent`` on ``thread`` stopped while a call of gates__hold ``key`` runs (as
+    Ctrl-C or a kill leaves it: steps to run, a call without a result)."""
     async def turn() -> None:
-        async for _ in stream_turn(runtime, "go", thread_id=thread):
+        async for _ in stream_turn(runtime, "go", thread_id=thread, agent=agent):
             pass
 
     with anyio.fail_after(LIMIT):
@@ -52,7 +54,7 @@ async def cut_off(runtime: Runtime, gates: gates_server.Gates, thread: str, key:
             group.start_soon(turn)
             await anyio.to_thread.run_sync(gates.wait_for, f"enter {key}")
             group.cancel_scope.cancel()
-    assert await cut_off_turn(runtime, thread) is not None
+    assert await cut_off_turn(runtime, thread, agent=agent) is not None
 
 
 def sent_results(runtime: Runtime) -> list[Any]:
@@ -167,3 +169,30 @@ async def test_a_cut_off_call_whose_id_an_earlier_turn_answered_is_the_one_found
                        if e["type"] == "final"]
     assert final["text"] == "Answer."
     assert [m.content for m in sent_results(runtime)] == ["noted first", STOPPED_TEXT]
+
+
+@pytest.mark.parametrize(("workflow", "served", "step"), [
+    ({"parallel": ["one", "two"], "template": "{{ answers }}"}, None, "pipeline › one › gates__hold"),
+    ({"parallel": ["one", "two"], "template": "{{ answers }}"}, "pipeline", "pipeline › one › gates__hold"),
+    ({"chain": ["two", "one"]}, "pipeline", "pipeline › 1-one › gates__hold"),
+])
+async def test_a_workflow_cut_off_in_a_members_tool_call_names_the_workflow_the_member_and_the_tool(
+    tmp_path: Path, gates: tuple[gates_server.Gates, str], workflow: dict[str, Any], served: str | None,
+    step: str,
+) -> None:
+    key = f"{served}-{next(iter(workflow))}"
+    for name, script in {"main": [{"tool_calls": [{"name": "pipeline", "args": {"task": "go"}}]}],
+                         "one": [hold(key)], "two": ["Two: done."]}.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(script))
+    agents: dict[str, Any] = {name: {"description": name, "tools": ["gates"],
+                                     "model": {"id": "scripted", "script": f"{name}.yaml"}}
+                              for name in ("one", "two")}
+    agents["pipeline"] = {"description": "The workflow.", **workflow}
+    path = write_manifest(tmp_path, {"gates": {"url": gates[1]}}, name="served",
+                          model={"id": "scripted", "script": "main.yaml"}, checkpointer="sqlite:///state.sqlite",
+                          agent={"agents": ["pipeline"]}, agents=agents)
+    async with load_agent(path) as runtime:
+        await cut_off(runtime, gates[0], "cut", key, agent=served or MAIN_AGENT)
+        cut = await cut_off_turn(runtime, "cut", agent=served or MAIN_AGENT)
+    assert cut is not None
+    assert cut.step == step
