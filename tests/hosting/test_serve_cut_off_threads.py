@@ -24,7 +24,7 @@ from mcp import Client
 from mcp_servers import gates as gates_server
 
 from runner.agent.nodes import STOPPED_TEXT
-from runner.agent.resume import close_cut_off_turn, cut_off_turn
+from runner.agent.resume import CONTINUE, close_cut_off_turn, cut_off_turn
 from runner.agent.runtime import Runtime, load_agent
 from runner.agent.turns import stream_turn
 from runner.hosting.a2a_api import a2a_app
@@ -181,8 +181,8 @@ async def test_a_workflow_cut_off_in_a_members_tool_call_names_the_workflow_the_
     step: str,
 ) -> None:
     key = f"{served}-{next(iter(workflow))}"
-    for name, script in {"main": [{"tool_calls": [{"name": "pipeline", "args": {"task": "go"}}]}],
-                         "one": [hold(key)], "two": ["Two: done."]}.items():
+    main = [{"tool_calls": [{"name": "pipeline", "args": {"task": "go"}}]}, "Main: done."]
+    for name, script in {"main": main, "one": [hold(key), "One: done."], "two": ["Two: done."]}.items():
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(script))
     agents: dict[str, Any] = {name: {"description": name, "tools": ["gates"],
                                      "model": {"id": "scripted", "script": f"{name}.yaml"}}
@@ -194,5 +194,13 @@ async def test_a_workflow_cut_off_in_a_members_tool_call_names_the_workflow_the_
     async with load_agent(path) as runtime:
         await cut_off(runtime, gates[0], "cut", key, agent=served or MAIN_AGENT)
         cut = await cut_off_turn(runtime, "cut", agent=served or MAIN_AGENT)
-    assert cut is not None
-    assert cut.step == step
+        assert cut is not None
+        assert cut.step == step
+        if served is None:  # /resume: each call run again is told as it starts, before its result
+            gates[0].open(key)
+            with anyio.fail_after(LIMIT):
+                told = [(e["type"], e.get("agent"), e["id"]) async for e in stream_turn(runtime, CONTINUE,
+                                                                                         thread_id="cut")
+                        if e["type"] in ("tool_call", "tool_result")]
+            assert told == [("tool_call", None, "call_main_0_0"), ("tool_call", "one", "call_one_0_0"),
+                            ("tool_result", "one", "call_one_0_0"), ("tool_result", None, "call_main_0_0")]
