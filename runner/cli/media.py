@@ -100,16 +100,20 @@ def media_blocks(content: Any) -> list[Mapping[str, Any]]:
 async def save_turn_media(runtime: Runtime, folder: MediaFolder,
                           results: list[ToolResult]) -> list[SavedMedia]:
     """Save the media of the ``tool_result`` events ``results`` (of the turn that just paused or
-    ended), read from the thread's messages, where the checkpointer keeps them."""
+    ended), read from the thread's messages, where the checkpointer keeps them: the latest result
+    of each id (an earlier turn's call may have had the same id)."""
     wanted = {event["id"]: event["name"] for event in results if has_media(event)}
     if not wanted:
         return []
     state = await runtime.graph.aget_state(runtime.config())
     saved: list[SavedMedia] = []
-    for message in state.values.get("messages", []):
-        if isinstance(message, ToolMessage) and message.tool_call_id in wanted:
-            tool = wanted.pop(message.tool_call_id)
-            saved += folder.save(runtime.thread_id, tool, message.tool_call_id, media_blocks(message.content))
+    messages = state.values.get("messages", [])
+    latest = {message.tool_call_id: index for index, message in enumerate(messages)
+              if isinstance(message, ToolMessage) and message.tool_call_id in wanted}
+    for index in sorted(latest.values()):
+        result = messages[index]
+        saved += folder.save(runtime.thread_id, wanted[result.tool_call_id], result.tool_call_id,
+                             media_blocks(result.content))
     return saved
 
 
