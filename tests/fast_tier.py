@@ -58,6 +58,7 @@ FAST_FILES = frozenset({
     "hosting/test_a2a_answers.py",
     "web/test_web_gate.py",
     "web/test_web_turn_response.py",
+    "web/test_web_history.py",
     "web/test_mcp_apps_parts.py",
     "agent/test_agent_models.py",
 })

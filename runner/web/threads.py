@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from runner.agent.call_ledger import STOPPED_CHANNEL
 from runner.agent.handoffs import current_agent
-from runner.agent.nodes import NOT_RUN_TEXT, STOPPED_TEXT
+from runner.agent.nodes import NOT_RUN_TEXT, STOPPED_TEXT, answers_by_request
 from runner.agent.runtime import Runtime
 from runner.agent.team import AGENT_THREAD_SEPARATOR, agent_thread
 from runner.agent.turns import reply_text
@@ -150,7 +150,7 @@ async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict
     names: dict[str, str] = {}
     state = await runtime.agents[agent].aget_state(runtime.config(thread, agent=agent))
     messages = list((state.values or {}).get("messages", []))
-    answered = {message.tool_call_id for message in messages if isinstance(message, ToolMessage)}
+    answered = answers_by_request(messages)  # a later request may use an earlier one's call id
     stopped = set((state.values or {}).get(STOPPED_CHANNEL, ()))
     last_user = max((index for index, message in enumerate(messages) if isinstance(message, HumanMessage)),
                     default=-1)
@@ -164,7 +164,7 @@ async def thread_history(runtime: Runtime, agent: str, thread: str) -> list[dict
                               "id": call["id"]})
                 # A call its stopped turn left without a result (running, or at its question once a
                 # later message closed it) is shown as the model is told of it.
-                if call["id"] not in answered and (call["id"] in stopped or position < last_user):
+                if call["id"] not in answered[position] and (call["id"] in stopped or position < last_user):
                     text = STOPPED_TEXT if call["id"] in stopped else NOT_RUN_TEXT
                     items.append({"type": "tool_result", "name": call["name"], "id": call["id"],
                                   "status": "error", "stopped": True, "text": text, "detail": None})
