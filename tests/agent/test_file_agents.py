@@ -74,8 +74,9 @@ def test_an_agent_from_another_file_runs_with_that_files_model_prompt_and_server
     main(tmp_path, [call("research", task="What is 6*7?"), "Done: 42."],
          {"research": {"file": "parts/research.yaml"}})
     events = one_shot(tmp_path)
+    called = next(e["id"] for e in events if e["type"] == "tool_call")
     assert [e for e in events if e["type"] == "agent"] == [
-        {"type": "agent", "agent": "research", "caller": "main", "task": "What is 6*7?"}]
+        {"type": "agent", "agent": "research", "caller": "main", "task": "What is 6*7?", "call": called}]
     # Its notes server was started from its own folder (the path in 'args' is relative to it).
     assert results(events, "research") == {"notes__calculate": "42"}
     assert results(events) == {"research": "It is 42."}
