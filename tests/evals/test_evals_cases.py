@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from runner.errors import CaseSaveError, ManifestError
 from runner.evals.cases import CaseSpec, evals_json_schema, find_case_files, load_cases
 from runner.evals.cassettes import Secrets
-from runner.evals.saving import approval_entry, case_from_thread, save_case, saved_case
+from runner.evals.saving import ChatTrajectory, approval_entry, case_from_thread, save_case, saved_case
 
 CORPUS = TESTS / "evals"
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
@@ -101,6 +101,32 @@ def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() 
             "answer": {"contains": "You have one note: milk."},
         },
     }
+
+
+def test_a_chat_s_trajectory_gives_the_saved_case_every_agent_s_calls_with_edits_and_the_agent_runs() -> None:
+    seen = ChatTrajectory()
+    for _ in range(2):
+        seen.begin_turn()
+    seen.observe({"type": "tool_call", "name": "researcher", "args": {"task": "milk?"}, "id": "a"})
+    seen.observe({"type": "agent", "agent": "researcher", "caller": "main", "task": "milk?", "call": "a"})
+    seen.observe({"type": "tool_call", "name": "notes__add_note", "args": {"title": "mlk"}, "id": "b",
+                  "agent": "researcher"})
+    seen.edited("b", {"title": "milk"})  # an approval's edit: the call ran with these
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert expect["tools"] == [{"name": "researcher", "args": {"task": "milk?"}},
+                               {"name": "notes__add_note", "args": {"title": "milk"}}]
+    assert (expect["match"], expect["agents"], expect["agents_match"]) == ("unordered", ["researcher"],
+                                                                           "unordered")
+
+
+def test_a_thread_resumed_in_the_chat_saves_the_unseen_turns_calls_and_expects_at_least_them() -> None:
+    seen = ChatTrajectory()
+    seen.begin_turn()  # the second turn only: the first ran in another process
+    seen.observe({"type": "tool_call", "name": "notes__list_notes", "args": {}, "id": "2"})
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert expect["tools"] == [{"name": "notes__add_note", "args": {"title": "milk"}},
+                               {"name": "notes__list_notes"}]
+    assert expect["match"] == "superset"  # the first turn's agents' calls, if any, are unknown
 
 
 def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Path) -> None:
