@@ -61,8 +61,10 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
     manifest = Path(file)
     paths = [Path(p) for p in case_files] or find_case_files(manifest)
     if not paths:
-        stderr.print(f"no case files: add YAML files to {manifest.parent / CASES_FOLDER}/ or name them",
-                     style="red", markup=False)
+        others = " (those there name another manifest: 'manifest:')" if find_case_files(
+            manifest, every=True) else ""
+        stderr.print(f"no case files for {manifest.name}: add YAML files to {manifest.parent / CASES_FOLDER}/"
+                     f"{others} or name them", style="red", markup=False)
         sys.exit(EXIT_INVALID)
     mode: Mode = "record" if record else "replay" if replay else "live"
     options = RunOptions(mode=mode, model_id=model_id, jobs=jobs)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import jsonschema
+import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -40,6 +41,7 @@ from runner.manifest.loading import SourceMap, located_problems, read_document, 
 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+MANIFEST_NAME_PATTERN = r"^[^/\\]+$"  # a file name, no folder: the manifest beside evals/
 MatchMode = Literal["strict", "unordered", "subset", "superset"]
 ApprovalAction = Literal["approve", "deny", "edit", "stop"]
 
@@ -225,6 +227,10 @@ class CaseSpec(EvalSpec):
 
 
 class CaseFileSpec(EvalSpec):
+    manifest: str | None = Field(
+        None, pattern=MANIFEST_NAME_PATTERN, description="The manifest these cases are for: its file "
+        "name, in the folder that holds evals/ (research.yaml). Without it, the cases are every "
+        "manifest's of that folder.")
     cases: list[CaseSpec] = Field(min_length=1, description="The cases of this file.")
 
 
@@ -326,10 +332,27 @@ class Case:
         return self.file.parent / "cassettes" / f"{self.name}.yaml"
 
 
-def find_case_files(manifest_path: Path) -> list[Path]:
-    """The case files in the ``evals/`` folder next to the manifest."""
+def find_case_files(manifest_path: Path, *, every: bool = False) -> list[Path]:
+    """The case files in the ``evals/`` folder next to the manifest that are its own: those naming
+    no manifest (``manifest:``) or this one. A file naming a manifest the folder does not hold is
+    every manifest's, so that loading it says so. ``every``: all of the folder's case files."""
     folder = manifest_path.parent / CASES_FOLDER
-    return sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    found = sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    if every:
+        return found
+    return [path for path in found if named_manifest(path) in (None, manifest_path.name)
+            or not (manifest_path.parent / str(named_manifest(path))).is_file()]
+
+
+def named_manifest(path: Path) -> str | None:
+    """The manifest a case file names (``manifest:``), read leniently: a file that is not valid
+    YAML, or whose ``manifest`` is no text, names none here (loading it reports why)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    named = data.get("manifest") if isinstance(data, dict) else None
+    return named if isinstance(named, str) else None
 
 
 def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -> list[Case]:
@@ -415,6 +438,12 @@ def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[Case
         reported = {p.path for p in problems}
         located = located_problems(exc, data, source, root=CaseFileSpec)
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
+    folder = path.parent.parent  # where the manifests of this evals/ folder are
+    if parsed.manifest is not None and not (folder / parsed.manifest).is_file():
+        beside = sorted(p.name for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+        problems.append(source.problem(("manifest",), f"no manifest '{parsed.manifest}' in {folder}"
+                                       f"{did_you_mean(parsed.manifest, beside)}; the cases of this file "
+                                       "are for the manifest named here, beside the evals/ folder"))
     if problems:
         raise ManifestError(problems)
     return list(parsed.cases), source

@@ -155,9 +155,9 @@ def _excerpt(text: str) -> str:
 def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], secrets: Secrets,
               approvals: Sequence[Mapping[str, Any]] = (), trajectory: ChatTrajectory | None = None
               ) -> Path:
-    """Write ``evals/NAME.yaml`` next to the manifest, ``secrets`` written as ``${NAME}``, its
-    approvals answered as ``approvals`` says, its calls and agent runs ``trajectory``'s; returns
-    its path. Never overwrites."""
+    """Write ``evals/NAME.yaml`` next to the manifest, for that manifest (``manifest:``),
+    ``secrets`` written as ``${NAME}``, its approvals answered as ``approvals`` says, its calls and
+    agent runs ``trajectory``'s; returns its path. Never overwrites."""
     if not re.match(CASE_NAME_PATTERN, name):
         raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
                             "'_' and '-', starting with a letter or digit")
@@ -176,17 +176,19 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], s
         schema_line
         + "# Saved from the chat: edit the expectations to what matters, then run\n"
         f"# `mcp-run test {manifest_path.name} -k {name}`.\n"
-        + yaml.safe_dump({"cases": [case]}, sort_keys=False, allow_unicode=True, width=100)
+        + yaml.safe_dump({"manifest": manifest_path.name, "cases": [case]}, sort_keys=False,
+                         allow_unicode=True, width=100)
     )
     path.write_text(text, encoding="utf-8")
     return path
 
 
 def file_naming_case(manifest_path: Path, name: str) -> Path | None:
-    """The case file next to the manifest that already has a case called ``name``, if one does.
+    """The case file next to the manifest that already has a case called ``name``, if one does,
+    whichever manifest it is for: the cases of a folder share its cassettes (``cassettes/NAME.yaml``).
 
     Read leniently: a file that is not valid YAML names no case here (``mcp-run test`` reports it)."""
-    for path in find_case_files(manifest_path):
+    for path in find_case_files(manifest_path, every=True):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):

@@ -75,6 +75,17 @@ def test_case_files_are_found_in_evals_next_to_the_manifest(tmp_path: Path) -> N
     assert [p.name for p in found] == ["a.yml", "b.yaml"]
 
 
+def test_a_manifest_s_case_files_are_those_naming_it_or_no_manifest(tmp_path: Path) -> None:
+    (tmp_path / "evals").mkdir()
+    for manifest in ("agent.yaml", "other.yaml"):
+        (tmp_path / manifest).write_text("version: 1\n")
+    for name, named in (("all", ""), ("mine", "manifest: agent.yaml\n"), ("theirs", "manifest: other.yaml\n"),
+                        ("typo", "manifest: agnet.yaml\n")):  # a typo is loaded, to be reported
+        (tmp_path / "evals" / f"{name}.yaml").write_text(named + "cases: []\n")
+    assert [p.stem for p in find_case_files(tmp_path / "agent.yaml")] == ["all", "mine", "typo"]
+    assert [p.stem for p in find_case_files(tmp_path / "other.yaml")] == ["all", "theirs", "typo"]
+
+
 THREAD = [
     HumanMessage("remember milk"),
     AIMessage("", tool_calls=[{"name": "notes__add_note", "args": {"title": "milk"}, "id": "1"}]),
@@ -88,6 +99,13 @@ THREAD = [
 
 
 NO_SECRETS = Secrets({})
+
+
+def a_manifest(folder: Path) -> Path:
+    """``folder/agent.yaml``: a saved case names its manifest, which is beside its evals/ folder."""
+    path = folder / "agent.yaml"
+    path.write_text("version: 1\nname: notes\nmodel: offline\n")
+    return path
 
 
 def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() -> None:
@@ -130,9 +148,10 @@ def test_a_thread_resumed_in_the_chat_saves_the_unseen_turns_calls_and_expects_a
 
 
 def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Path) -> None:
-    manifest = tmp_path / "agent.yaml"
+    manifest = a_manifest(tmp_path)
     path = save_case(manifest, "groceries", THREAD, NO_SECRETS)
     assert path == tmp_path / "evals" / "groceries.yaml"
+    assert yaml.safe_load(path.read_text())["manifest"] == "agent.yaml"  # its cases are that manifest's
     case = saved_case(path)
     assert case.name == "groceries" and case.spec.expect.match == "unordered"
     with pytest.raises(CaseSaveError, match="already exists"):
@@ -154,7 +173,7 @@ def test_a_saved_case_writes_secrets_as_variables_and_literal_references_escaped
         AIMessage("The value the vault holds for the key is " + canary + " and more."),
     ]
     secrets = Secrets({"MCP_RUN_TEST_CANARY": canary})
-    path = save_case(tmp_path / "agent.yaml", "vault", thread, secrets)
+    path = save_case(a_manifest(tmp_path), "vault", thread, secrets)
     text = path.read_text()
     assert canary not in text
     assert "contains: The value the vault holds for the key is" in text  # not a cut-open ${…}
@@ -178,7 +197,7 @@ def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_pat
 
 
 def test_saving_refuses_a_case_name_another_case_file_already_uses(tmp_path: Path) -> None:
-    manifest = tmp_path / "agent.yaml"
+    manifest = a_manifest(tmp_path)
     (tmp_path / "evals").mkdir()
     (tmp_path / "evals" / "math.yaml").write_text(
         "cases:\n  - name: adds\n    input: one\n  - name: calculates\n    input: two\n")

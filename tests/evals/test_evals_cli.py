@@ -266,3 +266,26 @@ def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) 
     assert provider.exit_code == 2
     assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
 
+
+
+def test_a_case_file_naming_its_manifest_is_checked_and_run_for_that_manifest_only(tmp_path: Path) -> None:
+    # Two manifests share one evals/ folder: the cases of a file naming one are not the other's.
+    manifest = make_agent(tmp_path)
+    other = tmp_path / "other.yaml"
+    shutil.copy(manifest, other)
+    cases = write_cases(tmp_path, "manifest: other.yaml\n" + OUTPUT_CASE)
+    assert invoke("validate", str(manifest)).exit_code == 0
+    done = invoke("validate", str(other))
+    assert done.exit_code == 2, done.output
+    assert f"{cases}:6:7: cases[0].expect.output: expect.output checks the answer object" in done.output
+    said = invoke("test", str(manifest))
+    assert said.exit_code == 2 and "(those there name another manifest: 'manifest:')" in said.stderr
+
+
+def test_a_case_file_naming_a_manifest_the_folder_has_not_is_a_located_error(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, "manifest: agnet.yaml\ncases:\n  - {name: hi, input: hi}\n")
+    done = invoke("validate", str(manifest))
+    assert done.exit_code == 2, done.output
+    assert (f"{cases}:1:11: manifest: no manifest 'agnet.yaml' in {tmp_path} (did you mean "
+            "'agent.yaml'?)") in done.output
