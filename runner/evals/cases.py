@@ -344,15 +344,43 @@ def find_case_files(manifest_path: Path, *, every: bool = False) -> list[Path]:
             or not (manifest_path.parent / str(named_manifest(path))).is_file()]
 
 
-def named_manifest(path: Path) -> str | None:
-    """The manifest a case file names (``manifest:``), read leniently: a file that is not valid
-    YAML, or whose ``manifest`` is no text, names none here (loading it reports why)."""
+def _lenient_document(path: Path) -> dict[str, Any]:
+    """A case file's top level, read leniently: empty for a file that is not valid YAML or no
+    mapping (loading it reports why)."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    named = data.get("manifest") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def named_manifest(path: Path) -> str | None:
+    """The manifest a case file names (``manifest:``); None for none, or one that is no text."""
+    named = _lenient_document(path).get("manifest")
     return named if isinstance(named, str) else None
+
+
+def case_names_in(path: Path) -> list[str]:
+    """The names of a case file's cases, read leniently (see :func:`_lenient_document`)."""
+    cases = _lenient_document(path).get("cases")
+    return [c["name"] for c in cases if isinstance(c, dict) and isinstance(c.get("name"), str)] \
+        if isinstance(cases, list) else []
+
+
+def shared_name_problems(manifest_path: Path, cases: list[Case]) -> list[Problem]:
+    """Each case whose name a case file of another manifest, in the same ``evals/`` folder, uses
+    too: the folder's cases share its cassettes (``cassettes/NAME.yaml``)."""
+    own = {case.file for case in cases}
+    found: list[Problem] = []
+    for path in find_case_files(manifest_path, every=True):
+        if (path := path.resolve()) in own:
+            continue
+        names = set(case_names_in(path))
+        found += [case._problem(("name",), f"case name '{case.name}' is used in {path} too: the cases "
+                                "of one evals/ folder share its cassettes (cassettes/NAME.yaml), whichever "
+                                "manifest they are for; rename one")
+                  for case in cases if case.name in names and case.file.parent == path.parent]
+    return found
 
 
 def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -> list[Case]:
@@ -422,7 +450,7 @@ def case_folder_problems(manifest_path: Path, manifest: Manifest,
         return list(with_manifest_problems(exc, paths, manifest, environ=environ).problems)
     # The expected agents too (``mcp-run test`` says them when a case runs): ``manifest`` is the
     # checked one, with the agents other files bring.
-    return manifest_case_problems(cases, manifest) + [
+    return manifest_case_problems(cases, manifest) + shared_name_problems(manifest_path, cases) + [
         problem for case in cases for problem in case.agent_problems(manifest.agents)]
 
 

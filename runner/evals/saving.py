@@ -25,7 +25,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from runner.agent.structured import answer_object
 from runner.errors import CaseSaveError
-from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, find_case_files, load_cases
+from runner.evals.cases import (
+    CASE_NAME_PATTERN,
+    CASES_FOLDER,
+    Case,
+    case_names_in,
+    find_case_files,
+    load_cases,
+)
 from runner.evals.cassettes import Secrets
 from runner.events import Event
 
@@ -188,15 +195,8 @@ def file_naming_case(manifest_path: Path, name: str) -> Path | None:
     whichever manifest it is for: the cases of a folder share its cassettes (``cassettes/NAME.yaml``).
 
     Read leniently: a file that is not valid YAML names no case here (``mcp-run test`` reports it)."""
-    for path in find_case_files(manifest_path, every=True):
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        cases = data.get("cases") if isinstance(data, dict) else None
-        if isinstance(cases, list) and any(isinstance(c, dict) and c.get("name") == name for c in cases):
-            return path
-    return None
+    return next((path for path in find_case_files(manifest_path, every=True) if name in case_names_in(path)),
+                None)
 
 
 def saved_case(path: Path) -> Case:

@@ -289,3 +289,15 @@ def test_a_case_file_naming_a_manifest_the_folder_has_not_is_a_located_error(tmp
     assert done.exit_code == 2, done.output
     assert (f"{cases}:1:11: manifest: no manifest 'agnet.yaml' in {tmp_path} (did you mean "
             "'agent.yaml'?)") in done.output
+
+
+def test_a_case_name_another_manifest_s_case_file_uses_is_a_located_error(tmp_path: Path) -> None:
+    # Their cassettes would be one file: evals/cassettes/hi.yaml.
+    manifest = make_agent(tmp_path)
+    shutil.copy(manifest, tmp_path / "other.yaml")
+    theirs = write_cases(tmp_path, "manifest: other.yaml\ncases:\n  - {name: hi, input: hi}\n", "theirs.yaml")
+    mine = write_cases(tmp_path, "manifest: agent.yaml\ncases:\n  - {name: hi, input: hi}\n", "mine.yaml")
+    for command in ("validate", "test"):
+        done = invoke(command, str(manifest))
+        assert done.exit_code == 2, done.output
+        assert f"{mine}:3:12: cases[0].name: case name 'hi' is used in {theirs} too" in done.output
