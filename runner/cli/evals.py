@@ -25,6 +25,7 @@ from runner.evals.cases import (
     find_case_files,
     load_cases,
     manifest_case_problems,
+    other_manifest_problems,
     shared_name_problems,
     with_manifest_problems,
 )
@@ -81,8 +82,8 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
             except ManifestError as invalid:  # both are said
                 raise ManifestError(exc.problems + invalid.problems) from None
             raise with_manifest_problems(exc, paths, checked) from None
-        if problems := manifest_case_problems(every, load_manifest(manifest).manifest) + \
-                shared_name_problems(manifest, every):
+        if problems := other_manifest_problems(manifest, every) + shared_name_problems(manifest, every) \
+                + manifest_case_problems(every, load_manifest(manifest).manifest):
             raise ManifestError(problems)
         cases = select_cases(every, patterns)
         if not cases:

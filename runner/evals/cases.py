@@ -367,6 +367,19 @@ def case_names_in(path: Path) -> list[str]:
         if isinstance(cases, list) else []
 
 
+def other_manifest_problems(manifest_path: Path, cases: list[Case]) -> list[Problem]:
+    """Each case file (given by name to ``mcp-run test``) whose ``manifest:`` names another
+    manifest than ``manifest_path``, at that key: its cases are that one's."""
+    found: dict[Path, Problem] = {}
+    for case in cases:
+        named = named_manifest(case.file)
+        if named in (None, manifest_path.name) or case.file in found or case.source is None:
+            continue
+        found[case.file] = case.source.problem(("manifest",), f"the cases of this file are for {named}, "
+                                               f"not {manifest_path.name}: run `mcp-run test {named}`")
+    return list(found.values())
+
+
 def shared_name_problems(manifest_path: Path, cases: list[Case]) -> list[Problem]:
     """Each case whose name a case file of another manifest, in the same ``evals/`` folder, uses
     too: the folder's cases share its cassettes (``cassettes/NAME.yaml``)."""

@@ -301,3 +301,13 @@ def test_a_case_name_another_manifest_s_case_file_uses_is_a_located_error(tmp_pa
         done = invoke(command, str(manifest))
         assert done.exit_code == 2, done.output
         assert f"{mine}:3:12: cases[0].name: case name 'hi' is used in {theirs} too" in done.output
+
+
+def test_a_case_file_of_another_manifest_given_by_name_is_a_located_error(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    shutil.copy(manifest, tmp_path / "other.yaml")
+    theirs = write_cases(tmp_path, "manifest: other.yaml\ncases:\n  - {name: hi, input: hi}\n")
+    done = invoke("test", str(manifest), str(theirs))
+    assert done.exit_code == 2, done.output
+    assert (f"{theirs}:1:11: manifest: the cases of this file are for other.yaml, not agent.yaml: run "
+            "`mcp-run test other.yaml`") in done.output
