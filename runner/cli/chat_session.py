@@ -203,8 +203,8 @@ class ChatSession:
                 and not isinstance(message, Command):
             await close_cut_off_turn(self.runtime, self._cut_off)
         self._cut_off = None
-        if isinstance(message, str):  # a user's message (not /resume's continuation)
-            self.trajectory().begin_turn()
+        if not isinstance(message, Command):  # a user's message or a prompt's (not /resume's continuation)
+            self.trajectory().begin_turn(message)
         try:
             await self._turn_until_answered(message)
         except RunnerError as exc:

@@ -65,8 +65,11 @@ class ChatTrajectory:
         self.agents: list[str] = []
         self._positions: dict[str, int] = {}  # a call's id -> its index in calls
 
-    def begin_turn(self) -> None:
-        self.turns += 1
+    def begin_turn(self, given: str | Sequence[BaseMessage]) -> None:
+        """A turn the chat sends: a user's message, or a prompt command's messages (each user
+        message of them is a turn of the case's input, as :func:`case_from_thread` reads them)."""
+        messages = [HumanMessage(given)] if isinstance(given, str) else given
+        self.turns += sum(1 for m in messages if isinstance(m, HumanMessage) and str(m.text).strip())
 
     def observe(self, event: Event) -> None:
         if event["type"] == "tool_call" and event["id"] not in self._positions:

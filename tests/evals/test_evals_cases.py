@@ -123,8 +123,8 @@ def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() 
 
 def test_a_chat_s_trajectory_gives_the_saved_case_every_agent_s_calls_with_edits_and_the_agent_runs() -> None:
     seen = ChatTrajectory()
-    for _ in range(2):
-        seen.begin_turn()
+    for text in ("remember milk", "list them"):
+        seen.begin_turn(text)
     seen.observe({"type": "tool_call", "name": "researcher", "args": {"task": "milk?"}, "id": "a"})
     seen.observe({"type": "agent", "agent": "researcher", "caller": "main", "task": "milk?", "call": "a"})
     seen.observe({"type": "tool_call", "name": "notes__add_note", "args": {"title": "mlk"}, "id": "b",
@@ -139,7 +139,7 @@ def test_a_chat_s_trajectory_gives_the_saved_case_every_agent_s_calls_with_edits
 
 def test_a_thread_resumed_in_the_chat_saves_the_unseen_turns_calls_and_expects_at_least_them() -> None:
     seen = ChatTrajectory()
-    seen.begin_turn()  # the second turn only: the first ran in another process
+    seen.begin_turn("list them")  # the second turn only: the first ran in another process
     seen.observe({"type": "tool_call", "name": "notes__list_notes", "args": {}, "id": "2"})
     expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
     assert expect["tools"] == [{"name": "notes__add_note", "args": {"title": "milk"}},
