@@ -137,6 +137,14 @@ def test_a_chat_s_trajectory_gives_the_saved_case_every_agent_s_calls_with_edits
                                                                            "unordered")
 
 
+def test_a_prompt_command_s_user_messages_are_turns_the_chat_saw() -> None:
+    seen = ChatTrajectory()
+    seen.begin_turn([HumanMessage("remember milk"), AIMessage("Noted."), HumanMessage("list them")])
+    assert seen.turns == 2
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert (expect["tools"], expect["match"]) == ([], "unordered")  # no turn unseen: none from the thread
+
+
 def test_a_thread_resumed_in_the_chat_saves_the_unseen_turns_calls_and_expects_at_least_them() -> None:
     seen = ChatTrajectory()
     seen.begin_turn("list them")  # the second turn only: the first ran in another process
