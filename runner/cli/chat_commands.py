@@ -159,7 +159,7 @@ async def _save(session: ChatSession, line: str) -> None:
     try:
         secrets = Secrets.of(runtime.loaded, os.environ)  # as `mcp-run test` scrubs its cassettes
         path = save_case(runtime.loaded.path, name, state.values.get("messages", []), secrets,
-                         session.answered_approvals())
+                         session.answered_approvals(), session.trajectory())
     except CaseSaveError as exc:
         session.error(str(exc))
         return

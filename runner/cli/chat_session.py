@@ -27,7 +27,7 @@ from runner.cli.rows import main_tool_names
 from runner.cli.safe_text import visible
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
-from runner.evals.saving import approval_entry
+from runner.evals.saving import ChatTrajectory, approval_entry
 from runner.events import (
     AgentShown,
     ApprovalAsked,
@@ -115,6 +115,8 @@ class ChatSession:
         self.media = MediaFolder(runtime.fleet.state_dir)
         # The approvals answered in each thread's turns, in order, as /save writes them in a case.
         self._answered: dict[str, list[dict[str, Any]]] = {}
+        # The tool calls and agent runs of each thread's turns, every agent's, as /save writes them.
+        self._trajectories: dict[str, ChatTrajectory] = {}
         # The cut-off turn of the thread the chat resumed (runner.agent.resume), until it is
         # continued (/resume) or a new message closes it.
         self._cut_off: CutOffTurn | None = None
@@ -201,6 +203,8 @@ class ChatSession:
                 and not isinstance(message, Command):
             await close_cut_off_turn(self.runtime, self._cut_off)
         self._cut_off = None
+        if not isinstance(message, Command):  # a user's message or a prompt's (not /resume's continuation)
+            self.trajectory().begin_turn(message)
         try:
             await self._turn_until_answered(message)
         except RunnerError as exc:
@@ -219,6 +223,7 @@ class ChatSession:
                         pending = event
                     else:
                         self.view.show(event)
+                        self.trajectory().observe(event)
                         if event["type"] == "tool_result":
                             results.append(event)
                         elif event["type"] == "handoff":
@@ -239,11 +244,17 @@ class ChatSession:
         answered.append(approval_entry(approval["tool"], None))
         answer = await self.approve(approval)
         answered[-1] = approval_entry(approval["tool"], answer)
+        if answer["action"] == "edit":
+            self.trajectory().edited(approval["id"], answer["args"])
         return answer
 
     def answered_approvals(self) -> list[dict[str, Any]]:
         """The approvals answered in the current thread's turns in this chat, in order."""
         return list(self._answered.get(self.runtime.thread_id, []))
+
+    def trajectory(self) -> ChatTrajectory:
+        """The tool calls and agent runs of the current thread's turns in this chat."""
+        return self._trajectories.setdefault(self.runtime.thread_id, ChatTrajectory())
 
     async def approve(self, approval: ApprovalAsked) -> dict[str, Any]:
         if self.yes:

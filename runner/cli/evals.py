@@ -25,6 +25,8 @@ from runner.evals.cases import (
     find_case_files,
     load_cases,
     manifest_case_problems,
+    other_manifest_problems,
+    shared_name_problems,
     with_manifest_problems,
 )
 from runner.evals.report import json_report, junit_xml, print_results
@@ -61,8 +63,10 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
     manifest = Path(file)
     paths = [Path(p) for p in case_files] or find_case_files(manifest)
     if not paths:
-        stderr.print(f"no case files: add YAML files to {manifest.parent / CASES_FOLDER}/ or name them",
-                     style="red", markup=False)
+        others = " (those there name another manifest: 'manifest:')" if find_case_files(
+            manifest, every=True) else ""
+        stderr.print(f"no case files for {manifest.name}: add YAML files to {manifest.parent / CASES_FOLDER}/"
+                     f"{others} or name them", style="red", markup=False)
         sys.exit(EXIT_INVALID)
     mode: Mode = "record" if record else "replay" if replay else "live"
     options = RunOptions(mode=mode, model_id=model_id, jobs=jobs)
@@ -78,7 +82,8 @@ def test(file: str, case_files: tuple[str, ...], patterns: tuple[str, ...], jobs
             except ManifestError as invalid:  # both are said
                 raise ManifestError(exc.problems + invalid.problems) from None
             raise with_manifest_problems(exc, paths, checked) from None
-        if problems := manifest_case_problems(every, load_manifest(manifest).manifest):
+        if problems := other_manifest_problems(manifest, every) + shared_name_problems(manifest, every) \
+                + manifest_case_problems(every, load_manifest(manifest).manifest):
             raise ManifestError(problems)
         cases = select_cases(every, patterns)
         if not cases:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import jsonschema
+import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -40,6 +41,7 @@ from runner.manifest.loading import SourceMap, located_problems, read_document, 
 
 CASES_FOLDER = "evals"
 CASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+MANIFEST_NAME_PATTERN = r"^[^/\\]+$"  # a file name, no folder: the manifest beside evals/
 MatchMode = Literal["strict", "unordered", "subset", "superset"]
 ApprovalAction = Literal["approve", "deny", "edit", "stop"]
 
@@ -225,6 +227,10 @@ class CaseSpec(EvalSpec):
 
 
 class CaseFileSpec(EvalSpec):
+    manifest: str | None = Field(
+        None, pattern=MANIFEST_NAME_PATTERN, description="The manifest these cases are for: its file "
+        "name, in the folder that holds evals/ (research.yaml). Without it, the cases are every "
+        "manifest's of that folder.")
     cases: list[CaseSpec] = Field(min_length=1, description="The cases of this file.")
 
 
@@ -326,10 +332,68 @@ class Case:
         return self.file.parent / "cassettes" / f"{self.name}.yaml"
 
 
-def find_case_files(manifest_path: Path) -> list[Path]:
-    """The case files in the ``evals/`` folder next to the manifest."""
+def find_case_files(manifest_path: Path, *, every: bool = False) -> list[Path]:
+    """The case files in the ``evals/`` folder next to the manifest that are its own: those naming
+    no manifest (``manifest:``) or this one. A file naming a manifest the folder does not hold is
+    every manifest's, so that loading it says so. ``every``: all of the folder's case files."""
     folder = manifest_path.parent / CASES_FOLDER
-    return sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    found = sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    if every:
+        return found
+    return [path for path in found if named_manifest(path) in (None, manifest_path.name)
+            or not (manifest_path.parent / str(named_manifest(path))).is_file()]
+
+
+def _lenient_document(path: Path) -> dict[str, Any]:
+    """A case file's top level, read leniently: empty for a file that is not valid YAML or no
+    mapping (loading it reports why)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def named_manifest(path: Path) -> str | None:
+    """The manifest a case file names (``manifest:``); None for none, or one that is no text."""
+    named = _lenient_document(path).get("manifest")
+    return named if isinstance(named, str) else None
+
+
+def case_names_in(path: Path) -> list[str]:
+    """The names of a case file's cases, read leniently (see :func:`_lenient_document`)."""
+    cases = _lenient_document(path).get("cases")
+    return [c["name"] for c in cases if isinstance(c, dict) and isinstance(c.get("name"), str)] \
+        if isinstance(cases, list) else []
+
+
+def other_manifest_problems(manifest_path: Path, cases: list[Case]) -> list[Problem]:
+    """Each case file (given by name to ``mcp-run test``) whose ``manifest:`` names another
+    manifest than ``manifest_path``, at that key: its cases are that one's."""
+    found: dict[Path, Problem] = {}
+    for case in cases:
+        named = named_manifest(case.file)
+        if named in (None, manifest_path.name) or case.file in found or case.source is None:
+            continue
+        found[case.file] = case.source.problem(("manifest",), f"the cases of this file are for {named}, "
+                                               f"not {manifest_path.name}: run `mcp-run test {named}`")
+    return list(found.values())
+
+
+def shared_name_problems(manifest_path: Path, cases: list[Case]) -> list[Problem]:
+    """Each case whose name a case file of another manifest, in the same ``evals/`` folder, uses
+    too: the folder's cases share its cassettes (``cassettes/NAME.yaml``)."""
+    own = {case.file for case in cases}
+    found: list[Problem] = []
+    for path in find_case_files(manifest_path, every=True):
+        if (path := path.resolve()) in own:
+            continue
+        names = set(case_names_in(path))
+        found += [case._problem(("name",), f"case name '{case.name}' is used in {path} too: the cases "
+                                "of one evals/ folder share its cassettes (cassettes/NAME.yaml), whichever "
+                                "manifest they are for; rename one")
+                  for case in cases if case.name in names and case.file.parent == path.parent]
+    return found
 
 
 def load_cases(paths: list[Path], *, environ: Mapping[str, str] | None = None) -> list[Case]:
@@ -399,7 +463,7 @@ def case_folder_problems(manifest_path: Path, manifest: Manifest,
         return list(with_manifest_problems(exc, paths, manifest, environ=environ).problems)
     # The expected agents too (``mcp-run test`` says them when a case runs): ``manifest`` is the
     # checked one, with the agents other files bring.
-    return manifest_case_problems(cases, manifest) + [
+    return manifest_case_problems(cases, manifest) + shared_name_problems(manifest_path, cases) + [
         problem for case in cases for problem in case.agent_problems(manifest.agents)]
 
 
@@ -415,6 +479,12 @@ def _load_file(path: Path, environ: Mapping[str, str] | None) -> tuple[list[Case
         reported = {p.path for p in problems}
         located = located_problems(exc, data, source, root=CaseFileSpec)
         raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
+    folder = path.parent.parent  # where the manifests of this evals/ folder are
+    if parsed.manifest is not None and not (folder / parsed.manifest).is_file():
+        beside = sorted(p.name for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+        problems.append(source.problem(("manifest",), f"no manifest '{parsed.manifest}' in {folder}"
+                                       f"{did_you_mean(parsed.manifest, beside)}; the cases of this file "
+                                       "are for the manifest named here, beside the evals/ folder"))
     if problems:
         raise ManifestError(problems)
     return list(parsed.cases), source

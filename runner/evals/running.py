@@ -36,6 +36,7 @@ from runner.evals.judge import grade
 from runner.evals.matching import Observation, ObservedCall, expectation_differences
 from runner.evals.replay import listing_of, listings_of, replay_servers
 from runner.events import ApprovalAsked, FinalAnswer, UsageTotals
+from runner.manifest.agents import handoff_tool_names
 from runner.models.builtin import scripts_from_the_start
 
 Status = Literal["passed", "failed", "drift", "error"]
@@ -129,7 +130,9 @@ async def run_case(
         return CaseResult(case, "error", 0.0, differences=[str(p) for p in cassette.problems])
     if isinstance(cassette, RunnerError):
         return CaseResult(case, "error", 0.0, differences=[str(cassette)])
-    offered = set(runtime.catalog.entries) | set(runtime.manifest.agents)  # agents are called as tools
+    manifest = runtime.manifest  # agents are called as tools, and models hand the conversation over
+    offered = {*runtime.catalog.entries, *manifest.agents,
+               *handoff_tool_names(manifest.agents, manifest.agent.handoffs)}
     if cassette is not None:  # a tool offered when recorded but gone now is drift, not a typo
         offered.update(name for call in cassette.model_calls for name in call.tools)
     mistakes = case.problems_against(runtime.manifest.prompts.vars, offered, runtime.manifest.agents)

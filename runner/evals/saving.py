@@ -1,11 +1,16 @@
 """``/save NAME`` in the chat: the current thread written as a case, ready to run and to edit.
 
-The case holds the user's turns, the tool calls the agent made (``match: unordered``), an
-excerpt of the last answer under ``answer.contains``, to be edited into what matters, and the
-answers given to its approvals (``approvals``), so that it runs as the conversation went. Case
-files expand ``${VAR}`` as the manifest does: the values of the variables the manifest references
-are written as ``${NAME}`` (as cassettes write them, so a secret a tool returned never reaches the
-file), and a literal ``${`` as ``$${``.
+The case holds the user's turns, the tool calls made (``match: unordered``) and, with several
+agents, the runs of the agents of ``agents:`` (``expect.agents``), an excerpt of the last answer
+under ``answer.contains``, to be edited into what matters, and the answers given to its approvals
+(``approvals``), so that it runs as the conversation went. Case files expand ``${VAR}`` as the
+manifest does: the values of the variables the manifest references are written as ``${NAME}`` (as
+cassettes write them, so a secret a tool returned never reaches the file), and a literal ``${``
+as ``$${``.
+
+The calls and agent runs are those the chat saw happen (a :class:`ChatTrajectory` of the thread),
+every agent's, as ``mcp-run test`` observes them when the case runs: an agent's own tool calls
+are in no message of the thread's conversation.
 """
 
 from __future__ import annotations
@@ -20,8 +25,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from runner.agent.structured import answer_object
 from runner.errors import CaseSaveError
-from runner.evals.cases import CASE_NAME_PATTERN, CASES_FOLDER, Case, find_case_files, load_cases
+from runner.evals.cases import (
+    CASE_NAME_PATTERN,
+    CASES_FOLDER,
+    Case,
+    case_names_in,
+    find_case_files,
+    load_cases,
+)
 from runner.evals.cassettes import Secrets
+from runner.events import Event
 
 EXCERPT_CHARS = 60
 MAX_SAVED_FIELDS = 20  # fields of an answer object a saved case expects at most
@@ -41,24 +54,73 @@ def approval_entry(tool: str, answer: Mapping[str, Any] | None) -> dict[str, Any
     return entry
 
 
+class ChatTrajectory:
+    """The tool calls (every agent's, in the order they were made) and the runs of the agents of
+    ``agents:`` of one thread's turns in a chat, read from the turns' events as ``mcp-run test``
+    reads them when the case runs; an edited call with the arguments it ran with."""
+
+    def __init__(self) -> None:
+        self.turns = 0  # the user's messages the chat sent on the thread
+        self.calls: list[dict[str, Any]] = []
+        self.agents: list[str] = []
+        self._positions: dict[str, int] = {}  # a call's id -> its index in calls
+
+    def begin_turn(self, given: str | Sequence[BaseMessage]) -> None:
+        """A turn the chat sends: a user's message, or a prompt command's messages (each user
+        message of them is a turn of the case's input, as :func:`case_from_thread` reads them)."""
+        messages = [HumanMessage(given)] if isinstance(given, str) else given
+        self.turns += sum(1 for m in messages if isinstance(m, HumanMessage) and str(m.text).strip())
+
+    def observe(self, event: Event) -> None:
+        if event["type"] == "tool_call" and event["id"] not in self._positions:
+            self._positions[event["id"]] = len(self.calls)
+            self.calls.append(_call(event["name"], event["args"]))
+        elif event["type"] == "agent":
+            self.agents.append(event["agent"])
+
+    def edited(self, call_id: str, args: Mapping[str, Any]) -> None:
+        """The call ``call_id`` ran with ``args`` (an approval's ``edit`` answer)."""
+        if (index := self._positions.get(call_id)) is not None:
+            self.calls[index] = _call(self.calls[index]["name"], args)
+
+
+def _call(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": name, "args": dict(args)} if args else {"name": name}
+
+
 def case_from_thread(name: str, messages: Sequence[BaseMessage], secrets: Secrets,
-                     approvals: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                     approvals: Sequence[Mapping[str, Any]] = (),
+                     trajectory: ChatTrajectory | None = None) -> dict[str, Any]:
     """The case (as YAML-ready data) that replays the conversation in ``messages``, its approvals
-    answered as ``approvals`` (:func:`approval_entry`) says, ``secrets`` written as ``${NAME}``."""
+    answered as ``approvals`` (:func:`approval_entry`) says, ``secrets`` written as ``${NAME}``.
+
+    The calls and agent runs are ``trajectory``'s. Where it missed turns (the chat resumed a
+    thread another process began), those turns' calls are the conversation's own (its agents'
+    calls unknown), and the case expects at least what it lists (``superset``)."""
     inputs = [as_case_text(str(m.text), secrets) for m in messages
               if isinstance(m, HumanMessage) and str(m.text).strip()]
     if not inputs:
         raise CaseSaveError("the conversation has no user message yet: nothing to save")
+    # The first turns, which the chat did not see (without a trajectory: the conversation's calls).
+    missed = len(inputs) - trajectory.turns if trajectory is not None else 0
+    own_calls = trajectory is None or missed > 0
     calls: list[dict[str, Any]] = []
     answer = ""
     output: Any = None
+    turn = 0
     for message in messages:
+        if isinstance(message, HumanMessage) and str(message.text).strip():
+            turn += 1
         if isinstance(message, AIMessage):
-            calls += [{"name": c["name"], "args": as_case_text(c["args"], secrets)} if c["args"]
-                      else {"name": c["name"]} for c in message.tool_calls]
+            if own_calls and (trajectory is None or turn <= missed):
+                calls += [_call(c["name"], c["args"]) for c in message.tool_calls]
             if not message.tool_calls:
                 answer, output = str(message.text), answer_object(message)
-    expect: dict[str, Any] = {"tools": calls, "match": "unordered"}
+    calls += trajectory.calls if trajectory is not None else []
+    mode = "superset" if missed > 0 else "unordered"
+    expect: dict[str, Any] = {"tools": as_case_text(calls, secrets), "match": mode}
+    if trajectory is not None and trajectory.agents:
+        expect |= {"agents": list(trajectory.agents), "agents_match": mode}
     first_line = next((line.strip() for line in answer.splitlines() if line.strip()), "")
     if output is not None:  # an answer object (``output:``): its fields, each by its path
         expect["output"] = as_case_text(dict(_leaves(output)[:MAX_SAVED_FIELDS]), secrets)
@@ -101,13 +163,15 @@ def _excerpt(text: str) -> str:
 
 
 def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], secrets: Secrets,
-              approvals: Sequence[Mapping[str, Any]] = ()) -> Path:
-    """Write ``evals/NAME.yaml`` next to the manifest, ``secrets`` written as ``${NAME}``, its
-    approvals answered as ``approvals`` says; returns its path. Never overwrites."""
+              approvals: Sequence[Mapping[str, Any]] = (), trajectory: ChatTrajectory | None = None
+              ) -> Path:
+    """Write ``evals/NAME.yaml`` next to the manifest, for that manifest (``manifest:``),
+    ``secrets`` written as ``${NAME}``, its approvals answered as ``approvals`` says, its calls and
+    agent runs ``trajectory``'s; returns its path. Never overwrites."""
     if not re.match(CASE_NAME_PATTERN, name):
         raise CaseSaveError(f"'{name}' cannot name a case: use lowercase letters, digits, '.', "
                             "'_' and '-', starting with a letter or digit")
-    case = case_from_thread(name, messages, secrets, approvals)
+    case = case_from_thread(name, messages, secrets, approvals, trajectory)
     path = manifest_path.parent / CASES_FOLDER / f"{name}.yaml"
     if path.exists():
         raise CaseSaveError(f"{path} already exists: choose another name")
@@ -122,25 +186,20 @@ def save_case(manifest_path: Path, name: str, messages: Sequence[BaseMessage], s
         schema_line
         + "# Saved from the chat: edit the expectations to what matters, then run\n"
         f"# `mcp-run test {manifest_path.name} -k {name}`.\n"
-        + yaml.safe_dump({"cases": [case]}, sort_keys=False, allow_unicode=True, width=100)
+        + yaml.safe_dump({"manifest": manifest_path.name, "cases": [case]}, sort_keys=False,
+                         allow_unicode=True, width=100)
     )
     path.write_text(text, encoding="utf-8")
     return path
 
 
 def file_naming_case(manifest_path: Path, name: str) -> Path | None:
-    """The case file next to the manifest that already has a case called ``name``, if one does.
+    """The case file next to the manifest that already has a case called ``name``, if one does,
+    whichever manifest it is for: the cases of a folder share its cassettes (``cassettes/NAME.yaml``).
 
     Read leniently: a file that is not valid YAML names no case here (``mcp-run test`` reports it)."""
-    for path in find_case_files(manifest_path):
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        cases = data.get("cases") if isinstance(data, dict) else None
-        if isinstance(cases, list) and any(isinstance(c, dict) and c.get("name") == name for c in cases):
-            return path
-    return None
+    return next((path for path in find_case_files(manifest_path, every=True) if name in case_names_in(path)),
+                None)
 
 
 def saved_case(path: Path) -> Case:

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from runner.errors import CaseSaveError, ManifestError
 from runner.evals.cases import CaseSpec, evals_json_schema, find_case_files, load_cases
 from runner.evals.cassettes import Secrets
-from runner.evals.saving import approval_entry, case_from_thread, save_case, saved_case
+from runner.evals.saving import ChatTrajectory, approval_entry, case_from_thread, save_case, saved_case
 
 CORPUS = TESTS / "evals"
 INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
@@ -75,6 +75,17 @@ def test_case_files_are_found_in_evals_next_to_the_manifest(tmp_path: Path) -> N
     assert [p.name for p in found] == ["a.yml", "b.yaml"]
 
 
+def test_a_manifest_s_case_files_are_those_naming_it_or_no_manifest(tmp_path: Path) -> None:
+    (tmp_path / "evals").mkdir()
+    for manifest in ("agent.yaml", "other.yaml"):
+        (tmp_path / manifest).write_text("version: 1\n")
+    for name, named in (("all", ""), ("mine", "manifest: agent.yaml\n"), ("theirs", "manifest: other.yaml\n"),
+                        ("typo", "manifest: agnet.yaml\n")):  # a typo is loaded, to be reported
+        (tmp_path / "evals" / f"{name}.yaml").write_text(named + "cases: []\n")
+    assert [p.stem for p in find_case_files(tmp_path / "agent.yaml")] == ["all", "mine", "typo"]
+    assert [p.stem for p in find_case_files(tmp_path / "other.yaml")] == ["all", "theirs", "typo"]
+
+
 THREAD = [
     HumanMessage("remember milk"),
     AIMessage("", tool_calls=[{"name": "notes__add_note", "args": {"title": "milk"}, "id": "1"}]),
@@ -90,6 +101,13 @@ THREAD = [
 NO_SECRETS = Secrets({})
 
 
+def a_manifest(folder: Path) -> Path:
+    """``folder/agent.yaml``: a saved case names its manifest, which is beside its evals/ folder."""
+    path = folder / "agent.yaml"
+    path.write_text("version: 1\nname: notes\nmodel: offline\n")
+    return path
+
+
 def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() -> None:
     assert case_from_thread("groceries", THREAD, NO_SECRETS) == {
         "name": "groceries",
@@ -103,10 +121,45 @@ def test_a_thread_becomes_a_case_with_its_turns_trajectory_and_answer_excerpt() 
     }
 
 
+def test_a_chat_s_trajectory_gives_the_saved_case_every_agent_s_calls_with_edits_and_the_agent_runs() -> None:
+    seen = ChatTrajectory()
+    for text in ("remember milk", "list them"):
+        seen.begin_turn(text)
+    seen.observe({"type": "tool_call", "name": "researcher", "args": {"task": "milk?"}, "id": "a"})
+    seen.observe({"type": "agent", "agent": "researcher", "caller": "main", "task": "milk?", "call": "a"})
+    seen.observe({"type": "tool_call", "name": "notes__add_note", "args": {"title": "mlk"}, "id": "b",
+                  "agent": "researcher"})
+    seen.edited("b", {"title": "milk"})  # an approval's edit: the call ran with these
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert expect["tools"] == [{"name": "researcher", "args": {"task": "milk?"}},
+                               {"name": "notes__add_note", "args": {"title": "milk"}}]
+    assert (expect["match"], expect["agents"], expect["agents_match"]) == ("unordered", ["researcher"],
+                                                                           "unordered")
+
+
+def test_a_prompt_command_s_user_messages_are_turns_the_chat_saw() -> None:
+    seen = ChatTrajectory()
+    seen.begin_turn([HumanMessage("remember milk"), AIMessage("Noted."), HumanMessage("list them")])
+    assert seen.turns == 2
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert (expect["tools"], expect["match"]) == ([], "unordered")  # no turn unseen: none from the thread
+
+
+def test_a_thread_resumed_in_the_chat_saves_the_unseen_turns_calls_and_expects_at_least_them() -> None:
+    seen = ChatTrajectory()
+    seen.begin_turn("list them")  # the second turn only: the first ran in another process
+    seen.observe({"type": "tool_call", "name": "notes__list_notes", "args": {}, "id": "2"})
+    expect = case_from_thread("groceries", THREAD, NO_SECRETS, trajectory=seen)["expect"]
+    assert expect["tools"] == [{"name": "notes__add_note", "args": {"title": "milk"}},
+                               {"name": "notes__list_notes"}]
+    assert expect["match"] == "superset"  # the first turn's agents' calls, if any, are unknown
+
+
 def test_a_saved_case_is_a_valid_case_file_and_is_never_overwritten(tmp_path: Path) -> None:
-    manifest = tmp_path / "agent.yaml"
+    manifest = a_manifest(tmp_path)
     path = save_case(manifest, "groceries", THREAD, NO_SECRETS)
     assert path == tmp_path / "evals" / "groceries.yaml"
+    assert yaml.safe_load(path.read_text())["manifest"] == "agent.yaml"  # its cases are that manifest's
     case = saved_case(path)
     assert case.name == "groceries" and case.spec.expect.match == "unordered"
     with pytest.raises(CaseSaveError, match="already exists"):
@@ -128,7 +181,7 @@ def test_a_saved_case_writes_secrets_as_variables_and_literal_references_escaped
         AIMessage("The value the vault holds for the key is " + canary + " and more."),
     ]
     secrets = Secrets({"MCP_RUN_TEST_CANARY": canary})
-    path = save_case(tmp_path / "agent.yaml", "vault", thread, secrets)
+    path = save_case(a_manifest(tmp_path), "vault", thread, secrets)
     text = path.read_text()
     assert canary not in text
     assert "contains: The value the vault holds for the key is" in text  # not a cut-open ${…}
@@ -152,7 +205,7 @@ def test_a_saved_case_points_at_the_schema_only_where_the_schema_file_is(tmp_pat
 
 
 def test_saving_refuses_a_case_name_another_case_file_already_uses(tmp_path: Path) -> None:
-    manifest = tmp_path / "agent.yaml"
+    manifest = a_manifest(tmp_path)
     (tmp_path / "evals").mkdir()
     (tmp_path / "evals" / "math.yaml").write_text(
         "cases:\n  - name: adds\n    input: one\n  - name: calculates\n    input: two\n")

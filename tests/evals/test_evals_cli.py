@@ -266,3 +266,48 @@ def test_an_unknown_model_id_is_invalid_input_with_a_suggestion(tmp_path: Path) 
     assert provider.exit_code == 2
     assert "'--model': unknown model provider 'opnai' (did you mean 'openai'?)" in provider.stderr
 
+
+
+def test_a_case_file_naming_its_manifest_is_checked_and_run_for_that_manifest_only(tmp_path: Path) -> None:
+    # Two manifests share one evals/ folder: the cases of a file naming one are not the other's.
+    manifest = make_agent(tmp_path)
+    other = tmp_path / "other.yaml"
+    shutil.copy(manifest, other)
+    cases = write_cases(tmp_path, "manifest: other.yaml\n" + OUTPUT_CASE)
+    assert invoke("validate", str(manifest)).exit_code == 0
+    done = invoke("validate", str(other))
+    assert done.exit_code == 2, done.output
+    assert f"{cases}:6:7: cases[0].expect.output: expect.output checks the answer object" in done.output
+    said = invoke("test", str(manifest))
+    assert said.exit_code == 2 and "(those there name another manifest: 'manifest:')" in said.stderr
+
+
+def test_a_case_file_naming_a_manifest_the_folder_has_not_is_a_located_error(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    cases = write_cases(tmp_path, "manifest: agnet.yaml\ncases:\n  - {name: hi, input: hi}\n")
+    done = invoke("validate", str(manifest))
+    assert done.exit_code == 2, done.output
+    assert (f"{cases}:1:11: manifest: no manifest 'agnet.yaml' in {tmp_path} (did you mean "
+            "'agent.yaml'?)") in done.output
+
+
+def test_a_case_name_another_manifest_s_case_file_uses_is_a_located_error(tmp_path: Path) -> None:
+    # Their cassettes would be one file: evals/cassettes/hi.yaml.
+    manifest = make_agent(tmp_path)
+    shutil.copy(manifest, tmp_path / "other.yaml")
+    theirs = write_cases(tmp_path, "manifest: other.yaml\ncases:\n  - {name: hi, input: hi}\n", "theirs.yaml")
+    mine = write_cases(tmp_path, "manifest: agent.yaml\ncases:\n  - {name: hi, input: hi}\n", "mine.yaml")
+    for command in ("validate", "test"):
+        done = invoke(command, str(manifest))
+        assert done.exit_code == 2, done.output
+        assert f"{mine}:3:12: cases[0].name: case name 'hi' is used in {theirs} too" in done.output
+
+
+def test_a_case_file_of_another_manifest_given_by_name_is_a_located_error(tmp_path: Path) -> None:
+    manifest = make_agent(tmp_path)
+    shutil.copy(manifest, tmp_path / "other.yaml")
+    theirs = write_cases(tmp_path, "manifest: other.yaml\ncases:\n  - {name: hi, input: hi}\n")
+    done = invoke("test", str(manifest), str(theirs))
+    assert done.exit_code == 2, done.output
+    assert (f"{theirs}:1:11: manifest: the cases of this file are for other.yaml, not agent.yaml: run "
+            "`mcp-run test other.yaml`") in done.output
