@@ -110,7 +110,8 @@ def tools(file: str, as_json: bool) -> None:
                 "it finds the others by searching")
 
     _print_listing(file, rows_of, as_json, ("name", "server", "original", "description"), lambda row: (
-        ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
+        ("* " if row["offered"] and any(searching) else "") + row["name"],
+        row["server"] or ("local" if row["kind"] == "tool" else row["kind"]),
         row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
         "tool", note)
     if servers and "ready" not in servers.values():  # a script must tell "none started" from "none offered"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from types import SimpleNamespace
+from typing import Literal
 
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
@@ -19,6 +20,8 @@ from runner.events import (
     ToolCall,
     ToolProgress,
     ToolResult,
+    ToolRow,
+    ToolsListed,
 )
 
 
@@ -41,8 +44,27 @@ def test_help_puts_every_description_in_one_column_however_long_a_prompt_command
 
 
 def test_one_tool_is_one_tool_in_the_banner() -> None:
-    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=["x__y"]))
+    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=["x__y"], agents=[],
+                             handoffs=[]))
     assert "a — 1 tool, model offline" in banner
+
+
+def test_the_banner_counts_the_agents_and_handoffs_the_model_is_offered_as_tools() -> None:
+    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=[], agents=["desk"],
+                             handoffs=["handoff_to_billing"]))
+    assert "a — 2 tools, model offline" in banner
+
+
+def test_tools_marks_the_agents_and_handoffs_among_the_tools_with_their_descriptions() -> None:
+    def row(name: str, kind: Literal["tool", "agent", "handoff"], description: str) -> ToolRow:
+        return ToolRow(name=name, server="", original=name, description=description, approval=False,
+                       offered=True, kind=kind)
+
+    lines = shown(ToolsListed(type="tools", search=False, tools=[
+        row("notes__add", "tool", "Add a note."), row("desk", "agent", "Sends a request on."),
+        row("handoff_to_billing", "handoff", "Hand the conversation to billing.")])).splitlines()
+    assert lines == ["notes__add  Add a note.", "desk  [agent]  Sends a request on.",
+                     "handoff_to_billing  [handoff]  Hand the conversation to billing."]
 
 
 def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
