@@ -6,6 +6,9 @@ import io
 from types import SimpleNamespace
 from typing import Literal
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from runner.cli.chat import recap_lines
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
@@ -144,3 +147,21 @@ def test_the_chat_names_each_agent_a_workflow_runs_but_an_agent_called_as_a_tool
     assert text.splitlines() == ['→ board {"task": "Adopt it?"}',
                                  'board: → optimist {"task": "Adopt it?"}',
                                  'board: → chair {"task": "Weigh: \\u001b[2Jyes\\u202e"}']
+
+
+def test_a_resumed_threads_recap_names_the_agent_a_handoff_gave_the_conversation_to() -> None:
+    messages = [HumanMessage("I was charged twice", id="1"),
+                AIMessage("", id="2", tool_calls=[{"name": "handoff_to_billing", "args": {}, "id": "h"}]),
+                ToolMessage("handed over", tool_call_id="h", id="3", artifact={"handed_to": "billing"}),
+                AIMessage("", id="4", tool_calls=[{"name": "notes__calculate", "args": {}, "id": "c"}]),
+                ToolMessage("42", tool_call_id="c", id="5"),
+                AIMessage("Billing here, refunded.", id="6")]
+    assert recap_lines(messages, "billing") == [
+        "  you: I was charged twice", "  agent → handoff_to_billing", "  billing → notes__calculate",
+        "  billing: Billing here, refunded."]
+
+
+def test_a_resumed_threads_recap_names_the_agent_it_was_switched_to_when_nothing_was_handed_over() -> None:
+    messages = [HumanMessage("hi", id="1"), AIMessage("Support here.", id="2")]
+    assert recap_lines(messages, "support") == ["  you: hi", "  support: Support here."]
+    assert recap_lines(messages, "main") == ["  you: hi", "  agent: Support here."]
