@@ -202,14 +202,26 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
         if yes:
             message = Command(resume={"action": "approve"})
         else:
-            rule = approval.get("policy")
-            asks = "needs approval"
-            if rule is not None:
-                asks += f" ({rule['source']}" + (f": {rule['reason']}" if rule["reason"] else "") + ")"
-            stderr.print(f"denied {approval['tool']}: {visible(asks)} and no one can answer here "
-                         "(pass --yes to allow)", style="yellow", markup=False)
+            asks = approval_needed(approval)
+            stderr.print(denied_line(approval), style="yellow", markup=False)
             message = Command(resume={"action": "deny", "asked": False,
                                       "reason": f"a one-shot run cannot ask, and it {asks}"})
+
+
+def approval_needed(approval: ApprovalAsked) -> str:
+    """``needs approval (policy rule 2: why)``: what a one-shot run says of a call it cannot ask about."""
+    rule = approval.get("policy")
+    asks = "needs approval"
+    if rule is not None:
+        asks += f" ({rule['source']}" + (f": {rule['reason']}" if rule["reason"] else "") + ")"
+    return asks
+
+
+def denied_line(approval: ApprovalAsked) -> str:
+    """The line of a call a one-shot run denies, named by the agent that made it as its other
+    lines are (``writer: denied notes__add_note: …``)."""
+    return (f"{by_agent(approval)}denied {approval['tool']}: {visible(approval_needed(approval))} and no one "
+            "can answer here (pass --yes to allow)")
 
 
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool,

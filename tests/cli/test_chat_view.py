@@ -8,12 +8,13 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from runner.cli.chat import recap_lines
+from runner.cli.chat import denied_line, recap_lines
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
 from runner.events import (
     AgentStarted,
+    ApprovalAsked,
     ChatCommandRow,
     ChatReady,
     HelpShown,
@@ -165,3 +166,10 @@ def test_a_resumed_threads_recap_names_the_agent_it_was_switched_to_when_nothing
     messages = [HumanMessage("hi", id="1"), AIMessage("Support here.", id="2")]
     assert recap_lines(messages, "support") == ["  you: hi", "  support: Support here."]
     assert recap_lines(messages, "main") == ["  you: hi", "  agent: Support here."]
+
+
+def test_a_one_shot_runs_denial_of_an_agents_call_names_that_agent_as_its_other_lines_do() -> None:
+    approval = ApprovalAsked(type="approval", tool="notes__add_note", args={}, id="c", agent="writer")
+    assert denied_line(approval) == ("writer: denied notes__add_note: needs approval and no one can answer "
+                                     "here (pass --yes to allow)")
+    assert denied_line(ApprovalAsked(type="approval", tool="t", args={}, id="c")).startswith("denied t: ")
