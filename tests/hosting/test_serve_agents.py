@@ -3,12 +3,14 @@ gives it a task directly, on threads kept apart from the main agent's, and answe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import mcp_types as types
 import pytest
 from builders import ROOT
+from mcp.shared.exceptions import MCPError
 from mcp_servers import gates as gates_server
 from serving import call_message, stdio_agent, text_of, write_served_agent
 from test_serve_questions import ERAS, answering
@@ -34,9 +36,25 @@ async def test_a_client_calls_an_agent_of_agents_directly_by_its_name_over_stdio
             # The same thread id names another conversation for the main agent: still new there.
             asked = await client.call_tool("ask", {"message": "hello", "thread": thread})
             assert asked.structured_content is not None and asked.structured_content["new"] is True
-            # The threads listed and read are the main agent's.
-            listed = [resource.uri for resource in (await client.list_resources()).resources]
-            assert listed == [f"mcp-run://threads/{thread}"]
+            # Both are listed: the agent's as the checkpointer keeps it, and readable so.
+            listed = sorted(resource.uri for resource in (await client.list_resources()).resources)
+            assert listed == [f"mcp-run://threads/{thread}", f"mcp-run://threads/{thread}@researcher"]
+            read = await client.read_resource(f"mcp-run://threads/{thread}@researcher")
+            history = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+            assert (history["thread"], history["agent"]) == (thread, "researcher")
+            messages = [(m["role"], m["text"]) for m in history["messages"]]
+            assert (messages[0], messages[-1]) == (("user", "What is 6*7?"), ("assistant", "6*7 is 42."))
+            main = await client.read_resource(f"mcp-run://threads/{thread}")
+            main_history = json.loads(main.contents[0].text)  # type: ignore[union-attr]
+            assert [m["text"] for m in main_history["messages"] if m["role"] == "user"] == ["hello"]
+            for uri, why in ((f"mcp-run://threads/{thread}@nobody", 'unknown agent "nobody"'),
+                             ("mcp-run://threads/new@writer", "a call of writer with this thread id")):
+                with pytest.raises(MCPError) as refused:
+                    await client.read_resource(uri)
+                assert refused.value.code == -32002 and why in refused.value.message
+            # A caller still names only a thread id in a call: the @ form is the store's.
+            named = await client.call_tool("researcher", {"task": "6*7?", "thread": f"{thread}@researcher"})
+            assert named.is_error and "invalid thread id" in text_of(named)
 
             wrong = await client.call_tool("researcher", {"message": "What is 6*7?"})
             assert wrong.is_error
