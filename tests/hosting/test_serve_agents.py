@@ -81,18 +81,23 @@ async def test_an_approval_an_agent_of_agents_asks_is_relayed_to_the_client_that
     assert log.log == ["note yes"]
 
 
-async def test_an_approval_a_sub_agent_asks_during_the_main_agents_turn_names_that_agent(
+async def test_an_approval_and_a_form_a_sub_agent_asks_during_the_main_agents_turn_name_that_agent(
     tmp_path: Path, gates: tuple[gates_server.Gates, str]
 ) -> None:
     _, url = gates
     manifest = write_served_agent(tmp_path, url, approve=["note"], agent={"agents": ["helper"]},
                                   agents={"helper": {"description": "Takes notes.", "tools": ["gates"]}})
     asked: list[types.ElicitRequestParams] = []
-    accept = answering(types.ElicitResult(action="accept", content={"approve": True}), asked)
+    answer = types.ElicitResult(action="accept", content={"approve": True, "colour": "teal"})  # fits both
+    accept = answering(answer, asked)
     task = call_message("gates__note", text="deep")
     with anyio.fail_after(LIMIT):
         async with stdio_agent(manifest, elicitation_callback=accept) as client:
             result = await client.call_tool("ask", {"message": call_message("helper", task=task)})
-    assert not result.is_error, text_of(result)
-    [question] = asked
-    assert question.message == 'helper wants to call the tool gates__note with {"text": "deep"}. Allow it?'
+            assert not result.is_error, text_of(result)
+            form = await client.call_tool("ask", {"message": call_message(
+                "helper", task=call_message("gates__ask_user"))})
+    assert "colour: accept teal" in text_of(form)
+    approval, question = asked
+    assert approval.message == 'helper wants to call the tool gates__note with {"text": "deep"}. Allow it?'
+    assert question.message == "[helper · gates] Which colour?"
