@@ -99,7 +99,8 @@ def tools(file: str, as_json: bool) -> None:
         offered = offered_at_start(runtime)
         searching.append(offered is not None)
         servers.update({key: connection.status for key, connection in runtime.fleet.connections.items()})
-        return [{**row, "offered": offered is None or row["name"] in offered}
+        # the agents and handoffs are offered beside search_tools, as the pinned tools are
+        return [{**row, "offered": offered is None or row["name"] in offered or row["kind"] != "tool"}
                 for row in tool_rows(runtime, schemas=as_json)]
 
     def note(rows: list[dict[str, Any]]) -> str | None:

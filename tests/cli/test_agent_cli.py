@@ -76,6 +76,11 @@ def test_the_tools_listing_and_the_ready_event_show_the_agents_and_handoffs_the_
     assert (ready["tools"], ready["agents"], ready["handoffs"]) == ([], ["desk"], ["handoff_to_billing",
                                                                                   "handoff_back"])
     assert set(rows) == {"desk", *ready["handoffs"]}
+    # With tool search on they are offered from the start, as the model's list has them.
+    write_manifest(tmp_path, {}, name="front", model="offline",
+                   agent={"agents": ["desk"], "tool_search": "on"}, agents={"desk": {"description": "On."}})
+    searched = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert [(row["name"], row["offered"]) for row in json.loads(searched.stdout)] == [("desk", True)]
 
 
 def test_a_json_one_shot_turn_reports_a_server_changing_its_tools_mid_turn(tmp_path: Path) -> None:
