@@ -319,7 +319,8 @@ class Interrupted(TypedDict):
 
 class ChatReady(TypedDict):
     """The chat has started (or a ``-p --json`` turn, its first event): agent name, model id,
-    thread id, tool names, the agents of ``agents:`` the main agent may call."""
+    thread id, tool names, the agents of ``agents:`` the main agent may call, and its handoff
+    tools (the model is offered a tool for each of these)."""
 
     type: Literal["ready"]
     name: str
@@ -327,6 +328,7 @@ class ChatReady(TypedDict):
     thread: str
     tools: list[str]
     agents: list[str]
+    handoffs: list[str]
 
 
 class ChatCommandRow(TypedDict):
@@ -349,7 +351,8 @@ class PromptRow(TypedDict):
 
 class ToolRow(TypedDict):
     """A tool in ``/tools``; ``offered``: offered to the model at its next step (as in
-    ``mcp-run tools --json``)."""
+    ``mcp-run tools --json``); ``kind``: a server's or local tool, the tool that calls an agent of
+    ``agents:``, or a handoff tool."""
 
     name: str
     server: str
@@ -357,6 +360,7 @@ class ToolRow(TypedDict):
     description: str
     approval: bool
     offered: bool
+    kind: Literal["tool", "agent", "handoff"]
 
 
 class HelpShown(TypedDict):

@@ -166,9 +166,15 @@ class Handoffs:
 def main_handoffs(manifest: Manifest, answering: Mapping[str, Runnable[Any, Any]]) -> Handoffs:
     """The main agent's: its ``handoffs``, ``handoff_back`` when an agent may hand to it, and the
     agents that answer a conversation handed (or switched) to them."""
+    return Handoffs(MAIN_AGENT, main_handoff_tools(manifest), answering)
+
+
+def main_handoff_tools(manifest: Manifest) -> tuple[BaseTool, ...]:
+    """The handoff tools the main agent's model is offered: one per agent of its ``handoffs``,
+    and ``handoff_back`` when an agent may hand the conversation to it."""
     back = any(isinstance(spec, ModelAgentSpec) and MAIN_AGENT in spec.handoffs
                for spec in manifest.agents.values())
-    return Handoffs(MAIN_AGENT, handoff_tools(manifest, MAIN_AGENT, back=back), answering)
+    return handoff_tools(manifest, MAIN_AGENT, back=back)
 
 
 def agent_handoffs(manifest: Manifest, name: str) -> Handoffs:

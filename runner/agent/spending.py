@@ -104,7 +104,7 @@ def totals(spent: Mapping[str, float]) -> UsageTotals:
         total_tokens=counts["input_tokens"] + counts["output_tokens"],
         cost=None if unpriced >= steps else round(spent.get("cost", 0), 8),
         unpriced_steps=unpriced, model_steps=steps, tool_calls=int(spent.get("tool_calls", 0)),
-        seconds=round(spent.get("seconds", 0), 3),
+        seconds=max(0.0, round(spent.get("seconds", 0), 3)),  # never -0.0: the clock's rest rounds so
     )
 
 

@@ -28,7 +28,7 @@ from runner.agent.spending import Spending, add_usage, latest_totals, turn_ledge
 from runner.agent.turn_stream import AGENT_KEY, NAMESPACE, stream_writer
 from runner.errors import BuildError, ToolError
 from runner.events import Event
-from runner.manifest import MAIN_AGENT, Manifest, ModelAgentSpec, ModelSpec
+from runner.manifest import MAIN_AGENT, AgentDefinition, Manifest, ModelAgentSpec, ModelSpec
 from runner.manifest.agents import called_agents
 from runner.models import ModelChain
 from runner.tools.policy import PolicyDecision
@@ -102,8 +102,7 @@ def build_team(parts: TeamParts) -> Team:
         else:
             graph = build_workflow(name, spec, graphs, parts)
         graphs[name] = graph
-        description = spec.description or f"The {name} workflow."
-        tools[name] = agent_tool(name, description, graph, parts.policy)
+        tools[name] = agent_tool(name, agent_tool_description(name, spec), graph, parts.policy)
     hosted = {name: hosted_graph(name, graph, parts.checkpointer) for name, graph in graphs.items()}
     from runner.agent.handoffs import agent_handoffs
 
@@ -111,6 +110,11 @@ def build_team(parts: TeamParts) -> Team:
                                     agent_handoffs(parts.manifest, name))
                  for name, spec in agents.items() if isinstance(spec, ModelAgentSpec)}
     return Team(graphs, tools, hosted, answering)
+
+
+def agent_tool_description(name: str, spec: AgentDefinition) -> str:
+    """The description of the tool that calls agent ``name``, as its callers' models see it."""
+    return spec.description or f"The {name} workflow."
 
 
 def build_order(agents: Mapping[str, Any]) -> list[str]:

@@ -17,15 +17,17 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Sequence
 from contextlib import aclosing
 from functools import partial
 from typing import Any, NoReturn
 
 import anyio
 import click
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.types import Command
 
+from runner.agent.handoffs import handed_to
 from runner.agent.host import Host
 from runner.agent.nodes import MAX_STEPS_REASON
 from runner.agent.reload import watch_and_reload
@@ -63,6 +65,7 @@ from runner.cli.terminal import (
 )
 from runner.errors import RunnerError
 from runner.events import ApprovalAsked, ChatError, FinalAnswer, Interrupted, ToolResult
+from runner.manifest import MAIN_AGENT
 from runner.models.retries import model_call_line
 from runner.servers import CatalogueChange, stop_on_signals
 from runner.store.thread_locks import thread_turn
@@ -199,14 +202,26 @@ async def _turn_until_answered(runtime: Runtime, text: str, *, as_json: bool, ye
         if yes:
             message = Command(resume={"action": "approve"})
         else:
-            rule = approval.get("policy")
-            asks = "needs approval"
-            if rule is not None:
-                asks += f" ({rule['source']}" + (f": {rule['reason']}" if rule["reason"] else "") + ")"
-            stderr.print(f"denied {approval['tool']}: {visible(asks)} and no one can answer here "
-                         "(pass --yes to allow)", style="yellow", markup=False)
+            asks = approval_needed(approval)
+            stderr.print(denied_line(approval), style="yellow", markup=False)
             message = Command(resume={"action": "deny", "asked": False,
                                       "reason": f"a one-shot run cannot ask, and it {asks}"})
+
+
+def approval_needed(approval: ApprovalAsked) -> str:
+    """``needs approval (policy rule 2: why)``: what a one-shot run says of a call it cannot ask about."""
+    rule = approval.get("policy")
+    asks = "needs approval"
+    if rule is not None:
+        asks += f" ({rule['source']}" + (f": {rule['reason']}" if rule["reason"] else "") + ")"
+    return asks
+
+
+def denied_line(approval: ApprovalAsked) -> str:
+    """The line of a call a one-shot run denies, named by the agent that made it as its other
+    lines are (``writer: denied notes__add_note: …``)."""
+    return (f"{by_agent(approval)}denied {approval['tool']}: {visible(approval_needed(approval))} and no one "
+            "can answer here (pass --yes to allow)")
 
 
 async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, yes: bool,
@@ -240,14 +255,26 @@ async def _chat(file: str, thread_id: str | None, watch: bool, as_json: bool, ye
 async def _recap(runtime: Runtime) -> list[str]:
     """The last messages of the resumed thread, a line each: what was said, the tools called."""
     state = await runtime.graph.aget_state(runtime.config())
+    values = state.values or {}
+    return recap_lines(values.get("messages", []), values.get("agent") or MAIN_AGENT)
+
+
+def recap_lines(messages: Sequence[BaseMessage], current: str) -> list[str]:
+    """:func:`_recap`'s lines of ``messages``, each model message labelled by the agent that wrote
+    it (``agent``: the main one): the thread's handoffs say who answered from each on. Before the
+    first handoff main answered; in a thread with none, the agent answering it now (``current``:
+    the thread was switched to it)."""
+    speaker = MAIN_AGENT if any(handed_to(message) for message in messages) else current
     lines = []
-    for message in (state.values or {}).get("messages", []):
+    for message in messages:
+        label = "agent" if speaker == MAIN_AGENT else speaker
         if isinstance(message, HumanMessage):
             lines.append(f"  you: {preview(message.text)}")
         elif isinstance(message, AIMessage):
-            lines.extend(f"  agent → {call['name']}" for call in message.tool_calls)
+            lines.extend(f"  {label} → {call['name']}" for call in message.tool_calls)
             if message.text:
-                lines.append(f"  agent: {preview(message.text)}")
+                lines.append(f"  {label}: {preview(message.text)}")
+        speaker = handed_to(message) or speaker
     return lines[-RECAP_LINES:]
 
 

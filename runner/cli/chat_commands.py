@@ -85,7 +85,8 @@ async def _tools(session: ChatSession, line: str) -> None:
     offered = await offered_tools(session.runtime)
     rows = [ToolRow(name=row["name"], server=row["server"], original=row["original"],
                     description=row["description"], approval=row["approval"],
-                    offered=offered is None or row["name"] in offered) for row in tool_rows(session.runtime)]
+                    offered=offered is None or row["name"] in offered, kind=row["kind"])
+            for row in tool_rows(session.runtime, schemas=False)]
     session.view.show(ToolsListed(type="tools", tools=rows, search=offered is not None))
 
 

@@ -23,7 +23,7 @@ from runner.agent.turns import stream_turn
 from runner.cli import EXIT_OK
 from runner.cli.answering import answer_question
 from runner.cli.media import MediaFolder, save_turn_media
-from runner.cli.rows import main_tool_names
+from runner.cli.rows import beside_rows, main_tool_names
 from runner.cli.safe_text import visible
 from runner.cli.terminal import ChatView
 from runner.errors import RunnerError
@@ -66,7 +66,9 @@ def ready_event(runtime: Runtime) -> ChatReady:
     tools = main_tool_names(runtime)
     return ChatReady(type="ready", name=runtime.manifest.name, model=runtime.manifest.model.id,
                      thread=runtime.thread_id, tools=tools,
-                     agents=list(runtime.manifest.agent.agents))
+                     agents=list(runtime.manifest.agent.agents),
+                     handoffs=[row["name"] for row in beside_rows(runtime, schemas=False)
+                               if row["kind"] == "handoff"])
 
 
 def change_event(change: CatalogueChange) -> CatalogueChanged:

@@ -99,7 +99,8 @@ def tools(file: str, as_json: bool) -> None:
         offered = offered_at_start(runtime)
         searching.append(offered is not None)
         servers.update({key: connection.status for key, connection in runtime.fleet.connections.items()})
-        return [{**row, "offered": offered is None or row["name"] in offered}
+        # the agents and handoffs are offered beside search_tools, as the pinned tools are
+        return [{**row, "offered": offered is None or row["name"] in offered or row["kind"] != "tool"}
                 for row in tool_rows(runtime, schemas=as_json)]
 
     def note(rows: list[dict[str, Any]]) -> str | None:
@@ -110,7 +111,8 @@ def tools(file: str, as_json: bool) -> None:
                 "it finds the others by searching")
 
     _print_listing(file, rows_of, as_json, ("name", "server", "original", "description"), lambda row: (
-        ("* " if row["offered"] and any(searching) else "") + row["name"], row["server"] or "local",
+        ("* " if row["offered"] and any(searching) else "") + row["name"],
+        row["server"] or ("local" if row["kind"] == "tool" else row["kind"]),
         row["original"], first_line(row["description"]) + (" (approval)" if row["approval"] else "")),
         "tool", note)
     if servers and "ready" not in servers.values():  # a script must tell "none started" from "none offered"

@@ -289,7 +289,9 @@ class TerminalView:
             text = event["text"] if in_full else f"{by_agent(event)}← {preview(event['text'])}"
             say(text, style="red" if event["status"] == "error" else ("" if in_full else "dim"), markup=False)
         elif event["type"] == "ready":
-            say(f"{event['name']} — {counted(len(event['tools']), 'tool')}, model {event['model']}, thread "
+            # as the model sees them: a tool for each agent it may call and each handoff too
+            offered = len(event["tools"]) + len(event["agents"]) + len(event["handoffs"])
+            say(f"{event['name']} — {counted(offered, 'tool')}, model {event['model']}, thread "
                 f"{event['thread']}. /help for commands.", style="dim", markup=False)
         elif event["type"] == "help":
             self._help(event)
@@ -300,7 +302,8 @@ class TerminalView:
             for tool in event["tools"]:
                 marker = "  (asks for approval)" if tool["approval"] else ""
                 marked = ("* " if tool["offered"] else "  ") if event["search"] else ""
-                say(f"{marked}{tool['name']}  {tool['description']}{marker}", markup=False)
+                kind = f"[{tool['kind']}]  " if tool["kind"] != "tool" else ""
+                say(f"{marked}{tool['name']}  {kind}{tool['description']}{marker}", markup=False)
         elif event["type"] == "prompts":
             for row in event["prompts"]:
                 usage = f"{row['command']} {row['arguments']}".strip()

@@ -118,9 +118,11 @@ def test_tools_lists_only_the_tools_the_main_agent_can_call_not_those_another_fi
          servers={"clock": server("demo")})
     result = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
     assert result.exit_code == 0, result.stderr
-    listed = {row["name"] for row in json.loads(result.stdout)}
+    rows = json.loads(result.stdout)
+    listed = {row["name"] for row in rows if row["kind"] == "tool"}
     assert listed and not any(name.startswith("notes__") for name in listed)
     assert all(name.startswith("clock__") for name in listed), listed
+    assert [row["name"] for row in rows if row["kind"] == "agent"] == ["research"]  # its agent, offered
 
 
 def test_the_chats_tools_command_agrees_with_ready_on_the_main_agents_tools(tmp_path: Path) -> None:
@@ -132,7 +134,7 @@ def test_the_chats_tools_command_agrees_with_ready_on_the_main_agents_tools(tmp_
         ready = chat.wait_for("ready")
         chat.send({"text": "/tools"})
         listed = [row["name"] for row in chat.wait_for("tools")["tools"]]
-        assert listed and sorted(listed) == ready["tools"]
+        assert listed and sorted(listed) == sorted([*ready["tools"], *ready["agents"], *ready["handoffs"]])
         assert not any(name.startswith("notes__") for name in listed)
     finally:
         chat.process.terminate()

@@ -428,3 +428,9 @@ async def test_a_turn_whose_model_fails_after_a_call_keeps_the_step_and_the_call
             [_ async for _ in stream_turn(runtime, "add")]
         shown = await thread_state_totals(runtime, runtime.config())
     assert (shown["total_tokens"], shown["model_steps"], shown["tool_calls"]) == (110, 1, 1)
+
+
+def test_usage_never_shows_negative_zero_seconds_when_the_written_time_rounds_to_nothing() -> None:
+    # record() writes whole milliseconds and keeps the rest: a later step may write a hair below 0
+    assert json.dumps(totals({"seconds": -0.0001})["seconds"]) == "0.0"
+    assert json.dumps(totals({"seconds": -0.0})["seconds"]) == "0.0"

@@ -56,6 +56,33 @@ def test_a_json_one_shot_turn_starts_with_a_ready_event_whose_thread_a_script_co
     assert events[0]["thread"] == ready["thread"] and events[-1]["type"] == "final"
 
 
+def test_the_tools_listing_and_the_ready_event_show_the_agents_and_handoffs_the_model_is_offered(
+        tmp_path: Path) -> None:
+    write_manifest(tmp_path, {}, name="front", model="offline",
+                   agent={"agents": ["desk"], "handoffs": ["billing"]},
+                   agents={"desk": {"description": "Sends requests on."},
+                           "billing": {"description": "Refunds and charges.", "handoffs": ["main"]}})
+    listed = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert listed.exit_code == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert (rows["desk"]["kind"], rows["desk"]["description"]) == ("agent", "Sends requests on.")
+    assert rows["desk"]["input_schema"]["required"] == ["task"]
+    assert rows["handoff_to_billing"]["kind"] == "handoff"
+    assert "billing: Refunds and charges." in rows["handoff_to_billing"]["description"]
+    assert not {"handoff_to_desk", "billing"} & set(rows)  # main may not hand to desk nor call billing
+    turn = invoke("agent.yaml", "-p", "hi", "--json", cwd=tmp_path)
+    ready = json.loads(turn.stdout.splitlines()[0])
+    # handoff_back: billing may hand the conversation to main, which may hand it back
+    assert (ready["tools"], ready["agents"], ready["handoffs"]) == ([], ["desk"], ["handoff_to_billing",
+                                                                                  "handoff_back"])
+    assert set(rows) == {"desk", *ready["handoffs"]}
+    # With tool search on they are offered from the start, as the model's list has them.
+    write_manifest(tmp_path, {}, name="front", model="offline",
+                   agent={"agents": ["desk"], "tool_search": "on"}, agents={"desk": {"description": "On."}})
+    searched = invoke("tools", "agent.yaml", "--json", cwd=tmp_path)
+    assert [(row["name"], row["offered"]) for row in json.loads(searched.stdout)] == [("desk", True)]
+
+
 def test_a_json_one_shot_turn_reports_a_server_changing_its_tools_mid_turn(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"dyn": server("dynamic")}, model="offline")
     result = invoke("agent.yaml", "-p", 'dyn__add_tool {"name": "fresh"}', "--json", cwd=tmp_path)

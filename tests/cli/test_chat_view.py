@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 from types import SimpleNamespace
+from typing import Literal
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from runner.cli.chat import denied_line, recap_lines
 from runner.cli.chat_commands import CHAT_COMMAND_HELP
 from runner.cli.safe_text import SafeConsole
 from runner.cli.terminal import TerminalView, approval_question
 from runner.events import (
     AgentStarted,
+    ApprovalAsked,
     ChatCommandRow,
     ChatReady,
     HelpShown,
@@ -19,6 +24,8 @@ from runner.events import (
     ToolCall,
     ToolProgress,
     ToolResult,
+    ToolRow,
+    ToolsListed,
 )
 
 
@@ -41,8 +48,27 @@ def test_help_puts_every_description_in_one_column_however_long_a_prompt_command
 
 
 def test_one_tool_is_one_tool_in_the_banner() -> None:
-    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=["x__y"]))
+    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=["x__y"], agents=[],
+                             handoffs=[]))
     assert "a — 1 tool, model offline" in banner
+
+
+def test_the_banner_counts_the_agents_and_handoffs_the_model_is_offered_as_tools() -> None:
+    banner = shown(ChatReady(type="ready", name="a", model="offline", thread="t", tools=[], agents=["desk"],
+                             handoffs=["handoff_to_billing"]))
+    assert "a — 2 tools, model offline" in banner
+
+
+def test_tools_marks_the_agents_and_handoffs_among_the_tools_with_their_descriptions() -> None:
+    def row(name: str, kind: Literal["tool", "agent", "handoff"], description: str) -> ToolRow:
+        return ToolRow(name=name, server="", original=name, description=description, approval=False,
+                       offered=True, kind=kind)
+
+    lines = shown(ToolsListed(type="tools", search=False, tools=[
+        row("notes__add", "tool", "Add a note."), row("desk", "agent", "Sends a request on."),
+        row("handoff_to_billing", "handoff", "Hand the conversation to billing.")])).splitlines()
+    assert lines == ["notes__add  Add a note.", "desk  [agent]  Sends a request on.",
+                     "handoff_to_billing  [handoff]  Hand the conversation to billing."]
 
 
 def test_an_interrupted_chat_command_is_not_called_a_turn() -> None:
@@ -122,3 +148,28 @@ def test_the_chat_names_each_agent_a_workflow_runs_but_an_agent_called_as_a_tool
     assert text.splitlines() == ['→ board {"task": "Adopt it?"}',
                                  'board: → optimist {"task": "Adopt it?"}',
                                  'board: → chair {"task": "Weigh: \\u001b[2Jyes\\u202e"}']
+
+
+def test_a_resumed_threads_recap_names_the_agent_a_handoff_gave_the_conversation_to() -> None:
+    messages = [HumanMessage("I was charged twice", id="1"),
+                AIMessage("", id="2", tool_calls=[{"name": "handoff_to_billing", "args": {}, "id": "h"}]),
+                ToolMessage("handed over", tool_call_id="h", id="3", artifact={"handed_to": "billing"}),
+                AIMessage("", id="4", tool_calls=[{"name": "notes__calculate", "args": {}, "id": "c"}]),
+                ToolMessage("42", tool_call_id="c", id="5"),
+                AIMessage("Billing here, refunded.", id="6")]
+    assert recap_lines(messages, "billing") == [
+        "  you: I was charged twice", "  agent → handoff_to_billing", "  billing → notes__calculate",
+        "  billing: Billing here, refunded."]
+
+
+def test_a_resumed_threads_recap_names_the_agent_it_was_switched_to_when_nothing_was_handed_over() -> None:
+    messages = [HumanMessage("hi", id="1"), AIMessage("Support here.", id="2")]
+    assert recap_lines(messages, "support") == ["  you: hi", "  support: Support here."]
+    assert recap_lines(messages, "main") == ["  you: hi", "  agent: Support here."]
+
+
+def test_a_one_shot_runs_denial_of_an_agents_call_names_that_agent_as_its_other_lines_do() -> None:
+    approval = ApprovalAsked(type="approval", tool="notes__add_note", args={}, id="c", agent="writer")
+    assert denied_line(approval) == ("writer: denied notes__add_note: needs approval and no one can answer "
+                                     "here (pass --yes to allow)")
+    assert denied_line(ApprovalAsked(type="approval", tool="t", args={}, id="c")).startswith("denied t: ")

@@ -23,6 +23,14 @@ def test_the_readme_shows_each_example_once() -> None:
     assert shown == sorted(f"examples/agents/{p.name}" for p in EXAMPLES.glob("*.yaml"))
 
 
+def test_the_readme_counts_the_examples_it_shows() -> None:
+    counted = re.search(r"^(\w+) examples run offline", (ROOT / "README.md").read_text(encoding="utf-8"),
+                        re.MULTILINE)
+    assert counted is not None
+    numbers = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    assert numbers.index(counted[1].lower()) + 1 == len(readme_commands())
+
+
 EXPECTED = {
     "research.yaml": ({"researcher": "6*7 is 42.", "writer": "Filed the note 'six times seven'."},
                       ["researcher", "writer"]),

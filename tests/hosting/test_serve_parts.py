@@ -157,6 +157,16 @@ def test_a_servers_question_keeps_its_form_or_url_and_its_answer() -> None:
     assert question_key(FORM) != question_key(URL) and question_key(FORM) == question_key(dict(FORM))
 
 
+def test_a_question_an_agent_of_agents_asks_names_that_agent_beside_the_server() -> None:
+    assert elicitation_for(FORM).message == "[cal] Which day?"
+    assert elicitation_for({**FORM, "agent": "helper"}).message == "[helper · cal] Which day?"
+    assert elicitation_for({**URL, "agent": "helper"}).message == "[helper · cal] Sign in"
+    sampling = {"type": "sampling", "server": "cal", "max_tokens": 50, "messages": [], "agent": "helper"}
+    assert elicitation_for(sampling).message == (
+        "The server cal asks the helper agent's model for a completion (at most 50 tokens). Allow it?")
+    assert "asks the agent's model" in elicitation_for({**sampling, "agent": None}).message
+
+
 def test_only_a_client_that_declared_the_needed_elicitation_mode_is_asked() -> None:
     form_only = types.ClientCapabilities(elicitation=types.ElicitationCapability())
     both = types.ClientCapabilities(elicitation=types.ElicitationCapability(

@@ -7,9 +7,11 @@ waits for its thread (turns of one thread never interleave: they run in arrival 
 free turn slot. A turn waiting for its thread holds no slot, so a slow conversation delays only
 the requests behind it on its own thread.
 
-Threads are MCP resources: ``mcp-run://threads/{thread}`` holds a thread's messages. They are
-listed from the agent's checkpointer (the most recent checkpoints), so a thread started by another
-instance on a shared database is listed and readable too.
+Threads are MCP resources: ``mcp-run://threads/{thread}`` holds a thread's messages, and
+``mcp-run://threads/{thread}@{agent}`` those of the thread an agent of ``agents:`` served on its own
+keeps for that thread id (:func:`runner.agent.team.agent_thread`). They are listed from the agent's
+checkpointer (the most recent checkpoints), so a thread started by another instance on a shared
+database is listed and readable too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -71,29 +73,47 @@ def thread_uri(thread_id: str) -> str:
     return THREAD_SCHEME + thread_id
 
 
-def thread_of(uri: str) -> str:
-    """The thread id of a thread resource's URI."""
+def thread_of(uri: str, agents: Collection[str]) -> tuple[str, str]:
+    """The thread id and agent of a thread resource's URI: ``…/t1`` is the main agent's thread
+    ``t1``, ``…/t1@researcher`` the thread agent ``researcher`` (one of ``agents``, those served
+    on their own) keeps for ``t1``."""
     if not uri.startswith(THREAD_SCHEME):
         raise AskError(f"unknown resource {uri!r}: threads are {THREAD_TEMPLATE}")
-    return checked_thread_id(uri.removeprefix(THREAD_SCHEME))
+    name = uri.removeprefix(THREAD_SCHEME)
+    thread, separator, agent = name.rpartition(AGENT_THREAD_SEPARATOR)
+    if not separator:
+        return checked_thread_id(name), MAIN_AGENT
+    if agent not in agents or agent == MAIN_AGENT:
+        known = ", ".join(repr(known) for known in sorted(agents) if known != MAIN_AGENT) or "none"
+        raise AskError(f"unknown agent {json.dumps(agent)[:80]} in thread {json.dumps(name)[:80]}: "
+                       f"{THREAD_TEMPLATE}@AGENT names a thread of an agent of agents: ({known})")
+    return checked_thread_id(thread), agent
 
 
 async def listed_threads(runtime: Runtime) -> list[str]:
-    """The main agent's thread ids with a checkpoint, newest first (those among the last
-    LISTED_CHECKPOINTS); the threads of the agents of ``agents:`` served on their own are not its."""
+    """The thread ids with a checkpoint, newest first (those among the last LISTED_CHECKPOINTS):
+    the main agent's, and ``t1@researcher`` for the thread an agent of ``agents:`` served on its
+    own keeps for ``t1`` (an agent the manifest no longer has is left out: it cannot be read)."""
     if runtime.checkpointer is None:
         return []
+    agents = runtime.agents
     seen: dict[str, None] = {}
     async for saved in runtime.checkpointer.alist(None, limit=LISTED_CHECKPOINTS):
         thread_id = saved.config.get("configurable", {}).get("thread_id")
-        if isinstance(thread_id, str) and AGENT_THREAD_SEPARATOR not in thread_id and thread_id not in seen:
+        if not isinstance(thread_id, str) or thread_id in seen:
+            continue
+        _, separator, agent = thread_id.rpartition(AGENT_THREAD_SEPARATOR)
+        if not separator or (agent in agents and agent != MAIN_AGENT):
             seen[thread_id] = None
     return list(seen)
 
 
-def thread_resource(thread_id: str) -> types.Resource:
-    return types.Resource(uri=thread_uri(thread_id), name=f"thread {thread_id}",
-                          description="The messages of this conversation (JSON)", mime_type=MESSAGES_MIME)
+def thread_resource(name: str) -> types.Resource:
+    """The resource of thread ``name`` (``t1``, or ``t1@researcher``: that agent's)."""
+    thread, separator, agent = name.rpartition(AGENT_THREAD_SEPARATOR)
+    about = f"agent {agent}'s thread {thread}" if separator else "this conversation"
+    return types.Resource(uri=thread_uri(name), name=f"thread {name}",
+                          description=f"The messages of {about} (JSON)", mime_type=MESSAGES_MIME)
 
 
 def thread_template() -> types.ResourceTemplate:
@@ -102,9 +122,10 @@ def thread_template() -> types.ResourceTemplate:
                                   mime_type=MESSAGES_MIME)
 
 
-async def thread_messages(runtime: Runtime, thread_id: str) -> list[dict[str, Any]] | None:
-    """The thread's messages as JSON-ready dicts, or None when the thread has none."""
-    state = await runtime.graph.aget_state(runtime.config(thread_id))
+async def thread_messages(runtime: Runtime, thread_id: str, agent: str = MAIN_AGENT
+                          ) -> list[dict[str, Any]] | None:
+    """``agent``'s thread's messages as JSON-ready dicts, or None when the thread has none."""
+    state = await runtime.agents[agent].aget_state(runtime.config(thread_id, agent=agent))
     messages: list[BaseMessage] = (state.values or {}).get("messages", [])
     if not messages:
         return None

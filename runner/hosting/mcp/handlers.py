@@ -45,6 +45,7 @@ from runner.hosting.mcp.ask import (
 )
 from runner.hosting.mcp.change_notices import AnnouncingServer, LegacySessions
 from runner.hosting.mcp.conversations import (
+    THREAD_SCHEME,
     TurnScheduler,
     conversation_store,
     listed_threads,
@@ -222,17 +223,20 @@ class AgentService:
                              ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            thread = thread_of(uri)
+            thread, agent = thread_of(uri, self.runtime.agents)
         except ServeError as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from exc
         try:
             with conversation_store():
-                messages = await thread_messages(self.runtime, thread_in_space(_caller(ctx), thread))
+                messages = await thread_messages(self.runtime, thread_in_space(_caller(ctx), thread), agent)
         except RunnerError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         if messages is None:
-            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {thread}: it has no messages (an ask with this "
-                                               "thread id starts it, and says new: true)")
-        text = json.dumps({"thread": thread, "messages": messages}, default=str)
+            tool = "an ask" if agent == MAIN_AGENT else f"a call of {agent}"
+            raise MCPError(RESOURCE_NOT_FOUND, f"no thread {uri.removeprefix(THREAD_SCHEME)}: it has no "
+                                               f"messages ({tool} with this thread id starts it, and says "
+                                               "new: true)")
+        about = {"thread": thread} if agent == MAIN_AGENT else {"thread": thread, "agent": agent}
+        text = json.dumps({**about, "messages": messages}, default=str)
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])

@@ -56,18 +56,21 @@ def elicitation_for(event: Question) -> types.ElicitRequestParams:
             requested_schema=_DECISION_SCHEMA,
         )
     if event["type"] == "sampling":
+        model = f"the {event['agent']} agent's model" if event.get("agent") else "the agent's model"
         return types.ElicitRequestFormParams(
-            message=(f"The server {event['server']} asks the agent's model for a completion "
+            message=(f"The server {event['server']} asks {model} for a completion "
                      f"(at most {event['max_tokens']} tokens). Allow it?"),
             requested_schema=_DECISION_SCHEMA,
         )
+    # ``[asker]`` for the main agent's server; ``[helper · asker]`` when agent helper's call asks
+    source = " · ".join(part for part in (event.get("agent"), event["server"]) if part)
     if event["mode"] == "url":
         return types.ElicitRequestURLParams(
-            message=f"[{event['server']}] {event['message']}", url=event["url"],
+            message=f"[{source}] {event['message']}", url=event["url"],
             elicitation_id=event["elicitation_id"],
         )
     return types.ElicitRequestFormParams(
-        message=f"[{event['server']}] {event['message']}",
+        message=f"[{source}] {event['message']}",
         requested_schema=event.get("schema") or {"type": "object", "properties": {}},
     )
 
