@@ -12,17 +12,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from runner.authoring.importing import yaml_flow, yaml_scalar
 from runner.authoring.secrets import secret_env, secret_header
-from runner.manifest import ServerSettings
+from runner.errors import ManifestError, Problem
+from runner.manifest import FileAgentSpec, ModelAgentSpec, ServerSettings
 from runner.manifest.context import WINDOW_SHARE
 from runner.manifest.expansion import expand_variables, variable_references
 from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
 from runner.redaction import looks_like_credential, redact_urls
+
+if TYPE_CHECKING:
+    from runner.agent.checks import CheckedAgent
 
 HIDDEN = "(hidden)"
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
@@ -88,6 +92,8 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
                 required.add(reference.name)
     # An unset variable without a default stands for itself, so the manifest still loads.
     placeholders = {name: "${" + name + "}" for name in required if name not in environ}
+    unset_at = {where for name in placeholders for where in uses[name]}
+    checked = _checked(path, {**placeholders, **environ}, unset_at)
     loaded = load_manifest(path, environ={**placeholders, **environ})
     data = loaded.manifest.model_dump(mode="json", by_alias=True)
     data["servers"] = {key: _connection_first(server) for key, server in data["servers"].items()}
@@ -98,7 +104,85 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
         sources[where] = replace(sources[where], note=_window_note(loaded.manifest.model.id))
     variables = [VariableUse(name, name in environ, name not in required, tuple(paths))
                  for name, paths in sorted(uses.items())]
-    return EffectiveManifest(loaded.source.file, explained, sources, variables)
+    effective = EffectiveManifest(loaded.source.file, explained, sources, variables)
+    for name, spec in loaded.manifest.agents.items():
+        if isinstance(spec, FileAgentSpec) and checked is not None:
+            other = Path(os.path.normpath(Path(loaded.source.file).parent / spec.file))
+            _add_included(effective, name, effective_manifest(other, environ=environ), checked)
+    return effective
+
+
+def _checked(path: Path, environ: Mapping[str, str], unset_at: set[str]) -> CheckedAgent | None:
+    """The manifest checked as ``validate`` checks it: its problems are raised (ManifestError), but
+    for those of values an unset variable stands in (``unset_at``; config shows those as unset).
+    None when only such problems were found."""
+    from runner.agent.checks import checked_agent  # Jinja, and LangChain for a provider's model id
+
+    try:
+        return checked_agent(path, environ=environ, turns=False)
+    except ManifestError as exc:
+        def placeholder(problem: Problem) -> bool:
+            return problem.file == str(path) and any(
+                problem.path == where or problem.path.startswith((f"{where}.", f"{where}["))
+                for where in unset_at)
+
+        if problems := [problem for problem in exc.problems if not placeholder(problem)]:
+            raise ManifestError(problems) from None
+        return None
+
+
+def _add_included(effective: EffectiveManifest, name: str, other: EffectiveManifest,
+                  checked: CheckedAgent) -> None:
+    """Show the agent ``name`` (``file:``) with what it takes from its file (``other``): its
+    description, model, prompt, max_steps, tools and agents; and that file's servers and agents
+    that join this manifest's, each with its place in that file."""
+    entry: dict[str, Any] = effective.data["agents"][name]
+    merged = checked.loaded.manifest.agents.get(name)
+    at = ("agents", name)
+
+    def take(key: str, where: Path_, *, only_written: bool = False) -> None:
+        value: Any = other.data
+        for part in where:
+            value = value[part]
+        written = any(path[:len(where)] == where and source.origin != "built-in"
+                      for path, source in other.sources.items())
+        if only_written and not written:
+            return
+        entry[key] = value
+        effective.sources.update({(*at, key, *path[len(where):]): source
+                                  for path, source in other.sources.items() if path[:len(where)] == where})
+
+    if effective.sources.get((*at, "description"), Provenance("built-in")).origin == "built-in":
+        take("description", ("description",))
+    take("model", ("model",), only_written=True)
+    take("prompt", ("prompts", "system"), only_written=True)
+    take("max_steps", ("agent", "max_steps"))
+    take("agents", ("agent", "agents"))
+    if isinstance(merged, ModelAgentSpec):  # the other file's servers this agent is given
+        entry["tools"] = list(merged.tools)
+        effective.sources[(*at, "tools")] = Provenance("manifest", other.file, note="that file's servers")
+    for part in ("servers", "agents"):
+        for key, value in other.data.get(part, {}).items():
+            if key in effective.data[part]:
+                continue  # the same definition in both files (a different one is refused)
+            effective.data[part][key] = value
+            effective.sources.pop((part,), None)  # an empty section was a value of its own
+            effective.sources.update({path: source for path, source in other.sources.items()
+                                      if path[:2] == (part, key)})
+            if part == "servers" and value.get("transport") == "stdio" and value.get("cwd") is None:
+                folder = os.path.relpath(Path(other.file).parent, Path(effective.file).parent)
+                value["cwd"] = folder  # where it runs: that file's folder
+                effective.sources[(part, key, "cwd")] = Provenance(
+                    "built-in", note=f"the folder of {other.file}, where a server it defines runs")
+    known = {use.name: use for use in effective.variables}
+    for use in other.variables:
+        used_at = tuple(f"{other.file}: {where}" for where in use.used_at
+                        if not where.startswith(("servers.", "agents.")))
+        used_at = tuple(where for where in use.used_at if where.startswith(("servers.", "agents."))) + used_at
+        if use.name in known:
+            used_at = known[use.name].used_at + used_at
+        known[use.name] = replace(known.get(use.name, use), used_at=used_at)
+    effective.variables[:] = sorted(known.values(), key=lambda use: use.name)
 
 
 def _window_note(model_id: str) -> str:
