@@ -7,6 +7,7 @@ duplicate keys can be refused, and alias bombs or absurd nesting stop with a cle
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import stat
@@ -205,15 +206,18 @@ def _valid_part(data: dict[str, Any], error: ValidationError, unchecked: dict[st
                 ) -> Manifest | None:
     """The manifest of ``data`` without the parts ``error`` (and the validations that follow) find
     invalid; the servers and agents left out are added to ``unchecked``."""
-    import copy
-
     data = copy.deepcopy(data)
     errors = error.errors()
     for _ in range(_SALVAGE_ROUNDS):
-        for details in errors:
-            path, _ = _document_path(details["loc"], data)
-            if not _leave_out(data, path, unchecked):
+        # Outer parts first: a part inside one already left out is gone with it.
+        removed: list[Path_] = []
+        for path in sorted({_document_path(details["loc"], data)[0] for details in errors}, key=len):
+            if any(path[:len(gone)] == gone for gone in removed):
+                continue
+            gone = _leave_out(data, path, unchecked)
+            if gone is None:
                 return None
+            removed.append(gone)
         try:
             return Manifest.model_validate(data, context={"defer_references": True})
         except ValidationError as exc:
@@ -221,15 +225,16 @@ def _valid_part(data: dict[str, Any], error: ValidationError, unchecked: dict[st
     return None
 
 
-def _leave_out(data: dict[str, Any], path: Path_, unchecked: dict[str, set[str]]) -> bool:
-    """Take the invalid part at ``path`` out of ``data``; False when nothing sensible can be."""
+def _leave_out(data: dict[str, Any], path: Path_, unchecked: dict[str, set[str]]) -> Path_ | None:
+    """Take the invalid part at ``path`` out of ``data``: the path of what was taken out, or None
+    when nothing sensible can be."""
     if not path:
-        return False  # the whole document: nothing is left to check
+        return None  # the whole document: nothing is left to check
     head, section = str(path[0]), data.get(str(path[0]))
     if head in unchecked and len(path) >= 2 and isinstance(section, dict) and path[1] in section:
         del section[path[1]]
         unchecked[head].add(str(path[1]))
-        return True
+        return path[:2]
     # The longest part of the path that leads through mappings to a key that is there: a value
     # left out (its default applies; a missing required key leaves its parent out next round),
     # or the list holding an invalid item (leaving out one item would move the others' places).
@@ -242,12 +247,12 @@ def _leave_out(data: dict[str, Any], path: Path_, unchecked: dict[str, set[str]]
             data[head] = _STAND_INS[head]
         else:
             data.pop(head, None)
-        return True
+        return path[:1]
     parent: Any = data
     for part in path[:end - 1]:
         parent = parent[part]
     del parent[path[end - 1]]
-    return True
+    return path[:end]
 
 
 def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:

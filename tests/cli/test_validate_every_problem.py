@@ -30,6 +30,7 @@ agents:
   editor:
     description: Edits.
     colour: red
+    size: 3
     agents: [writer]
   polish:
     loop: {generator: writer, evaluator: editor, max_rounds: 0}
@@ -65,6 +66,7 @@ def test_validate_reports_schema_reference_and_build_problems_in_one_run(trial: 
     expected = [
         ("frobnicate", "unknown key 'frobnicate'"),  # the schema's
         ("agents.editor.colour", "unknown key 'colour'"),
+        ("agents.editor.size", "unknown key 'size'"),  # two in one entry: the others still checked
         ("agents.polish.loop.max_rounds", "greater than 0"),
         ("agents.pipeline", "chain and parallel cannot be used together"),
         ("agent.agents[1]", "unknown agent 'ghost'"),  # references, beside the schema's problems
@@ -92,7 +94,7 @@ def test_names_of_agents_whose_entries_are_invalid_are_not_reported_as_unknown(
 
 def test_a_valid_schema_with_bad_references_still_gets_its_templates_and_files_checked(
         tmp_path: Path) -> None:
-    text = TRIAL.replace("frobnicate: 1\n", "").replace("    colour: red\n", "").replace(
+    text = TRIAL.replace("frobnicate: 1\n", "").replace("    colour: red\n    size: 3\n", "").replace(
         "max_rounds: 0", "max_rounds: 2").replace("    parallel: [writer, editor]\n", "")
     code, lines = _validate(tmp_path, text)
     assert code == 2
