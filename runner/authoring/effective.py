@@ -4,6 +4,10 @@ Each value is the manifest's own (``server`` or ``manifest``, with ``file:line:c
 came through a YAML merge key points at the anchor it came from), inherited from ``defaults``, or
 ``built-in``. Variables are shown by name as written (``Bearer ${GITHUB_TOKEN}``), with whether
 they are set; their values are never shown, and neither are literal secrets in ``env``/``headers``.
+
+The manifest is checked as ``validate`` checks it, and refused with the same located problems
+(but for values an unset variable stands in). An agent from another file (``file:``) is shown with
+what it takes from that file, and that file's servers with the others, located in that file.
 """
 
 from __future__ import annotations
@@ -104,12 +108,13 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
         sources[where] = replace(sources[where], note=_window_note(loaded.manifest.model.id))
     variables = [VariableUse(name, name in environ, name not in required, tuple(paths))
                  for name, paths in sorted(uses.items())]
-    effective = EffectiveManifest(loaded.source.file, explained, sources, variables)
     for name, spec in loaded.manifest.agents.items():
         if isinstance(spec, FileAgentSpec) and checked is not None:
-            other = Path(os.path.normpath(Path(loaded.source.file).parent / spec.file))
-            _add_included(effective, name, effective_manifest(other, environ=environ), checked)
-    return effective
+            other = effective_manifest(os.path.normpath(Path(loaded.source.file).parent / spec.file),
+                                       environ=environ)
+            variables = _add_included(loaded.source.file, explained, sources, variables, name, other,
+                                      checked)
+    return EffectiveManifest(loaded.source.file, explained, sources, variables)
 
 
 def _checked(path: Path, environ: Mapping[str, str], unset_at: set[str]) -> CheckedAgent | None:
@@ -131,58 +136,56 @@ def _checked(path: Path, environ: Mapping[str, str], unset_at: set[str]) -> Chec
         return None
 
 
-def _add_included(effective: EffectiveManifest, name: str, other: EffectiveManifest,
-                  checked: CheckedAgent) -> None:
-    """Show the agent ``name`` (``file:``) with what it takes from its file (``other``): its
-    description, model, prompt, max_steps, tools and agents; and that file's servers and agents
-    that join this manifest's, each with its place in that file."""
-    entry: dict[str, Any] = effective.data["agents"][name]
-    merged = checked.loaded.manifest.agents.get(name)
+def _add_included(file: str, data: dict[str, Any], sources: dict[Path_, Provenance],
+                  variables: list[VariableUse], name: str, other: EffectiveManifest,
+                  checked: CheckedAgent) -> list[VariableUse]:
+    """Into the effective manifest of ``file`` (``data``, ``sources``): the agent ``name``
+    (``file:``) with what it takes from its file (``other``), its description, model, prompt,
+    max_steps, tools and agents; and that file's servers and agents, which join this manifest's,
+    each with its place in that file. The variables of both files are returned."""
+    entry: dict[str, Any] = data["agents"][name]
     at = ("agents", name)
 
     def take(key: str, where: Path_, *, only_written: bool = False) -> None:
         value: Any = other.data
         for part in where:
             value = value[part]
-        written = any(path[:len(where)] == where and source.origin != "built-in"
-                      for path, source in other.sources.items())
-        if only_written and not written:
-            return
+        inside = {path: source for path, source in other.sources.items() if path[:len(where)] == where}
+        if only_written and all(source.origin == "built-in" for source in inside.values()):
+            return  # not written there: the including manifest's applies
         entry[key] = value
-        effective.sources.update({(*at, key, *path[len(where):]): source
-                                  for path, source in other.sources.items() if path[:len(where)] == where})
+        sources.update({(*at, key, *path[len(where):]): source for path, source in inside.items()})
 
-    if effective.sources.get((*at, "description"), Provenance("built-in")).origin == "built-in":
+    if sources.get((*at, "description"), Provenance("built-in")).origin == "built-in":
         take("description", ("description",))
     take("model", ("model",), only_written=True)
     take("prompt", ("prompts", "system"), only_written=True)
     take("max_steps", ("agent", "max_steps"))
     take("agents", ("agent", "agents"))
+    merged = checked.loaded.manifest.agents.get(name)
     if isinstance(merged, ModelAgentSpec):  # the other file's servers this agent is given
         entry["tools"] = list(merged.tools)
-        effective.sources[(*at, "tools")] = Provenance("manifest", other.file, note="that file's servers")
+        sources[(*at, "tools")] = Provenance("manifest", other.file, note="that file's servers")
     for part in ("servers", "agents"):
         for key, value in other.data.get(part, {}).items():
-            if key in effective.data[part]:
+            if key in data[part]:
                 continue  # the same definition in both files (a different one is refused)
-            effective.data[part][key] = value
-            effective.sources.pop((part,), None)  # an empty section was a value of its own
-            effective.sources.update({path: source for path, source in other.sources.items()
-                                      if path[:2] == (part, key)})
+            data[part][key] = value
+            sources.pop((part,), None)  # an empty section was a value of its own
+            sources.update({path: source for path, source in other.sources.items()
+                            if path[:2] == (part, key)})
             if part == "servers" and value.get("transport") == "stdio" and value.get("cwd") is None:
-                folder = os.path.relpath(Path(other.file).parent, Path(effective.file).parent)
-                value["cwd"] = folder  # where it runs: that file's folder
-                effective.sources[(part, key, "cwd")] = Provenance(
+                value["cwd"] = os.path.relpath(Path(other.file).parent, Path(file).parent)
+                sources[(part, key, "cwd")] = Provenance(
                     "built-in", note=f"the folder of {other.file}, where a server it defines runs")
-    known = {use.name: use for use in effective.variables}
-    for use in other.variables:
-        used_at = tuple(f"{other.file}: {where}" for where in use.used_at
-                        if not where.startswith(("servers.", "agents.")))
-        used_at = tuple(where for where in use.used_at if where.startswith(("servers.", "agents."))) + used_at
-        if use.name in known:
-            used_at = known[use.name].used_at + used_at
-        known[use.name] = replace(known.get(use.name, use), used_at=used_at)
-    effective.variables[:] = sorted(known.values(), key=lambda use: use.name)
+    known = {use.name: use for use in variables}
+    for use in other.variables:  # where the other file uses it, in this view or in that file
+        used_at = tuple(where if where.startswith(("servers.", "agents.")) else f"{other.file}: {where}"
+                        for where in use.used_at)
+        before = known.get(use.name)
+        known[use.name] = replace(before, used_at=before.used_at + used_at) if before else \
+            replace(use, used_at=used_at)
+    return sorted(known.values(), key=lambda use: use.name)
 
 
 def _window_note(model_id: str) -> str:
