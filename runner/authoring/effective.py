@@ -25,7 +25,7 @@ from runner.authoring.secrets import secret_env, secret_header
 from runner.errors import ManifestError, Problem
 from runner.manifest import FileAgentSpec, ModelAgentSpec, ServerSettings
 from runner.manifest.context import WINDOW_SHARE
-from runner.manifest.expansion import expand_variables, variable_references
+from runner.manifest.expansion import UNSET_VARIABLE, expand_variables, variable_references
 from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
 from runner.redaction import looks_like_credential, redact_urls
 
@@ -119,21 +119,27 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
 
 def _checked(path: Path, environ: Mapping[str, str], unset_at: set[str]) -> CheckedAgent | None:
     """The manifest checked as ``validate`` checks it: its problems are raised (ManifestError), but
-    for those of values an unset variable stands in (``unset_at``; config shows those as unset).
-    None when only such problems were found."""
+    for unset variables (config shows them as unset; one another file uses stands for itself too)
+    and the problems of values an unset variable stands in (``unset_at``). None when only such
+    problems were found."""
     from runner.agent.checks import checked_agent  # Jinja, and LangChain for a provider's model id
 
-    try:
-        return checked_agent(path, environ=environ, turns=False)
-    except ManifestError as exc:
-        def placeholder(problem: Problem) -> bool:
-            return problem.file == str(path) and any(
-                problem.path == where or problem.path.startswith((f"{where}.", f"{where}["))
-                for where in unset_at)
+    def placeholder(problem: Problem) -> bool:
+        return problem.message.startswith(UNSET_VARIABLE) or problem.file == str(path) and any(
+            problem.path == where or problem.path.startswith((f"{where}.", f"{where}["))
+            for where in unset_at)
 
-        if problems := [problem for problem in exc.problems if not placeholder(problem)]:
-            raise ManifestError(problems) from None
-        return None
+    while True:
+        try:
+            return checked_agent(path, environ=environ, turns=False)
+        except ManifestError as exc:
+            if problems := [problem for problem in exc.problems if not placeholder(problem)]:
+                raise ManifestError(problems) from None
+            unset = {problem.message.removeprefix(UNSET_VARIABLE).split(" ", 1)[0]
+                     for problem in exc.problems if problem.message.startswith(UNSET_VARIABLE)}
+            if not unset - set(environ):
+                return None
+            environ = {**{name: "${" + name + "}" for name in unset}, **environ}
 
 
 def _add_included(file: str, data: dict[str, Any], sources: dict[Path_, Provenance],

@@ -350,3 +350,19 @@ def test_an_agent_from_another_file_shows_the_values_and_servers_it_takes_from_t
     assert "servers: {}" not in out
     alone = invoke("config", str(path), "--server", "notes")
     assert alone.exit_code == 0 and f"# server {at('command: python')}" in alone.stdout
+
+
+def test_an_unset_variable_of_an_included_file_is_shown_as_unset_with_that_files_server(
+        tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    other = tmp_path / "parts" / "helper.yaml"
+    other.write_text("version: 1\nname: helper\ndescription: Helps.\nservers:\n  api:\n"
+                     "    url: https://example.com/mcp\n"
+                     "    headers: {Authorization: 'Bearer ${MCP_RUN_TEST_MISSING}'}\n")
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: main\nagent: {agents: [helper]}\n"
+                    "agents:\n  helper: {file: parts/helper.yaml}\n")
+    result = config(str(path))
+    assert result.exit_code == 0, result.output
+    assert f"    url: https://example.com/mcp  # server {other}:6:10" in result.stdout
+    assert "#   MCP_RUN_TEST_MISSING: UNSET — servers.api.headers.Authorization" in result.stdout
