@@ -34,6 +34,7 @@ FAST_FILES = frozenset({
     "cli/test_chat_status.py",
     "cli/test_chat_view.py",
     "cli/test_turn_media.py",
+    "cli/test_validate_every_problem.py",
     "evals/test_evals_cases.py",
     "manifest/test_model_calls_spec.py",
     "models/test_retry_rules.py",

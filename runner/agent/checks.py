@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner import telemetry
-from runner.agent.included import check_included, merge_included, own_origins
+from runner.agent.included import Merged, check_included, merge_included, own_origins
 from runner.agent.output_contract import (
     SCHEMA_PATH,
     OutputContract,
@@ -47,7 +47,7 @@ from runner.manifest import (
 from runner.manifest.loading import (
     LoadedManifest,
     format_path,
-    load_manifest,
+    load_manifest_partly,
     read_document,
     read_located_yaml,
 )
@@ -101,19 +101,62 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
     way and merged in (:mod:`runner.agent.included`); ``including`` is the chain of manifests
     that include this one."""
     environ = os.environ if environ is None else environ
-    try:
-        loaded = load_manifest(path, environ=environ)
-    except ManifestError as exc:
-        raise ManifestError(exc.problems + document_problems(Path(path), exc.problems, environ)) from None
+    loaded, load_problems = load_manifest_partly(path, environ=environ)
+    if load_problems or loaded is None:
+        # The checks that follow loading run on the parts that are valid, so that one run reports
+        # every problem it can locate; what depends on an invalid part is not checked.
+        found = load_problems + document_problems(Path(path), load_problems, environ)
+        if loaded is not None:
+            found += _built(loaded, environ, turns, including).problems
+        raise ManifestError(list(dict.fromkeys(found)))
+    built = _built(loaded, environ, turns, including)
+    if built.problems:
+        raise ManifestError(built.problems)
+    templates: frozenset[Path] = frozenset()
+    if loaded.manifest.prompts.system is not None:
+        from runner.prompts.system import template_files
+
+        templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
+    for manifest in agent_prompt_manifests(loaded.manifest).values():
+        from runner.prompts.system import template_files  # Jinja: only for templates
+
+        templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
+    merged = built.merged
+    warnings = built.warnings + unpriced_budget_warnings(loaded) + output_warnings(loaded)
+    warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
+    return CheckedAgent(replace(loaded, manifest=merged.manifest), built.template, warnings + merged.warnings,
+                        templates, local_modules(loaded),
+                        agent_templates={**built.agent_templates, **merged.templates},
+                        output=built.output, included=merged.files, hidden_servers=merged.hidden_servers,
+                        origins=merged.origins, agent_definitions=merged.definitions,
+                        agent_files={**agent_prompt_files(loaded), **merged.agent_files})
+
+
+@dataclass(frozen=True)
+class _Built:
+    """What the checks after loading built and found: the compiled templates, the output
+    contract, the manifest with the agents of other files merged in, problems and warnings."""
+
+    template: SystemTemplate | None
+    agent_templates: dict[str, SystemTemplate]
+    output: OutputContract | None
+    merged: Merged
+    problems: list[Problem]
+    warnings: list[Problem]
+
+
+def _built(loaded: LoadedManifest, environ: Mapping[str, str], turns: bool,
+           including: tuple[Path, ...]) -> _Built:
+    """The checks of a loaded manifest (or of its valid parts): its templates, import paths,
+    scripts, output schema, model ids, telemetry packages and the agents of other files."""
 
     def check(other: Path, chain: tuple[Path, ...]) -> CheckedAgent:
         return checked_agent(other, environ=environ, turns=turns, including=chain)
 
     included, problems = check_included(loaded, check, including)
     template: SystemTemplate | None = None
-    templates: frozenset[Path] = frozenset()
     if loaded.manifest.prompts.system is not None:
-        from runner.prompts.system import compile_system_prompt, template_files
+        from runner.prompts.system import compile_system_prompt
 
         try:
             template = compile_system_prompt(loaded.manifest, loaded.base_dir, system_location(loaded))
@@ -148,22 +191,7 @@ def checked_agent(path: str | Path, *, environ: Mapping[str, str] | None = None,
         problems += telemetry.package_problems(loaded)
     merged, merge_problems = merge_included(loaded, included, own_origins(loaded))
     problems += merge_problems + modelless_agent_problems(merged.manifest, merged.origins)
-    if problems:
-        raise ManifestError(problems)
-    if loaded.manifest.prompts.system is not None:
-        templates = frozenset(path.resolve() for path in template_files(loaded.manifest, loaded.base_dir))
-    for manifest in agent_prompt_manifests(loaded.manifest).values():
-        from runner.prompts.system import template_files  # Jinja: only for templates
-
-        templates |= frozenset(path.resolve() for path in template_files(manifest, loaded.base_dir))
-    warnings += unpriced_budget_warnings(loaded) + output_warnings(loaded)
-    warnings = sorted(warnings + command_warnings(loaded, environ) + glob_warnings(loaded), key=_order)
-    return CheckedAgent(replace(loaded, manifest=merged.manifest), template, warnings + merged.warnings,
-                        templates, local_modules(loaded),
-                        agent_templates={**agent_templates, **merged.templates},
-                        output=contract, included=merged.files, hidden_servers=merged.hidden_servers,
-                        origins=merged.origins, agent_definitions=merged.definitions,
-                        agent_files={**agent_prompt_files(loaded), **merged.agent_files})
+    return _Built(template, agent_templates, contract, merged, problems, warnings)
 
 
 def document_problems(path: Path, reported: list[Problem], environ: Mapping[str, str]) -> list[Problem]:

@@ -4,6 +4,10 @@ Each value is the manifest's own (``server`` or ``manifest``, with ``file:line:c
 came through a YAML merge key points at the anchor it came from), inherited from ``defaults``, or
 ``built-in``. Variables are shown by name as written (``Bearer ${GITHUB_TOKEN}``), with whether
 they are set; their values are never shown, and neither are literal secrets in ``env``/``headers``.
+
+The manifest is checked as ``validate`` checks it, and refused with the same located problems
+(but for values an unset variable stands in). An agent from another file (``file:``) is shown with
+what it takes from that file, and that file's servers with the others, located in that file.
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from runner.authoring.importing import yaml_flow, yaml_scalar
 from runner.authoring.secrets import secret_env, secret_header
-from runner.manifest import ServerSettings
+from runner.errors import ManifestError, Problem
+from runner.manifest import FileAgentSpec, ModelAgentSpec, ServerSettings
 from runner.manifest.context import WINDOW_SHARE
-from runner.manifest.expansion import expand_variables, variable_references
+from runner.manifest.expansion import UNSET_VARIABLE, expand_variables, variable_references
 from runner.manifest.loading import MAX_DEPTH, MAX_NODES, Path_, format_path, load_manifest, read_document
 from runner.redaction import looks_like_credential, redact_urls
+
+if TYPE_CHECKING:
+    from runner.agent.checks import CheckedAgent
 
 HIDDEN = "(hidden)"
 _DURATIONS = frozenset({"timeout", "startup_timeout", "interval", "stale_after", "backoff",
@@ -88,6 +96,8 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
                 required.add(reference.name)
     # An unset variable without a default stands for itself, so the manifest still loads.
     placeholders = {name: "${" + name + "}" for name in required if name not in environ}
+    unset_at = {where for name in placeholders for where in uses[name]}
+    checked = _checked(path, {**placeholders, **environ}, unset_at)
     loaded = load_manifest(path, environ={**placeholders, **environ})
     data = loaded.manifest.model_dump(mode="json", by_alias=True)
     data["servers"] = {key: _connection_first(server) for key, server in data["servers"].items()}
@@ -98,7 +108,90 @@ def effective_manifest(path: str | Path, *, environ: Mapping[str, str] | None = 
         sources[where] = replace(sources[where], note=_window_note(loaded.manifest.model.id))
     variables = [VariableUse(name, name in environ, name not in required, tuple(paths))
                  for name, paths in sorted(uses.items())]
+    for name, spec in loaded.manifest.agents.items():
+        if isinstance(spec, FileAgentSpec) and checked is not None:
+            other = effective_manifest(os.path.normpath(Path(loaded.source.file).parent / spec.file),
+                                       environ=environ)
+            variables = _add_included(loaded.source.file, explained, sources, variables, name, other,
+                                      checked)
     return EffectiveManifest(loaded.source.file, explained, sources, variables)
+
+
+def _checked(path: Path, environ: Mapping[str, str], unset_at: set[str]) -> CheckedAgent | None:
+    """The manifest checked as ``validate`` checks it: its problems are raised (ManifestError), but
+    for unset variables (config shows them as unset; one another file uses stands for itself too)
+    and the problems of values an unset variable stands in (``unset_at``). None when only such
+    problems were found."""
+    from runner.agent.checks import checked_agent  # Jinja, and LangChain for a provider's model id
+
+    def placeholder(problem: Problem) -> bool:
+        return problem.message.startswith(UNSET_VARIABLE) or problem.file == str(path) and any(
+            problem.path == where or problem.path.startswith((f"{where}.", f"{where}["))
+            for where in unset_at)
+
+    while True:
+        try:
+            return checked_agent(path, environ=environ, turns=False)
+        except ManifestError as exc:
+            if problems := [problem for problem in exc.problems if not placeholder(problem)]:
+                raise ManifestError(problems) from None
+            unset = {problem.message.removeprefix(UNSET_VARIABLE).split(" ", 1)[0]
+                     for problem in exc.problems if problem.message.startswith(UNSET_VARIABLE)}
+            if not unset - set(environ):
+                return None
+            environ = {**{name: "${" + name + "}" for name in unset}, **environ}
+
+
+def _add_included(file: str, data: dict[str, Any], sources: dict[Path_, Provenance],
+                  variables: list[VariableUse], name: str, other: EffectiveManifest,
+                  checked: CheckedAgent) -> list[VariableUse]:
+    """Into the effective manifest of ``file`` (``data``, ``sources``): the agent ``name``
+    (``file:``) with what it takes from its file (``other``), its description, model, prompt,
+    max_steps, tools and agents; and that file's servers and agents, which join this manifest's,
+    each with its place in that file. The variables of both files are returned."""
+    entry: dict[str, Any] = data["agents"][name]
+    at = ("agents", name)
+
+    def take(key: str, where: Path_, *, only_written: bool = False) -> None:
+        value: Any = other.data
+        for part in where:
+            value = value[part]
+        inside = {path: source for path, source in other.sources.items() if path[:len(where)] == where}
+        if only_written and all(source.origin == "built-in" for source in inside.values()):
+            return  # not written there: the including manifest's applies
+        entry[key] = value
+        sources.update({(*at, key, *path[len(where):]): source for path, source in inside.items()})
+
+    if sources.get((*at, "description"), Provenance("built-in")).origin == "built-in":
+        take("description", ("description",))
+    take("model", ("model",), only_written=True)
+    take("prompt", ("prompts", "system"), only_written=True)
+    take("max_steps", ("agent", "max_steps"))
+    take("agents", ("agent", "agents"))
+    merged = checked.loaded.manifest.agents.get(name)
+    if isinstance(merged, ModelAgentSpec):  # the other file's servers this agent is given
+        entry["tools"] = list(merged.tools)
+        sources[(*at, "tools")] = Provenance("manifest", other.file, note="that file's servers")
+    for part in ("servers", "agents"):
+        for key, value in other.data.get(part, {}).items():
+            if key in data[part]:
+                continue  # the same definition in both files (a different one is refused)
+            data[part][key] = value
+            sources.pop((part,), None)  # an empty section was a value of its own
+            sources.update({path: source for path, source in other.sources.items()
+                            if path[:2] == (part, key)})
+            if part == "servers" and value.get("transport") == "stdio" and value.get("cwd") is None:
+                value["cwd"] = os.path.relpath(Path(other.file).parent, Path(file).parent)
+                sources[(part, key, "cwd")] = Provenance(
+                    "built-in", note=f"the folder of {other.file}, where a server it defines runs")
+    known = {use.name: use for use in variables}
+    for use in other.variables:  # where the other file uses it, in this view or in that file
+        used_at = tuple(where if where.startswith(("servers.", "agents.")) else f"{other.file}: {where}"
+                        for where in use.used_at)
+        before = known.get(use.name)
+        known[use.name] = replace(before, used_at=before.used_at + used_at) if before else \
+            replace(use, used_at=used_at)
+    return sorted(known.values(), key=lambda use: use.name)
 
 
 def _window_note(model_id: str) -> str:

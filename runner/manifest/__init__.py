@@ -12,7 +12,7 @@ returns every problem with its path; loading uses it to report them all at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -291,13 +291,16 @@ def _fallback_chain(manifest: Manifest, start: str) -> Iterator[str]:
         current = manifest.servers[current].fallback
 
 
-def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems that span several parts of the manifest, each with the path it belongs to."""
+def reference_problems(manifest: Manifest, *, unchecked_servers: Collection[str] = (),
+                       unchecked_agents: Collection[str] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems that span several parts of the manifest, each with the path it belongs to. The
+    ``unchecked`` servers and agents were left out of ``manifest`` because their own entries are
+    invalid (reported already): naming them is no problem, and nothing about them is checked."""
     problems: list[tuple[tuple[str | int, ...], str]] = []
     keys = sorted(manifest.servers)
     for key in keys:
         spec = manifest.servers[key]
-        if spec.fallback is None:
+        if spec.fallback is None or spec.fallback in unchecked_servers:
             continue
         path = ("servers", key, "fallback")
         if spec.fallback not in manifest.servers:
@@ -308,7 +311,7 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
             chain = " -> ".join([key, *_fallback_chain(manifest, key)])
             problems.append((path, f"fallbacks form a cycle: {chain}"))
     for index, binding in enumerate(manifest.prompts.mcp):
-        if binding.server not in manifest.servers:
+        if binding.server not in manifest.servers and binding.server not in unchecked_servers:
             problems.append((
                 ("prompts", "mcp", index, "server"),
                 f"unknown server '{binding.server}'{did_you_mean(binding.server, keys)}",
@@ -335,8 +338,9 @@ def reference_problems(manifest: Manifest) -> list[tuple[tuple[str | int, ...], 
             problems.append((("agents", name), f"separator '{separator}' occurs in the agent name; "
                                                 "it could be taken for a server's tool"))
     local_tools = [path.rsplit(":", 1)[-1] for path in manifest.local_tools]
-    problems.extend(agent_problems(manifest.agents, manifest.agent.agents, keys, separator, local_tools,
-                                   main_handoffs=manifest.agent.handoffs))
+    problems.extend(agent_problems(manifest.agents, manifest.agent.agents,
+                                   sorted({*keys, *unchecked_servers}), separator, local_tools,
+                                   main_handoffs=manifest.agent.handoffs, unchecked=unchecked_agents))
     return problems
 
 

@@ -20,7 +20,7 @@ calls form a cycle are cross-references: :func:`agent_problems` reports them wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
@@ -218,15 +218,18 @@ def agent_problems(
     separator: str,
     local_tools: Sequence[str] = (),
     main_handoffs: Sequence[str] = (),
+    unchecked: Collection[str] = (),
 ) -> Problems:
     """Unknown agent and server names (with the closest known one), the reserved name ``main``,
     cycles of agents calling each other (with the path of the cycle), and handoffs to an agent
-    that cannot take over a conversation."""
+    that cannot take over a conversation. ``unchecked`` names agents left out of ``agents`` because
+    their entries are invalid (reported already): they exist, so naming them is no problem, but
+    what they call and whether they take a conversation is not known."""
     from runner.manifest import did_you_mean  # the package imports this module
 
     problems: Problems = []
     names = sorted(agents)
-    known = [MAIN_AGENT, *names]
+    known = [MAIN_AGENT, *names, *sorted(unchecked)]
     if MAIN_AGENT in agents:
         problems.append((("agents", MAIN_AGENT), "'main' is the manifest's own agent; choose another name"))
 
@@ -248,11 +251,12 @@ def agent_problems(
                 if problem:
                     problems.append((("agents", name, "tools", index), problem))
     problems.extend(_cycle_problems(agents, main_calls))
-    problems.extend(handoff_problems(agents, main_handoffs))
+    problems.extend(handoff_problems(agents, main_handoffs, unchecked))
     return problems
 
 
-def handoff_problems(agents: Mapping[str, Any], main_handoffs: Sequence[str]) -> Problems:
+def handoff_problems(agents: Mapping[str, Any], main_handoffs: Sequence[str],
+                     unchecked: Collection[str] = ()) -> Problems:
     """The ``handoffs`` entries naming no agent (with the closest name), a workflow (only an agent
     with a model of its own answers a conversation), or the agent itself."""
     from runner.manifest import did_you_mean
@@ -266,6 +270,8 @@ def handoff_problems(agents: Mapping[str, Any], main_handoffs: Sequence[str]) ->
             where: tuple[str | int, ...] = (*owner, "handoffs", index)
             if target == name:
                 problems.append((where, "an agent cannot hand the conversation to itself"))
+            elif target in unchecked:
+                continue  # its entry is invalid: whether it could take over is not known
             elif target != MAIN_AGENT and target not in agents:
                 problems.append((where, f"unknown agent '{target}'"
                                         f"{did_you_mean(target, [MAIN_AGENT, *sorted(agents)])}"))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 MAX_NESTING = 64
 MALFORMED = "malformed variable reference; use ${NAME}, ${NAME:-default} or $${ for a literal '${'"
+UNSET_VARIABLE = "environment variable "  # how the problem of an unset variable without a default begins
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -146,6 +147,6 @@ class _Expansion:
             return self.environ[name], index
         if default is not None:
             return default, index
-        self.problems.append(f"environment variable {name} is not set (write ${{{name}:-default}} "
+        self.problems.append(f"{UNSET_VARIABLE}{name} is not set (write ${{{name}:-default}} "
                              "to give a default)")
         return "", index

@@ -7,6 +7,7 @@ duplicate keys can be refused, and alias bombs or absurd nesting stop with a cle
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import stat
@@ -94,6 +95,18 @@ def load_manifest(path: str | Path, *, environ: Mapping[str, str] | None = None)
     return parse_manifest(read_document(path, "the manifest"), file=str(path), path=path, environ=environ)
 
 
+def load_manifest_partly(path: str | Path, *, environ: Mapping[str, str] | None = None
+                         ) -> tuple[LoadedManifest | None, list[Problem]]:
+    """:func:`load_manifest` that does not stop at the first stage that fails: every problem it
+    finds, and the manifest as far as it is valid (see :func:`parse_manifest_partly`)."""
+    path = Path(path)
+    try:
+        raw = read_document(path, "the manifest")
+    except ManifestError as exc:
+        return None, exc.problems
+    return parse_manifest_partly(raw, file=str(path), path=path, environ=environ)
+
+
 def read_document(path: Path, what: str) -> bytes:
     """The bytes of ``path``, or a ManifestError located at its start naming ``what`` it is. No
     more than the size limit and one byte is read, and only from a regular file (a symlink's
@@ -141,23 +154,105 @@ def parse_manifest(
     environ: Mapping[str, str] | None = None,
 ) -> LoadedManifest:
     """Validate manifest text; ``environ`` (default ``os.environ``) feeds ``${VAR}`` expansion."""
+    loaded, problems = parse_manifest_partly(raw, file=file, path=path, environ=environ)
+    if problems or loaded is None:
+        raise ManifestError(problems)
+    return loaded
+
+
+def parse_manifest_partly(
+    raw: bytes | str,
+    *,
+    file: str = "agent.yaml",
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[LoadedManifest | None, list[Problem]]:
+    """Every problem of the manifest text, and the manifest as far as it is valid, so that the
+    checks which follow can run on the valid parts in the same run: a server or agent whose own
+    entry is invalid is left out (what names it is not checked against it), another invalid
+    value is left out (its default applies), an invalid list is left out whole. None when the
+    text cannot be read as a manifest at all, or what is left is still invalid."""
     source = SourceMap(file)
     problems: list[Problem] = []
-    data = _read_document(raw, source, os.environ if environ is None else environ, problems)
     try:
-        manifest = Manifest.model_validate(data, context={"defer_references": True})
+        data = _read_document(raw, source, os.environ if environ is None else environ, problems)
+    except ManifestError as exc:
+        return None, exc.problems
+    unchecked: dict[str, set[str]] = {"servers": set(), "agents": set()}
+    try:
+        manifest: Manifest | None = Manifest.model_validate(data, context={"defer_references": True})
     except ValidationError as exc:
         # A value already reported (say, an unset variable) is not reported again as invalid.
         reported = {p.path for p in problems}
         located = [problem for error in exc.errors() for problem in (
             _located(error, data, source), *_kindless_server_problems(error, data, source))]
-        raise ManifestError(problems + [p for p in located if p.path not in reported]) from None
+        problems += [p for p in located if p.path not in reported]
+        manifest = _valid_part(data, exc, unchecked)
     resolved = (path or Path(file)).resolve()
-    cross_checks = reference_problems(manifest) + folder_problems(manifest, resolved.parent)
+    if manifest is None:
+        return None, problems
+    cross_checks = reference_problems(manifest, unchecked_servers=unchecked["servers"],
+                                      unchecked_agents=unchecked["agents"])
+    cross_checks += folder_problems(manifest, resolved.parent)
     problems += [source.problem(where, message) for where, message in cross_checks]
-    if problems:
-        raise ManifestError(problems)
-    return LoadedManifest(manifest, resolved, source)
+    return LoadedManifest(manifest, resolved, source), problems
+
+
+_STAND_INS = {"version": 1, "name": "manifest"}  # required keys: a stand-in keeps the rest checkable
+_SALVAGE_ROUNDS = 8
+
+
+def _valid_part(data: dict[str, Any], error: ValidationError, unchecked: dict[str, set[str]]
+                ) -> Manifest | None:
+    """The manifest of ``data`` without the parts ``error`` (and the validations that follow) find
+    invalid; the servers and agents left out are added to ``unchecked``."""
+    data = copy.deepcopy(data)
+    errors = error.errors()
+    for _ in range(_SALVAGE_ROUNDS):
+        # Outer parts first: a part inside one already left out is gone with it.
+        removed: list[Path_] = []
+        for path in sorted({_document_path(details["loc"], data)[0] for details in errors}, key=len):
+            if any(path[:len(gone)] == gone for gone in removed):
+                continue
+            gone = _leave_out(data, path, unchecked)
+            if gone is None:
+                return None
+            removed.append(gone)
+        try:
+            return Manifest.model_validate(data, context={"defer_references": True})
+        except ValidationError as exc:
+            errors = exc.errors()
+    return None
+
+
+def _leave_out(data: dict[str, Any], path: Path_, unchecked: dict[str, set[str]]) -> Path_ | None:
+    """Take the invalid part at ``path`` out of ``data``: the path of what was taken out, or None
+    when nothing sensible can be."""
+    if not path:
+        return None  # the whole document: nothing is left to check
+    head, section = str(path[0]), data.get(str(path[0]))
+    if head in unchecked and len(path) >= 2 and isinstance(section, dict) and path[1] in section:
+        del section[path[1]]
+        unchecked[head].add(str(path[1]))
+        return path[:2]
+    # The longest part of the path that leads through mappings to a key that is there: a value
+    # left out (its default applies; a missing required key leaves its parent out next round),
+    # or the list holding an invalid item (leaving out one item would move the others' places).
+    end, cursor = 1, section
+    while end < len(path) and isinstance(cursor, dict) and isinstance(path[end], str) \
+            and path[end] in cursor:
+        cursor, end = cursor[path[end]], end + 1
+    if end == 1:
+        if head in _STAND_INS:
+            data[head] = _STAND_INS[head]
+        else:
+            data.pop(head, None)
+        return path[:1]
+    parent: Any = data
+    for part in path[:end - 1]:
+        parent = parent[part]
+    del parent[path[end - 1]]
+    return path[:end]
 
 
 def folder_problems(manifest: Manifest, base_dir: Path) -> list[tuple[Path_, str]]:

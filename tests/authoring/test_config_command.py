@@ -300,3 +300,69 @@ def test_an_agent_from_another_file_shows_which_file_and_where_it_is_named(tmp_p
     assert result.exit_code == 0, result.output
     line = next(n for n, text in enumerate(path.read_text().splitlines(), start=1) if "{file:" in text)
     assert f"file: parts/researcher.yaml  # manifest {path}:{line}:" in result.output
+
+
+def test_a_manifest_validate_refuses_is_refused_with_every_located_problem_and_exit_code_2(
+        tmp_path: Path) -> None:
+    (tmp_path / "main.yaml").write_text("- text: done\n")
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\nname: bad\nmodel: {id: scripted, script: main.yaml}\nagents:\n"
+                    "  writer: {description: Writes., prompt: '{{ broken'}\n"
+                    "  research: {file: missing.yaml}\n")
+    result = config(str(path))
+    assert result.exit_code == 2, result.output
+    assert f"{path}:5:1: agents.writer: this agent has no model of its own" in result.stderr
+    assert f"{path}:5:" in result.stderr
+    assert "agents.writer.prompt: unexpected end of template" in result.stderr
+    assert f"{path}:6:20: agents.research.file: manifest 'missing.yaml' does not exist" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_value_an_unset_variable_stands_in_is_shown_as_unset_not_refused(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: a\nmodel: ${MCP_RUN_TEST_MISSING}\n")
+    result = config(str(path))
+    assert result.exit_code == 0, result.output
+    assert "#   MCP_RUN_TEST_MISSING: UNSET — model" in result.stdout
+
+
+def test_an_agent_from_another_file_shows_the_values_and_servers_it_takes_from_that_file() -> None:
+    from builders import ROOT
+
+    path = ROOT / "examples" / "agents" / "team.yaml"
+    other = ROOT / "examples" / "agents" / "parts" / "researcher.yaml"
+    result = invoke("config", str(path))
+    assert result.exit_code == 0, result.output
+    lines = other.read_text().splitlines()
+
+    def at(words: str) -> str:
+        return f"{other}:{next(n for n, text in enumerate(lines, start=1) if words in text)}:"
+
+    out = result.stdout
+    description = "Finds facts and does arithmetic with the notes server."
+    assert f"    description: {description}  # manifest {at('description:')}" in out
+    assert f"      script: researcher-turns.yaml  # manifest {at('researcher-turns.yaml')}" in out
+    assert f"    max_steps: 4  # manifest {at('max_steps')}" in out
+    assert "    tools: [notes]  # manifest" in out
+    # Its notes server joins the one fleet, and runs in that file's folder.
+    assert f"    command: python  # server {at('command: python')}" in out
+    assert f"    cwd: parts  # built-in: the folder of {other}" in out
+    assert "servers: {}" not in out
+    alone = invoke("config", str(path), "--server", "notes")
+    assert alone.exit_code == 0 and f"# server {at('command: python')}" in alone.stdout
+
+
+def test_an_unset_variable_of_an_included_file_is_shown_as_unset_with_that_files_server(
+        tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    other = tmp_path / "parts" / "helper.yaml"
+    other.write_text("version: 1\nname: helper\ndescription: Helps.\nservers:\n  api:\n"
+                     "    url: https://example.com/mcp\n"
+                     "    headers: {Authorization: 'Bearer ${MCP_RUN_TEST_MISSING}'}\n")
+    path = tmp_path / "agent.yaml"
+    path.write_text("version: 1\nname: main\nagent: {agents: [helper]}\n"
+                    "agents:\n  helper: {file: parts/helper.yaml}\n")
+    result = config(str(path))
+    assert result.exit_code == 0, result.output
+    assert f"    url: https://example.com/mcp  # server {other}:6:10" in result.stdout
+    assert "#   MCP_RUN_TEST_MISSING: UNSET — servers.api.headers.Authorization" in result.stdout
