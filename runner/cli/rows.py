@@ -58,16 +58,17 @@ def beside_rows(runtime: Runtime, *, schemas: bool = True) -> list[dict[str, Any
     """The main agent's model is offered these beside the catalog's tools: a tool per agent it
     may call (``agent.agents``, kind ``agent``) and its handoff tools (kind ``handoff``). Known from
     the manifest, so a listing without a model (``mcp-run tools``) shows them too."""
+    manifest = runtime.manifest
+    if not manifest.agents:  # none: and the listing of a manifest without agents imports no LangChain
+        return []
     from runner.agent.handoffs import main_handoff_tools
     from runner.agent.team import AgentTask, agent_tool_description
 
-    manifest = runtime.manifest
     rows: list[dict[str, Any]] = []
     beside = [(name, "agent", agent_tool_description(name, manifest.agents[name]),
                AgentTask.model_json_schema()) for name in manifest.agent.agents]
-    if manifest.agents:
-        beside += [(tool.name, "handoff", tool.description, tool.tool_call_schema.model_json_schema())  # type: ignore[union-attr]
-                   for tool in main_handoff_tools(manifest)]
+    beside += [(tool.name, "handoff", tool.description, tool.tool_call_schema.model_json_schema())  # type: ignore[union-attr]
+               for tool in main_handoff_tools(manifest)]
     for name, kind, description, schema in beside:
         row: dict[str, Any] = {"name": name, "server": None, "original": name, "description": description,
                                "approval": runtime.catalog.policy.may_ask(name, (None, name)), "kind": kind}
