@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,25 @@ async def first_token_in_process(runtime: Runtime, thread: str) -> float:
     return first
 
 
+def first_token_measures(runtime: Runtime, per_slice: int, remote: Callable[[str], Awaitable[float]]
+                         ) -> tuple[Callable[[], Awaitable[Metrics]], Callable[[], Awaitable[Metrics]]]:
+    """A first-token row's two measures: ``per_slice`` turns in process, and ``per_slice`` turns
+    by ``remote`` (its first token's ms on a thread) timed alternately with in-process ones, so
+    both see the same machine (combined by :func:`first_tokens`)."""
+    async def in_process() -> Metrics:
+        return {"samples_ms": [await first_token_in_process(runtime, uuid.uuid4().hex)
+                               for _ in range(per_slice)]}
+
+    async def paired() -> Metrics:
+        local, far = [], []
+        for _ in range(per_slice):
+            local.append(await first_token_in_process(runtime, uuid.uuid4().hex))
+            far.append(await remote(uuid.uuid4().hex))
+        return {"samples_ms": far, "floor_samples_ms": local}
+
+    return in_process, paired
+
+
 def resident_kb(pid: int) -> float:
     """The process's resident set (``VmRSS``), in kB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -152,16 +171,8 @@ async def openai_api_suite(settings: Settings, folder: Path) -> AsyncIterator[li
         await open_threads(http, api, model, warm_threads(settings))
         per_slice = max(settings.agent_turns // settings.latency_slices, 1)
 
-        async def in_process() -> Metrics:
-            return {"samples_ms": [await first_token_in_process(runtime, uuid.uuid4().hex)
-                                   for _ in range(per_slice)]}
-
-        async def streamed() -> Metrics:
-            local, remote = [], []
-            for _ in range(per_slice):  # alternately, so both see the same machine
-                local.append(await first_token_in_process(runtime, uuid.uuid4().hex))
-                remote.append(await streamed_turn(http, api, model, uuid.uuid4().hex))
-            return {"samples_ms": remote, "floor_samples_ms": local}
+        in_process, streamed = first_token_measures(
+            runtime, per_slice, lambda thread: streamed_turn(http, api, model, thread))
 
         # Each worker makes a quarter of a throughput slice's calls per worker (a turn is 10-20
         # calls' worth of work), at least one.

@@ -31,9 +31,8 @@ import httpx
 
 from bench.harness import BenchError, Case, Goal, Settings
 from bench.launch import announcing_process
-from bench.openai_api import first_token_in_process, first_tokens, sqlite_manifest
+from bench.openai_api import first_token_in_process, first_token_measures, first_tokens, sqlite_manifest
 from bench.serving import ANSWER, MESSAGE
-from bench.stats import Metrics
 
 ROW = "14. web page: time to first token of the page's turn stream vs in process"
 IN_PROCESS = "in process: stream_turn, first token (floor)"
@@ -98,16 +97,8 @@ async def web_suite(settings: Settings, folder: Path) -> AsyncIterator[list[Case
         await page_turn(http, base, token, uuid.uuid4().hex)
         per_slice = max(settings.agent_turns // settings.latency_slices, 1)
 
-        async def in_process() -> Metrics:
-            return {"samples_ms": [await first_token_in_process(runtime, uuid.uuid4().hex)
-                                   for _ in range(per_slice)]}
-
-        async def page_stream() -> Metrics:
-            local, remote = [], []
-            for _ in range(per_slice):  # alternately, so both see the same machine
-                local.append(await first_token_in_process(runtime, uuid.uuid4().hex))
-                remote.append(await page_turn(http, base, token, uuid.uuid4().hex))
-            return {"samples_ms": remote, "floor_samples_ms": local}
+        in_process, page_stream = first_token_measures(
+            runtime, per_slice, lambda thread: page_turn(http, base, token, thread))
 
         yield [
             Case(ROW, IN_PROCESS, in_process, "p50_ms", slices=settings.latency_slices, combine=first_tokens),
